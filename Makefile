@@ -1,0 +1,31 @@
+# graphprof: `make run` profiles resnet18, `make test` runs the test suite (each installs first when needed).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.graphprof-installed
+
+.PHONY: install run test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	# torch and torchvision first, at the versions this machine holds on disk (a CUDA build that runs on the CPU)
+	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install --quiet -e '.[all,test]'
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/graphprof --model resnet18
+
+test: install
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install
+	$(PY) benchmarks/bench_capture.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""The graphprof command line: a thin Typer adapter over the :mod:`graphprof` library."""

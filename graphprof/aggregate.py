@@ -1,0 +1,58 @@
+"""Roll layer costs up the module tree: ``layer1.0.conv1`` -> ``layer1.0`` -> ``layer1`` -> model.
+
+A row belongs to the module path it was attributed to and to every ancestor of it; the model itself
+is the path ``""``. A module's cost is the exact sum of the rows beneath it, so the root's cost equals
+the profile's total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from torch import nn
+
+from graphprof.formulas import Cost
+from graphprof.result import LayerRow, ModuleRow
+
+__all__ = ["aggregate_modules", "ancestors"]
+
+
+def ancestors(path: str | None) -> list[str]:
+    """``"layer1.0.conv1"`` -> ``["", "layer1", "layer1.0", "layer1.0.conv1"]``."""
+    if not path:
+        return [""]
+    parts = path.split(".")
+    return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def aggregate_modules(rows: Iterable[LayerRow], model: nn.Module) -> list[ModuleRow]:
+    """Module rows in the model's own order (``named_modules``), each with its subtree's cost.
+
+    Paths a row names that the model does not have (a name the capture could not map back) are kept,
+    after the model's modules, so no cost is lost.
+    """
+    forward: dict[str, Cost] = {}
+    backward: dict[str, Cost] = {}
+    nodes: dict[str, int] = {}
+    for row in rows:
+        for path in ancestors(row.module):
+            forward[path] = forward.get(path, Cost()) + row.forward
+            backward[path] = backward.get(path, Cost()) + row.backward
+            nodes[path] = nodes.get(path, 0) + 1
+    modules = dict(model.named_modules(remove_duplicate=False))
+    order = [p for p in modules if p in nodes] + [p for p in nodes if p not in modules]
+    out: list[ModuleRow] = []
+    for path in order:
+        module = modules.get(path)
+        out.append(
+            ModuleRow(
+                path=path,
+                type=type(module).__name__ if module is not None else "?",
+                depth=0 if path == "" else path.count(".") + 1,
+                params=sum(p.numel() for p in module.parameters()) if module is not None else 0,
+                forward=forward[path],
+                backward=backward[path],
+                nodes=nodes[path],
+            )
+        )
+    return out

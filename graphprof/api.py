@@ -1,0 +1,223 @@
+"""``profile_model``: run graphprof's passes in order and return a :class:`~graphprof.result.Profile`.
+
+resolve model -> warm up -> capture graph -> propagate shapes (dry run) -> count cost -> aggregate by
+module. Classification (roofline) and rendering consume the ``Profile`` afterwards.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from graphprof import __version__
+from graphprof.aggregate import aggregate_modules
+from graphprof.capture import METHODS, capture_graph, preserved_state, warm_up
+from graphprof.count import count_costs
+from graphprof.errors import InvalidInputError
+from graphprof.propagate import DataDependentError, propagate
+from graphprof.result import Profile
+
+__all__ = ["Mode", "profile_model", "parse_dtype", "parse_shape"]
+
+
+class Mode(str, enum.Enum):
+    """What is counted: inference (``eval``, no grad) or a training step (``train``: forward + backward)."""
+
+    EVAL = "eval"
+    TRAIN = "train"
+
+
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float64": torch.float64, "fp64": torch.float64, "double": torch.float64,
+}  # fmt: skip
+
+
+def parse_dtype(value: str | torch.dtype | None) -> torch.dtype | None:
+    """``"bf16"`` -> ``torch.bfloat16``; ``None`` stays ``None`` (the model's own dtype)."""
+    if value is None or isinstance(value, torch.dtype):
+        return value
+    key = value.strip().lower().removeprefix("torch.")
+    if key not in _DTYPES:
+        raise InvalidInputError(f"unknown dtype {value!r}; choose from {', '.join(sorted(set(_DTYPES)))}")
+    return _DTYPES[key]
+
+
+def parse_shape(value: str | Sequence[int] | Sequence[str] | None) -> tuple[int, ...] | None:
+    """Accept ``(1, 3, 224, 224)``, ``"1,3,224,224"``, ``"1 3 224 224"``, ``"1x3x224x224"`` or ``["1,3", "224", "224"]``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    parts: list[str] = []
+    for item in value:
+        parts.extend(str(item).replace(",", " ").replace("x", " ").split())
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise InvalidInputError(f"input shape must be integers, got {' '.join(parts)!r}") from None
+    if not shape or any(s <= 0 for s in shape):
+        raise InvalidInputError(f"input shape must be positive integers, got {shape}")
+    return shape
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    for t in model.parameters():
+        return t.device
+    for t in model.buffers():
+        return t.device
+    return torch.device("cpu")
+
+
+def _describe(value: Any) -> list[str]:
+    if isinstance(value, torch.Tensor):
+        return ["x".join(str(s) for s in value.shape) + f" {str(value.dtype).removeprefix('torch.')}"]
+    if isinstance(value, (list, tuple)):
+        inner = [d for v in value for d in _describe(v)]
+        return [f"list of {len(value)}: " + ", ".join(inner)] if isinstance(value, list) else inner
+    if isinstance(value, dict):
+        return [f"{k}={d}" for k, v in value.items() for d in _describe(v)]
+    return []
+
+
+def _versions() -> tuple[tuple[str, str], ...]:
+    versions = [("graphprof", __version__), ("torch", torch.__version__)]
+    try:
+        import torchvision
+
+        versions.append(("torchvision", torchvision.__version__))
+    except ImportError:  # pragma: no cover - torchvision is a dependency
+        pass
+    return tuple(versions)
+
+
+def profile_model(
+    model: nn.Module | str,
+    *,
+    input_shape: Sequence[int] | str | None = None,
+    example_inputs: tuple | list | torch.Tensor | None = None,
+    example_kwargs: dict[str, Any] | None = None,
+    batch_size: int | None = None,
+    dtype: str | torch.dtype | None = None,
+    mode: Mode | str = Mode.EVAL,
+    model_name: str | None = None,
+    methods: Sequence[str] = METHODS,
+) -> Profile:
+    """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
+
+    >>> import graphprof
+    >>> p = graphprof.profile_model("resnet18")
+    >>> p.total_params, p.capture_method
+    (11689512, 'fx.symbolic_trace')
+
+    A model object needs ``input_shape`` (a float tensor of that shape, on the model's device) or
+    ``example_inputs``/``example_kwargs``. The model is left exactly as it was found.
+    """
+    timings: list[tuple[str, float]] = []
+    start = time.perf_counter()
+    mode = Mode(mode) if not isinstance(mode, Mode) else mode
+    run_dtype = parse_dtype(dtype)
+    shape = parse_shape(input_shape)
+    if batch_size is not None and batch_size <= 0:
+        raise InvalidInputError(f"batch size must be positive, got {batch_size}")
+    notes: list[str] = []
+    family = "custom"
+    if isinstance(model, str):
+        from graphprof.models import resolve_model
+
+        resolved = resolve_model(model, input_shape=shape, batch_size=batch_size)
+        name = model_name or resolved.name
+        family = resolved.family
+        module = resolved.model
+        args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
+        notes.extend(resolved.notes)
+        if example_inputs is not None or example_kwargs is not None:
+            args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})
+    elif isinstance(model, nn.Module):
+        module = model
+        name = model_name or type(model).__name__
+        if example_inputs is not None or example_kwargs is not None:
+            args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})
+        elif shape is not None:
+            if batch_size is not None:
+                shape = (batch_size, *shape[1:])
+            args, kwargs = (torch.randn(shape, device=_model_device(module)),), {}
+        else:
+            raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
+    else:
+        raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model).__name__}")
+    timings.append(("resolve", time.perf_counter() - start))
+
+    with preserved_state(module):
+        t = time.perf_counter()
+        warm_up(module, args, kwargs)
+        timings.append(("warm-up", time.perf_counter() - t))
+        module.train(mode is Mode.TRAIN)
+        captured = capture_graph(module, args, kwargs, methods=tuple(methods))
+        timings.append(("capture", captured.seconds))
+        t = time.perf_counter()
+        execution, execution_note = "dry-run", "FakeTensor: shapes only, no arithmetic, no weights read"
+        try:
+            trace = propagate(captured, module, args, kwargs, train=mode is Mode.TRAIN, dtype=run_dtype, fake=True)
+        except DataDependentError as exc:
+            execution = "real"
+            execution_note = f"ran for real on the given input: the dry run needs values ({str(exc)[:120]})"
+            trace = propagate(captured, module, args, kwargs, train=mode is Mode.TRAIN, dtype=run_dtype, fake=False)
+        timings.append(("propagate", time.perf_counter() - t))
+        t = time.perf_counter()
+        rows, unsupported = count_costs(trace)
+        modules = aggregate_modules(rows, module)
+        timings.append(("count", time.perf_counter() - t))
+        params = list(module.parameters())
+        buffers = list(module.buffers())
+
+    graph_params = sum(r.params for r in rows)
+    total_params = sum(p.numel() for p in params)
+    if graph_params != total_params:
+        notes.append(
+            f"{total_params - graph_params:,} parameters are not used by the captured forward pass"
+        )
+    if run_dtype is not None:
+        notes.append(f"counted as {str(run_dtype).removeprefix('torch.')} (the model itself was not converted)")
+    param_dtype = run_dtype or (params[0].dtype if params else torch.float32)
+    return Profile(
+        model_name=name,
+        family=family,
+        mode=mode.value,
+        dtype=str(param_dtype).removeprefix("torch."),
+        input_shapes=tuple(_describe(args) + _describe(kwargs)),
+        capture_method=captured.method,
+        capture_attempts=tuple(captured.attempts),
+        execution=execution,
+        execution_note=execution_note,
+        layers=tuple(rows),
+        modules=tuple(modules),
+        total_params=total_params,
+        trainable_params=sum(p.numel() for p in params if p.requires_grad),
+        param_bytes=sum(p.numel() * (param_dtype.itemsize if p.is_floating_point() else p.element_size()) for p in params),
+        buffer_bytes=sum(b.numel() * b.element_size() for b in buffers),
+        graph_params=graph_params,
+        input_bytes=trace.input_bytes,
+        output_bytes=trace.output_bytes,
+        peak_activation_bytes=trace.peak_activation_bytes,
+        num_subgraphs=captured.num_subgraphs,
+        unsupported=tuple(unsupported),
+        notes=tuple(notes),
+        versions=_versions(),
+        timings=tuple(timings),
+    )
+
+
+def _as_args(example_inputs: tuple | list | torch.Tensor | None) -> tuple:
+    if example_inputs is None:
+        return ()
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    return tuple(example_inputs)

@@ -1,0 +1,238 @@
+"""Warm up a model, then capture its graph: ``torch.fx.symbolic_trace``, falling back to Dynamo.
+
+The strategy of seed 001:
+
+1. warm up once (models with lazily initialised state, such as YOLO's anchors, need it);
+2. ``torch.fx.symbolic_trace``: fast, names are the module paths;
+3. ``torch._dynamo.export``: handles control flow on Python values, attribute mutation and most Python
+   patterns; its node names are mangled, :mod:`graphprof.names` makes them readable;
+4. when both fail (detection post-processing, data-dependent loops), an **eager** capture: the model
+   itself is run op by op under a dispatch mode and each aten call is attributed to the module that
+   issued it. It is not a graph of the Python program, but every op is still seen and counted.
+
+``torch._dynamo.export`` is kept as the fallback rather than ``torch.export.export``: for torchvision
+detection/segmentation models and YOLO, ``torch.export`` (strict or not) fails on the same models
+Dynamo fails on, and Dynamo keeps ``nn_module_stack`` at the level of the user's Python calls
+(``conv2d``, ``batch_norm``) rather than decomposed aten ops, which is what a per-layer table wants.
+
+Nothing here changes the user's model: the warm-up runs under ``torch.no_grad`` in eval mode, and the
+training flag and every buffer are restored afterwards (see :func:`preserved_state`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from graphprof.errors import CaptureError, ModelBuildError
+
+__all__ = [
+    "CapturedGraph",
+    "capture_graph",
+    "warm_up",
+    "preserved_state",
+    "slice_batch",
+    "METHODS",
+]
+
+#: Capture methods in the order they are tried.
+METHODS = ("fx.symbolic_trace", "dynamo.export", "eager")
+
+
+@dataclass
+class CapturedGraph:
+    """The outcome of :func:`capture_graph`.
+
+    ``graph_module`` is ``None`` for the eager method. ``attempts`` holds ``(method, error)`` for every
+    method tried before the one that worked, so the output can say why the faster ones failed.
+    """
+
+    method: str
+    graph_module: torch.fx.GraphModule | None
+    attempts: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    num_subgraphs: int = 1
+
+    def flat_inputs(self, args: tuple, kwargs: dict) -> list[Any]:
+        """The graph's placeholder values for a call ``model(*args, **kwargs)``."""
+        gm = self.graph_module
+        assert gm is not None
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if self.method == "dynamo.export":
+            leaves, _ = torch.utils._pytree.tree_flatten((args, kwargs))
+            if len(leaves) != len(placeholders):
+                raise CaptureError(
+                    f"the Dynamo graph takes {len(placeholders)} inputs but the call has {len(leaves)}"
+                )
+            return leaves
+        return _bind_placeholders(placeholders, getattr(gm, "_graphprof_signature", None), args, kwargs)
+
+
+def _bind_placeholders(
+    placeholders: list[torch.fx.Node], signature: inspect.Signature | None, args: tuple, kwargs: dict
+) -> list[Any]:
+    bound: dict[str, Any] = {}
+    if signature is not None:
+        bound = dict(signature.bind_partial(*args, **kwargs).arguments)
+    else:
+        bound = {p.target: a for p, a in zip(placeholders, args, strict=False)}
+        bound.update(kwargs)
+    values = []
+    for p in placeholders:
+        name = str(p.target).lstrip("*")
+        if name in bound:
+            values.append(bound[name])
+        elif p.args:
+            values.append(p.args[0])
+        else:
+            values.append(None)
+    return values
+
+
+@contextlib.contextmanager
+def preserved_state(model: nn.Module) -> Iterator[None]:
+    """Restore the model's training flags, buffers and ``requires_grad`` flags on exit.
+
+    Buffers are compared by identity and value: a buffer that was replaced is put back, one changed in
+    place (a BatchNorm running mean, ``num_batches_tracked``) gets its old value copied back. Meta
+    tensors hold no values and are only checked for identity.
+    """
+    modes = {m: m.training for m in model.modules()}
+    requires_grad = {p: p.requires_grad for p in model.parameters()}
+    buffers: dict[tuple[nn.Module, str], tuple[torch.Tensor | None, torch.Tensor | None]] = {}
+    for module in model.modules():
+        for name, buf in module._buffers.items():
+            saved = None if buf is None or buf.is_meta else buf.detach().clone()
+            buffers[(module, name)] = (buf, saved)
+    try:
+        yield
+    finally:
+        for module, training in modes.items():
+            module.training = training
+        for param, flag in requires_grad.items():
+            param.requires_grad_(flag)
+        for (module, name), (buf, saved) in buffers.items():
+            if module._buffers.get(name) is not buf:
+                module._buffers[name] = buf
+            if buf is not None and saved is not None and not torch.equal(buf, saved):
+                with torch.no_grad():
+                    buf.copy_(saved)
+
+
+def slice_batch(value: Any) -> Any:
+    """The first sample of a batch: ``x[:1]`` for tensors, the first item of a list of images.
+
+    Used for the warm-up, which only has to initialise lazy state, so its cost does not grow with the
+    batch size.
+    """
+    if isinstance(value, torch.Tensor):
+        return value[:1] if value.dim() > 0 and value.shape[0] > 1 else value
+    if isinstance(value, list) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return value[:1]
+    if isinstance(value, tuple):
+        return tuple(slice_batch(v) for v in value)
+    if isinstance(value, dict):
+        return {k: slice_batch(v) for k, v in value.items()}
+    return value
+
+
+def warm_up(model: nn.Module, args: tuple, kwargs: dict) -> None:
+    """Run one forward pass in eval mode without gradients, on the first sample of the batch.
+
+    Safe for every model: models without lazy state are unchanged; models with it (YOLO's ``anchors``
+    and ``strides``) are initialised, exactly as their own first forward would do. Buffers and flags
+    are restored by the caller's :func:`preserved_state`.
+    """
+    model.eval()
+    with torch.no_grad():
+        try:
+            model(*slice_batch(args), **slice_batch(kwargs))
+        except Exception:  # the model may need the full batch (batch-norm in train mode, fixed shapes)
+            try:
+                model(*args, **kwargs)
+            except Exception as exc:
+                raise ModelBuildError(
+                    f"the model's forward pass failed on its example input: {_one_line(exc)}"
+                ) from exc
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs() -> Iterator[None]:
+    """Dynamo logs warnings (for example symbolic-shape printing) that are not the user's business."""
+    names = ["torch._dynamo", "torch.fx.experimental.symbolic_shapes", "torch._guards", "torch.export"]
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
+    gm = torch.fx.symbolic_trace(model)
+    gm._graphprof_signature = inspect.signature(model.forward)  # type: ignore[attr-defined]
+    return gm
+
+
+def _dynamo_export(model: nn.Module, args: tuple, kwargs: dict) -> torch.fx.GraphModule:
+    import torch._dynamo
+
+    with _quiet_torch_logs():
+        torch._dynamo.reset()
+        try:
+            result = torch._dynamo.export(model)(*args, **kwargs)
+        finally:
+            torch._dynamo.reset()
+    return result.graph_module
+
+
+def capture_graph(
+    model: nn.Module, args: tuple, kwargs: dict, *, methods: tuple[str, ...] = METHODS
+) -> CapturedGraph:
+    """Capture ``model``'s graph with the first method of ``methods`` that works.
+
+    The model must already be warmed up (see :func:`warm_up`). Raises :class:`CaptureError` naming
+    every method's cause when all fail.
+
+    >>> import torchvision
+    >>> m = torchvision.models.resnet18().eval()
+    >>> capture_graph(m, (torch.randn(1, 3, 224, 224),), {}).method
+    'fx.symbolic_trace'
+    """
+    attempts: list[tuple[str, str]] = []
+    for method in methods:
+        start = time.perf_counter()
+        try:
+            if method == "fx.symbolic_trace":
+                gm: torch.fx.GraphModule | None = _symbolic_trace(model)
+            elif method == "dynamo.export":
+                gm = _dynamo_export(model, args, kwargs)
+            elif method == "eager":
+                gm = None
+            else:
+                raise CaptureError(f"unknown capture method {method!r}; choose from {', '.join(METHODS)}")
+        except CaptureError:
+            raise
+        except Exception as exc:  # every failure is recorded and the next method tried
+            attempts.append((method, _one_line(exc)))
+            continue
+        return CapturedGraph(method, gm, attempts, time.perf_counter() - start)
+    detail = "; ".join(f"{m}: {e}" for m, e in attempts)
+    raise CaptureError(f"every capture method failed ({detail})")
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = f"{type(exc).__name__}: {text}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

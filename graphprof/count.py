@@ -1,0 +1,95 @@
+"""Count cost: apply the formula registry to every recorded aten call.
+
+Every call ends in one of three states (see :mod:`graphprof.formulas`): counted by its formula, known
+to cost nothing, or unsupported. Unsupported calls contribute zero *and* are listed by name, call
+count and layer in the result, so nothing is silently zero.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import torch
+
+from graphprof.formulas import ZERO, Cost, OpStatus, op_cost, op_status
+from graphprof.propagate import OpCall, Trace, TraceKey
+from graphprof.result import LayerRow, OpRecord, UnsupportedOp
+
+__all__ = ["count_costs", "op_name"]
+
+
+def op_name(func: torch._ops.OpOverload) -> str:
+    """``aten.convolution.default`` -> ``aten.convolution`` (the overload packet's name)."""
+    packet = func.overloadpacket
+    return f"{packet._qualified_op_name.replace('::', '.')}"
+
+
+def _shapes(value: object) -> tuple[tuple[int, ...], ...]:
+    leaves, _ = torch.utils._pytree.tree_flatten(value)
+    return tuple(tuple(leaf.shape) for leaf in leaves if hasattr(leaf, "shape") and hasattr(leaf, "dtype"))
+
+
+def _record(call: OpCall) -> OpRecord:
+    status = op_status(call.func)
+    cost: Cost | None = ZERO
+    if status is OpStatus.COUNTED:
+        cost = op_cost(call.func, call.args, call.kwargs, call.out)
+        if cost is None:  # a formula may decline an overload it does not understand
+            status = OpStatus.UNSUPPORTED
+            cost = ZERO
+    return OpRecord(
+        op=op_name(call.func),
+        status=status.name.lower(),
+        phase=call.phase,
+        cost=cost,
+        input_shapes=_shapes((call.args, call.kwargs)),
+        output_shapes=_shapes(call.out),
+    )
+
+
+def count_costs(trace: Trace) -> tuple[list[LayerRow], list[UnsupportedOp]]:
+    """One :class:`LayerRow` per trace key (in execution order) and the unsupported ops.
+
+    Each parameter is credited to the first row that uses it, so the rows' ``params`` add up to the
+    number of distinct parameters the graph reached.
+    """
+    rows: list[LayerRow] = []
+    seen_params: set[int] = set()
+    unsupported: Counter[str] = Counter()
+    where: dict[str, list[str]] = defaultdict(list)
+    keys: list[TraceKey] = list(trace.keys)
+    if trace.unattributed.calls:
+        keys.append(trace.unattributed)
+    for key in keys:
+        records = tuple(_record(call) for call in key.calls)
+        params = 0
+        for p in key.params:
+            if id(p) not in seen_params:
+                seen_params.add(id(p))
+                params += p.numel()
+        forward = sum((r.cost for r in records if r.phase == "forward"), Cost())
+        backward = sum((r.cost for r in records if r.phase == "backward"), Cost())
+        for r in records:
+            if r.status == "unsupported":
+                unsupported[r.op] += 1
+                if key.name not in where[r.op]:
+                    where[r.op].append(key.name)
+        if not records and not params and not key.output_shapes:
+            continue
+        rows.append(
+            LayerRow(
+                name=key.name,
+                node=key.node,
+                module=key.module,
+                type=key.type,
+                params=params,
+                output_shapes=key.output_shapes,
+                forward=forward,
+                backward=backward,
+                ops=records,
+            )
+        )
+    unsupported_ops = [
+        UnsupportedOp(op=op, count=n, layers=tuple(where[op])) for op, n in unsupported.most_common()
+    ]
+    return rows, unsupported_ops

@@ -1,0 +1,253 @@
+"""The one result type every renderer consumes: :class:`Profile` and its rows.
+
+Everything here is a frozen dataclass holding plain integers, strings and tuples. The library returns
+exact integers (MACs, FLOPs, bytes); renderers scale and format them and never change a ``Profile``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphprof.formulas import Cost
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "OpRecord",
+    "LayerRow",
+    "ModuleRow",
+    "UnsupportedOp",
+    "Profile",
+]
+
+#: Version of the dictionary layout produced by :meth:`Profile.to_dict` (and so of the JSON file).
+SCHEMA_VERSION = "1.0"
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One aten call seen while the graph ran.
+
+    ``status`` is ``"counted"``, ``"zero_cost"`` or ``"unsupported"``; an unsupported op's cost is zero
+    *and* it is listed by name in :attr:`Profile.unsupported`, so nothing is silently zero.
+    """
+
+    op: str
+    status: str
+    phase: str
+    cost: Cost
+    input_shapes: tuple[Shape, ...] = ()
+    output_shapes: tuple[Shape, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "status": self.status,
+            "phase": self.phase,
+            **_cost_dict(self.cost),
+            "input_shapes": [list(s) for s in self.input_shapes],
+            "output_shapes": [list(s) for s in self.output_shapes],
+        }
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One node of the captured graph (a leaf module call, a function call or a method call).
+
+    ``name`` is the readable (abbreviated) name, ``node`` the graph node's own name and ``module`` the
+    dotted path of the innermost ``nn.Module`` the node belongs to (``None`` at top level).
+    ``params`` counts the parameters this node is the first to use, so rows sum to the model's count of
+    parameters reached by the graph.
+    """
+
+    name: str
+    node: str
+    module: str | None
+    type: str
+    params: int
+    output_shapes: tuple[Shape, ...]
+    forward: Cost
+    backward: Cost
+    ops: tuple[OpRecord, ...] = field(default=(), repr=False)
+
+    @property
+    def cost(self) -> Cost:
+        """Forward plus backward cost of this node."""
+        return self.forward + self.backward
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "node": self.node,
+            "module": self.module,
+            "type": self.type,
+            "params": self.params,
+            "output_shapes": [list(s) for s in self.output_shapes],
+            **_cost_dict(self.cost),
+            "forward": _cost_dict(self.forward),
+            "backward": _cost_dict(self.backward),
+            "ops": [op.to_dict() for op in self.ops],
+        }
+
+
+@dataclass(frozen=True)
+class ModuleRow:
+    """One module of the model's tree with the summed cost of every graph node inside it.
+
+    ``path`` is ``""`` for the model itself. ``params`` is the module's own recursive parameter count
+    (``sum(p.numel() for p in module.parameters())``).
+    """
+
+    path: str
+    type: str
+    depth: int
+    params: int
+    forward: Cost
+    backward: Cost
+    nodes: int
+
+    @property
+    def cost(self) -> Cost:
+        return self.forward + self.backward
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "type": self.type,
+            "depth": self.depth,
+            "params": self.params,
+            "nodes": self.nodes,
+            **_cost_dict(self.cost),
+        }
+
+
+@dataclass(frozen=True)
+class UnsupportedOp:
+    """An aten op with no cost formula, with how often it ran and where."""
+
+    op: str
+    count: int
+    layers: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "count": self.count, "layers": list(self.layers)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a model costs: the result of :func:`graphprof.profile_model`.
+
+    Totals are exact sums of the rows: ``total_flops == sum(row.cost.flops for row in layers)``.
+    """
+
+    model_name: str
+    family: str
+    mode: str
+    dtype: str
+    input_shapes: tuple[str, ...]
+    capture_method: str
+    capture_attempts: tuple[tuple[str, str], ...]
+    execution: str
+    execution_note: str
+    layers: tuple[LayerRow, ...]
+    modules: tuple[ModuleRow, ...]
+    total_params: int
+    trainable_params: int
+    param_bytes: int
+    buffer_bytes: int
+    graph_params: int
+    input_bytes: int
+    output_bytes: int
+    peak_activation_bytes: int
+    num_subgraphs: int
+    unsupported: tuple[UnsupportedOp, ...]
+    notes: tuple[str, ...]
+    versions: tuple[tuple[str, str], ...]
+    timings: tuple[tuple[str, float], ...] = ()
+
+    # ---- totals -------------------------------------------------------------------------------
+    @property
+    def forward(self) -> Cost:
+        return sum((row.forward for row in self.layers), Cost())
+
+    @property
+    def backward(self) -> Cost:
+        return sum((row.backward for row in self.layers), Cost())
+
+    @property
+    def total(self) -> Cost:
+        return self.forward + self.backward
+
+    @property
+    def total_macs(self) -> int:
+        return self.total.macs
+
+    @property
+    def total_flops(self) -> int:
+        return self.total.flops
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes read plus bytes written by every op (the ``memory`` of seed 002)."""
+        return self.total.bytes_moved
+
+    @property
+    def arithmetic_intensity(self) -> float | None:
+        return self.total.arithmetic_intensity
+
+    def iter_ops(self) -> Iterator[tuple[LayerRow, OpRecord]]:
+        for row in self.layers:
+            for op in row.ops:
+                yield row, op
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary; ``schema_version`` names its layout."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model_name,
+            "family": self.family,
+            "mode": self.mode,
+            "dtype": self.dtype,
+            "input_shapes": list(self.input_shapes),
+            "capture_method": self.capture_method,
+            "capture_attempts": [{"method": m, "error": e} for m, e in self.capture_attempts],
+            "execution": self.execution,
+            "execution_note": self.execution_note,
+            "total_params": self.total_params,
+            "trainable_params": self.trainable_params,
+            "graph_params": self.graph_params,
+            "param_bytes": self.param_bytes,
+            "buffer_bytes": self.buffer_bytes,
+            "input_bytes": self.input_bytes,
+            "output_bytes": self.output_bytes,
+            "peak_activation_bytes": self.peak_activation_bytes,
+            "num_subgraphs": self.num_subgraphs,
+            "total_macs": self.total_macs,
+            "total_flops": self.total_flops,
+            "total_memory": self.total_bytes,
+            "total_bytes_read": self.total.bytes_read,
+            "total_bytes_written": self.total.bytes_written,
+            "arithmetic_intensity": self.arithmetic_intensity,
+            "forward": _cost_dict(self.forward),
+            "backward": _cost_dict(self.backward),
+            "unsupported_ops": [u.to_dict() for u in self.unsupported],
+            "notes": list(self.notes),
+            "versions": dict(self.versions),
+            "timings_s": dict(self.timings),
+            "layers": [row.to_dict() for row in self.layers],
+            "modules": [m.to_dict() for m in self.modules],
+        }
+
+
+def _cost_dict(cost: Cost) -> dict[str, Any]:
+    return {
+        "macs": cost.macs,
+        "flops": cost.flops,
+        "bytes_read": cost.bytes_read,
+        "bytes_written": cost.bytes_written,
+        "memory": cost.bytes_moved,
+        "arithmetic_intensity": cost.arithmetic_intensity,
+    }
