@@ -157,7 +157,9 @@ def profile_model(
 
     with preserved_state(module):
         t = time.perf_counter()
-        warm_up(module, args, kwargs)
+        warm_note = warm_up(module, args, kwargs)
+        if warm_note:
+            notes.append(warm_note)
         timings.append(("warm-up", time.perf_counter() - t))
         module.train(mode is Mode.TRAIN)
         captured = capture_graph(module, args, kwargs, methods=tuple(methods))

@@ -144,24 +144,36 @@ def slice_batch(value: Any) -> Any:
     return value
 
 
-def warm_up(model: nn.Module, args: tuple, kwargs: dict) -> None:
+def warm_up(model: nn.Module, args: tuple, kwargs: dict) -> str | None:
     """Run one forward pass in eval mode without gradients, on the first sample of the batch.
 
     Safe for every model: models without lazy state are unchanged; models with it (YOLO's ``anchors``
     and ``strides``) are initialised, exactly as their own first forward would do. Buffers and flags
-    are restored by the caller's :func:`preserved_state`.
+    are restored by the caller's :func:`preserved_state`. Returns a note when the warm-up was skipped:
+    a model on the ``meta`` device that cannot run eagerly (it asks for a value, ``.item()``) is left
+    to the dry run, which handles such calls.
     """
     model.eval()
     with torch.no_grad():
         try:
             model(*slice_batch(args), **slice_batch(kwargs))
-        except Exception:  # the model may need the full batch (batch-norm in train mode, fixed shapes)
+            return None
+        except Exception:  # the model may need the full batch (fixed shapes)
             try:
                 model(*args, **kwargs)
+                return None
             except Exception as exc:
+                if _on_meta(model, args, kwargs):
+                    return f"warm-up skipped: the meta-device model cannot run eagerly ({_one_line(exc, 120)})"
                 raise ModelBuildError(
                     f"the model's forward pass failed on its example input: {_one_line(exc)}"
                 ) from exc
+
+
+def _on_meta(model: nn.Module, args: tuple, kwargs: dict) -> bool:
+    tensors = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    tensors += list(model.parameters())
+    return bool(tensors) and all(t.is_meta for t in tensors)
 
 
 @contextlib.contextmanager
@@ -211,8 +223,8 @@ def capture_graph(
     'fx.symbolic_trace'
     """
     attempts: list[tuple[str, str]] = []
+    start = time.perf_counter()
     for method in methods:
-        start = time.perf_counter()
         try:
             if method == "fx.symbolic_trace":
                 gm: torch.fx.GraphModule | None = _symbolic_trace(model)

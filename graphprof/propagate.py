@@ -94,9 +94,19 @@ class Trace:
     unattributed: TraceKey
 
 
-def _meta(value: Any) -> Any:
+def _to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
+    """Tensors -> :class:`TensorMeta`; one tensor passed twice stays one object (so it is read once)."""
     if isinstance(value, torch.Tensor):
-        return TensorMeta(tuple(int(s) for s in value.shape), value.dtype)
+        meta = memo.get(id(value))
+        if meta is None:
+            meta = memo[id(value)] = TensorMeta(tuple(int(s) for s in value.shape), value.dtype)
+        return meta
+    if isinstance(value, list):
+        return [_to_meta(v, memo) for v in value]
+    if isinstance(value, tuple):  # plain tuple also for torch.return_types structs
+        return tuple(_to_meta(v, memo) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_meta(v, memo) for k, v in value.items()}
     return value
 
 
@@ -158,8 +168,9 @@ class _Recorder(TorchDispatchMode):
             key = self.tags.get(tag, self.unattributed) if tag is not None else self.unattributed
         else:
             key = self.key or self.unattributed
+        memo: dict[int, TensorMeta] = {}
         key.calls.append(
-            OpCall(func, tree_map(_meta, args), tree_map(_meta, kwargs), tree_map(_meta, out), self.phase)
+            OpCall(func, _to_meta(args, memo), _to_meta(kwargs, memo), _to_meta(out, {}), self.phase)
         )
         self.memory.add(out)
         return out

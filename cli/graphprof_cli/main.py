@@ -134,6 +134,19 @@ def list_command(filter_: Annotated[str | None, typer.Option("--filter", help="S
     _list_models(filter_)
 
 
+def _register_commands() -> None:
+    """Subcommands that live in their own modules (their heavy imports stay inside them)."""
+    from graphprof_cli.compare import compare_command, hardware_command
+    from graphprof_cli.validate import validate_command
+
+    app.command("compare")(compare_command)
+    app.command("hardware")(hardware_command)
+    app.command("validate")(validate_command)
+
+
+_register_commands()
+
+
 def join_input_shape(argv: Sequence[str]) -> list[str]:
     """Let ``--input-shape 1 3 384 384`` through Click, which takes one value per option.
 

@@ -1,0 +1,110 @@
+"""Resolve a model spec to a built model and example inputs; list what can be resolved.
+
+Spec forms, tried in this order:
+
+==================================== ==========================================================
+``hf:llama``, ``hf:/path/to/dir``    Hugging Face (:mod:`graphprof.models.hf`)
+``path/to/best.pt``                  a local checkpoint (:func:`graphprof.models.yolo.load_checkpoint`);
+                                     one that is not on disk is a :class:`DownloadUnavailableError`
+``yolov8n-seg.yaml``, ``my.yaml``    a YOLO yaml, packaged with ultralytics or local
+``package.module:make_model``        a user's factory or class (:mod:`graphprof.models.user`),
+``path/to/file.py:MyModel``
+``resnet18``, ``quantized_resnet18`` torchvision (:mod:`graphprof.models.torchvision_zoo`), case-insensitive
+``yolov8n``, ``yolo11s-pose``        a packaged YOLO yaml by name (:mod:`graphprof.models.yolo`)
+==================================== ==========================================================
+
+Anything else is a :class:`ModelNotFoundError` that suggests the closest names. Resolution never
+downloads: it runs inside :func:`graphprof.models.offline.network_blocked`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+import torch
+
+from graphprof.errors import InvalidInputError, ModelNotFoundError
+from graphprof.models import hf, torchvision_zoo, user, yolo
+from graphprof.models.base import ModelInfo, ResolvedModel
+from graphprof.models.device import parse_device
+from graphprof.models.offline import network_blocked
+
+__all__ = ["list_models", "resolve_model", "CHECKPOINT_SUFFIXES"]
+
+CHECKPOINT_SUFFIXES = (".pt", ".pth")
+
+
+def list_models(filter: str | None = None) -> list[ModelInfo]:  # noqa: A002 - the public name of the option
+    """Every model :func:`resolve_model` knows by name; builds nothing, imports neither ultralytics nor transformers.
+
+    ``filter`` keeps the models whose name, family or task contains it, ignoring case.
+
+    >>> [m.name for m in list_models("resnet18")]
+    ['resnet18', 'quantized_resnet18', 'yolo11-cls-resnet18']
+    """
+    infos = [*torchvision_zoo.list_torchvision(), *yolo.list_yolo(), *hf.list_hf()]
+    if not filter:
+        return infos
+    needle = filter.lower()
+    return [i for i in infos if needle in i.name.lower() or needle in i.family.lower() or needle in i.task.lower()]
+
+
+def _unknown(spec: str, names: Sequence[str]) -> ModelNotFoundError:
+    close = difflib.get_close_matches(spec.lower(), names, n=3, cutoff=0.6)
+    if not close:
+        return ModelNotFoundError(
+            f"unknown model '{spec}' (graphprof --list shows the names; a .yaml, a local .pt, "
+            "hf:llama or package.module:factory also work)"
+        )
+    suggestion = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+    return ModelNotFoundError(f"unknown model '{spec}'; did you mean {suggestion}? (graphprof --list)")
+
+
+def _resolve(
+    spec: str, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device
+) -> ResolvedModel:
+    options = {"input_shape": input_shape, "batch_size": batch_size, "device": device}
+    lowered = spec.lower()
+    if lowered.startswith(hf.PREFIX):
+        return hf.resolve_hf(spec, **options)
+    if lowered.endswith(CHECKPOINT_SUFFIXES):
+        return yolo.load_checkpoint(spec, **options)
+    if yolo.yaml_suffix(spec):
+        arch = yolo.find_yolo_architecture(spec)
+        if arch is None:
+            raise _unknown(spec, [f"{name}.yaml" for name in yolo.yolo_architectures()])
+        return yolo.resolve_yolo(arch, **options)
+    if user.is_user_spec(spec):
+        return user.resolve_user(spec, **options)
+    if lowered in torchvision_zoo.torchvision_families():
+        return torchvision_zoo.resolve_torchvision(lowered, **options)
+    arch = yolo.find_yolo_architecture(spec)
+    if arch is not None:
+        return yolo.resolve_yolo(arch, **options)
+    raise _unknown(spec, [info.name for info in list_models()])
+
+
+def resolve_model(
+    spec: str,
+    *,
+    input_shape: tuple[int, ...] | None = None,
+    batch_size: int | None = None,
+    device: str | None = None,
+) -> ResolvedModel:
+    """Build the model ``spec`` names (see the module docstring) and example inputs for it.
+
+    ``input_shape`` replaces the default input's shape (detection: ``(N, C, H, W)`` means N images of
+    C x H x W; optical flow: both images; video: ``(N, C, T, H, W)``; hf: ``(batch, seq)``);
+    ``batch_size`` replaces only its first dim. ``device="meta"`` builds without memory where the
+    family allows (quantized models stay on CPU, with a note).
+
+    >>> r = resolve_model("resnet18", batch_size=2)
+    >>> r.args[0].shape, r.family
+    (torch.Size([2, 3, 224, 224]), 'classification')
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise InvalidInputError(f"a model spec must be a non-empty string, got {spec!r}")
+    target = parse_device(device)
+    with network_blocked():
+        return _resolve(spec.strip(), input_shape, batch_size, target)

@@ -1,0 +1,138 @@
+"""A user's own model: ``package.module:make_model``, ``package.module:MyModel`` or ``path/to/file.py:make_model``.
+
+The module is imported with the current directory first on ``sys.path`` (removed again after;
+a file's own directory too), the attribute is looked up (dots allowed: ``mod:Zoo.small``), and then:
+a class is instantiated with no arguments, a function is called with no arguments, an
+``nn.Module`` instance is used as it is. The result must be an ``nn.Module``; it is put in
+``eval()`` mode.
+
+A user's model has no default input, so ``input_shape`` is required: the example input is one
+float32 ``randn`` tensor of that shape. With ``device="meta"`` the factory may be called up to three
+times (see :mod:`graphprof.models.device`); a factory should build and do nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError
+from graphprof.models.base import ResolvedModel, effective_shape, random_tensor
+from graphprof.models.device import build_module
+
+__all__ = ["is_user_spec", "resolve_user"]
+
+
+def is_user_spec(spec: str) -> bool:
+    """Whether ``spec`` has the ``target:attribute`` form (``hf:`` specs are handled before)."""
+    target, sep, attribute = spec.rpartition(":")
+    return bool(sep and target and attribute) and not (len(target) == 1 and target.isalpha())  # not "C:"
+
+
+@contextmanager
+def _on_sys_path(*directories: str) -> Iterator[None]:
+    """Put ``directories`` first on ``sys.path`` for the block, then remove exactly those entries."""
+    added = [d for d in directories if d not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for entry in added:
+            if entry in sys.path:
+                sys.path.remove(entry)
+
+
+def _import_file(path: Path, spec: str) -> ModuleType:
+    """Import ``path`` under a name unique to its location, registered in ``sys.modules``."""
+    resolved = path.resolve()
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
+    module_name = f"graphprof_user_{resolved.stem}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    module_spec = importlib.util.spec_from_file_location(module_name, resolved)
+    if module_spec is None or module_spec.loader is None:
+        raise ModelNotFoundError(f"{spec}: cannot import {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module  # dataclasses and pickle look their module up here
+    try:
+        with _on_sys_path(str(resolved.parent), os.getcwd()):
+            module_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
+def _import_target(target: str, spec: str) -> ModuleType:
+    try:
+        if target.endswith(".py"):
+            path = Path(target).expanduser()
+            if not path.is_file():
+                raise ModelNotFoundError(f"{spec}: no file {path}")
+            return _import_file(path, spec)
+        with _on_sys_path(os.getcwd()):
+            return importlib.import_module(target)
+    except ModelNotFoundError:
+        raise
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if target == missing or target.startswith(missing + "."):
+            raise ModelNotFoundError(
+                f"{spec}: no module named {missing!r} (looked in the current directory and sys.path)"
+            ) from exc
+        raise ModelBuildError(f"{spec}: importing {target} failed: no module named {missing!r}") from exc
+    except Exception as exc:
+        raise ModelBuildError(f"{spec}: importing {target} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _attribute(module: ModuleType, dotted: str, spec: str) -> Any:
+    found: Any = module
+    for part in dotted.split("."):
+        if not hasattr(found, part):
+            raise ModelNotFoundError(f"{spec}: {module.__name__} has no attribute {dotted!r}")
+        found = getattr(found, part)
+    return found
+
+
+def resolve_user(
+    spec: str,
+    *,
+    input_shape: Sequence[int] | None,
+    batch_size: int | None,
+    device: torch.device,
+) -> ResolvedModel:
+    """Import ``target:attribute``, build the model it names, and a ``randn`` input of ``input_shape``."""
+    target, _, attribute = spec.rpartition(":")
+    obj = _attribute(_import_target(target, spec), attribute, spec)
+    if input_shape is None:
+        raise InvalidInputError(f"{spec} has no default input; pass --input-shape (input_shape=...)")
+    shape = effective_shape(input_shape, input_shape, batch_size, layout=None, model=spec)
+    if isinstance(obj, torch.nn.Module):
+        model, notes = obj, ["used the module object as it is"]
+        if device.type != "cpu":
+            model = model.to(device)
+    elif callable(obj):
+        kind = "class" if isinstance(obj, type) else "factory"
+        model, build_notes = build_module(obj, device, f"the {kind} {spec}")
+        notes = [f"built by calling the {kind} with no arguments", *build_notes]
+    else:
+        raise ModelBuildError(f"{spec} is a {type(obj).__name__}, neither an nn.Module nor a callable that builds one")
+    model.eval()
+    return ResolvedModel(
+        name=spec,
+        family="user",
+        model=model,
+        args=(random_tensor(shape, device),),
+        kwargs={},
+        notes=tuple(notes),
+    )

@@ -1,0 +1,368 @@
+"""Ultralytics YOLO: the model yamls shipped inside the installed ``ultralytics`` package, and local ``.pt`` files.
+
+Names follow ultralytics: a packaged ``yolov8-seg.yaml`` with scales n/s/m/l/x gives ``yolov8n-seg`` ...
+``yolov8x-seg`` (the scale letter after the version number, as ``YOLO("yolov8n-seg.yaml")`` reads it);
+a yaml without scales (``yolov9c``, ``yolov3-tiny``) or with one (``yolov10n``, ``rtdetr-l``) keeps its
+file name. ``yolov8n`` and ``yolov8n.yaml`` are the same model; so is a local yaml path.
+
+Listing reads the yamls (PyYAML, an ultralytics dependency) and never imports ultralytics: the
+package is found with ``importlib.util.find_spec``. Building imports ``ultralytics.nn.tasks`` and
+calls the task's model class (``DetectionModel``, ``SegmentationModel``, ``PoseModel``, ``OBBModel``,
+``ClassificationModel``, ...) on the yaml's dict, with ``verbose=False`` and ultralytics' logger
+quiet; this downloads nothing. A ``TorchVision`` backbone layer in a yaml
+(``yolo11-cls-resnet18``) is built without its pretrained weights.
+
+Default input: ``1x3x640x640``; ``1x3x224x224`` for classification models (ultralytics' -cls models
+are trained and reported at 224). For a ``.pt`` checkpoint: its ``train_args["imgsz"]``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.util
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from graphprof.errors import DownloadUnavailableError, InvalidInputError, MissingDependencyError, ModelBuildError
+from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, format_shape, random_tensor
+from graphprof.models.device import build_module
+
+__all__ = [
+    "YoloArchitecture",
+    "yolo_architectures",
+    "list_yolo",
+    "find_yolo_architecture",
+    "resolve_yolo",
+    "load_checkpoint",
+    "yaml_suffix",
+    "missing_checkpoint",
+]
+
+IMAGE_SIZE = 640
+CLASSIFY_IMAGE_SIZE = 224
+INSTALL_HINT = "pip install 'graphprof[yolo]' (ultralytics)"
+
+# The model class of each task, in ultralytics.nn.tasks (ultralytics' own YOLO.task_map).
+_TASK_MODEL_CLASS = {
+    "detect": "DetectionModel",
+    "segment": "SegmentationModel",
+    "pose": "PoseModel",
+    "obb": "OBBModel",
+    "classify": "ClassificationModel",
+    "semantic": "SemanticSegmentationModel",
+    "depth": "DepthModel",
+}
+
+# ultralytics' guess_model_scale: the scale letter right after the version number.
+_SCALE_IN_NAME = re.compile(r"yolo(e-)?v?\d+([nslmx])")
+
+
+@dataclass(frozen=True)
+class YoloArchitecture:
+    """One buildable YOLO: a packaged (or local) yaml file and the scale to build it at."""
+
+    name: str
+    path: Path
+    scale: str
+    task: str
+    head: str
+
+    @property
+    def image_size(self) -> int:
+        return CLASSIFY_IMAGE_SIZE if self.task == "classify" else IMAGE_SIZE
+
+
+def yaml_suffix(spec: str) -> bool:
+    """Whether ``spec`` names a yaml file (``yolov8n.yaml``)."""
+    return spec.lower().endswith((".yaml", ".yml"))
+
+
+def _ultralytics_models_dir() -> Path | None:
+    """``ultralytics/cfg/models`` of the installed package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec("ultralytics")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    directory = Path(next(iter(spec.submodule_search_locations))) / "cfg" / "models"
+    return directory if directory.is_dir() else None
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml  # PyYAML: an ultralytics dependency, present wherever its yamls are
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a model yaml")
+    return data
+
+
+def _head_module(cfg: dict[str, Any]) -> str:
+    """The name of the output module: the third field of the head's last layer."""
+    return str(cfg["head"][-1][2])
+
+
+def _task_of(head: str) -> str:
+    """What the head predicts, as ultralytics' guess_model_task reads a yaml; RT-DETR heads detect."""
+    module = head.lower()
+    if module in {"classify", "classifier", "cls", "fc"}:
+        return "classify"
+    for marker, task in (
+        ("detect", "detect"),
+        ("semanticsegment", "semantic"),
+        ("segment", "segment"),
+        ("pose", "pose"),
+        ("obb", "obb"),
+        ("depth", "depth"),
+    ):
+        if marker in module:
+            return task
+    return "detect"
+
+
+def _scale_of(stem: str) -> str:
+    found = _SCALE_IN_NAME.search(stem)
+    return found.group(2) if found else ""
+
+
+def _architectures_of(path: Path, *, expand_scales: bool = True) -> Iterator[YoloArchitecture]:
+    """The names one yaml file builds: one per scale for a scale-less file name, else the file name."""
+    cfg = _load_yaml(path)
+    head = _head_module(cfg)
+    task = _task_of(head)
+    scales = list(cfg.get("scales") or {})
+    stem = path.stem
+    if expand_scales and scales and not _scale_of(stem):
+        # a letter that ultralytics would not read back from the name (rtdetr-resnet50 + "l") is no name
+        named = [(re.sub(r"(\d+)", rf"\g<1>{scale}", stem, count=1), scale) for scale in scales]
+        expanded = [
+            YoloArchitecture(name, path, scale, task, head) for name, scale in named if _scale_of(name) == scale
+        ]
+        if expanded:
+            yield from expanded
+            return
+    # the scale in the name, else the yaml's first (ultralytics' choice, with a warning)
+    yield YoloArchitecture(stem, path, _scale_of(stem) or (scales[0] if scales else ""), task, head)
+
+
+@functools.cache
+def yolo_architectures() -> dict[str, YoloArchitecture]:
+    """Every YOLO name that the installed ultralytics ships a yaml for; empty without ultralytics."""
+    directory = _ultralytics_models_dir()
+    if directory is None:
+        return {}
+    found: dict[str, YoloArchitecture] = {}
+    for path in sorted(directory.rglob("*.yaml")):
+        try:
+            for arch in _architectures_of(path):
+                found.setdefault(arch.name, arch)
+        except (ValueError, KeyError, IndexError, TypeError, OSError):
+            continue  # not a model yaml; nothing to list
+    return found
+
+
+def list_yolo() -> list[ModelInfo]:
+    """One :class:`ModelInfo` per packaged YOLO architecture and scale; imports no ultralytics."""
+    return [
+        ModelInfo(
+            name=a.name, family="yolo", default_input=format_shape((1, 3, a.image_size, a.image_size)), task=a.task
+        )
+        for a in yolo_architectures().values()
+    ]
+
+
+def find_yolo_architecture(spec: str) -> YoloArchitecture | None:
+    """The architecture ``spec`` names (``yolov8n``, ``yolov8n.yaml``, ``path/to/my.yaml``), or None."""
+    path = Path(spec)
+    if yaml_suffix(spec) and path.is_file():
+        try:
+            return next(_architectures_of(path, expand_scales=False))
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ModelBuildError(f"{spec} is not an ultralytics model yaml: {type(exc).__name__}: {exc}") from exc
+    stem = path.name[: -len(path.suffix)] if yaml_suffix(spec) else spec
+    return yolo_architectures().get(stem.lower())
+
+
+def _import_tasks() -> ModuleType:
+    """``ultralytics.nn.tasks``, or :class:`MissingDependencyError`."""
+    try:
+        with _quiet_ultralytics():  # a first import announces the settings file it creates
+            import ultralytics.nn.tasks as tasks
+    except ImportError as exc:
+        raise MissingDependencyError(f"YOLO models need ultralytics: {INSTALL_HINT} ({exc})") from exc
+    return tasks
+
+
+@contextmanager
+def _quiet_ultralytics() -> Iterator[None]:
+    """Silence ultralytics' logger (model summaries, scale guesses, first-run notices) for the block.
+
+    ``disabled`` rather than a level: ultralytics sets the level itself when it is first imported.
+    """
+    logger = logging.getLogger("ultralytics")
+    disabled = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = disabled
+
+
+def _model_class(tasks: ModuleType, arch: YoloArchitecture) -> type[torch.nn.Module]:
+    head = arch.head.lower()
+    if head.startswith("rtdetr"):
+        class_name = "RTDETRDetectionModel"
+    elif "world" in head:
+        class_name = "WorldModel"
+    elif "yoloe" in head:
+        class_name = "YOLOESegModel" if arch.task == "segment" else "YOLOEModel"
+    else:
+        class_name = _TASK_MODEL_CLASS[arch.task]
+    cls = getattr(tasks, class_name, None)
+    if cls is None:
+        raise ModelBuildError(
+            f"{arch.name} needs ultralytics.nn.tasks.{class_name}, which this ultralytics lacks; upgrade it"
+        )
+    return cls
+
+
+def _without_torchvision_weights(cfg: dict[str, Any]) -> bool:
+    """Set the weights of every ``TorchVision`` layer to None (args: out, model, weights, ...); True if any."""
+    changed = False
+    for section in ("backbone", "head"):
+        for layer in cfg.get(section) or []:
+            if len(layer) > 3 and layer[2] == "TorchVision" and len(layer[3]) > 2 and layer[3][2]:
+                layer[3][2] = None
+                changed = True
+    return changed
+
+
+def resolve_yolo(
+    arch: YoloArchitecture,
+    *,
+    input_shape: Sequence[int] | None,
+    batch_size: int | None,
+    device: torch.device,
+) -> ResolvedModel:
+    """Build ``arch`` from its yaml, without weights, and a ``1x3xSxS`` example image batch."""
+    default = (1, 3, arch.image_size, arch.image_size)
+    shape = effective_shape(default, input_shape, batch_size, layout="N,C,H,W", model=arch.name)
+    try:
+        cfg = _load_yaml(arch.path)
+    except (OSError, ValueError) as exc:
+        raise ModelBuildError(f"could not read {arch.path}: {exc}") from exc
+    cfg["scale"] = arch.scale
+    cfg["yaml_file"] = f"{arch.name}.yaml"
+    scale_text = f" at scale {arch.scale!r}" if arch.scale else ""
+    notes = [f"built from {arch.path.name}{scale_text}, without weights (random init)"]
+    if _without_torchvision_weights(cfg):
+        notes.append("its torchvision backbone is built without pretrained weights")
+    tasks = _import_tasks()
+    cls = _model_class(tasks, arch)
+
+    def make() -> torch.nn.Module:
+        with _quiet_ultralytics():
+            return cls(copy.deepcopy(cfg), verbose=False)
+
+    model, build_notes = build_module(make, device, arch.name)
+    model.eval()
+    return ResolvedModel(
+        name=arch.name,
+        family="yolo",
+        model=model,
+        args=(random_tensor(shape, device),),
+        kwargs={},
+        notes=(*notes, *build_notes),
+    )
+
+
+def missing_checkpoint(spec: str) -> DownloadUnavailableError:
+    """The error for a ``.pt`` that is not on disk: graphprof never fetches weights."""
+    path = Path(spec)
+    stem = path.name[: -len(path.suffix)]
+    message = (
+        f"{spec} is not on disk and graphprof never downloads weights; pass a local path (--model /path/to/{path.name})"
+    )
+    if stem.lower() in yolo_architectures():
+        message += f" or the architecture's yaml (--model {stem}.yaml)"
+    return DownloadUnavailableError(message)
+
+
+def _image_size_of(train_args: Any) -> tuple[int, int]:
+    imgsz = train_args.get("imgsz", IMAGE_SIZE) if isinstance(train_args, dict) else IMAGE_SIZE
+    if isinstance(imgsz, int):
+        return (imgsz, imgsz)
+    if isinstance(imgsz, (list, tuple)) and imgsz:
+        return (int(imgsz[0]), int(imgsz[-1]))
+    return (IMAGE_SIZE, IMAGE_SIZE)
+
+
+def load_checkpoint(
+    spec: str,
+    *,
+    input_shape: Sequence[int] | None,
+    batch_size: int | None,
+    device: torch.device,
+) -> ResolvedModel:
+    """Load a local ultralytics checkpoint (a dict holding ``"ema"``/``"model"``), or a pickled nn.Module.
+
+    Unpickling runs code from the file (``weights_only=False``): load only files you trust.
+    """
+    path = Path(spec)
+    if not path.is_file():
+        raise missing_checkpoint(spec)
+    if importlib.util.find_spec("ultralytics") is not None:
+        _import_tasks()  # the classes the pickle names
+    try:
+        with _quiet_ultralytics():
+            loaded = torch.load(path, map_location="cpu", weights_only=False)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] == "ultralytics":
+            raise MissingDependencyError(f"{spec} is an ultralytics checkpoint: {INSTALL_HINT}") from exc
+        raise ModelBuildError(f"could not load {spec}: {exc}") from exc
+    except Exception as exc:
+        raise ModelBuildError(f"could not load {spec}: {type(exc).__name__}: {exc}") from exc
+    name = path.name
+    notes = [f"loaded from {path}", "unpickled with weights_only=False: load only files you trust"]
+    if isinstance(loaded, dict) and ("ema" in loaded or "model" in loaded):
+        key = "ema" if loaded.get("ema") is not None else "model"
+        model = loaded[key]
+        if not isinstance(model, torch.nn.Module):
+            raise ModelBuildError(f"{spec}[{key!r}] is a {type(model).__name__}, not a torch.nn.Module")
+        notes[0] += f" ({key} weights)"
+        family = "yolo"
+        height, width = _image_size_of(loaded.get("train_args"))
+        default: tuple[int, ...] | None = (1, 3, height, width)
+    elif isinstance(loaded, torch.nn.Module):
+        model, family, default = loaded, "user", None
+    else:
+        raise ModelBuildError(
+            f"{spec} holds a {type(loaded).__name__} (a state dict?), not a model; "
+            "pass a factory instead (--model package.module:make_model)"
+        )
+    if default is None:
+        if input_shape is None:
+            raise InvalidInputError(
+                f"{spec} holds a bare nn.Module with no default input; pass --input-shape (input_shape=...)"
+            )
+        shape = effective_shape(input_shape, input_shape, batch_size, layout=None, model=name)
+    else:
+        shape = effective_shape(default, input_shape, batch_size, layout="N,C,H,W", model=name)
+    model = model.float().eval()
+    if device.type != "cpu":
+        model = model.to(device)
+        notes.append(f"loaded on CPU, then moved to {device.type}")
+    return ResolvedModel(
+        name=name, family=family, model=model, args=(random_tensor(shape, device),), kwargs={}, notes=tuple(notes)
+    )

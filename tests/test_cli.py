@@ -1,0 +1,91 @@
+"""The CLI through typer's CliRunner, and the seeds' script paths."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from graphprof_cli.main import app, join_input_shape
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, join_input_shape(list(args)))
+
+
+def test_profile_resnet18():
+    result = invoke("--model", "resnet18")
+    assert result.exit_code == 0, result.output
+    assert "fx.symbolic_trace" in result.output
+    assert "layer1.0.conv1" in result.output
+    assert "11.69M" in result.output
+
+
+def test_showshape_adds_output_shapes():
+    result = invoke("--model", "resnet18", "--showshape", "--input-shape", "1", "3", "128", "128")
+    assert result.exit_code == 0, result.output
+    assert "1x64x64x64" in result.output
+
+
+@pytest.mark.parametrize("argv", [["--input-shape", "1", "3", "96", "96"], ["--input-shape", "1,3,96,96"]])
+def test_input_shape_both_spellings(argv, tmp_path):
+    out = tmp_path / "p.json"
+    result = invoke("--model", "resnet18", *argv, "--output", str(out))
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["input_shapes"] == ["1x3x96x96 float32"]
+
+
+def test_join_input_shape():
+    assert join_input_shape(["--input-shape", "1", "3", "8", "8", "--showshape"]) == ["--input-shape", "1,3,8,8", "--showshape"]
+    assert join_input_shape(["--input-shape", "1,3,8,8"]) == ["--input-shape", "1,3,8,8"]
+
+
+def test_unknown_model_is_one_line_error():
+    result = invoke("--model", "resnet19")
+    assert result.exit_code == 3
+    assert "Traceback" not in result.output
+    assert "resnet18" in result.output  # the suggestion
+
+
+def test_bad_input_shape_is_one_line_error():
+    result = invoke("--model", "resnet18", "--input-shape", "1,3,0,224")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_missing_pt_file_is_clear_error():
+    result = invoke("--model", "yolov8n.pt")
+    assert result.exit_code == 3
+    assert "download" in result.output.lower()
+
+
+def test_unknown_output_suffix_is_error_and_writes_nothing(tmp_path):
+    out = tmp_path / "p.txt"
+    result = invoke("--model", "resnet18", "--input-shape", "1,3,32,32", "--output", str(out))
+    assert result.exit_code == 7
+    assert not out.exists()
+
+
+def test_list_and_filter():
+    result = invoke("--list", "--filter", "resnet")
+    assert result.exit_code == 0, result.output
+    assert "resnet50" in result.output and "vit_b_16" not in result.output
+
+
+@pytest.mark.parametrize(
+    "script,args,expect",
+    [
+        ("cli/profile_graph_v2.py", ["--model", "resnet18", "--input-shape", "1", "3", "64", "64"], "fx.symbolic_trace"),
+        ("cli/profile_graph.py", ["--model", "resnet18", "--input-shape", "1,3,64,64"], "layer4.1.conv2"),
+        ("cli/discover_models.py", ["--filter", "mobilenet"], "mobilenet_v2"),
+    ],
+)
+def test_seed_script_paths(script, args, expect):
+    proc = subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert expect in proc.stdout
