@@ -18,7 +18,7 @@ from graphprof import __version__
 from graphprof.aggregate import aggregate_modules
 from graphprof.capture import METHODS, capture_graph, preserved_state, warm_up
 from graphprof.count import count_costs
-from graphprof.errors import InvalidInputError
+from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
 from graphprof.propagate import DataDependentError, propagate
 from graphprof.result import Profile
 
@@ -120,58 +120,122 @@ def profile_model(
     A model object needs ``input_shape`` (a float tensor of that shape, on the model's device) or
     ``example_inputs``/``example_kwargs``. The model is left exactly as it was found.
     """
-    timings: list[tuple[str, float]] = []
-    start = time.perf_counter()
     mode = Mode(mode) if not isinstance(mode, Mode) else mode
     run_dtype = parse_dtype(dtype)
     shape = parse_shape(input_shape)
     if batch_size is not None and batch_size <= 0:
         raise InvalidInputError(f"batch size must be positive, got {batch_size}")
-    notes: list[str] = []
-    family = "custom"
+    methods = tuple(methods)
     if isinstance(model, str):
-        from graphprof.models import resolve_model
-
-        resolved = resolve_model(model, input_shape=shape, batch_size=batch_size)
-        name = model_name or resolved.name
-        family = resolved.family
-        module = resolved.model
-        args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
-        notes.extend(resolved.notes)
-        if example_inputs is not None or example_kwargs is not None:
-            args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})
-    elif isinstance(model, nn.Module):
-        module = model
-        name = model_name or type(model).__name__
-        if example_inputs is not None or example_kwargs is not None:
-            args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})
-        elif shape is not None:
-            if batch_size is not None:
-                shape = (batch_size, *shape[1:])
-            args, kwargs = (torch.randn(shape, device=_model_device(module)),), {}
-        else:
-            raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
-    else:
+        return _profile_by_name(
+            model, shape, batch_size, example_inputs, example_kwargs, run_dtype, mode, model_name, methods
+        )
+    if not isinstance(model, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model).__name__}")
-    timings.append(("resolve", time.perf_counter() - start))
+    if example_inputs is not None or example_kwargs is not None:
+        args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})
+    elif shape is not None:
+        if batch_size is not None:
+            shape = (batch_size, *shape[1:])
+        args, kwargs = (torch.randn(shape, device=_model_device(model)),), {}
+    else:
+        raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
+    name = model_name or type(model).__name__
+    return _profile_module(model, args, kwargs, name, "custom", [], run_dtype, mode, methods, [])
 
+
+#: Families whose forward pass reads tensor values, so a model built on the meta device cannot be
+#: propagated: detection post-processing (nonzero, nms: data-dependent shapes, run for real) and YOLO
+#: (its detect head reads its ``stride`` buffer with ``.item()``; FakeTensors made from real tensors
+#: keep such small constants, meta tensors do not). They are built on the CPU straight away.
+_REAL_VALUE_FAMILIES = frozenset({"detection", "yolo"})
+
+
+def _profile_by_name(
+    spec: str,
+    shape: tuple[int, ...] | None,
+    batch_size: int | None,
+    example_inputs: Any,
+    example_kwargs: dict[str, Any] | None,
+    run_dtype: torch.dtype | None,
+    mode: Mode,
+    model_name: str | None,
+    methods: tuple[str, ...],
+) -> Profile:
+    """Build the named model on the meta device first (no weights allocated, no init cost); when the
+    dry run needs real values there, build it again on the CPU and run for real."""
+    from graphprof.models import resolve_model
+
+    last_error: Exception | None = None
+    for device in ("meta", None):
+        start = time.perf_counter()
+        resolved = resolve_model(spec, input_shape=shape, batch_size=batch_size, device=device)
+        args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
+        if example_inputs is not None or example_kwargs is not None:
+            args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})
+        on_meta = _model_device(resolved.model).type == "meta"
+        if device == "meta" and resolved.family in _REAL_VALUE_FAMILIES:
+            continue  # their post-processing needs values: build for real straight away
+        if device == "meta" and not on_meta:
+            device = None  # the family cannot be built on meta (quantized): this is the CPU build
+        timings = [("resolve", time.perf_counter() - start)]
+        notes = list(resolved.notes)
+        if device == "meta":
+            notes.append("built on the meta device: no weights allocated, nothing computed")
+        elif last_error is not None:
+            notes.append(f"built on the CPU: the dry run on the meta device failed ({_short(last_error)})")
+        try:
+            return _profile_module(
+                resolved.model, args, kwargs, model_name or resolved.name, resolved.family, notes,
+                run_dtype, mode, methods, timings, allow_real=device is None,
+            )  # fmt: skip
+        except (DataDependentError, ShapePropagationError, ModelBuildError, CaptureError) as exc:
+            if device is None:
+                raise
+            last_error = exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _profile_module(
+    module: nn.Module,
+    args: tuple,
+    kwargs: dict,
+    name: str,
+    family: str,
+    notes: list[str],
+    run_dtype: torch.dtype | None,
+    mode: Mode,
+    methods: tuple[str, ...],
+    timings: list[tuple[str, float]],
+    *,
+    allow_real: bool = True,
+) -> Profile:
+    """Warm up, capture, propagate, count and aggregate one built model; leaves it as found."""
+    train = mode is Mode.TRAIN
     with preserved_state(module):
         t = time.perf_counter()
         warm_note = warm_up(module, args, kwargs)
         if warm_note:
             notes.append(warm_note)
         timings.append(("warm-up", time.perf_counter() - t))
-        module.train(mode is Mode.TRAIN)
-        captured = capture_graph(module, args, kwargs, methods=tuple(methods))
+        module.train(train)
+        captured = capture_graph(module, args, kwargs, methods=methods)
         timings.append(("capture", captured.seconds))
         t = time.perf_counter()
         execution, execution_note = "dry-run", "FakeTensor: shapes only, no arithmetic, no weights read"
         try:
-            trace = propagate(captured, module, args, kwargs, train=mode is Mode.TRAIN, dtype=run_dtype, fake=True)
+            trace = propagate(captured, module, args, kwargs, train=train, dtype=run_dtype, fake=True)
         except DataDependentError as exc:
+            if not allow_real or _model_device(module).type == "meta":
+                raise
             execution = "real"
-            execution_note = f"ran for real on the given input: the dry run needs values ({str(exc)[:120]})"
-            trace = propagate(captured, module, args, kwargs, train=mode is Mode.TRAIN, dtype=run_dtype, fake=False)
+            execution_note = f"ran for real on the given input: the dry run needs values ({_short(exc)})"
+            trace = propagate(captured, module, args, kwargs, train=train, dtype=run_dtype, fake=False)
         timings.append(("propagate", time.perf_counter() - t))
         t = time.perf_counter()
         rows, unsupported = count_costs(trace)
