@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from torch import nn
 
 from graphprof.formulas import Cost
+from graphprof.params import count_parameters
 from graphprof.result import LayerRow, ModuleRow
 
 __all__ = ["aggregate_modules", "ancestors"]
@@ -49,7 +50,7 @@ def aggregate_modules(rows: Iterable[LayerRow], model: nn.Module) -> list[Module
                 path=path,
                 type=type(module).__name__ if module is not None else "?",
                 depth=0 if path == "" else path.count(".") + 1,
-                params=sum(p.numel() for p in module.parameters()) if module is not None else 0,
+                params=count_parameters(module) if module is not None else 0,
                 forward=forward[path],
                 backward=backward[path],
                 nodes=nodes[path],

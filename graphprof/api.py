@@ -19,6 +19,7 @@ from graphprof.aggregate import aggregate_modules
 from graphprof.capture import METHODS, capture_graph, preserved_state, warm_up
 from graphprof.count import count_costs
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
+from graphprof.params import parameter_tensors
 from graphprof.propagate import DataDependentError, propagate
 from graphprof.result import Profile
 
@@ -241,7 +242,7 @@ def _profile_module(
         rows, unsupported = count_costs(trace)
         modules = aggregate_modules(rows, module)
         timings.append(("count", time.perf_counter() - t))
-        params = list(module.parameters())
+        params = parameter_tensors(module)
         buffers = list(module.buffers())
 
     graph_params = sum(r.params for r in rows)
@@ -267,7 +268,7 @@ def _profile_module(
         modules=tuple(modules),
         total_params=total_params,
         trainable_params=sum(p.numel() for p in params if p.requires_grad),
-        param_bytes=sum(p.numel() * (param_dtype.itemsize if p.is_floating_point() else p.element_size()) for p in params),
+        param_bytes=sum(p.numel() * (run_dtype.itemsize if run_dtype and p.is_floating_point() else p.element_size()) for p in params),
         buffer_bytes=sum(b.numel() * b.element_size() for b in buffers),
         graph_params=graph_params,
         input_bytes=trace.input_bytes,

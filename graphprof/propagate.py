@@ -47,7 +47,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from graphprof.capture import CapturedGraph
 from graphprof.errors import ShapePropagationError
 from graphprof.formulas import TensorMeta
-from graphprof.names import abbreviate, module_path
+from graphprof.names import module_path
+from graphprof.params import parameter_tensors
 
 __all__ = ["OpCall", "TraceKey", "Trace", "propagate", "DataDependentError"]
 
@@ -212,7 +213,7 @@ def _graph_keys(gm: torch.fx.GraphModule, model: nn.Module, dynamo: bool) -> dic
         module = str(node.target) if node.op == "call_module" else module_path(node)
         used: list[torch.Tensor] = []
         if node.op == "call_module":
-            used = list(gm.get_submodule(str(node.target)).parameters())
+            used = parameter_tensors(gm.get_submodule(str(node.target)))
         for arg in node.all_input_nodes:
             if arg.op == "get_attr":
                 attr = _fetch_attr(gm, str(arg.target))
@@ -317,7 +318,7 @@ def _module_attribution(model: nn.Module, recorder: _Recorder, keys: dict[str, T
                 node=path or "(model)",
                 module=path or None,
                 type=type(module).__name__,
-                params=list(module.parameters(recurse=False)),
+                params=parameter_tensors(module, recurse=False),
             )
         return keys[path]
 
