@@ -69,3 +69,23 @@ def test_llama_macs_equal_analytic_count():
     attention = cfg.num_hidden_layers * 2 * batch * cfg.num_attention_heads * seq * seq * head_dim
     profile = graphprof.profile_model("hf:llama?num_hidden_layers=2")
     assert profile.total_macs == tokens * weights + attention
+
+
+@pytest.mark.parametrize("name", ["yolov8n", "yolo11n"])
+def test_yolo_macs_equal_flop_counter_mode(name):
+    resolved = resolve_model(name)
+    model = resolved.model.eval()
+    with torch.no_grad():
+        model(*resolved.args)  # YOLO initialises its anchors on the first forward
+    profile = graphprof.profile_model(model, example_inputs=resolved.args)
+    assert profile.unsupported == ()
+    assert profile.total_macs == flop_counter_macs(model, resolved.args, {})
+
+
+def test_yolo_agrees_with_ultralytics_own_count():
+    """Ultralytics reports GFLOPs from thop (2 x its MACs, plus some element-wise work): within 2%."""
+    from ultralytics.utils.torch_utils import get_flops
+
+    resolved = resolve_model("yolov8n")
+    profile = graphprof.profile_model("yolov8n")
+    assert 2 * profile.total_macs / 1e9 == pytest.approx(get_flops(resolved.model, 640), rel=0.02)
