@@ -1,0 +1,273 @@
+"""Attention kernels: every scaled-dot-product form, and the fused nn.MultiheadAttention / encoder paths.
+
+For a query of L tokens and a key / value of S tokens, per query head:
+
+    MACs = L x S x E   (Q K^T)   +   L x S x E_v   (softmax(.) V)
+
+Grouped-query / multi-query attention (fewer key-value heads, ``enable_gqa``) is counted per *query* head:
+every query head multiplies against its (shared) key and value. Around the products, each element of the
+L x S score matrix costs ``attention_scores`` FLOPs (scale and softmax), plus an add for an explicit
+mask and the dropout rate when dropout is on.
+
+Causal masking: the products are counted in full, as ``torch.utils.flop_counter`` and the math path do;
+flash-style kernels skip the key blocks entirely above the diagonal, so for them a causal count is an
+upper bound (about 2x for L == S). Variable-length (nested / ``cum_seq``) inputs are counted at their
+maximum lengths, an upper bound, since a formula sees shapes, not offsets.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from graphprof.formulas.common import contraction, flops_of
+from graphprof.formulas.cost import Cost, TensorMeta
+from graphprof.formulas.registry import register
+
+aten = torch.ops.aten
+
+__all__ = ["attention_cost", "multi_head_attention_cost"]
+
+
+def attention_cost(
+    batch_heads: int,
+    q_len: int,
+    kv_len: int,
+    qk_dim: int,
+    v_dim: int,
+    *,
+    masked: bool = False,
+    dropout: bool = False,
+) -> Cost:
+    """Both products of ``batch_heads`` attention heads, with their softmax, mask and dropout FLOPs."""
+    scores = batch_heads * q_len * kv_len
+    other = flops_of("attention_scores", n_input=scores)
+    if masked:
+        other += flops_of("add", n_output=scores)
+    if dropout:
+        other += flops_of("native_dropout", n_output=scores)
+    return contraction(scores * qk_dim + scores * v_dim, other)
+
+
+def _bhld_cost(query: TensorMeta, key: TensorMeta, value: TensorMeta, masked: bool, dropout_p: float) -> Cost:
+    """Attention on (..., heads, seq, dim) tensors: every leading dimension of the query is a batch."""
+    return attention_cost(
+        math.prod(query.shape[:-2]),
+        query.shape[-2],
+        key.shape[-2],
+        query.shape[-1],
+        value.shape[-1],
+        masked=masked,
+        dropout=dropout_p > 0,
+    )
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu)
+def sdpa_flash_cpu_cost(
+    query: TensorMeta,
+    key: TensorMeta,
+    value: TensorMeta,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    attn_mask: TensorMeta | None = None,
+    out: Any,
+    **_: Any,
+) -> Cost:
+    return _bhld_cost(query, key, value, attn_mask is not None, dropout_p)
+
+
+@register(aten._scaled_dot_product_flash_attention)
+def sdpa_flash_cost(
+    query: TensorMeta,
+    key: TensorMeta,
+    value: TensorMeta,
+    *args: Any,
+    dropout_p: float = 0.0,
+    out: Any,
+    **_: Any,
+) -> Cost:
+    # (query, key, value, dropout_p, is_causal, return_debug_mask); the .quantized overload puts three
+    # descale tensors before dropout_p, so take the first float after the tensors
+    dropout_p = next((a for a in args if isinstance(a, float)), dropout_p)
+    return _bhld_cost(query, key, value, False, dropout_p)
+
+
+@register(
+    aten._scaled_dot_product_efficient_attention,
+    aten._scaled_dot_product_cudnn_attention,
+)
+def sdpa_with_bias_cost(
+    query: TensorMeta,
+    key: TensorMeta,
+    value: TensorMeta,
+    attn_bias: TensorMeta | None,
+    compute_log_sumexp: bool,
+    dropout_p: float = 0.0,
+    *args: Any,
+    out: Any,
+    **_: Any,
+) -> Cost:
+    return _bhld_cost(query, key, value, attn_bias is not None, dropout_p)
+
+
+@register(aten._scaled_dot_product_fused_attention_overrideable)
+def sdpa_overrideable_cost(
+    query: TensorMeta,
+    key: TensorMeta,
+    value: TensorMeta,
+    attn_bias: TensorMeta | None = None,
+    dropout_p: float = 0.0,
+    *args: Any,
+    out: Any,
+    **_: Any,
+) -> Cost:
+    return _bhld_cost(query, key, value, attn_bias is not None, dropout_p)
+
+
+@register(aten.scaled_dot_product_attention)
+def sdpa_cost(
+    query: TensorMeta,
+    key: TensorMeta,
+    value: TensorMeta,
+    attn_mask: TensorMeta | None = None,
+    dropout_p: float = 0.0,
+    *args: Any,
+    out: Any,
+    **_: Any,
+) -> Cost:
+    # CompositeImplicit (reaches dispatch as one of the kernels above); registered for captured graphs
+    return _bhld_cost(query, key, value, attn_mask is not None, dropout_p)
+
+
+@register(aten._flash_attention_forward)
+def flash_attention_forward_cost(
+    query: TensorMeta,
+    key: TensorMeta,
+    value: TensorMeta,
+    cum_seq_q: TensorMeta | None,
+    cum_seq_k: TensorMeta | None,
+    max_q: int,
+    max_k: int,
+    dropout_p: float = 0.0,
+    *args: Any,
+    out: Any,
+    **_: Any,
+) -> Cost:
+    # layout (batch, seq, heads, dim); variable-length: (total, heads, dim) with cum_seq of batch + 1
+    if cum_seq_q is not None:
+        batch, q_len, kv_len = cum_seq_q.numel - 1, max_q, max_k
+    else:
+        batch, q_len, kv_len = query.shape[0], query.shape[1], key.shape[1]
+    heads, qk_dim, v_dim = query.shape[-2], query.shape[-1], value.shape[-1]
+    return attention_cost(batch * heads, q_len, kv_len, qk_dim, v_dim, dropout=dropout_p > 0)
+
+
+@register(aten._efficient_attention_forward)
+def efficient_attention_forward_cost(
+    query: TensorMeta,
+    key: TensorMeta,
+    value: TensorMeta,
+    bias: TensorMeta | None,
+    cu_seqlens_q: TensorMeta | None,
+    cu_seqlens_k: TensorMeta | None,
+    max_seqlen_q: int | None,
+    max_seqlen_k: int | None,
+    dropout_p: float = 0.0,
+    *args: Any,
+    out: Any,
+    **_: Any,
+) -> Cost:
+    # layout (batch, seq, heads, dim); variable-length: batch 1 holding all sequences, cu_seqlens of b + 1
+    if cu_seqlens_q is not None and max_seqlen_q is not None and max_seqlen_k is not None:
+        batch, q_len, kv_len = cu_seqlens_q.numel - 1, max_seqlen_q, max_seqlen_k
+    else:
+        batch, q_len, kv_len = query.shape[0], query.shape[1], key.shape[1]
+    heads, qk_dim, v_dim = query.shape[2], query.shape[3], value.shape[3]
+    return attention_cost(batch * heads, q_len, kv_len, qk_dim, v_dim, masked=bias is not None, dropout=dropout_p > 0)
+
+
+def multi_head_attention_cost(
+    batch: int, q_len: int, kv_len: int, embed_dim: int, num_heads: int, *, masked: bool
+) -> Cost:
+    """nn.MultiheadAttention end to end: q / k / v in-projections, both products, output projection.
+
+    Each projection is a (tokens x D) @ (D x D) product with a bias add per output element.
+    """
+    d = embed_dim
+    projected_tokens = batch * (q_len + 2 * kv_len + q_len)  # q, k, v in, and the output projection
+    projections = contraction(projected_tokens * d * d, projected_tokens * d)
+    heads = attention_cost(batch * num_heads, q_len, kv_len, d // num_heads, d // num_heads, masked=masked)
+    return projections + heads
+
+
+@register(aten._native_multi_head_attention)
+def native_multi_head_attention_cost(
+    query: TensorMeta,
+    key: TensorMeta,
+    value: TensorMeta,
+    embed_dim: int,
+    num_head: int,
+    qkv_weight: TensorMeta,
+    qkv_bias: TensorMeta,
+    proj_weight: TensorMeta,
+    proj_bias: TensorMeta,
+    mask: TensorMeta | None = None,
+    need_weights: bool = True,
+    average_attn_weights: bool = True,
+    *args: Any,
+    out: Any,
+    **_: Any,
+) -> Cost:
+    # the inference fast path of nn.MultiheadAttention (batch_first, eval, no grad)
+    batch = math.prod(query.shape[:-2])
+    cost = multi_head_attention_cost(
+        batch, query.shape[-2], key.shape[-2], embed_dim, num_head, masked=mask is not None
+    )
+    weights = out[1] if isinstance(out, (tuple, list)) else None
+    if need_weights and average_attn_weights and weights is not None:
+        # averaging the returned weights over heads: an add per score, a divide per averaged weight
+        cost += Cost(flops=batch * num_head * query.shape[-2] * key.shape[-2] + weights.numel)
+    return cost
+
+
+@register(aten._transformer_encoder_layer_fwd)
+def transformer_encoder_layer_cost(
+    src: TensorMeta,
+    embed_dim: int,
+    num_heads: int,
+    qkv_weight: TensorMeta,
+    qkv_bias: TensorMeta,
+    proj_weight: TensorMeta,
+    proj_bias: TensorMeta,
+    use_gelu: bool,
+    norm_first: bool,
+    eps: float,
+    norm_weight_1: TensorMeta,
+    norm_bias_1: TensorMeta,
+    norm_weight_2: TensorMeta,
+    norm_bias_2: TensorMeta,
+    ffn_weight_1: TensorMeta,
+    ffn_bias_1: TensorMeta,
+    ffn_weight_2: TensorMeta,
+    ffn_bias_2: TensorMeta,
+    mask: TensorMeta | None = None,
+    *args: Any,
+    out: Any,
+    **_: Any,
+) -> Cost:
+    # the inference fast path of nn.TransformerEncoderLayer: self-attention block + feed-forward block,
+    # each with a residual add and a layer norm (with weight and bias)
+    seq = src.shape[-2]
+    batch = math.prod(src.shape[:-2])
+    tokens = batch * seq
+    hidden = ffn_weight_1.shape[0]
+    attention = multi_head_attention_cost(batch, seq, seq, embed_dim, num_heads, masked=mask is not None)
+    feed_forward = contraction(2 * tokens * embed_dim * hidden, tokens * (hidden + embed_dim))
+    activation = flops_of("gelu" if use_gelu else "relu", n_output=tokens * hidden)
+    n = tokens * embed_dim
+    norms = 2 * flops_of("layer_norm", n_input=n) + 2 * flops_of("mul", n_output=n) + 2 * flops_of("add", n_output=n)
+    residuals = 2 * flops_of("add", n_output=n)
+    return attention + feed_forward + Cost(flops=activation + norms + residuals)

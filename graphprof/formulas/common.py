@@ -1,0 +1,62 @@
+"""Small helpers shared by the formula modules, and the factories for families of ops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from graphprof.formulas.cost import Cost, TensorMeta
+from graphprof.formulas.rates import FlopRate, rate
+
+__all__ = ["contraction", "first", "flops_of", "elementwise", "per_input_and_output", "io_bytes"]
+
+
+def contraction(macs: int, other_flops: int = 0) -> Cost:
+    """A contraction of ``macs`` multiply-accumulates (2 FLOPs each) plus ``other_flops`` (bias, scale...)."""
+    return Cost(macs=macs, flops=2 * macs + other_flops)
+
+
+def first(out: Any) -> TensorMeta:
+    """The first tensor of an op's output (ops like max_pool2d_with_indices return several)."""
+    while isinstance(out, (tuple, list)):
+        out = out[0]
+    return out
+
+
+def flops_of(name: str, n_input: int = 0, n_output: int = 0) -> int:
+    """FLOPs of ``n_input`` input elements and ``n_output`` output elements at the table's rate."""
+    r = rate(name)
+    return r.per_input * n_input + r.per_output * n_output
+
+
+def io_bytes(reads: list[TensorMeta | None], writes: list[TensorMeta | None]) -> tuple[int, int]:
+    """Bytes of explicitly chosen tensors, for formulas that override the generic byte rule."""
+    return (
+        sum(t.nbytes for t in reads if t is not None),
+        sum(t.nbytes for t in writes if t is not None),
+    )
+
+
+def elementwise(name: str) -> Callable[..., Cost]:
+    """Factory: a formula costing ``rate(name).per_output`` FLOPs per element of the first output."""
+    per_output = rate(name).per_output
+
+    def formula(*args: Any, out: Any, **kwargs: Any) -> Cost:
+        return Cost(flops=per_output * first(out).numel)
+
+    formula.__name__ = formula.__qualname__ = f"elementwise[{name}]"
+    return formula
+
+
+def per_input_and_output(name: str) -> Callable[..., Cost]:
+    """Factory: ``per_input`` FLOPs per element of the first argument plus ``per_output`` per output element.
+
+    Reductions (sum, mean, var...) and row-wise normalisations (softmax) are of this family.
+    """
+    r: FlopRate = rate(name)
+
+    def formula(self: TensorMeta, *args: Any, out: Any, **kwargs: Any) -> Cost:
+        return Cost(flops=r.per_input * self.numel + r.per_output * first(out).numel)
+
+    formula.__name__ = formula.__qualname__ = f"per_input_and_output[{name}]"
+    return formula

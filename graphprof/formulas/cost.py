@@ -1,0 +1,96 @@
+"""The records every cost formula reads and writes.
+
+:class:`TensorMeta` is what a formula sees in place of a tensor: its shape and dtype, nothing else, so
+each formula reads as plain arithmetic on shapes. :class:`Cost` is what a formula returns: a frozen,
+addable record of MACs, FLOPs and bytes (the conventions are stated once, in
+:mod:`graphprof.formulas`).
+
+Example::
+
+    >>> Cost(macs=10, flops=25, bytes_read=64, bytes_written=16) + Cost(flops=5)
+    Cost(macs=10, flops=30, bytes_read=64, bytes_written=16)
+    >>> sum([Cost(flops=1), Cost(flops=2)]).flops
+    3
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Cost", "ZERO", "TensorMeta"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """MACs, FLOPs and bytes of one op, or of any sum of ops.
+
+    ``macs`` counts multiply-accumulates of contractions only; ``flops`` is ``2 * macs`` plus every
+    other arithmetic operation; ``bytes_read`` / ``bytes_written`` are the logical sizes
+    (shape x itemsize) of the distinct tensors an op reads and writes.
+    """
+
+    macs: int = 0
+    flops: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        if not isinstance(other, Cost):
+            return NotImplemented
+        return Cost(
+            self.macs + other.macs,
+            self.flops + other.flops,
+            self.bytes_read + other.bytes_read,
+            self.bytes_written + other.bytes_written,
+        )
+
+    def __radd__(self, other: object) -> Cost:
+        # ``sum(costs)`` starts from the integer 0; accept it and nothing else.
+        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
+            return self
+        return NotImplemented
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes read plus bytes written."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def arithmetic_intensity(self) -> float | None:
+        """FLOPs per byte moved, or ``None`` when the op moves no bytes."""
+        moved = self.bytes_moved
+        if moved == 0:
+            return None
+        return self.flops / moved
+
+
+ZERO = Cost()
+"""The cost of an op that computes nothing and moves nothing (a view, a size query)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """A tensor reduced to what cost formulas need: its shape and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Logical size in bytes (shape x itemsize), whatever the strides."""
+        return math.prod(self.shape) * self.dtype.itemsize

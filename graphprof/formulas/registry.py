@@ -1,0 +1,275 @@
+"""One registry of cost formulas, keyed by aten op packet, and the lookup the counting pass calls.
+
+Every op is in exactly one of three classes (:class:`OpStatus`):
+
+* **counted**: a formula is registered for its packet (``aten.mm``, not ``aten.mm.default``);
+* **zero-cost**: its packet is in :data:`ZERO_COST_OPS`, a documented set of ops that compute nothing and
+  move no data (views, metadata queries, uninitialised allocations, assertions, profiler markers);
+* **unsupported**: neither. :func:`op_cost` returns ``None`` for it, so the caller reports it by name.
+  Nothing is silently zero.
+
+A formula is called as ``formula(*args, out=out, **kwargs)`` with the op's own arguments (named as in its
+aten schema) and its output, every tensor replaced by a :class:`TensorMeta`. It returns a
+:class:`Cost`. If the returned cost sets neither byte field, :func:`op_cost` fills in the generic rule:
+bytes read = the distinct input tensors, bytes written = the output tensors. A formula that sets either
+byte field owns both (an embedding reads only the rows it gathers, not the whole table).
+
+Example::
+
+    >>> import torch
+    >>> aten = torch.ops.aten
+    >>> a = torch.empty(4, 6, device="meta")
+    >>> b = torch.empty(6, 5, device="meta")
+    >>> op_cost(aten.mm.default, (a, b), {}, aten.mm.default(a, b))   # 4 * 6 * 5 = 120 MACs
+    Cost(macs=120, flops=240, bytes_read=216, bytes_written=80)
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+import torch
+from torch._ops import OpOverload, OpOverloadPacket
+
+from graphprof.errors import FormulaRegistryError
+from graphprof.formulas.cost import ZERO, Cost, TensorMeta
+
+__all__ = [
+    "Formula",
+    "register",
+    "FORMULAS",
+    "ZERO_COST_OPS",
+    "VIEW_OP_NAMES",
+    "OpStatus",
+    "op_status",
+    "op_cost",
+]
+
+Formula = Callable[..., Cost]
+
+aten = torch.ops.aten
+
+# --------------------------------------------------------------------------------------------------
+# Zero-cost ops. Each name is looked up in the installed torch; a name this torch lacks is skipped, so
+# the set follows torch versions (tests check that every name resolves in the pinned torch).
+
+VIEW_OP_NAMES: Final[tuple[str, ...]] = (
+    # Views and aliases: the output shares the input's storage; no element is read or written.
+    "view", "_unsafe_view", "_reshape_alias", "view_as", "as_strided", "as_strided_", "alias",
+    "t", "t_", "transpose", "transpose_", "permute", "movedim", "moveaxis", "swapaxes", "swapdims",
+    "adjoint", "expand", "expand_as", "squeeze", "squeeze_", "unsqueeze", "unsqueeze_", "unflatten",
+    "select", "slice", "narrow", "diagonal", "unfold", "split", "split_with_sizes", "unsafe_split",
+    "unsafe_split_with_sizes", "chunk", "unsafe_chunk", "tensor_split", "unbind",
+    "view_as_real", "view_as_complex", "real", "imag", "_conj", "_neg_view",
+    "detach", "detach_", "lift_fresh",
+)  # fmt: skip
+
+_METADATA_OP_NAMES: Final[tuple[str, ...]] = (
+    # Queries answered from the tensor's metadata, or a single scalar read back to Python.
+    "size", "sym_size", "stride", "sym_stride", "numel", "sym_numel", "dim", "storage_offset",
+    "sym_storage_offset", "is_contiguous", "sym_is_contiguous", "is_strides_like_format",
+    "is_non_overlapping_and_dense", "is_same_size", "is_complex", "is_floating_point",
+    "is_nonzero", "_local_scalar_dense", "_has_compatible_shallow_copy_type",
+)  # fmt: skip
+
+_ALLOCATION_OP_NAMES: Final[tuple[str, ...]] = (
+    # Allocation without initialisation: memory is reserved, nothing is computed or written.
+    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
+    "resize_", "resize_as_",
+)  # fmt: skip
+
+_RUNTIME_OP_NAMES: Final[tuple[str, ...]] = (
+    # Runtime assertions and stream bookkeeping: they guard or order work, they do none.
+    "_assert_async", "_assert_scalar", "_assert_tensor_metadata", "_functional_assert_async",
+    "_functional_assert_scalar", "sym_constrain_range", "sym_constrain_range_for_size",
+    "_functional_sym_constrain_range", "_functional_sym_constrain_range_for_size", "record_stream",
+)  # fmt: skip
+
+
+def _packets(namespace: Any, names: tuple[str, ...]) -> list[OpOverloadPacket]:
+    return [p for p in (getattr(namespace, n, None) for n in names) if isinstance(p, OpOverloadPacket)]
+
+
+ZERO_COST_OPS: Final[frozenset[OpOverloadPacket]] = frozenset(
+    _packets(aten, VIEW_OP_NAMES + _METADATA_OP_NAMES + _ALLOCATION_OP_NAMES + _RUNTIME_OP_NAMES)
+    # prim.device / prim.layout / prim.dtype: metadata queries issued by Python-level code.
+    + _packets(torch.ops.prim, ("device", "layout", "dtype"))
+    # record_function markers (torch.profiler, Hugging Face models) reach dispatch as these ops.
+    + _packets(
+        torch.ops.profiler,
+        ("_record_function_enter", "_record_function_enter_new", "_record_function_exit"),
+    )
+)
+"""Ops known to compute nothing and move no data: views and aliases, metadata queries, uninitialised
+allocations (``empty*``), runtime assertions and profiler markers. Factories that *initialise* memory
+(``zeros``, ``full``, ``arange``, ``*_like`` fills) are not here: they are counted, with 0 FLOPs and the
+bytes they write."""
+
+# --------------------------------------------------------------------------------------------------
+# Registry
+
+_FORMULAS: dict[OpOverloadPacket, Formula] = {}
+FORMULAS: Final[Mapping[OpOverloadPacket, Formula]] = MappingProxyType(_FORMULAS)
+"""Read-only view of the registry: packet -> formula."""
+
+# Formulas for ops outside aten that exist only once their library is loaded: the module is imported the
+# first time an op of that namespace is looked up, so graphprof never imports the library itself.
+_EXTENSION_FORMULAS: Final[Mapping[str, str]] = MappingProxyType({"torchvision": "graphprof.formulas.torchvision_ops"})
+
+_ZERO_COST: Final = object()
+_UNSUPPORTED: Final = object()
+# OpOverload -> formula, _ZERO_COST or _UNSUPPORTED; op_cost runs once per aten call, so resolve once.
+_resolved: dict[Any, Any] = {}
+
+
+def _check_key(packet: object) -> OpOverloadPacket:
+    if not isinstance(packet, OpOverloadPacket):
+        hint = " (register the packet, e.g. aten.mm, not aten.mm.default)" if isinstance(packet, OpOverload) else ""
+        raise FormulaRegistryError(
+            f"cost formulas are keyed by OpOverloadPacket; got {packet!r} of type {type(packet).__name__}{hint}"
+        )
+    if packet in _FORMULAS:
+        raise FormulaRegistryError(
+            f"{packet} already has a cost formula ({_FORMULAS[packet].__qualname__}); register each op once"
+        )
+    if packet in ZERO_COST_OPS:
+        raise FormulaRegistryError(f"{packet} is a zero-cost op; it cannot also have a cost formula")
+    return packet
+
+
+def register(*packets: OpOverloadPacket) -> Callable[[Formula], Formula]:
+    """Register the decorated function as the cost formula of each packet.
+
+    Raises :class:`~graphprof.errors.FormulaRegistryError` for a key that is not an
+    ``OpOverloadPacket``, for an op registered twice, and for a zero-cost op.
+
+    Example::
+
+        @register(aten.mm)
+        def mm_cost(self, mat2, *, out):
+            m, k = self.shape
+            return contraction(m * k * mat2.shape[1])
+    """
+    if not packets:
+        raise FormulaRegistryError("register() needs at least one op packet")
+    keys = [_check_key(p) for p in packets]
+    if len(set(keys)) != len(keys):
+        raise FormulaRegistryError(f"register() was given the same op twice: {keys}")
+
+    def decorate(formula: Formula) -> Formula:
+        for key in keys:
+            _check_key(key)
+            _FORMULAS[key] = formula
+        _resolved.clear()
+        return formula
+
+    return decorate
+
+
+# --------------------------------------------------------------------------------------------------
+# Lookup
+
+
+class OpStatus(enum.Enum):
+    """How graphprof accounts for an op."""
+
+    COUNTED = "counted"
+    ZERO_COST = "zero-cost"
+    UNSUPPORTED = "unsupported"
+
+
+def _packet_of(func: Any) -> Any:
+    return func.overloadpacket if isinstance(func, OpOverload) else func
+
+
+def _load_extension(packet: Any) -> None:
+    namespace = getattr(packet, "_qualified_op_name", "").partition("::")[0]
+    module = _EXTENSION_FORMULAS.get(namespace)
+    if module is not None:
+        importlib.import_module(module)
+
+
+def _resolve(func: Any) -> Any:
+    packet = _packet_of(func)
+    if packet not in _FORMULAS and packet not in ZERO_COST_OPS:
+        _load_extension(packet)
+    if packet in _FORMULAS:
+        handler = _FORMULAS[packet]
+    elif packet in ZERO_COST_OPS:
+        handler = _ZERO_COST
+    else:
+        handler = _UNSUPPORTED
+    _resolved[func] = handler
+    return handler
+
+
+def op_status(func: OpOverload | OpOverloadPacket) -> OpStatus:
+    """Whether ``func`` is counted, zero-cost or unsupported."""
+    handler = _resolved.get(func) or _resolve(func)
+    if handler is _ZERO_COST:
+        return OpStatus.ZERO_COST
+    if handler is _UNSUPPORTED:
+        return OpStatus.UNSUPPORTED
+    return OpStatus.COUNTED
+
+
+_NESTED = (torch.Tensor, TensorMeta, list, tuple)
+
+
+def _to_meta(value: Any, seen: set[int], total: list[int]) -> Any:
+    """Replace tensors by TensorMeta (recursing into lists and tuples); add each distinct tensor's bytes.
+
+    A TensorMeta argument (from a pass that already dropped the tensor, like graphprof.propagate) is
+    kept as is; one object passed twice counts once, as for tensors.
+    """
+    if isinstance(value, (torch.Tensor, TensorMeta)):
+        meta = value if isinstance(value, TensorMeta) else TensorMeta(tuple(value.shape), value.dtype)
+        key = id(value)
+        if key not in seen:
+            seen.add(key)
+            total[0] += meta.nbytes
+        return meta
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, _NESTED):
+                converted = [_to_meta(v, seen, total) for v in value]
+                return converted if isinstance(value, list) else tuple(converted)
+        return value  # sizes, strides, scalars: nothing to convert
+    return value
+
+
+def op_cost(func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Cost | None:
+    """The cost of one aten call, as seen in ``__torch_dispatch__``.
+
+    ``args``/``kwargs``/``out`` may hold real, meta or fake tensors (or their :class:`TensorMeta`),
+    lists of them, scalars and ``None``. Returns the formula's :class:`Cost` (bytes filled in by the
+    generic rule unless the formula set them), :data:`ZERO` for a zero-cost op, and ``None`` for an
+    unsupported op.
+    """
+    formula = _resolved.get(func) or _resolve(func)
+    if formula is _ZERO_COST:
+        return ZERO
+    if formula is _UNSUPPORTED:
+        return None
+    if "out" in kwargs:
+        # An ``.out`` overload: the out= tensor is the result, not an input.
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    seen: set[int] = set()
+    read = [0]
+    meta_args = _to_meta(args, seen, read)
+    meta_kwargs = {k: _to_meta(v, seen, read) for k, v in kwargs.items()}
+    written = [0]
+    meta_out = _to_meta(out, set(), written)
+    try:
+        cost = formula(*meta_args, out=meta_out, **meta_kwargs)
+    except Exception as exc:
+        if hasattr(exc, "add_note"):  # Python 3.11+: name the op without changing the exception's type
+            exc.add_note(f"graphprof: raised by the cost formula {formula.__qualname__} of {func}")
+        raise
+    if cost.bytes_read == 0 and cost.bytes_written == 0:
+        return Cost(cost.macs, cost.flops, read[0], written[0])
+    return cost
