@@ -235,7 +235,7 @@ def _profile_module(
             if not allow_real or _model_device(module).type == "meta":
                 raise
             execution = "real"
-            execution_note = f"ran for real on the given input: the dry run needs values ({_short(exc)})"
+            execution_note = f"ran for real on the given input: the dry run cannot go on ({_short(exc)})"
             trace = propagate(captured, module, args, kwargs, train=train, dtype=run_dtype, fake=False)
         timings.append(("propagate", time.perf_counter() - t))
         t = time.perf_counter()

@@ -260,8 +260,9 @@ class _GraphRunner(torch.fx.Interpreter):
         except DataDependentError:
             raise
         except Exception as exc:
-            if _is_data_dependent(exc):
-                raise DataDependentError(f"node {n.name!r} has a data-dependent shape: {exc}") from exc
+            reason = _needs_values(exc)
+            if reason:
+                raise DataDependentError(f"node {n.name!r}: {reason}") from exc
             raise ShapePropagationError(
                 f"shape propagation failed at node {n.name!r} ({n.format_node()}): {type(exc).__name__}: {exc}"
             ) from exc
@@ -286,20 +287,28 @@ class _Executor(nn.Module):
         return self._runner_factory(self.gm).run(*flat, enable_io_processing=False)
 
 
-def _is_data_dependent(exc: BaseException) -> bool:
-    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+def _needs_values(exc: BaseException) -> str | None:
+    """Why the dry run cannot go on without real tensors, or ``None`` when ``exc`` is another failure.
+
+    Either an op's output shape depends on values (``nonzero``, ``.item()`` in a branch), or an op has
+    no FakeTensor kernel (quantized kernels, some custom ops).
+    """
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        UnsupportedOperatorException,
+    )
 
     seen: BaseException | None = exc
     while seen is not None:
+        if isinstance(seen, UnsupportedOperatorException):
+            return f"{seen.func} has no FakeTensor kernel"
         if isinstance(seen, (DataDependentOutputException, DynamicOutputShapeException)):
-            return True
-        name = type(seen).__name__
-        if name in ("GuardOnDataDependentSymNode", "DataDependentOutputException", "UnsupportedOperatorException"):
-            return True
-        if "data-dependent" in str(seen) or "data dependent" in str(seen):
-            return True
+            return f"{seen.func} has a data-dependent output"
+        if type(seen).__name__ == "GuardOnDataDependentSymNode" or "data-dependent" in str(seen):
+            return "a data-dependent shape"
         seen = seen.__cause__ or seen.__context__
-    return False
+    return None
 
 
 @contextlib.contextmanager
@@ -432,8 +441,9 @@ def propagate(
             try:
                 outputs = torch.func.functional_call(model, state, call_args, call_kwargs, strict=False)
             except Exception as exc:
-                if fake and _is_data_dependent(exc):
-                    raise DataDependentError(f"the dry run needs real values: {exc}") from exc
+                reason = _needs_values(exc) if fake else None
+                if reason:
+                    raise DataDependentError(reason) from exc
                 raise ShapePropagationError(f"running the model failed: {type(exc).__name__}: {exc}") from exc
 
         out_leaves = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]

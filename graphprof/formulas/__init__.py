@@ -54,6 +54,7 @@ from graphprof.formulas import (  # noqa: F401
     norm,
     pointwise,
     pooling,
+    quantized,
     reduction,
     resample,
 )

@@ -103,6 +103,10 @@ PER_ELEMENT_FLOPS: Final[Mapping[str, FlopRate]] = MappingProxyType({
     "gather": _out(0),  # index_select, gather, embedding, index: data movement only
     "pad": _out(0),  # constant / reflection / replication padding: data movement only
     "factory": _out(0),  # zeros, full, arange, rand...: filled, not computed from data
+    # ---- quantization: per output element --------------------------------------------------------
+    "quantize": _out(3),  # round(x / scale) + zero_point, then clamp: divide, round-add, clamp
+    "dequantize": _out(2),  # (q - zero_point) * scale: subtract, multiply
+    "requantize": _out(2),  # an integer kernel's accumulator rescaled to the output scale: multiply, add
     "upsample_nearest": _out(0),  # nearest (and nearest-exact) upsampling copies one source element
     # ---- reductions: per input element (+ per output element) -----------------------------------
     "sum": _in(1),  # one add per element
