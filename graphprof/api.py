@@ -16,11 +16,11 @@ from torch import nn
 
 from graphprof import __version__
 from graphprof.aggregate import aggregate_modules
-from graphprof.capture import METHODS, capture_graph, preserved_state, warm_up
+from graphprof.capture import METHODS, CapturedGraph, capture_graph, preserved_state, warm_up
 from graphprof.count import count_costs
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
 from graphprof.params import parameter_tensors
-from graphprof.propagate import DataDependentError, propagate
+from graphprof.propagate import DataDependentError, Trace, propagate
 from graphprof.result import Profile
 
 __all__ = ["Mode", "profile_model", "parse_dtype", "parse_shape"]
@@ -225,19 +225,9 @@ def _profile_module(
             notes.append(warm_note)
         timings.append(("warm-up", time.perf_counter() - t))
         module.train(train)
-        captured = capture_graph(module, args, kwargs, methods=methods)
-        timings.append(("capture", captured.seconds))
-        t = time.perf_counter()
-        execution, execution_note = "dry-run", "FakeTensor: shapes only, no arithmetic, no weights read"
-        try:
-            trace = propagate(captured, module, args, kwargs, train=train, dtype=run_dtype, fake=True)
-        except DataDependentError as exc:
-            if not allow_real or _model_device(module).type == "meta":
-                raise
-            execution = "real"
-            execution_note = f"ran for real on the given input: the dry run cannot go on ({_short(exc)})"
-            trace = propagate(captured, module, args, kwargs, train=train, dtype=run_dtype, fake=False)
-        timings.append(("propagate", time.perf_counter() - t))
+        captured, trace, execution, execution_note = _capture_and_propagate(
+            module, args, kwargs, methods, train, run_dtype, allow_real, timings
+        )
         t = time.perf_counter()
         rows, unsupported = count_costs(trace)
         modules = aggregate_modules(rows, module)
@@ -280,6 +270,46 @@ def _profile_module(
         versions=_versions(),
         timings=tuple(timings),
     )
+
+
+def _capture_and_propagate(
+    module: nn.Module,
+    args: tuple,
+    kwargs: dict,
+    methods: tuple[str, ...],
+    train: bool,
+    run_dtype: torch.dtype | None,
+    allow_real: bool,
+    timings: list[tuple[str, float]],
+) -> tuple[CapturedGraph, Trace, str, str]:
+    """Capture with the first method that works *and* whose graph propagates; a graph that captures
+    but cannot be run (a traced constant the code mutates, say) moves on to the next method."""
+    attempts: list[tuple[str, str]] = []
+    remaining = methods
+    while True:
+        captured = capture_graph(module, args, kwargs, methods=remaining)
+        captured.attempts[:0] = attempts
+        timings.append(("capture", captured.seconds))
+        t = time.perf_counter()
+        execution, note = "dry-run", "FakeTensor: shapes only, no arithmetic, no weights read"
+        try:
+            try:
+                trace = propagate(captured, module, args, kwargs, train=train, dtype=run_dtype, fake=True)
+            except DataDependentError as exc:
+                if not allow_real or _model_device(module).type == "meta":
+                    raise
+                execution = "real"
+                note = f"ran for real on the given input: the dry run cannot go on ({_short(exc)})"
+                trace = propagate(captured, module, args, kwargs, train=train, dtype=run_dtype, fake=False)
+        except ShapePropagationError as exc:
+            later = remaining[remaining.index(captured.method) + 1 :]
+            if isinstance(exc, DataDependentError) or not later:
+                raise
+            attempts = [*captured.attempts, (captured.method, f"captured, but shape propagation failed: {_short(exc)}")]
+            remaining = later
+            continue
+        timings.append(("propagate", time.perf_counter() - t))
+        return captured, trace, execution, note
 
 
 def _as_args(example_inputs: tuple | list | torch.Tensor | None) -> tuple:

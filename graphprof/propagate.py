@@ -252,6 +252,12 @@ class _GraphRunner(torch.fx.Interpreter):
         self.keys = keys
         self.train = train
 
+    def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple[tuple, dict]:
+        # Graph constants are immutable_list / immutable_dict; the generated forward would pass fresh
+        # lists, and some wrapped functions mutate their arguments (video Swin's window sizes).
+        args, kwargs = super().fetch_args_kwargs_from_env(n)
+        return _mutable(args), _mutable(kwargs)
+
     def run_node(self, n: torch.fx.Node) -> Any:
         key = self.keys.get(n.name)
         self.recorder.key = key
@@ -273,6 +279,18 @@ class _GraphRunner(torch.fx.Interpreter):
             if self.train:
                 self.recorder.tag_autograd(key, out)
         return out
+
+
+def _mutable(value: Any) -> Any:
+    if isinstance(value, torch.fx.immutable_collections.immutable_list):
+        return [_mutable(v) for v in value]
+    if isinstance(value, torch.fx.immutable_collections.immutable_dict):
+        return {k: _mutable(v) for k, v in value.items()}
+    if type(value) is tuple:
+        return tuple(_mutable(v) for v in value)
+    if type(value) is dict:
+        return {k: _mutable(v) for k, v in value.items()}
+    return value
 
 
 class _Executor(nn.Module):
