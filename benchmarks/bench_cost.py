@@ -2,7 +2,7 @@
 
     python benchmarks/bench_cost.py            # all parts
     python benchmarks/bench_cost.py batch      # resnet50 batch 1 vs 64, and vs fvcore at batch 32
-    python benchmarks/bench_cost.py llama [--capture auto|eager]   # Llama-3-8B-shaped model on meta
+    python benchmarks/bench_cost.py llama [--capture default|eager|dynamo]   # Llama-3-8B-shaped model on meta
     python benchmarks/bench_cost.py stages     # where time goes: resnet50, yolov8n, the LLaMA
 
 Each part that reports a peak RSS runs in a fresh subprocess, so one part's memory does not count
@@ -20,7 +20,7 @@ import time
 import torch
 
 CAPTURES = {
-    "auto": ("fx.symbolic_trace", "dynamo.export", "eager"),
+    "default": None,
     "eager": ("eager",),
     "dynamo": ("dynamo.export",),
 }
@@ -126,12 +126,12 @@ def main(argv: list[str]) -> None:
     capture = argv[argv.index("--capture") + 1] if "--capture" in argv else None
     for part in parts:
         if part == "llama" and capture is None:
-            for choice in ("eager", "auto"):
+            for choice in ("default", "dynamo"):
                 subprocess.run([sys.executable, __file__, "llama-run", "--capture", choice], check=False)
         elif part == "llama":
             subprocess.run([sys.executable, __file__, "llama-run", "--capture", capture], check=False)
         elif part == "llama-run":
-            _llama(capture or "auto")
+            _llama(capture or "default")
         elif part == "batch":
             part_batch()
         elif part == "stages":

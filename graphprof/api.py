@@ -16,7 +16,14 @@ from torch import nn
 
 from graphprof import __version__
 from graphprof.aggregate import aggregate_modules
-from graphprof.capture import METHODS, CapturedGraph, capture_graph, preserved_state, warm_up
+from graphprof.capture import (
+    TRANSFORMERS_METHODS,
+    CapturedGraph,
+    capture_graph,
+    default_methods,
+    preserved_state,
+    warm_up,
+)
 from graphprof.count import count_costs
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
 from graphprof.params import parameter_tensors
@@ -109,7 +116,7 @@ def profile_model(
     dtype: str | torch.dtype | None = None,
     mode: Mode | str = Mode.EVAL,
     model_name: str | None = None,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] | None = None,
 ) -> Profile:
     """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
 
@@ -117,6 +124,9 @@ def profile_model(
     >>> p = graphprof.profile_model("resnet18")
     >>> p.total_params, p.capture_method
     (11689512, 'fx.symbolic_trace')
+
+    ``methods`` forces capture methods, tried in order (see :data:`graphprof.capture.METHODS`); by
+    default fx, then Dynamo, then eager (fx then eager for transformers models).
 
     A model object needs ``input_shape`` (a float tensor of that shape, on the model's device) or
     ``example_inputs``/``example_kwargs``. The model is left exactly as it was found.
@@ -126,7 +136,7 @@ def profile_model(
     shape = parse_shape(input_shape)
     if batch_size is not None and batch_size <= 0:
         raise InvalidInputError(f"batch size must be positive, got {batch_size}")
-    methods = tuple(methods)
+    methods = tuple(methods) if methods is not None else None
     if isinstance(model, str):
         return _profile_by_name(
             model, shape, batch_size, example_inputs, example_kwargs, run_dtype, mode, model_name, methods
@@ -142,7 +152,7 @@ def profile_model(
     else:
         raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
     name = model_name or type(model).__name__
-    return _profile_module(model, args, kwargs, name, "custom", [], run_dtype, mode, methods, [])
+    return _profile_module(model, args, kwargs, name, "custom", [], run_dtype, mode, methods or default_methods(model), [])
 
 
 #: Families whose forward pass reads tensor values, so a model built on the meta device cannot be
@@ -161,7 +171,7 @@ def _profile_by_name(
     run_dtype: torch.dtype | None,
     mode: Mode,
     model_name: str | None,
-    methods: tuple[str, ...],
+    methods: tuple[str, ...] | None,
 ) -> Profile:
     """Build the named model on the meta device first (no weights allocated, no init cost); when the
     dry run needs real values there, build it again on the CPU and run for real."""
@@ -188,7 +198,7 @@ def _profile_by_name(
         try:
             return _profile_module(
                 resolved.model, args, kwargs, model_name or resolved.name, resolved.family, notes,
-                run_dtype, mode, methods, timings, allow_real=device is None,
+                run_dtype, mode, methods or default_methods(resolved.model), timings, allow_real=device is None,
             )  # fmt: skip
         except (DataDependentError, ShapePropagationError, ModelBuildError, CaptureError) as exc:
             if device is None:
@@ -228,6 +238,8 @@ def _profile_module(
         captured, trace, execution, execution_note = _capture_and_propagate(
             module, args, kwargs, methods, train, run_dtype, allow_real, timings
         )
+        if methods == TRANSFORMERS_METHODS and captured.method == "eager":
+            notes.append("transformers model: Dynamo export skipped (about 2 s per decoder layer); --capture dynamo forces it")
         t = time.perf_counter()
         rows, unsupported = count_costs(trace)
         modules = aggregate_modules(rows, module)

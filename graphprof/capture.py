@@ -41,10 +41,26 @@ __all__ = [
     "preserved_state",
     "slice_batch",
     "METHODS",
+    "TRANSFORMERS_METHODS",
+    "default_methods",
 ]
 
 #: Capture methods in the order they are tried.
 METHODS = ("fx.symbolic_trace", "dynamo.export", "eager")
+
+#: The order for Hugging Face transformers models. Symbolic tracing always fails on them, and Dynamo
+#: export costs about 2 s per decoder layer (62 s for a 32-layer Llama-3-8B shape against 3 s for the
+#: eager capture, measured by ``benchmarks/bench_cost.py llama``) for rows that are the same modules.
+#: ``methods=("dynamo.export",)`` (``--capture dynamo``) still gives the Dynamo graph.
+TRANSFORMERS_METHODS = ("fx.symbolic_trace", "eager")
+
+
+def default_methods(model: nn.Module) -> tuple[str, ...]:
+    """:data:`TRANSFORMERS_METHODS` for a transformers ``PreTrainedModel``, else :data:`METHODS`."""
+    is_transformers = any(
+        cls.__name__ == "PreTrainedModel" and cls.__module__.startswith("transformers.") for cls in type(model).__mro__
+    )
+    return TRANSFORMERS_METHODS if is_transformers else METHODS
 
 
 @dataclass

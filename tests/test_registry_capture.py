@@ -16,7 +16,7 @@ SAMPLE = [
     ("raft_small", (1, 3, 128, 128), {"dynamo.export"}, "dry-run"),
     ("yolov8n", (1, 3, 320, 320), {"dynamo.export"}, "dry-run"),
     ("yolo11n-cls", None, {"dynamo.export", "fx.symbolic_trace"}, "dry-run"),
-    ("hf:llama?num_hidden_layers=2", None, {"dynamo.export"}, "dry-run"),
+    ("hf:llama?num_hidden_layers=2", None, {"eager"}, "dry-run"),
 ]
 
 
