@@ -12,9 +12,12 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from graphprof.api import Mode, parse_dtype, parse_shape, profile_model  # noqa: E402
+from graphprof.capture import Capture  # noqa: E402
 from graphprof.errors import GraphprofError  # noqa: E402
 from graphprof.formulas import Cost  # noqa: E402
+from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: E402
 from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: E402
+from graphprof.roofline import DEFAULT_THRESHOLD, Bound, Roofline, classify  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -26,6 +29,16 @@ __all__ = [
     "UnsupportedOp",
     "Cost",
     "Mode",
+    "Capture",
+    "Hardware",
+    "get_hardware",
+    "list_hardware",
+    "resolve_hardware",
+    "custom_hardware",
+    "Roofline",
+    "Bound",
+    "classify",
+    "DEFAULT_THRESHOLD",
     "GraphprofError",
     "parse_dtype",
     "parse_shape",

@@ -22,6 +22,7 @@ training flag and every buffer are restored afterwards (see :func:`preserved_sta
 from __future__ import annotations
 
 import contextlib
+import enum
 import inspect
 import logging
 import time
@@ -42,6 +43,7 @@ __all__ = [
     "slice_batch",
     "METHODS",
     "TRANSFORMERS_METHODS",
+    "Capture",
     "default_methods",
 ]
 
@@ -53,6 +55,28 @@ METHODS = ("fx.symbolic_trace", "dynamo.export", "eager")
 #: eager capture, measured by ``benchmarks/bench_cost.py llama``) for rows that are the same modules.
 #: ``methods=("dynamo.export",)`` (``--capture dynamo``) still gives the Dynamo graph.
 TRANSFORMERS_METHODS = ("fx.symbolic_trace", "eager")
+
+
+class Capture(str, enum.Enum):
+    """The capture setting shared by the API and the CLI (``--capture``).
+
+    ``auto`` is :func:`default_methods`; the others force one method.
+    """
+
+    AUTO = "auto"
+    FX = "fx"
+    DYNAMO = "dynamo"
+    EAGER = "eager"
+
+    @property
+    def methods(self) -> tuple[str, ...] | None:
+        """The methods for ``profile_model(methods=...)``; ``None`` means the model's default order."""
+        return {
+            "auto": None,
+            "fx": ("fx.symbolic_trace",),
+            "dynamo": ("dynamo.export",),
+            "eager": ("eager",),
+        }[self.value]
 
 
 def default_methods(model: nn.Module) -> tuple[str, ...]:

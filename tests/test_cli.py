@@ -81,7 +81,8 @@ def test_list_and_filter():
     "script,args,expect",
     [
         ("cli/profile_graph_v2.py", ["--model", "resnet18", "--input-shape", "1", "3", "64", "64"], "fx.symbolic_trace"),
-        ("cli/profile_graph.py", ["--model", "resnet18", "--input-shape", "1,3,64,64"], "layer4.1.conv2"),
+        # the default view folds the module tree; --verbose (seed 002's per-layer flag) lists every layer
+        ("cli/profile_graph.py", ["--model", "resnet18", "--input-shape", "1,3,64,64", "--verbose"], "layer4.1.conv2"),
         ("cli/discover_models.py", ["--filter", "mobilenet"], "mobilenet_v2"),
     ],
 )

@@ -1,4 +1,15 @@
-"""Machine-readable renderings of a :class:`Profile`: JSON and CSV, written atomically."""
+"""Machine-readable renderings of a :class:`Profile`: JSON and CSV, written atomically.
+
+The JSON file is :meth:`Profile.to_dict` (the hardware-free core, ``schema_version`` included) plus what
+the roofline adds: a ``bottleneck``, ``estimated_time_s`` and ``output_shape`` on every layer and, at the
+top, ``hardware`` (``null`` without a device) and ``roofline``. Seed 002's fields keep their names:
+``model``, ``total_flops``, ``total_memory`` and ``layers[]`` with ``name``, ``type``, ``flops``,
+``memory``, ``arithmetic_intensity`` and ``bottleneck``. Per-layer ``flops`` sum exactly to
+``total_flops``.
+
+The CSV file has one row per layer with :data:`CSV_COLUMNS`; numbers are written so that
+``csv.DictReader`` gives them back exactly (integers as integers, floats by their shortest repr).
+"""
 
 from __future__ import annotations
 
@@ -6,59 +17,137 @@ import csv
 import io
 import json
 import os
-import tempfile
+import secrets
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from graphprof.errors import OutputError
 from graphprof.result import Profile
+from graphprof.roofline import Roofline, classify
 
-__all__ = ["render_json", "render_csv", "write_output", "FORMATS"]
+__all__ = [
+    "FORMATS",
+    "CSV_COLUMNS",
+    "profile_dict",
+    "render_json",
+    "render_csv",
+    "write_output",
+    "output_format",
+    "write_atomic",
+    "csv_text",
+]
 
 FORMATS = ("json", "csv")
 
-CSV_COLUMNS = ("name", "type", "module", "params", "macs", "flops", "bytes_read", "bytes_written", "memory", "arithmetic_intensity", "output_shape")
+CSV_COLUMNS = (
+    "name", "type", "module", "params", "macs", "flops", "bytes_read", "bytes_written", "memory",
+    "arithmetic_intensity", "bottleneck", "estimated_time_s", "output_shape",
+)  # fmt: skip
 
 
-def render_json(profile: Profile) -> str:
-    return json.dumps(profile.to_dict(), indent=2) + "\n"
+def profile_dict(profile: Profile, roofline: Roofline | None = None) -> dict[str, Any]:
+    """:meth:`Profile.to_dict` with the roofline's verdicts added (the fixed threshold when ``roofline`` is ``None``)."""
+    roofline = roofline if roofline is not None else classify(profile)
+    data = profile.to_dict()
+    for layer, verdict, row in zip(data["layers"], roofline.layers, profile.layers, strict=True):
+        layer["output_shape"] = list(row.output_shapes[0]) if row.output_shapes else None
+        layer["bottleneck"] = verdict.bound.value
+        layer["estimated_time_s"] = verdict.seconds
+    data["hardware"] = roofline.hardware.to_dict() if roofline.hardware is not None else None
+    data["roofline"] = roofline.to_dict()
+    return data
 
 
-def render_csv(profile: Profile) -> str:
+def render_json(profile: Profile, roofline: Roofline | None = None) -> str:
+    """The profile as JSON text (see the module docstring for the layout)."""
+    return json.dumps(profile_dict(profile, roofline), indent=2, allow_nan=False) + "\n"
+
+
+def _cell(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def csv_text(columns: Iterable[str], rows: Iterable[Mapping[str, object]]) -> str:
+    """CSV text with a header row; ``None`` becomes an empty cell, floats their shortest exact repr."""
+    columns = tuple(columns)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in profile.layers:
-        cost = row.cost
-        ai = cost.arithmetic_intensity
-        writer.writerow([
-            row.name, row.type, row.module or "", row.params, cost.macs, cost.flops, cost.bytes_read,
-            cost.bytes_written, cost.bytes_moved, "" if ai is None else f"{ai:.6g}",
-            ";".join("x".join(str(s) for s in shape) for shape in row.output_shapes),
-        ])  # fmt: skip
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(row.get(column)) for column in columns])
     return buffer.getvalue()
 
 
-def write_output(profile: Profile, path: str | os.PathLike[str], fmt: str | None = None) -> Path:
+def render_csv(profile: Profile, roofline: Roofline | None = None) -> str:
+    """One row per layer with :data:`CSV_COLUMNS`; ``output_shape`` is ``1x64x32x32`` (several joined by ``;``)."""
+    roofline = roofline if roofline is not None else classify(profile)
+    rows = []
+    for row, verdict in zip(profile.layers, roofline.layers, strict=True):
+        cost = row.cost
+        rows.append(
+            {
+                "name": row.name, "type": row.type, "module": row.module, "params": row.params,
+                "macs": cost.macs, "flops": cost.flops, "bytes_read": cost.bytes_read,
+                "bytes_written": cost.bytes_written, "memory": cost.bytes_moved,
+                "arithmetic_intensity": cost.arithmetic_intensity, "bottleneck": verdict.bound.value,
+                "estimated_time_s": verdict.seconds,
+                "output_shape": ";".join("x".join(str(s) for s in shape) for shape in row.output_shapes),
+            }
+        )  # fmt: skip
+    return csv_text(CSV_COLUMNS, rows)
+
+
+def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
+    """``"json"`` or ``"csv"``: ``fmt`` when given, else the file's suffix; anything else is an :class:`OutputError`."""
+    target = Path(path)
+    chosen = (fmt or target.suffix.lstrip(".")).lower()
+    if chosen not in FORMATS:
+        if fmt:
+            raise OutputError(f"unknown output format {fmt!r}: choose {' or '.join(FORMATS)}")
+        raise OutputError(
+            f"cannot tell the output format of {str(target)!r} from its suffix: use .json or .csv, or --format"
+        )
+    return chosen
+
+
+def write_output(
+    profile: Profile, path: str | os.PathLike[str], fmt: str | None = None, roofline: Roofline | None = None
+) -> Path:
     """Write ``profile`` to ``path`` as JSON or CSV (from ``fmt`` or the suffix), atomically."""
     target = Path(path)
-    fmt = (fmt or target.suffix.lstrip(".")).lower()
-    if fmt not in FORMATS:
-        raise OutputError(f"cannot tell the output format of {str(target)!r}: use a .json or .csv suffix, or --format")
-    text = render_json(profile) if fmt == "json" else render_csv(profile)
+    chosen = output_format(target, fmt)
+    text = render_json(profile, roofline) if chosen == "json" else render_csv(profile, roofline)
     write_atomic(target, text)
     return target
 
 
-def write_atomic(target: Path, text: str) -> None:
+def write_atomic(target: str | os.PathLike[str], data: str | bytes) -> None:
     """Write to a temporary file beside ``target`` and rename it over, so no half-written file remains."""
+    target = Path(target)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    tmp = directory / f".{target.name}.{secrets.token_hex(6)}.tmp"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
+        # os.open with 0o666 lets the umask decide the mode, as for any new file (mkstemp would force 0o600).
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
+    try:
+        if isinstance(data, bytes):
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(data)
+        os.replace(tmp, target)
+    except BaseException as exc:  # an interrupt too: never leave the temporary file behind
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
+        raise

@@ -1,0 +1,312 @@
+"""Device presets for the roofline: peak FLOP/s per dtype and memory bandwidth of real hardware.
+
+This module is data. Each :class:`Hardware` carries the vendor's published figures with the document
+they come from. Conventions:
+
+* Peaks are **dense** (no 2:4 structured sparsity): NVIDIA's data-centre datasheets print Tensor Core
+  figures *with* sparsity and say in a footnote that dense figures are one half of them; those are halved
+  here, and the comment beside each preset shows the printed number.
+* ``float32`` is the plain FP32 (CUDA core / SIMD) rate, which is what PyTorch uses for float32 matmuls
+  unless TF32 is switched on (``torch.backends.cuda.matmul.allow_tf32``); the TF32 Tensor Core rate is
+  listed as ``tf32`` for reference. ``float16``/``bfloat16`` are Tensor Core (matrix) rates with FP32
+  accumulation where the vendor distinguishes it, as PyTorch's matmuls accumulate in FP32.
+* A dtype a device has no published figure for falls back to its ``float32`` peak, and the roofline says
+  so (see :meth:`Hardware.peak_for`).
+* Units are the datasheets' own: TFLOP/s (10**12) and GB/s (10**9 bytes per second).
+
+Example::
+
+    >>> h100 = get_hardware("h100")
+    >>> round(h100.ridge_point("bfloat16"), 1)   # 989.5e12 FLOP/s / 3.35e12 B/s
+    295.4
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from graphprof.errors import InvalidInputError
+
+__all__ = [
+    "PRECISIONS",
+    "Hardware",
+    "HARDWARE",
+    "get_hardware",
+    "list_hardware",
+    "custom_hardware",
+    "resolve_hardware",
+]
+
+#: The dtypes a preset may list a peak for, in display order (``tf32`` is informational).
+PRECISIONS = ("float64", "float32", "tf32", "float16", "bfloat16", "float8")
+_FALLBACK = "float32"
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One device: peak arithmetic rate per dtype and DRAM bandwidth, with where the figures come from."""
+
+    name: str
+    label: str
+    kind: str
+    peak_tflops: Mapping[str, float] = field(hash=False)
+    bandwidth_gbs: float
+    source: str
+
+    def __post_init__(self) -> None:
+        unknown = set(self.peak_tflops) - set(PRECISIONS)
+        if unknown:
+            raise InvalidInputError(f"hardware {self.name!r}: unknown precision(s) {sorted(unknown)}")
+        if _FALLBACK not in self.peak_tflops:
+            raise InvalidInputError(f"hardware {self.name!r} needs a {_FALLBACK} peak")
+        if self.bandwidth_gbs <= 0 or any(v <= 0 for v in self.peak_tflops.values()):
+            raise InvalidInputError(f"hardware {self.name!r}: peaks and bandwidth must be positive")
+        object.__setattr__(self, "peak_tflops", MappingProxyType(dict(self.peak_tflops)))
+
+    @property
+    def bandwidth(self) -> float:
+        """Memory bandwidth in bytes per second."""
+        return self.bandwidth_gbs * 1e9
+
+    def peak_for(self, dtype: str) -> tuple[float, str]:
+        """Peak FLOP/s for ``dtype`` and the precision it was read from (``float32`` when not listed)."""
+        key = dtype if dtype in self.peak_tflops else _FALLBACK
+        return self.peak_tflops[key] * 1e12, key
+
+    def peak_flops(self, dtype: str) -> float:
+        """Peak FLOP/s for ``dtype`` (see :meth:`peak_for` for the fallback)."""
+        return self.peak_for(dtype)[0]
+
+    def ridge_point(self, dtype: str) -> float:
+        """FLOPs per byte above which a kernel is compute-bound on this device: peak / bandwidth."""
+        return self.peak_flops(dtype) / self.bandwidth
+
+    def with_overrides(self, *, peak_tflops: float | None = None, bandwidth_gbs: float | None = None) -> Hardware:
+        """This device with its peak (every dtype) and/or bandwidth replaced by the given figures."""
+        if peak_tflops is None and bandwidth_gbs is None:
+            return self
+        peaks = dict(self.peak_tflops)
+        if peak_tflops is not None:
+            peaks = {key: peak_tflops for key in peaks}
+        return replace(
+            self,
+            label=f"{self.label} (custom figures)",
+            peak_tflops=peaks,
+            bandwidth_gbs=self.bandwidth_gbs if bandwidth_gbs is None else bandwidth_gbs,
+            source=f"{self.source}; overridden on the command line",
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "label": self.label,
+            "kind": self.kind,
+            "peak_tflops": dict(self.peak_tflops),
+            "bandwidth_gbs": self.bandwidth_gbs,
+            "source": self.source,
+        }
+
+
+_PRESETS = (
+    # NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column):
+    # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
+    # FP64 Tensor Core 19.5, FP32 19.5, TF32 156 (312 sparse), BF16/FP16 312 (624 sparse) TFLOPS; 2,039 GB/s.
+    Hardware(
+        name="a100",
+        label="NVIDIA A100 SXM4 80GB",
+        kind="datacenter GPU",
+        peak_tflops={"float64": 19.5, "float32": 19.5, "tf32": 156.0, "float16": 312.0, "bfloat16": 312.0},
+        bandwidth_gbs=2039.0,
+        source="NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), A100 80GB SXM",
+    ),
+    # NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column):
+    # https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet
+    # FP64 Tensor Core 67, FP32 67, TF32 989*, BF16/FP16 1,979*, FP8 3,958* TFLOPS (* with sparsity,
+    # dense is one half); 3.35 TB/s.
+    Hardware(
+        name="h100",
+        label="NVIDIA H100 SXM5 80GB",
+        kind="datacenter GPU",
+        peak_tflops={
+            "float64": 67.0,
+            "float32": 67.0,
+            "tf32": 494.5,
+            "float16": 989.5,
+            "bfloat16": 989.5,
+            "float8": 1979.0,
+        },
+        bandwidth_gbs=3350.0,
+        source="NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 SXM; dense = sparse / 2",
+    ),
+    # Same datasheet, H100 PCIe column: FP64 TC 51, FP32 51, TF32 756*, BF16/FP16 1,513*, FP8 3,026*; 2 TB/s.
+    Hardware(
+        name="h100-pcie",
+        label="NVIDIA H100 PCIe 80GB",
+        kind="datacenter GPU",
+        peak_tflops={
+            "float64": 51.0,
+            "float32": 51.0,
+            "tf32": 378.0,
+            "float16": 756.5,
+            "bfloat16": 756.5,
+            "float8": 1513.0,
+        },
+        bandwidth_gbs=2000.0,
+        source="NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 PCIe; dense = sparse / 2",
+    ),
+    # NVIDIA H200 Tensor Core GPU datasheet / product page (H200 SXM column):
+    # https://www.nvidia.com/en-us/data-center/h200/
+    # Same Hopper compute as H100 SXM (FP32 67, BF16/FP16 1,979*, FP8 3,958* TFLOPS); 141 GB HBM3e at 4.8 TB/s.
+    Hardware(
+        name="h200",
+        label="NVIDIA H200 SXM 141GB",
+        kind="datacenter GPU",
+        peak_tflops={
+            "float64": 67.0,
+            "float32": 67.0,
+            "tf32": 494.5,
+            "float16": 989.5,
+            "bfloat16": 989.5,
+            "float8": 1979.0,
+        },
+        bandwidth_gbs=4800.0,
+        source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200), H200 SXM; dense = sparse / 2",
+    ),
+    # NVIDIA L4 Tensor Core GPU datasheet:
+    # https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet
+    # FP32 30.3, TF32 120*, BF16/FP16 242*, FP8 485* TFLOPS (* with sparsity); 300 GB/s GDDR6.
+    Hardware(
+        name="l4",
+        label="NVIDIA L4 24GB",
+        kind="inference GPU",
+        peak_tflops={"float32": 30.3, "tf32": 60.0, "float16": 121.0, "bfloat16": 121.0, "float8": 242.5},
+        bandwidth_gbs=300.0,
+        source="NVIDIA L4 Tensor Core GPU datasheet (l4-gpu-datasheet); dense = sparse / 2",
+    ),
+    # NVIDIA T4 Tensor Core GPU datasheet:
+    # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf
+    # FP32 8.1, mixed precision FP16/FP32 65 TFLOPS (Turing: no sparsity, no BF16); 320 GB/s GDDR6.
+    Hardware(
+        name="t4",
+        label="NVIDIA T4 16GB",
+        kind="inference GPU",
+        peak_tflops={"float32": 8.1, "float16": 65.0},
+        bandwidth_gbs=320.0,
+        source="NVIDIA T4 Tensor Core GPU datasheet (t4-tensor-core-datasheet-951643.pdf)",
+    ),
+    # NVIDIA Ada Lovelace GPU architecture whitepaper, appendix table "GeForce RTX 4090":
+    # https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf
+    # FP32 82.6; TF32 Tensor 82.6 (165.2 sparse); FP16/BF16 Tensor with FP32 accumulate 165.2 (330.4 sparse;
+    # 330.3 dense with FP16 accumulate, which PyTorch does not use); 1,008 GB/s GDDR6X.
+    Hardware(
+        name="rtx4090",
+        label="NVIDIA GeForce RTX 4090",
+        kind="desktop GPU",
+        peak_tflops={"float32": 82.6, "tf32": 82.6, "float16": 165.2, "bfloat16": 165.2, "float8": 330.3},
+        bandwidth_gbs=1008.0,
+        source="NVIDIA Ada Lovelace GPU architecture whitepaper (nvidia-ada-gpu-architecture.pdf), RTX 4090, FP32 accumulate",
+    ),
+    # NVIDIA Jetson AGX Orin Series technical brief v1.2 and Jetson AGX Orin data sheet (64GB module):
+    # https://www.nvidia.com/content/dam/en-zz/Solutions/gtcf21/jetson-orin/nvidia-jetson-agx-orin-technical-brief.pdf
+    # GPU only (the DLAs are not counted): 2048 CUDA cores, 5.3 FP32 TFLOPS; 64 Tensor Cores, 170 sparse INT8
+    # TOPS -> 85 dense INT8 -> 42.5 dense FP16/BF16 TFLOPS (Ampere Tensor Cores: FP16 at half the INT8 rate);
+    # 256-bit LPDDR5, 204.8 GB/s.
+    Hardware(
+        name="jetson-orin",
+        label="NVIDIA Jetson AGX Orin 64GB",
+        kind="edge SoC",
+        peak_tflops={"float32": 5.3, "float16": 42.5, "bfloat16": 42.5},
+        bandwidth_gbs=204.8,
+        source="NVIDIA Jetson AGX Orin Series technical brief v1.2 (nvidia-jetson-agx-orin-technical-brief.pdf), 64GB, GPU only",
+    ),
+    # Apple newsroom, 18 Oct 2021, "Introducing M1 Pro and M1 Max" (400GB/s unified memory) and the same-day
+    # Apple event (32-core GPU, 10.4 TFLOPS FP32):
+    # https://www.apple.com/newsroom/2021/10/introducing-m1-pro-and-m1-max-the-most-powerful-chips-apple-has-ever-built/
+    # Apple publishes no FP16/BF16 figure; those fall back to FP32.
+    Hardware(
+        name="apple-m1-max",
+        label="Apple M1 Max (32-core GPU)",
+        kind="laptop SoC",
+        peak_tflops={"float32": 10.4},
+        bandwidth_gbs=400.0,
+        source="Apple newsroom 2021-10-18 'Introducing M1 Pro and M1 Max' and Apple event (10.4 TFLOPS, 400GB/s)",
+    ),
+    # A generic desktop CPU, derived rather than quoted: 8 cores x 4.0 GHz x 2 FMA units x 8 float32 lanes
+    # (AVX2) x 2 FLOPs per FMA = 1.024 TFLOP/s (float64: 4 lanes, 0.512); dual-channel DDR5-4800:
+    # 2 channels x 8 bytes x 4800 MT/s = 76.8 GB/s. FMA throughput: Intel 64 and IA-32 Architectures
+    # Optimization Reference Manual (two FMA ports since Haswell/Zen 2); DDR5 rate: JEDEC JESD79-5.
+    Hardware(
+        name="desktop-cpu",
+        label="Generic desktop CPU (8 cores, AVX2, DDR5)",
+        kind="desktop CPU",
+        peak_tflops={"float64": 0.512, "float32": 1.024},
+        bandwidth_gbs=76.8,
+        source="derived: 8 x 4.0 GHz x 2 FMA x 8 lanes x 2 FLOPs; 2 x 8 B x 4800 MT/s (Intel optimization manual, JEDEC JESD79-5)",
+    ),
+)
+
+#: The presets by name, in display order.
+HARDWARE: Mapping[str, Hardware] = MappingProxyType({h.name: h for h in _PRESETS})
+
+_ALIASES = {
+    "a100-sxm": "a100", "a100-80gb": "a100", "h100-sxm": "h100", "h200-sxm": "h200", "4090": "rtx4090",
+    "rtx-4090": "rtx4090", "orin": "jetson-orin", "agx-orin": "jetson-orin", "m1-max": "apple-m1-max", "cpu": "desktop-cpu",
+}  # fmt: skip
+
+
+def list_hardware() -> tuple[Hardware, ...]:
+    """Every preset, in display order."""
+    return tuple(HARDWARE.values())
+
+
+def get_hardware(name: str) -> Hardware:
+    """The preset called ``name`` (case-insensitive; ``_`` and ``-`` alike), or :class:`InvalidInputError`."""
+    key = name.strip().lower().replace("_", "-").replace(" ", "-")
+    key = _ALIASES.get(key, key)
+    if key in HARDWARE:
+        return HARDWARE[key]
+    close = difflib.get_close_matches(key, list(HARDWARE) + list(_ALIASES), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise InvalidInputError(
+        f"unknown hardware {name!r}{hint} (presets: {', '.join(HARDWARE)}; `graphprof hardware` lists them)"
+    )
+
+
+def custom_hardware(peak_tflops: float, bandwidth_gbs: float, name: str = "custom") -> Hardware:
+    """A device given by its figures alone: one peak for every dtype, and a bandwidth."""
+    if peak_tflops <= 0 or bandwidth_gbs <= 0:
+        raise InvalidInputError(
+            f"custom hardware needs a positive peak and bandwidth, got {peak_tflops} TFLOP/s and {bandwidth_gbs} GB/s"
+        )
+    return Hardware(
+        name=name,
+        label=f"custom device ({peak_tflops:g} TFLOP/s, {bandwidth_gbs:g} GB/s)",
+        kind="custom",
+        peak_tflops={key: peak_tflops for key in PRECISIONS},
+        bandwidth_gbs=bandwidth_gbs,
+        source="given on the command line",
+    )
+
+
+def resolve_hardware(
+    name: str | None = None, *, peak_tflops: float | None = None, bandwidth_gbs: float | None = None
+) -> Hardware | None:
+    """The device the options describe: a preset (optionally with figures overridden), a custom device, or none.
+
+    ``resolve_hardware()`` is ``None`` (the roofline then uses the seeds' fixed threshold);
+    ``resolve_hardware("h100")`` the preset; ``resolve_hardware(peak_tflops=100, bandwidth_gbs=1000)`` a
+    custom device, which needs both figures.
+    """
+    for label, value in (("peak TFLOP/s", peak_tflops), ("bandwidth GB/s", bandwidth_gbs)):
+        if value is not None and value <= 0:
+            raise InvalidInputError(f"{label} must be positive, got {value:g}")
+    if name is not None:
+        return get_hardware(name).with_overrides(peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
+    if peak_tflops is None and bandwidth_gbs is None:
+        return None
+    if peak_tflops is None or bandwidth_gbs is None:
+        raise InvalidInputError("a custom device needs both --peak-tflops and --bandwidth-gbs (or a --hardware preset)")
+    return custom_hardware(peak_tflops, bandwidth_gbs)

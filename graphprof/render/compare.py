@@ -1,0 +1,173 @@
+"""Models side by side: the model-selection use case of seed 002, as a Rich table, JSON or CSV.
+
+A comparison is a sequence of entries, each a :class:`Profile` or a :class:`ModelFailure` (a model that
+could not be profiled, with its one-line error). :func:`comparison_rows` reduces each profile to one
+:class:`ComparisonRow` (classified against the same device); the renderers below are pure functions of
+those rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from graphprof.hardware import Hardware
+from graphprof.render.files import csv_text
+from graphprof.render.table import format_bytes, format_count, format_percent, format_seconds
+from graphprof.result import SCHEMA_VERSION, Profile
+from graphprof.roofline import DEFAULT_THRESHOLD, Bound, classify
+
+__all__ = [
+    "COMPARISON_COLUMNS",
+    "ModelFailure",
+    "ComparisonRow",
+    "comparison_rows",
+    "render_comparison",
+    "comparison_dict",
+    "render_comparison_json",
+    "render_comparison_csv",
+]
+
+COMPARISON_COLUMNS = (
+    "model", "family", "input", "dtype", "capture_method", "params", "macs", "flops", "memory",
+    "weight_bytes", "arithmetic_intensity", "compute_bound_share", "estimated_time_s", "error",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelFailure:
+    """A model that could not be profiled: its name, the one-line error and the exit code it maps to."""
+
+    model: str
+    error: str
+    exit_code: int = 1
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One model reduced to the figures a comparison shows (``error`` set, and the rest empty, on failure)."""
+
+    model: str
+    family: str | None = None
+    input: str | None = None
+    dtype: str | None = None
+    capture_method: str | None = None
+    params: int | None = None
+    macs: int | None = None
+    flops: int | None = None
+    memory: int | None = None
+    weight_bytes: int | None = None
+    arithmetic_intensity: float | None = None
+    compute_bound_share: float | None = None
+    estimated_time_s: float | None = None
+    error: str | None = None
+
+
+def comparison_rows(entries: Sequence[Profile | ModelFailure], hardware: Hardware | None = None) -> list[ComparisonRow]:
+    """One row per entry, in order; each profile classified against ``hardware`` (or the fixed threshold).
+
+    ``compute_bound_share`` is the share of the model's FLOPs done by compute-bound layers.
+    """
+    rows = []
+    for entry in entries:
+        if isinstance(entry, ModelFailure):
+            rows.append(ComparisonRow(model=entry.model, error=entry.error))
+            continue
+        roofline = classify(entry, hardware)
+        rows.append(
+            ComparisonRow(
+                model=entry.model_name,
+                family=entry.family,
+                input="; ".join(entry.input_shapes),
+                dtype=entry.dtype,
+                capture_method=entry.capture_method,
+                params=entry.total_params,
+                macs=entry.total_macs,
+                flops=entry.total_flops,
+                memory=entry.total_bytes,
+                weight_bytes=entry.param_bytes,
+                arithmetic_intensity=entry.arithmetic_intensity,
+                compute_bound_share=roofline.flops_share(Bound.COMPUTE),
+                estimated_time_s=roofline.seconds,
+            )
+        )
+    return rows
+
+
+def _threshold_line(hardware: Hardware | None, rows: Sequence[ComparisonRow]) -> str:
+    if hardware is None:
+        return (
+            f"compute-bound share: FLOPs in layers with AI > {DEFAULT_THRESHOLD:g} FLOPs/byte (the seeds' fixed threshold; "
+            "no hardware given, so no time estimate: --hardware NAME)"
+        )
+    dtypes = sorted({row.dtype for row in rows if row.dtype})
+    ridges = ", ".join(f"{hardware.ridge_point(d):.1f} FLOPs/byte at {hardware.peak_for(d)[1]}" for d in dtypes)
+    return (
+        f"on {hardware.label}: compute-bound share = FLOPs in layers above the ridge point ({ridges}); "
+        "est. time = sum over layers of max(FLOPs / peak, bytes / bandwidth), an idealised lower bound, not a measurement"
+    )
+
+
+def render_comparison(rows: Sequence[ComparisonRow], hardware: Hardware | None = None) -> RenderableType:
+    """The models side by side; a failed model's row says so and its one-line error follows the table."""
+    title = "Model comparison" + (f" on {hardware.label}" if hardware is not None else "")
+    table = Table(
+        title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
+    )
+    table.add_column("Model", no_wrap=True, overflow="ellipsis", max_width=24)
+    table.add_column("Params", justify="right", no_wrap=True)
+    table.add_column("MACs", justify="right", no_wrap=True)
+    table.add_column("FLOPs", justify="right", no_wrap=True)
+    table.add_column("Memory", justify="right", no_wrap=True)
+    table.add_column("AI", justify="right", no_wrap=True)
+    table.add_column("Compute-bound", justify="right", no_wrap=True)
+    table.add_column("Est. time", justify="right", no_wrap=True)
+    for row in rows:
+        if row.error is not None:
+            table.add_row(row.model, Text("failed", style="red"), *["-"] * 6)
+            continue
+        assert row.params is not None and row.macs is not None and row.flops is not None and row.memory is not None
+        table.add_row(
+            row.model,
+            format_count(row.params),
+            format_count(row.macs),
+            format_count(row.flops),
+            format_bytes(row.memory),
+            "-" if row.arithmetic_intensity is None else f"{row.arithmetic_intensity:.1f}",
+            format_percent(row.compute_bound_share),
+            format_seconds(row.estimated_time_s),
+        )
+    inputs = sorted({f"{row.model}: {row.input}" for row in rows if row.input})
+    lines: list[RenderableType] = [table]
+    lines += [Text(f"{row.model}: failed: {row.error}", style="red") for row in rows if row.error is not None]
+    lines.append(Text(_threshold_line(hardware, rows), style="dim"))
+    if inputs:
+        lines.append(Text("inputs: " + "; ".join(inputs), style="dim"))
+    return Group(*lines)
+
+
+def comparison_dict(rows: Sequence[ComparisonRow], hardware: Hardware | None = None) -> dict[str, Any]:
+    """A JSON-ready dictionary: ``schema_version``, ``kind: "comparison"``, ``hardware`` and ``models``."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "comparison",
+        "hardware": hardware.to_dict() if hardware is not None else None,
+        "threshold_flops_per_byte": None if hardware is not None else DEFAULT_THRESHOLD,
+        "models": [asdict(row) for row in rows],
+    }
+
+
+def render_comparison_json(rows: Sequence[ComparisonRow], hardware: Hardware | None = None) -> str:
+    return json.dumps(comparison_dict(rows, hardware), indent=2, allow_nan=False) + "\n"
+
+
+def render_comparison_csv(rows: Sequence[ComparisonRow]) -> str:
+    """One row per model with :data:`COMPARISON_COLUMNS` (a failed model has only ``model`` and ``error``)."""
+    return csv_text(COMPARISON_COLUMNS, [asdict(row) for row in rows])
