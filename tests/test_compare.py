@@ -5,13 +5,13 @@ import io
 import json
 
 import pytest
-from graphprof_cli.main import app, join_input_shape
 from typer.testing import CliRunner
 
 import graphprof
 from graphprof.capture import Capture
 from graphprof.hardware import HARDWARE, get_hardware
 from graphprof.render import ModelFailure, comparison_rows, render_comparison_csv
+from graphprof_cli.main import app, join_input_shape
 
 runner = CliRunner()
 SMALL = ["--input-shape", "1", "3", "32", "32"]
