@@ -18,6 +18,7 @@ __all__ = [
     "ShapePropagationError",
     "FormulaRegistryError",
     "OutputError",
+    "ReferenceFailedError",
 ]
 
 
@@ -79,3 +80,9 @@ class OutputError(GraphprofError):
     """An output file could not be written, or its format is unknown."""
 
     exit_code = 7
+
+
+class ReferenceFailedError(GraphprofError):
+    """A reference counter (fvcore, FlopCounterMode) could not count the model."""
+
+    exit_code = 6

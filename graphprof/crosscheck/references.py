@@ -38,18 +38,12 @@ from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 from graphprof.capture import preserved_state
 from graphprof.crosscheck.conventions import FVCORE, FVCORE_LEFT_OUT, LEFT_OUT, MATMUL, TORCH, TORCH_LEFT_OUT
 from graphprof.crosscheck.result import Adjustment, OpCount
-from graphprof.errors import GraphprofError, MissingDependencyError
+from graphprof.errors import MissingDependencyError, ReferenceFailedError
 
 __all__ = ["ReferenceCounts", "ReferenceFailedError", "count_with_fvcore", "count_with_torch", "REFERENCES"]
 
 _PROBE_PREFIX = "graphprof-adjustment:"
 FVCORE_HINT = "pip install 'graphprof[validate]' (fvcore)"
-
-
-class ReferenceFailedError(GraphprofError):
-    """The reference counter could not count the model (fvcore's trace failed, for example)."""
-
-    exit_code = 6
 
 
 @dataclass(frozen=True)
