@@ -239,7 +239,7 @@ def _profile_module(
             module, args, kwargs, methods, train, run_dtype, allow_real, timings
         )
         if methods == TRANSFORMERS_METHODS and captured.method == "eager":
-            notes.append("transformers model: Dynamo export skipped (about 2 s per decoder layer); --capture dynamo forces it")
+            notes.append("transformers model: Dynamo export skipped (about 0.5 s per decoder layer); --capture dynamo forces it")
         t = time.perf_counter()
         rows, unsupported = count_costs(trace)
         modules = aggregate_modules(rows, module)

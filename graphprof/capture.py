@@ -51,8 +51,9 @@ __all__ = [
 METHODS = ("fx.symbolic_trace", "dynamo.export", "eager")
 
 #: The order for Hugging Face transformers models. Symbolic tracing always fails on them, and Dynamo
-#: export costs about 2 s per decoder layer (62 s for a 32-layer Llama-3-8B shape against 3 s for the
-#: eager capture, measured by ``benchmarks/bench_cost.py llama``) for rows that are the same modules.
+#: export costs about 0.5 s per decoder layer (14.6 s of capture for a 32-layer Llama-3-8B shape, 16.3 s in
+#: all, against 1.4 s for the eager capture on an idle machine, measured by ``benchmarks/bench_cost.py llama``)
+#: for rows that are the same modules.
 #: ``methods=("dynamo.export",)`` (``--capture dynamo``) still gives the Dynamo graph.
 TRANSFORMERS_METHODS = ("fx.symbolic_trace", "eager")
 
