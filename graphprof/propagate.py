@@ -450,10 +450,7 @@ def propagate(
             flat = captured.flat_inputs(call_args, call_kwargs)
             executor = _Executor(gm, lambda g: _GraphRunner(g, recorder, keys, train))
             prefixed = {f"gm.{k}": v for k, v in state.items()}
-            try:
-                outputs = torch.func.functional_call(executor, prefixed, tuple(flat), strict=False)
-            except (DataDependentError, ShapePropagationError):
-                raise
+            outputs = torch.func.functional_call(executor, prefixed, tuple(flat), strict=False)
         else:
             stack.enter_context(_module_attribution(model, recorder, keys, train))
             try:
@@ -467,7 +464,8 @@ def propagate(
         out_leaves = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]
         output_bytes = sum(_nbytes(t) for t in out_leaves)
         if train:
-            _backward(recorder, out_leaves, [t for t in state.values() if t.requires_grad] or None, leaves_in)
+            # in a real run without a dtype the model's own tensors are used (state is empty)
+            _backward(recorder, out_leaves, [t for t in (state or named).values() if t.requires_grad], leaves_in)
 
     ordered = list(keys.values())
     return Trace(
@@ -480,12 +478,12 @@ def propagate(
     )
 
 
-def _backward(recorder: _Recorder, outputs: list[torch.Tensor], params: list[torch.Tensor] | None, inputs: list[Any]) -> None:
+def _backward(recorder: _Recorder, outputs: list[torch.Tensor], params: list[torch.Tensor], inputs: list[Any]) -> None:
     """Backward of ``sum(outputs)`` with respect to every leaf that requires grad; nothing accumulates."""
     differentiable = [t for t in outputs if t.requires_grad and t.is_floating_point()]
     if not differentiable:
         raise ShapePropagationError("train mode: no output of the model requires grad, so there is no backward pass")
-    leaves = list(params or [])
+    leaves = list(params)
     leaves += [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
     if not leaves:
         raise ShapePropagationError("train mode: the model has no parameter that requires grad")

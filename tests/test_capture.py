@@ -110,3 +110,11 @@ def test_preserved_state_restores_buffers_changed_in_place():
     with preserved_state(bn):
         bn(torch.randn(8, 4))
     assert torch.equal(bn.running_mean, torch.zeros(4)) and int(bn.num_batches_tracked) == 0
+
+
+def test_train_mode_on_a_real_run_counts_backward():
+    """A model that needs values runs for real; its backward is still counted and nothing accumulates."""
+    m = DataDependent()
+    p = graphprof.profile_model(m, input_shape=(2, 3, 8, 8), mode="train")
+    assert p.backward.macs > 0
+    assert all(q.grad is None for q in m.parameters())
