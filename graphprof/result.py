@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from graphprof.formulas import Cost
@@ -168,16 +169,16 @@ class Profile:
     versions: tuple[tuple[str, str], ...]
     timings: tuple[tuple[str, float], ...] = ()
 
-    # ---- totals -------------------------------------------------------------------------------
-    @property
+    # ---- totals (sums of the rows, computed once: renderers ask for them often) ---------------
+    @cached_property
     def forward(self) -> Cost:
         return sum((row.forward for row in self.layers), Cost())
 
-    @property
+    @cached_property
     def backward(self) -> Cost:
         return sum((row.backward for row in self.layers), Cost())
 
-    @property
+    @cached_property
     def total(self) -> Cost:
         return self.forward + self.backward
 
