@@ -85,7 +85,7 @@ def bmm_cost(self: TensorMeta, mat2: TensorMeta, *, out: TensorMeta, **_: Any) -
     return contraction(b * m * k * mat2.shape[2])
 
 
-@register(aten.baddbmm)
+@register(aten.baddbmm, aten.addbmm)
 def baddbmm_cost(
     self: TensorMeta,
     batch1: TensorMeta,
@@ -96,22 +96,7 @@ def baddbmm_cost(
     out: TensorMeta,
     **_: Any,
 ) -> Cost:
-    b, m, k = batch1.shape
-    return contraction(b * m * k * batch2.shape[2], _scaled_add(out, beta, alpha))
-
-
-@register(aten.addbmm)
-def addbmm_cost(
-    self: TensorMeta,
-    batch1: TensorMeta,
-    batch2: TensorMeta,
-    *,
-    beta: Any = 1,
-    alpha: Any = 1,
-    out: TensorMeta,
-    **_: Any,
-) -> Cost:
-    # the sum over the batch is part of the accumulation: b * m * k * n MACs into one (m, n) output
+    # b * m * k * n MACs; for addbmm the sum over the batch is part of the accumulation into one (m, n) output
     b, m, k = batch1.shape
     return contraction(b * m * k * batch2.shape[2], _scaled_add(out, beta, alpha))
 
