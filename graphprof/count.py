@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 import torch
 
 from graphprof.formulas import ZERO, Cost, OpStatus, op_cost, op_status
-from graphprof.propagate import OpCall, Trace, TraceKey
+from graphprof.propagate import OpCall, Trace, TraceKey, shapes_of
 from graphprof.result import LayerRow, OpRecord, UnsupportedOp
 
 __all__ = ["count_costs", "op_name"]
@@ -22,11 +22,6 @@ def op_name(func: torch._ops.OpOverload) -> str:
     """``aten.convolution.default`` -> ``aten.convolution`` (the overload packet's name)."""
     packet = func.overloadpacket
     return f"{packet._qualified_op_name.replace('::', '.')}"
-
-
-def _shapes(value: object) -> tuple[tuple[int, ...], ...]:
-    leaves, _ = torch.utils._pytree.tree_flatten(value)
-    return tuple(tuple(leaf.shape) for leaf in leaves if hasattr(leaf, "shape") and hasattr(leaf, "dtype"))
 
 
 def _record(call: OpCall) -> OpRecord:
@@ -42,8 +37,8 @@ def _record(call: OpCall) -> OpRecord:
         status=status.name.lower(),
         phase=call.phase,
         cost=cost,
-        input_shapes=_shapes((call.args, call.kwargs)),
-        output_shapes=_shapes(call.out),
+        input_shapes=shapes_of((call.args, call.kwargs)),
+        output_shapes=shapes_of(call.out),
     )
 
 

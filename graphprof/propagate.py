@@ -111,9 +111,10 @@ def _to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
     return value
 
 
-def _shapes(value: Any) -> tuple[tuple[int, ...], ...]:
+def shapes_of(value: Any) -> tuple[tuple[int, ...], ...]:
+    """The shapes of the tensors (or :class:`TensorMeta`) in a nested value, in pytree order."""
     leaves, _ = tree_flatten(value)
-    return tuple(tuple(int(s) for s in t.shape) for t in leaves if isinstance(t, torch.Tensor))
+    return tuple(tuple(int(s) for s in t.shape) for t in leaves if isinstance(t, (torch.Tensor, TensorMeta)))
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -275,7 +276,7 @@ class _GraphRunner(torch.fx.Interpreter):
         finally:
             self.recorder.key = None
         if key is not None:
-            key.output_shapes = _shapes(out)
+            key.output_shapes = shapes_of(out)
             if self.train:
                 self.recorder.tag_autograd(key, out)
         return out
@@ -358,7 +359,7 @@ def _module_attribution(model: nn.Module, recorder: _Recorder, keys: dict[str, T
     def post_hook(module: nn.Module, args: Any, output: Any) -> None:
         key = key_for(module)
         if key is not None:
-            key.output_shapes = _shapes(output)
+            key.output_shapes = shapes_of(output)
             if train:
                 recorder.tag_autograd(key, output)
         recorder.key = stack.pop() if stack else None
