@@ -5,23 +5,34 @@ Public API::
     import graphprof
     p = graphprof.profile_model("resnet18")
     p.total_params, p.total_macs, p.total_flops, p.capture_method, p.to_dict()
+
+    pm = graphprof.prepare("yolov8n")          # resolve, warm up, capture: once
+    [pm.profile(batch_size=b) for b in (1, 2, 4, 8)]   # each a dry run on the same capture
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from graphprof.api import Mode, parse_dtype, parse_shape, profile_model  # noqa: E402
+from graphprof.api import ModelOutcome, compare_models, profile_model  # noqa: E402
 from graphprof.capture import Capture  # noqa: E402
 from graphprof.errors import GraphprofError  # noqa: E402
 from graphprof.formulas import Cost  # noqa: E402
 from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: E402
+from graphprof.inputs import InputSpec  # noqa: E402
+from graphprof.options import Mode, parse_dtype, parse_shape  # noqa: E402
+from graphprof.prepared import PreparedModel, prepare  # noqa: E402
 from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: E402
 from graphprof.roofline import DEFAULT_THRESHOLD, Bound, Roofline, classify  # noqa: E402
 
 __all__ = [
     "__version__",
     "profile_model",
+    "prepare",
+    "PreparedModel",
+    "compare_models",
+    "ModelOutcome",
+    "InputSpec",
     "Profile",
     "LayerRow",
     "ModuleRow",

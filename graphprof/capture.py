@@ -43,6 +43,7 @@ __all__ = [
     "slice_batch",
     "METHODS",
     "TRANSFORMERS_METHODS",
+    "YOLO_METHODS",
     "Capture",
     "default_methods",
 ]
@@ -80,12 +81,22 @@ class Capture(str, enum.Enum):
         }[self.value]
 
 
+#: The order for Ultralytics YOLO models. Symbolic tracing fails at once on their detect heads, and a
+#: Dynamo export (6-7 s for yolov8n on an idle machine) is specialised to the batch size, so every new
+#: batch would be exported again; the eager capture costs nothing and holds for every input size. Its
+#: rows are the modules (``model.2`` a C2f with its own ``cat``/``chunk``), not the functions inside.
+YOLO_METHODS = ("fx.symbolic_trace", "eager")
+
+
 def default_methods(model: nn.Module) -> tuple[str, ...]:
-    """:data:`TRANSFORMERS_METHODS` for a transformers ``PreTrainedModel``, else :data:`METHODS`."""
-    is_transformers = any(
-        cls.__name__ == "PreTrainedModel" and cls.__module__.startswith("transformers.") for cls in type(model).__mro__
-    )
-    return TRANSFORMERS_METHODS if is_transformers else METHODS
+    """:data:`TRANSFORMERS_METHODS` for a transformers ``PreTrainedModel``, :data:`YOLO_METHODS` for an
+    Ultralytics model, else :data:`METHODS`."""
+    mro = type(model).__mro__
+    if any(cls.__name__ == "PreTrainedModel" and cls.__module__.startswith("transformers.") for cls in mro):
+        return TRANSFORMERS_METHODS
+    if any(cls.__module__.startswith("ultralytics.") for cls in mro):
+        return YOLO_METHODS
+    return METHODS
 
 
 @dataclass
@@ -116,6 +127,57 @@ class CapturedGraph:
             return leaves
         return _bind_placeholders(placeholders, getattr(gm, "_graphprof_signature", None), args, kwargs)
 
+    def accepts(self, args: tuple, kwargs: dict) -> bool:
+        """Whether this capture holds for a call with these inputs.
+
+        An FX graph is shape-generic and the eager capture has no graph: both always hold. A Dynamo
+        export is specialised to its example inputs: it holds when each input has the rank, the static
+        sizes and the dtype it was exported with, and its symbolic sizes satisfy the export's guards.
+        """
+        if self.method != "dynamo.export" or self.graph_module is None:
+            return True
+        examples = [n.meta.get("example_value") for n in self.graph_module.graph.nodes if n.op == "placeholder"]
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        if len(leaves) != len(examples):
+            return False
+        return _guards_hold(examples, leaves)
+
+
+def _guards_hold(examples: list[Any], values: list[Any]) -> bool:
+    """Check the Dynamo export's shape guards for new input sizes (see :meth:`CapturedGraph.accepts`)."""
+    import sympy
+
+    binding: dict[Any, int] = {}
+    shape_env = None
+    for example, value in zip(examples, values, strict=True):
+        if not isinstance(example, torch.Tensor) or not isinstance(value, torch.Tensor):
+            if isinstance(example, torch.Tensor) != isinstance(value, torch.Tensor):
+                return False
+            continue
+        if example.dim() != value.dim() or example.dtype != value.dtype:
+            return False
+        for dim, size in zip(example.shape, value.shape, strict=True):
+            if isinstance(dim, int):
+                if dim != size:
+                    return False
+                continue
+            expr = dim.node.expr
+            shape_env = dim.node.shape_env
+            if not expr.is_Symbol:
+                return False  # a derived size: not worth solving for
+            if binding.setdefault(expr, int(size)) != int(size):
+                return False
+    if shape_env is None:
+        return True
+    for symbol, size in binding.items():
+        bounds = shape_env.var_to_range.get(symbol)
+        if bounds is not None and not (bounds.lower <= size <= bounds.upper):
+            return False
+    for guard in shape_env.guards:
+        if guard.expr.xreplace(binding) is not sympy.true:
+            return False
+    return True
+
 
 def _bind_placeholders(
     placeholders: list[torch.fx.Node], signature: inspect.Signature | None, args: tuple, kwargs: dict
@@ -140,13 +202,15 @@ def _bind_placeholders(
 
 @contextlib.contextmanager
 def preserved_state(model: nn.Module) -> Iterator[None]:
-    """Restore the model's training flags, buffers and ``requires_grad`` flags on exit.
+    """Restore the model's training flags, plain attributes, buffers and ``requires_grad`` flags on exit.
 
     Buffers are compared by identity and value: a buffer that was replaced is put back, one changed in
     place (a BatchNorm running mean, ``num_batches_tracked``) gets its old value copied back. Meta
     tensors hold no values and are only checked for identity.
     """
     modes = {m: m.training for m in model.modules()}
+    # public plain attributes (YOLO's anchors, strides and last input shape, set by its forward)
+    attributes = {m: {k: v for k, v in vars(m).items() if not k.startswith("_")} for m in model.modules()}
     requires_grad = {p: p.requires_grad for p in model.parameters()}
     buffers: dict[tuple[nn.Module, str], tuple[torch.Tensor | None, torch.Tensor | None]] = {}
     for module in model.modules():
@@ -156,6 +220,13 @@ def preserved_state(model: nn.Module) -> Iterator[None]:
     try:
         yield
     finally:
+        for module, saved_attributes in attributes.items():
+            current = vars(module)
+            for name in [k for k in current if not k.startswith("_") and k not in saved_attributes]:
+                del current[name]
+            for name, value in saved_attributes.items():
+                if current.get(name) is not value:
+                    current[name] = value
         for module, training in modes.items():
             module.training = training
         for param, flag in requires_grad.items():

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from graphprof.formulas import Cost
+from graphprof.inputs import InputSpec
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 #: Version of the dictionary layout produced by :meth:`Profile.to_dict` (and so of the JSON file).
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 
 Shape = tuple[int, ...]
 
@@ -148,9 +149,10 @@ class Profile:
     family: str
     mode: str
     dtype: str
-    input_shapes: tuple[str, ...]
+    inputs: tuple[InputSpec, ...]
     capture_method: str
     capture_attempts: tuple[tuple[str, str], ...]
+    capture_reused: bool
     execution: str
     execution_note: str
     layers: tuple[LayerRow, ...]
@@ -199,6 +201,11 @@ class Profile:
     def arithmetic_intensity(self) -> float | None:
         return self.total.arithmetic_intensity
 
+    @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """The shape of every input tensor, in call order."""
+        return tuple(i.shape for i in self.inputs)
+
     def iter_ops(self) -> Iterator[tuple[LayerRow, OpRecord]]:
         for row in self.layers:
             for op in row.ops:
@@ -212,8 +219,10 @@ class Profile:
             "family": self.family,
             "mode": self.mode,
             "dtype": self.dtype,
-            "input_shapes": list(self.input_shapes),
+            "inputs": [i.to_dict() for i in self.inputs],
+            "input_shapes": [list(s) for s in self.input_shapes],
             "capture_method": self.capture_method,
+            "capture_reused": self.capture_reused,
             "capture_attempts": [{"method": m, "error": e} for m, e in self.capture_attempts],
             "execution": self.execution,
             "execution_note": self.execution_note,

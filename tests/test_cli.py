@@ -37,7 +37,9 @@ def test_input_shape_both_spellings(argv, tmp_path):
     out = tmp_path / "p.json"
     result = invoke("--model", "resnet18", *argv, "--output", str(out))
     assert result.exit_code == 0, result.output
-    assert json.loads(out.read_text())["input_shapes"] == ["1x3x96x96 float32"]
+    data = json.loads(out.read_text())
+    assert data["input_shapes"] == [[1, 3, 96, 96]]
+    assert data["inputs"] == [{"name": "args[0]", "shape": [1, 3, 96, 96], "dtype": "float32"}]
 
 
 def test_join_input_shape():

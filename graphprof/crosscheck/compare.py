@@ -12,6 +12,7 @@ from collections import defaultdict
 from graphprof.crosscheck.conventions import GROUP_ORDER, Convention
 from graphprof.crosscheck.references import ReferenceCounts
 from graphprof.crosscheck.result import Adjustment, CrossCheck, GroupComparison, OpCount
+from graphprof.inputs import format_inputs
 from graphprof.result import Profile
 
 __all__ = ["compare_counts", "graphprof_groups"]
@@ -78,7 +79,7 @@ def compare_counts(
         reference=counts.reference,
         unit=convention.unit,
         family=family or profile.family,
-        input="; ".join(profile.input_shapes),
+        input=format_inputs(profile.inputs),
         macs=profile.total_macs,
         flops=profile.total_flops,
         groups=tuple(groups),

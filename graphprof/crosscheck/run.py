@@ -20,12 +20,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.api import parse_shape, profile_model
 from graphprof.crosscheck.compare import compare_counts
 from graphprof.crosscheck.conventions import CONVENTIONS
 from graphprof.crosscheck.references import REFERENCES
 from graphprof.crosscheck.result import CrossCheck
 from graphprof.errors import GraphprofError, InvalidInputError
+from graphprof.inputs import materialize
+from graphprof.options import parse_shape
+from graphprof.prepared import prepare
 
 __all__ = [
     "Reference",
@@ -51,20 +53,6 @@ class Reference(str, enum.Enum):
     TORCH = "torch"  # torch.utils.flop_counter.FlopCounterMode: contractions only, 2 FLOPs per MAC
 
 
-def _as_args(example_inputs: Any) -> tuple:
-    if example_inputs is None:
-        return ()
-    if isinstance(example_inputs, torch.Tensor):
-        return (example_inputs,)
-    return tuple(example_inputs)
-
-
-def _model_device(model: nn.Module) -> torch.device:
-    for tensor in [*model.parameters(), *model.buffers()]:
-        return tensor.device
-    return torch.device("cpu")
-
-
 def crosscheck_model(
     model: str | nn.Module,
     *,
@@ -88,36 +76,15 @@ def crosscheck_model(
     reference = Reference(against)
     convention = CONVENTIONS[reference.value]
     start = time.perf_counter()
-    shape = parse_shape(input_shape)
-    family = "custom"
-    if isinstance(model, str):
-        from graphprof.models import resolve_model
-
-        resolved = resolve_model(model, input_shape=shape, batch_size=batch_size)
-        module, family = resolved.model, resolved.family
-        name = model_name or resolved.name
-        args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
-        if example_inputs is not None or example_kwargs is not None:
-            args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})
-    elif isinstance(model, nn.Module):
-        module = model
-        name = model_name or type(model).__name__
-        if example_inputs is not None or example_kwargs is not None:
-            args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})
-        elif shape is not None:
-            from graphprof.models.base import random_tensor
-
-            if batch_size is not None:
-                shape = (batch_size, *shape[1:])
-            args, kwargs = (random_tensor(shape, _model_device(module)),), {}
-        else:
-            raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
-    else:
-        raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model).__name__}")
-
-    profile = profile_model(module, example_inputs=args, example_kwargs=kwargs, model_name=name)
+    # built with weights on the CPU: the reference counter runs the model for real on the same tensors
+    prepared = prepare(
+        model, input_shape=input_shape, batch_size=batch_size, example_inputs=example_inputs,
+        example_kwargs=example_kwargs, model_name=model_name, device="cpu",
+    )  # fmt: skip
+    profile = prepared.profile()
+    module, args, kwargs = prepared.model, materialize(prepared.args, torch.device("cpu")), materialize(prepared.kwargs, torch.device("cpu"))
     counts = REFERENCES[reference.value](module, args, kwargs)
-    return compare_counts(profile, counts, convention, family=family, seconds=time.perf_counter() - start)
+    return compare_counts(profile, counts, convention, family=prepared.family, seconds=time.perf_counter() - start)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,6 +12,6 @@ See :mod:`graphprof.models.registry` for the spec forms; one module per family:
 from __future__ import annotations
 
 from graphprof.models.base import ModelInfo, ResolvedModel
-from graphprof.models.registry import list_models, resolve_model
+from graphprof.models.registry import list_models, resolve_model, spec_family
 
-__all__ = ["ModelInfo", "ResolvedModel", "list_models", "resolve_model"]
+__all__ = ["ModelInfo", "ResolvedModel", "list_models", "resolve_model", "spec_family"]

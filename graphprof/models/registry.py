@@ -30,7 +30,7 @@ from graphprof.models.base import ModelInfo, ResolvedModel
 from graphprof.models.device import parse_device
 from graphprof.models.offline import network_blocked
 
-__all__ = ["list_models", "resolve_model", "CHECKPOINT_SUFFIXES"]
+__all__ = ["list_models", "resolve_model", "spec_family", "CHECKPOINT_SUFFIXES"]
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth")
 
@@ -83,6 +83,28 @@ def _resolve(
     if arch is not None:
         return yolo.resolve_yolo(arch, **options)
     raise _unknown(spec, [info.name for info in list_models()])
+
+
+def spec_family(spec: str) -> str | None:
+    """The family ``spec`` resolves to, known without building anything; ``None`` when only building tells
+    (a user's factory, a checkpoint).
+
+    >>> spec_family("fasterrcnn_resnet50_fpn"), spec_family("yolov8n"), spec_family("pkg:make")
+    ('detection', 'yolo', None)
+    """
+    lowered = spec.strip().lower()
+    if lowered.startswith(hf.PREFIX):
+        return "hf"
+    if lowered.endswith(CHECKPOINT_SUFFIXES):
+        return None
+    if yolo.yaml_suffix(lowered):
+        return "yolo"
+    if user.is_user_spec(spec.strip()):
+        return None
+    family = torchvision_zoo.torchvision_families().get(lowered)
+    if family is not None:
+        return family
+    return "yolo" if yolo.find_yolo_architecture(spec.strip()) is not None else None
 
 
 def resolve_model(

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.hardware import Hardware
+from graphprof.inputs import format_inputs
 from graphprof.render.files import csv_text
 from graphprof.render.table import format_bytes, format_count, format_percent, format_seconds
 from graphprof.result import SCHEMA_VERSION, Profile
@@ -85,7 +86,7 @@ def comparison_rows(entries: Sequence[Profile | ModelFailure], hardware: Hardwar
             ComparisonRow(
                 model=entry.model_name,
                 family=entry.family,
-                input="; ".join(entry.input_shapes),
+                input=format_inputs(entry.inputs),
                 dtype=entry.dtype,
                 capture_method=entry.capture_method,
                 params=entry.total_params,

@@ -25,6 +25,7 @@ from rich.text import Text
 
 from graphprof.aggregate import ancestors
 from graphprof.hardware import Hardware
+from graphprof.inputs import format_inputs
 from graphprof.names import abbreviate
 from graphprof.result import ModuleRow, Profile
 from graphprof.roofline import Bound, Roofline, classify
@@ -292,7 +293,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         params += f", {profile.trainable_params:,} trainable"
     rows: list[tuple[str, str]] = [
         ("Model", f"{profile.model_name} ({profile.family})"),
-        ("Input", "; ".join(profile.input_shapes) or "-"),
+        ("Input", format_inputs(profile.inputs) or "-"),
         ("Mode / dtype", f"{profile.mode} / {profile.dtype}"),
         ("Parameters", params),
         ("MACs", f"{format_count(total.macs)} ({total.macs:,})"),

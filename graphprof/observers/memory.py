@@ -1,0 +1,49 @@
+"""Peak live activation memory of a run, from weak references to storages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._pytree import tree_flatten
+
+from graphprof.runloop import Observer, OpEvent, RunContext
+
+__all__ = ["LiveMemory"]
+
+
+class LiveMemory(Observer):
+    """Bytes of live activation storages, and their peak.
+
+    A storage is live while some tensor still refers to it: the FX interpreter drops a node's value
+    after its last user, and autograd keeps what it saved for backward, so the peak follows the real
+    lifetime of activations. Parameters and buffers are excluded; the inputs count from the start.
+    """
+
+    wants_ops = True
+
+    def __init__(self) -> None:
+        self.static: set[StorageWeakRef] = set()
+        self.live: dict[StorageWeakRef, int] = {}
+        self.current = 0
+        self.peak = 0
+
+    def started(self, ctx: RunContext) -> None:
+        self.static = {StorageWeakRef(t.untyped_storage()) for t in ctx.state.values()}
+        self.add(ctx.inputs)
+
+    def op(self, event: OpEvent) -> None:
+        self.add(event.out)
+
+    def add(self, value: Any) -> None:
+        for t in tree_flatten(value)[0]:
+            if isinstance(t, torch.Tensor):
+                ref = StorageWeakRef(t.untyped_storage())
+                if ref not in self.static and ref not in self.live:
+                    size = t.untyped_storage().nbytes()
+                    self.live[ref] = size
+                    self.current += size
+        for ref in [r for r in self.live if r.expired()]:
+            self.current -= self.live.pop(ref)
+        self.peak = max(self.peak, self.current)
