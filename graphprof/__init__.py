@@ -6,51 +6,76 @@ Public API::
     p = graphprof.profile_model("resnet18")
     p.total_params, p.total_macs, p.total_flops, p.capture_method, p.to_dict()
 
-    pm = graphprof.prepare("yolov8n")          # resolve, warm up, capture: once
+    pm = graphprof.prepare("yolov8n")                  # resolve, warm up, capture: once
     [pm.profile(batch_size=b) for b in (1, 2, 4, 8)]   # each a dry run on the same capture
+
+The names below are imported on first use, so ``import graphprof.errors`` (what the command line needs
+to answer ``--help`` and ``--version``) does not import torch.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from graphprof.api import ModelOutcome, compare_models, profile_model  # noqa: E402
-from graphprof.capture import Capture  # noqa: E402
-from graphprof.errors import GraphprofError  # noqa: E402
-from graphprof.formulas import Cost  # noqa: E402
-from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: E402
-from graphprof.inputs import InputSpec  # noqa: E402
-from graphprof.options import Mode, parse_dtype, parse_shape  # noqa: E402
-from graphprof.prepared import PreparedModel, prepare  # noqa: E402
-from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: E402
-from graphprof.roofline import DEFAULT_THRESHOLD, Bound, Roofline, classify  # noqa: E402
+#: public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "profile_model": "graphprof.api",
+    "compare_models": "graphprof.api",
+    "ModelOutcome": "graphprof.api",
+    "prepare": "graphprof.prepared",
+    "PreparedModel": "graphprof.prepared",
+    "Profile": "graphprof.result",
+    "LayerRow": "graphprof.result",
+    "ModuleRow": "graphprof.result",
+    "OpRecord": "graphprof.result",
+    "UnsupportedOp": "graphprof.result",
+    "InputSpec": "graphprof.inputs",
+    "Cost": "graphprof.formulas",
+    "Mode": "graphprof.options",
+    "parse_dtype": "graphprof.options",
+    "parse_shape": "graphprof.options",
+    "Capture": "graphprof.capture",
+    "Observer": "graphprof.runloop",
+    "Hardware": "graphprof.hardware",
+    "get_hardware": "graphprof.hardware",
+    "list_hardware": "graphprof.hardware",
+    "resolve_hardware": "graphprof.hardware",
+    "custom_hardware": "graphprof.hardware",
+    "Roofline": "graphprof.roofline",
+    "Bound": "graphprof.roofline",
+    "classify": "graphprof.roofline",
+    "DEFAULT_THRESHOLD": "graphprof.roofline",
+    "GraphprofError": "graphprof.errors",
+}
 
-__all__ = [
-    "__version__",
-    "profile_model",
-    "prepare",
-    "PreparedModel",
-    "compare_models",
-    "ModelOutcome",
-    "InputSpec",
-    "Profile",
-    "LayerRow",
-    "ModuleRow",
-    "OpRecord",
-    "UnsupportedOp",
-    "Cost",
-    "Mode",
-    "Capture",
-    "Hardware",
-    "get_hardware",
-    "list_hardware",
-    "resolve_hardware",
-    "custom_hardware",
-    "Roofline",
-    "Bound",
-    "classify",
-    "DEFAULT_THRESHOLD",
-    "GraphprofError",
-    "parse_dtype",
-    "parse_shape",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'graphprof' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from graphprof.api import ModelOutcome, compare_models, profile_model  # noqa: F401
+    from graphprof.capture import Capture  # noqa: F401
+    from graphprof.errors import GraphprofError  # noqa: F401
+    from graphprof.formulas import Cost  # noqa: F401
+    from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: F401
+    from graphprof.inputs import InputSpec  # noqa: F401
+    from graphprof.options import Mode, parse_dtype, parse_shape  # noqa: F401
+    from graphprof.prepared import PreparedModel, prepare  # noqa: F401
+    from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: F401
+    from graphprof.roofline import DEFAULT_THRESHOLD, Bound, Roofline, classify  # noqa: F401
+    from graphprof.runloop import Observer  # noqa: F401

@@ -8,6 +8,18 @@ traceback for a mistake of theirs. Errors name what failed and chain the cause (
 from __future__ import annotations
 
 __all__ = [
+    "EXIT_CODES",
+    "EXIT_OK",
+    "EXIT_DISAGREE",
+    "EXIT_INVALID_INPUT",
+    "EXIT_MODEL_NOT_FOUND",
+    "EXIT_MISSING_DEPENDENCY",
+    "EXIT_MODEL_BUILD",
+    "EXIT_CAPTURE",
+    "EXIT_OUTPUT",
+    "EXIT_FORMULA_REGISTRY",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
     "GraphprofError",
     "ModelNotFoundError",
     "ModelBuildError",
@@ -22,67 +34,96 @@ __all__ = [
 ]
 
 
+# ---- every exit code of the command line, in one table ------------------------------------------------
+EXIT_OK = 0
+EXIT_DISAGREE = 1
+EXIT_INVALID_INPUT = 2
+EXIT_MODEL_NOT_FOUND = 3
+EXIT_MISSING_DEPENDENCY = 4
+EXIT_MODEL_BUILD = 5
+EXIT_CAPTURE = 6
+EXIT_OUTPUT = 7
+EXIT_FORMULA_REGISTRY = 8
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+#: code -> what it means (``graphprof --help`` shows this table).
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_DISAGREE: "validate: a model disagrees with the reference or failed; any other graphprof error",
+    EXIT_INVALID_INPUT: "a bad option or input (shape, dtype, batch size, number)",
+    EXIT_MODEL_NOT_FOUND: "the model is unknown, or only a download would give it",
+    EXIT_MISSING_DEPENDENCY: "an optional package is not installed",
+    EXIT_MODEL_BUILD: "the model could not be built or run once",
+    EXIT_CAPTURE: "capture, shape propagation or a reference counter failed",
+    EXIT_OUTPUT: "an output file could not be written, or its format is unknown",
+    EXIT_FORMULA_REGISTRY: "a cost formula was registered wrongly",
+    EXIT_INTERNAL: "a bug in graphprof (--debug shows the traceback)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
+
 class GraphprofError(Exception):
     """Base class of every error graphprof raises on purpose."""
 
-    exit_code: int = 1
+    exit_code: int = EXIT_DISAGREE
 
 
 class InvalidInputError(GraphprofError, ValueError):
     """A bad argument: an input shape, a dtype, a batch size, an option value."""
 
-    exit_code = 2
+    exit_code = EXIT_INVALID_INPUT
 
 
 class ModelNotFoundError(GraphprofError, LookupError):
     """The model name resolves to nothing graphprof knows."""
 
-    exit_code = 3
+    exit_code = EXIT_MODEL_NOT_FOUND
 
 
 class DownloadUnavailableError(GraphprofError):
     """Resolving the model would need a download, which graphprof never attempts."""
 
-    exit_code = 3
+    exit_code = EXIT_MODEL_NOT_FOUND
 
 
 class MissingDependencyError(GraphprofError, ImportError):
     """An optional package (ultralytics, transformers, fvcore, matplotlib) is not installed."""
 
-    exit_code = 4
+    exit_code = EXIT_MISSING_DEPENDENCY
 
 
 class ModelBuildError(GraphprofError):
     """The model was found but building it, or running it once, failed."""
 
-    exit_code = 5
+    exit_code = EXIT_MODEL_BUILD
 
 
 class CaptureError(GraphprofError):
     """Every graph-capture method failed; the message names each method's cause."""
 
-    exit_code = 6
+    exit_code = EXIT_CAPTURE
 
 
 class ShapePropagationError(GraphprofError):
     """Shape propagation failed at a named graph node."""
 
-    exit_code = 6
+    exit_code = EXIT_CAPTURE
 
 
 class FormulaRegistryError(GraphprofError):
     """A cost formula was registered twice or under a key that is not an aten op packet."""
 
-    exit_code = 70
+    exit_code = EXIT_FORMULA_REGISTRY
 
 
 class OutputError(GraphprofError):
     """An output file could not be written, or its format is unknown."""
 
-    exit_code = 7
+    exit_code = EXIT_OUTPUT
 
 
 class ReferenceFailedError(GraphprofError):
     """A reference counter (fvcore, FlopCounterMode) could not count the model."""
 
-    exit_code = 6
+    exit_code = EXIT_CAPTURE

@@ -1,6 +1,7 @@
 """The CLI through typer's CliRunner, and the seeds' script paths."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,7 @@ def test_list_and_filter():
     ],
 )
 def test_seed_script_paths(script, args, expect):
-    proc = subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "COLUMNS": "200"}  # a width that shows every name whole (narrower ones fold names over lines)
+    proc = subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     assert expect in proc.stdout

@@ -6,6 +6,7 @@ accuracy add up to 100%, a MAC is one fvcore flop and two torch FLOPs).
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -385,7 +386,8 @@ def test_seed_script_path_with_parallel_jobs(tmp_path):
     script = ROOT / "cli" / "profile_graph_with_fvcore.py"
     out = tmp_path / "v.json"
     argv = ["--models", "resnet18,squeezenet1_1", "--input-shape", "1", "3", "32", "32", "--jobs", "2", "-o", str(out)]
-    done = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    env = {**os.environ, "COLUMNS": "200"}  # whole names; narrower widths fold them
+    done = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "FLOP comparison: graphprof vs fvcore" in done.stdout and "squeezenet1_1" in done.stdout
     document = json.loads(out.read_text())

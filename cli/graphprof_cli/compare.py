@@ -12,8 +12,6 @@ from typing import Any
 
 from rich.console import Console
 
-INTERNAL_ERROR_EXIT = 70
-
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
@@ -33,7 +31,8 @@ def run_compare(
 ) -> int:
     """Profile ``models``, print them side by side, write ``output`` if given; return the exit code."""
     import graphprof
-    from graphprof.errors import GraphprofError
+    from graphprof.api import iter_compare
+    from graphprof.errors import EXIT_INTERNAL, GraphprofError
     from graphprof.hardware import resolve_hardware
     from graphprof.render import (
         ModelFailure,
@@ -48,20 +47,19 @@ def run_compare(
     device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
     chosen = output_format(output, fmt) if output is not None else None
     entries: list[graphprof.Profile | ModelFailure] = []
-    for name in models:
-        try:
-            with console.status(f"profiling {name} ...", spinner="dots"):
-                entries.append(graphprof.profile_model(name, **dict(profile_options or {})))
-        except GraphprofError as exc:
-            if debug:
-                raise
-            entries.append(ModelFailure(name, _one_line(str(exc)), exc.exit_code))
-        except Exception as exc:  # a bug in graphprof on this model: report it and go on with the others
-            if debug:
-                raise
-            entries.append(
-                ModelFailure(name, f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", INTERNAL_ERROR_EXIT)
-            )
+    with console.status(f"profiling {len(models)} models ...", spinner="dots"):
+        for outcome in iter_compare(models, **dict(profile_options or {})):
+            if outcome.profile is not None:
+                entries.append(outcome.profile)
+            elif isinstance(outcome.error, GraphprofError):
+                if debug:
+                    raise outcome.error
+                entries.append(ModelFailure(outcome.spec, _one_line(str(outcome.error)), outcome.error.exit_code))
+            else:  # a bug in graphprof on this model: reported in its row, the others still run
+                if debug and outcome.error is not None:
+                    raise outcome.error
+                error = outcome.error
+                entries.append(ModelFailure(outcome.spec, f"internal error: {type(error).__name__}: {_one_line(str(error))}", EXIT_INTERNAL))
     rows = comparison_rows(entries, device)
     console.print(render_comparison(rows, device))
     if output is not None:

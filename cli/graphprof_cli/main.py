@@ -9,16 +9,17 @@ else is a bug and says so (``--debug`` shows the traceback).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from graphprof.capture import Capture
+from graphprof import __version__
+from graphprof.errors import EXIT_CODES
+from graphprof_cli.common import console as _make_console
+from graphprof_cli.common import flag, run_guarded
 
 app = typer.Typer(
     add_completion=False,
@@ -26,17 +27,28 @@ app = typer.Typer(
     help="graphprof: what a PyTorch model costs (params, MACs, FLOPs, bytes, shapes) per layer, on a dry run.",
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
+    epilog="Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items()),
 )
-
-INTERNAL_ERROR_EXIT = 70
-#: Width used when stdout is not a terminal (pipes, files, tests): the report is laid out for it.
-PIPE_WIDTH = 100
-T = TypeVar("T")
 
 
 class ModeChoice(str, Enum):
     eval = "eval"
     train = "train"
+
+
+class CaptureChoice(str, Enum):
+    """The values of :class:`graphprof.Capture` (kept here so that ``--help`` imports no torch)."""
+
+    auto = "auto"
+    fx = "fx"
+    dynamo = "dynamo"
+    eager = "eager"
+
+    @property
+    def methods(self) -> tuple[str, ...] | None:
+        from graphprof.capture import Capture
+
+        return Capture(self.value).methods
 
 
 class FormatChoice(str, Enum):
@@ -50,8 +62,8 @@ BatchSizeOption = Annotated[int | None, typer.Option("--batch-size", "-b", help=
 DtypeOption = Annotated[str | None, typer.Option("--dtype", help="Count as this dtype: float32, float16, bfloat16.")]
 ModeOption = Annotated[ModeChoice, typer.Option("--mode", help="eval: inference; train: forward + backward.")]
 CaptureOption = Annotated[
-    Capture,
-    typer.Option("--capture", help="Graph capture: auto (fx, then dynamo, then eager; fx then eager for transformers), fx, dynamo or eager."),
+    CaptureChoice,
+    typer.Option("--capture", help="Graph capture: auto (fx, then dynamo, then eager; fx then eager for transformers and YOLO), fx, dynamo or eager."),
 ]
 HardwareOption = Annotated[
     str | None, typer.Option("--hardware", help="Device preset for the roofline (see `graphprof hardware`).")
@@ -67,43 +79,26 @@ OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Also 
 FormatOption = Annotated[
     FormatChoice | None, typer.Option("--format", help="Format of --output (default: from its suffix).")
 ]
-DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+DebugOption = Annotated[bool, flag("--debug", help="Show tracebacks.")]
+WidthOption = Annotated[
+    int | None,
+    typer.Option("--width", min=40, help="Report width in columns (default: the terminal's, else COLUMNS, else 160)."),
+]
 
 
-def _console() -> Console:
-    return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
+def _console(width: int | None = None) -> Any:
+    return _make_console(width)
 
 
-def _fail(message: str, code: int) -> None:
-    typer.echo(f"graphprof: error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def run_guarded(fn: Callable[[], T], debug: bool = False) -> T:
-    """Call ``fn``; map library errors (and bugs) to one line on stderr and an exit code."""
-    from graphprof.errors import GraphprofError
-
-    try:
-        return fn()
-    except typer.Exit:
-        raise
-    except GraphprofError as exc:
-        if debug:
-            raise
-        _fail(str(exc), exc.exit_code)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
-    except Exception as exc:  # a bug in graphprof, not the user's mistake
-        if debug:
-            raise
-        _fail(
-            f"internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback)",
-            INTERNAL_ERROR_EXIT,
-        )
-    raise AssertionError("unreachable")
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"graphprof {__version__}")
+        raise typer.Exit(0)
 
 
 def _list_models(filter_text: str | None) -> None:
+    from rich.table import Table
+
     from graphprof.models import list_models
 
     infos = run_guarded(lambda: list_models(filter_text))
@@ -125,7 +120,7 @@ def profile(
         str | None,
         typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, or package.module:factory."),
     ] = None,
-    list_: Annotated[bool, typer.Option("--list", help="List the available models and exit.")] = False,
+    list_: Annotated[bool, flag("--list", help="List the available models and exit.")] = False,
     filter_: Annotated[
         str | None, typer.Option("--filter", help="With --list: only models whose name or family contains this.")
     ] = None,
@@ -133,11 +128,9 @@ def profile(
     batch_size: BatchSizeOption = None,
     dtype: DtypeOption = None,
     mode: ModeOption = ModeChoice.eval,
-    capture: CaptureOption = Capture.AUTO,
-    showshape: Annotated[bool, typer.Option("--showshape", help="Show output shapes.")] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Unfold the whole tree; add per-layer and aten-op tables.")
-    ] = False,
+    capture: CaptureOption = CaptureChoice.auto,
+    showshape: Annotated[bool, flag("--showshape", help="Show output shapes.")] = False,
+    verbose: Annotated[bool, flag("--verbose", "-v", help="Unfold the whole tree; add per-layer and aten-op tables.")] = False,
     depth: Annotated[
         int | None, typer.Option("--depth", min=0, help="Fold the module tree at this depth (default: what fits).")
     ] = None,
@@ -153,7 +146,11 @@ def profile(
             "--plot", help="Write a chart: roofline.png, layers.png, or KIND=PATH (repeatable; needs matplotlib)."
         ),
     ] = None,
+    width: WidthOption = None,
     debug: DebugOption = False,
+    version: Annotated[
+        bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
+    ] = False,
 ) -> None:
     """Profile a model: graphprof --model resnet18 [--hardware h100] [--output p.json] [--plot roofline.png]."""
     if ctx.invoked_subcommand is not None:
@@ -171,7 +168,7 @@ def profile(
     from graphprof.render.plots import require_matplotlib
     from graphprof.roofline import classify
 
-    console = _console()
+    console = _console(width)
 
     def work() -> Any:
         # Everything that can be checked without the model is checked first, so a typo costs no profiling.
@@ -218,12 +215,13 @@ def compare_command(
     batch_size: BatchSizeOption = None,
     dtype: DtypeOption = None,
     mode: ModeOption = ModeChoice.eval,
-    capture: CaptureOption = Capture.AUTO,
+    capture: CaptureOption = CaptureChoice.auto,
     hardware: HardwareOption = None,
     peak_tflops: PeakOption = None,
     bandwidth_gbs: BandwidthOption = None,
     output: OutputOption = None,
     fmt: FormatOption = None,
+    width: WidthOption = None,
     debug: DebugOption = False,
 ) -> None:
     """Compare models side by side: graphprof compare resnet50 efficientnet_b0 [--hardware l4]."""
@@ -232,7 +230,7 @@ def compare_command(
     code = run_guarded(
         lambda: run_compare(
             models,
-            console=_console(),
+            console=_console(width),
             hardware=hardware,
             peak_tflops=peak_tflops,
             bandwidth_gbs=bandwidth_gbs,

@@ -13,7 +13,9 @@ from typing import Annotated
 
 import typer
 
-DISAGREE_EXIT = 1
+from graphprof.errors import EXIT_DISAGREE as DISAGREE_EXIT
+from graphprof_cli.common import flag
+
 DEFAULT_TOLERANCE = 1.0  # graphprof.crosscheck.DEFAULT_TOLERANCE; the library is imported only when the command runs
 
 
@@ -38,7 +40,7 @@ def validate_command(
     ] = None,
     all_: Annotated[
         bool,
-        typer.Option("--all", help="Every model graphprof lists (graphprof --list); with --family, every model of it."),
+        flag("--all", help="Every model graphprof lists (graphprof --list); with --family, every model of it."),
     ] = False,
     family: Annotated[
         str | None, typer.Option("--family", help="Every model of a family: classification, yolo, hf, detection...")
@@ -61,14 +63,14 @@ def validate_command(
         str | None, typer.Option("--input-shape", help="Input shape for every model: 1 3 224 224 or 1,3,224,224.")
     ] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Override the batch dimension.")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show each model's per-op comparison.")] = False,
+    verbose: Annotated[bool, flag("--verbose", "-v", help="Also show each model's per-op comparison.")] = False,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Also write the comparison to a .json or .csv file.")
     ] = None,
     fmt: Annotated[
         OutputFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")
     ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Cross-check graphprof against fvcore's FlopCountAnalysis (or --against torch), model by model."""
     from rich.console import Console
@@ -82,7 +84,8 @@ def validate_command(
         select_models,
         write_crosschecks,
     )
-    from graphprof_cli.main import _console, run_guarded
+    from graphprof_cli.common import console as _console
+    from graphprof_cli.common import run_guarded
 
     names = run_guarded(
         lambda: select_models([*(model or []), *([models] if models else [])], family=family, all_models=all_), debug

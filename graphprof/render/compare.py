@@ -105,7 +105,7 @@ def comparison_rows(entries: Sequence[Profile | ModelFailure], hardware: Hardwar
 def _threshold_line(hardware: Hardware | None, rows: Sequence[ComparisonRow]) -> str:
     if hardware is None:
         return (
-            f"compute-bound share: FLOPs in layers with AI > {DEFAULT_THRESHOLD:g} FLOPs/byte (the seeds' fixed threshold; "
+            f"compute-bound share: FLOPs in layers with AI > {DEFAULT_THRESHOLD:g} FLOPs/byte (graphprof's fixed threshold; "
             "no hardware given, so no time estimate: --hardware NAME)"
         )
     dtypes = sorted({row.dtype for row in rows if row.dtype})

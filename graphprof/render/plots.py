@@ -152,7 +152,7 @@ def render_roofline_plot(profile: Profile, roofline: Roofline | None = None, *, 
         )
         axes.set_ylabel("layer FLOPs")
         title = f"Arithmetic intensity of {profile.model_name}'s layers (no hardware given)"
-        note = "no device: fixed threshold of the seeds, no roof; area ~ FLOPs"
+        note = "no device: graphprof's default threshold, no roof; area ~ FLOPs"
     if skipped:
         note += f"; {skipped} layers without FLOPs or bytes not shown"
     axes.set_xlim(lo, hi)

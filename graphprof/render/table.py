@@ -123,6 +123,20 @@ def _shape(shapes: Sequence[tuple[int, ...]]) -> str:
     return text + (f" (+{len(shapes) - 2})" if len(shapes) > 2 else "")
 
 
+def short_names(names: Sequence[str], width: int) -> list[str]:
+    """Each name abbreviated to ``width`` (:func:`graphprof.names.abbreviate`), unless that would make two
+    rows shown together read the same: those keep their full names (folded over lines, never cut).
+
+    >>> short_names(["model.layers.0.post_attention_layernorm", "model.layers.1.post_attention_layernorm"], 24)
+    ['model.layers.0.post_attention_layernorm', 'model.layers.1.post_attention_layernorm']
+    """
+    short = [abbreviate(n, width) for n in names]
+    sources: dict[str, set[str]] = {}
+    for name, s in zip(names, short, strict=True):
+        sources.setdefault(s, set()).add(name)
+    return [s if len(sources[s]) == 1 else abbreviate(n, 10**6) for n, s in zip(names, short, strict=True)]
+
+
 def _table(title: str, *, caption: str | None = None, header: bool = True) -> Table:
     return Table(
         title=title,
@@ -194,19 +208,20 @@ def render_tree(
     if hidden:
         caption += f"; {hidden} more rows at this depth not shown (--depth or --verbose)"
     table = _table("Hierarchical graph profile", caption=caption)
-    table.add_column("Module", no_wrap=True, overflow="ellipsis", max_width=_NAME_WIDTH)
-    table.add_column("Type", no_wrap=True, overflow="ellipsis", max_width=_TYPE_WIDTH)
-    table.add_column("Params", justify="right", no_wrap=True)
+    table.add_column("Module", overflow="fold", max_width=_NAME_WIDTH + 2 * max((m.depth for m in rows), default=0))
+    table.add_column("Type", overflow="fold", max_width=_TYPE_WIDTH)
+    table.add_column("Params", justify="right", overflow="fold")
     if show_shapes:
         table.add_column("Output shape", overflow="fold", max_width=20)
-    table.add_column("MACs", justify="right", no_wrap=True)
-    table.add_column("FLOPs", justify="right", no_wrap=True)
-    table.add_column("Memory", justify="right", no_wrap=True)
-    table.add_column("AI", justify="right", no_wrap=True)
+    table.add_column("MACs", justify="right", overflow="fold")
+    table.add_column("FLOPs", justify="right", overflow="fold")
+    table.add_column("Memory", justify="right", overflow="fold")
+    table.add_column("AI", justify="right", overflow="fold")
     shapes = _module_shapes(profile) if show_shapes else {}
-    for module in rows:
+    labels = short_names([m.path for m in rows], _NAME_WIDTH)  # indented by depth, within the column's room
+    for module, short in zip(rows, labels, strict=True):
         indent = "  " * module.depth
-        label = profile.model_name if module.path == "" else abbreviate(module.path, max(8, _NAME_WIDTH - len(indent)))
+        label = profile.model_name if module.path == "" else short
         cost = module.cost
         cells = [indent + label, module.type, _num(module.params)]
         if show_shapes:
@@ -224,21 +239,22 @@ def render_layers(profile: Profile, roofline: Roofline | None = None, *, show_sh
     total = profile.total
     table = _table(f"Per-layer details ({len(profile.layers)} graph nodes)")
     table.show_footer = True
-    table.add_column("Layer", footer="Total", no_wrap=True, overflow="ellipsis", max_width=_NAME_WIDTH)
-    table.add_column("Type", no_wrap=True, overflow="ellipsis", max_width=_TYPE_WIDTH)
-    table.add_column("Params", justify="right", no_wrap=True, footer=_num(profile.graph_params))
+    table.add_column("Layer", footer="Total", overflow="fold", max_width=_NAME_WIDTH)
+    table.add_column("Type", overflow="fold", max_width=_TYPE_WIDTH)
+    table.add_column("Params", justify="right", overflow="fold", footer=_num(profile.graph_params))
     if show_shapes:
         table.add_column("Output shape", overflow="fold", max_width=20)
-    table.add_column("MACs", justify="right", no_wrap=True, footer=_num(total.macs))
-    table.add_column("FLOPs", justify="right", no_wrap=True, footer=_num(total.flops))
-    table.add_column("Memory", justify="right", no_wrap=True, footer=_mem(total.bytes_moved))
-    table.add_column("AI", justify="right", no_wrap=True, footer=_ai(total.arithmetic_intensity))
-    table.add_column("Bound", no_wrap=True)
+    table.add_column("MACs", justify="right", overflow="fold", footer=_num(total.macs))
+    table.add_column("FLOPs", justify="right", overflow="fold", footer=_num(total.flops))
+    table.add_column("Memory", justify="right", overflow="fold", footer=_mem(total.bytes_moved))
+    table.add_column("AI", justify="right", overflow="fold", footer=_ai(total.arithmetic_intensity))
+    table.add_column("Bound", overflow="fold")
     if timed:
-        table.add_column("Est. time", justify="right", no_wrap=True, footer=format_seconds(roofline.seconds))
-    for row, verdict in zip(profile.layers, roofline.layers, strict=True):
+        table.add_column("Est. time", justify="right", overflow="fold", footer=format_seconds(roofline.seconds))
+    names = short_names([row.name for row in profile.layers], _NAME_WIDTH)
+    for row, verdict, name in zip(profile.layers, roofline.layers, names, strict=True):
         cost = row.cost
-        cells = [abbreviate(row.name, _NAME_WIDTH), row.type, _num(row.params)]
+        cells = [name, row.type, _num(row.params)]
         if show_shapes:
             cells.append(_shape(row.output_shapes))
         cells += [
@@ -266,8 +282,8 @@ def render_aten_breakdown(profile: Profile) -> RenderableType:
         moved[key] += op.cost.bytes_moved
     total = profile.total_flops
     table = _table("Aten op breakdown")
-    table.add_column("Aten op", no_wrap=True, overflow="ellipsis", max_width=40)
-    table.add_column("Status", no_wrap=True)
+    table.add_column("Aten op", overflow="fold", max_width=40)
+    table.add_column("Status", overflow="fold")
     table.add_column("Calls", justify="right")
     table.add_column("FLOPs", justify="right")
     table.add_column("Share", justify="right")
@@ -285,7 +301,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
     """Totals, the memory split (inputs, outputs, weights), graph and capture facts, and the kind of run."""
     roofline = _roofline(profile, roofline)
     table = _table(f"Model summary: {profile.model_name}", header=False)
-    table.add_column("key", style="bold", no_wrap=True)
+    table.add_column("key", style="bold", overflow="fold")
     table.add_column("value", overflow="fold")
     total = profile.total
     params = f"{format_count(profile.total_params)} ({profile.total_params:,})"
@@ -352,7 +368,7 @@ def render_op_breakdown(profile: Profile, *, limit: int = BREAKDOWN_ROWS) -> Ren
     total_flops, total_bytes = profile.total_flops, profile.total_bytes
     table = _table("Operation breakdown (by layer type)")
     table.show_footer = True
-    table.add_column("Type", footer="Total", no_wrap=True, overflow="ellipsis", max_width=24)
+    table.add_column("Type", footer="Total", overflow="fold", max_width=24)
     table.add_column("Layers", justify="right", footer=str(sum(count.values())))
     table.add_column("FLOPs", justify="right", footer=_num(total_flops))
     table.add_column("FLOPs share", justify="right", footer=format_percent(1.0 if total_flops else 0.0))
@@ -389,7 +405,7 @@ def describe_threshold(roofline: Roofline) -> str:
     """One line saying which threshold separates compute- from memory-bound, and where it comes from."""
     if roofline.hardware is None or roofline.peak_flops is None or roofline.bandwidth is None:
         return (
-            f"threshold: fixed {roofline.threshold:g} FLOPs/byte (the seeds' default; no hardware given: "
+            f"threshold: fixed {roofline.threshold:g} FLOPs/byte (graphprof's default with no hardware given: "
             "--hardware NAME or --peak-tflops/--bandwidth-gbs give a device's ridge point and time estimates)"
         )
     return (
@@ -403,8 +419,8 @@ def render_bottlenecks(profile: Profile, roofline: Roofline | None = None) -> Re
     roofline = _roofline(profile, roofline)
     timed = roofline.hardware is not None
     table = _table("Bottleneck analysis")
-    table.add_column("Verdict", no_wrap=True)
-    table.add_column("Rule", no_wrap=True)
+    table.add_column("Verdict", overflow="fold")
+    table.add_column("Rule", overflow="fold")
     table.add_column("Layers", justify="right")
     table.add_column("FLOPs", justify="right")
     table.add_column("FLOPs share", justify="right")
@@ -455,20 +471,21 @@ def render_top_layers(profile: Profile, roofline: Roofline | None = None, *, top
     total = profile.total_flops
     table = _table(f"Top {len(ranked)} layers by FLOPs")
     table.add_column("#", justify="right")
-    table.add_column("Layer", no_wrap=True, overflow="ellipsis", max_width=_NAME_WIDTH)
-    table.add_column("Type", no_wrap=True, overflow="ellipsis", max_width=_TYPE_WIDTH)
-    table.add_column("FLOPs", justify="right", no_wrap=True)
-    table.add_column("Share", justify="right", no_wrap=True)
-    table.add_column("Memory", justify="right", no_wrap=True)
-    table.add_column("AI", justify="right", no_wrap=True)
-    table.add_column("Bound", no_wrap=True)
+    table.add_column("Layer", overflow="fold", max_width=_NAME_WIDTH)
+    table.add_column("Type", overflow="fold", max_width=_TYPE_WIDTH)
+    table.add_column("FLOPs", justify="right", overflow="fold")
+    table.add_column("Share", justify="right", overflow="fold")
+    table.add_column("Memory", justify="right", overflow="fold")
+    table.add_column("AI", justify="right", overflow="fold")
+    table.add_column("Bound", overflow="fold")
     if timed:
-        table.add_column("Est. time", justify="right", no_wrap=True)
-    for rank, i in enumerate(ranked, 1):
+        table.add_column("Est. time", justify="right", overflow="fold")
+    names = short_names([profile.layers[i].name for i in ranked], _NAME_WIDTH)
+    for rank, (i, name) in enumerate(zip(ranked, names, strict=True), 1):
         row, verdict = profile.layers[i], roofline.layers[i]
         cost = row.cost
         cells = [
-            str(rank), abbreviate(row.name, _NAME_WIDTH), row.type, _num(cost.flops), format_percent(cost.flops / total if total else 0.0),
+            str(rank), name, row.type, _num(cost.flops), format_percent(cost.flops / total if total else 0.0),
             _mem(cost.bytes_moved), _ai(cost.arithmetic_intensity), verdict.bound.short,
         ]  # fmt: skip
         if timed:
@@ -547,7 +564,7 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
     With ``detail`` (one device, usually), every listed precision gets its own ridge point.
     """
     table = _table("Hardware presets (dense peaks, no sparsity)")
-    table.add_column("Name", no_wrap=True)
+    table.add_column("Name", overflow="fold")
     table.add_column("Device", overflow="fold", max_width=28)
     for precision in ("float32", "tf32", "float16", "bfloat16", "float8"):
         table.add_column(
@@ -555,8 +572,8 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
             justify="right",
             no_wrap=True,
         )
-    table.add_column("GB/s", justify="right", no_wrap=True)
-    table.add_column("Ridge", justify="right", no_wrap=True)
+    table.add_column("GB/s", justify="right", overflow="fold")
+    table.add_column("Ridge", justify="right", overflow="fold")
     for device in presets:
         peaks = [_tflops(device.peak_tflops.get(p)) for p in ("float32", "tf32", "float16", "bfloat16", "float8")]
         best = (

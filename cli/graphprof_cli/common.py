@@ -1,0 +1,68 @@
+"""What every graphprof command shares: the console, the error-to-exit-code mapping, option helpers.
+
+Nothing here imports torch or the library at import time, so ``graphprof --help`` and ``--version``
+answer at once; the library is imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from graphprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
+
+__all__ = ["console", "fail", "run_guarded", "flag", "PIPE_WIDTH"]
+
+#: Width of the report when stdout is not a terminal and neither ``--width`` nor ``COLUMNS`` says one:
+#: wide enough for every column of the reports; narrower widths fold cells, never cut them.
+PIPE_WIDTH = 160
+T = TypeVar("T")
+
+
+def console(width: int | None = None) -> Console:
+    """The console for a report: ``width`` (``--width``), else ``COLUMNS``, else the terminal's, else
+    :data:`PIPE_WIDTH` for a file or a pipe."""
+    if width is None:
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            width = int(columns)
+        elif not sys.stdout.isatty():
+            width = PIPE_WIDTH
+    return Console(width=width)
+
+
+def fail(message: str, code: int) -> None:
+    """One line on stderr, then exit with ``code``."""
+    typer.echo(f"graphprof: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def run_guarded(fn: Callable[[], T], debug: bool = False) -> T:
+    """Call ``fn``; map library errors (and bugs) to one line on stderr and an exit code."""
+    from graphprof.errors import GraphprofError
+
+    try:
+        return fn()
+    except typer.Exit:
+        raise
+    except GraphprofError as exc:
+        if debug:
+            raise
+        fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        fail("interrupted", EXIT_INTERRUPTED)
+    except Exception as exc:  # a bug in graphprof, not the user's mistake
+        if debug:
+            raise
+        fail(f"internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback)", EXIT_INTERNAL)
+    raise AssertionError("unreachable")
+
+
+def flag(*names: str, help: str) -> Any:  # noqa: A002 - Typer's own keyword
+    """A boolean option shown as a flag (``--list``), not as ``--list <bool>``."""
+    return typer.Option(*names, help=help, metavar="")
