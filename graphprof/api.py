@@ -26,6 +26,7 @@ from graphprof.capture import (
 )
 from graphprof.count import count_costs
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
+from graphprof.guard import guard_user_code
 from graphprof.params import parameter_tensors
 from graphprof.propagate import DataDependentError, Trace, propagate
 from graphprof.result import Profile
@@ -106,6 +107,7 @@ def _versions() -> tuple[tuple[str, str], ...]:
     return tuple(versions)
 
 
+@guard_user_code
 def profile_model(
     model: nn.Module | str,
     *,
@@ -117,6 +119,7 @@ def profile_model(
     mode: Mode | str = Mode.EVAL,
     model_name: str | None = None,
     methods: Sequence[str] | None = None,
+    allow_unsafe_load: bool = False,
 ) -> Profile:
     """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
 
@@ -130,6 +133,10 @@ def profile_model(
 
     A model object needs ``input_shape`` (a float tensor of that shape, on the model's device) or
     ``example_inputs``/``example_kwargs``. The model is left exactly as it was found.
+
+    ``allow_unsafe_load=True`` lets a named file run code as it loads (a pickled ``.pt`` unpickled with
+    ``weights_only=False``, a YOLO yaml whose fields ultralytics evaluates); use it for files you trust.
+    ``SystemExit`` from the model's code becomes :class:`~graphprof.errors.ModelExitError`.
     """
     mode = Mode(mode) if not isinstance(mode, Mode) else mode
     run_dtype = parse_dtype(dtype)
@@ -139,8 +146,9 @@ def profile_model(
     methods = tuple(methods) if methods is not None else None
     if isinstance(model, str):
         return _profile_by_name(
-            model, shape, batch_size, example_inputs, example_kwargs, run_dtype, mode, model_name, methods
-        )
+            model, shape, batch_size, example_inputs, example_kwargs, run_dtype, mode, model_name, methods,
+            allow_unsafe_load,
+        )  # fmt: skip
     if not isinstance(model, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model).__name__}")
     if example_inputs is not None or example_kwargs is not None:
@@ -172,6 +180,7 @@ def _profile_by_name(
     mode: Mode,
     model_name: str | None,
     methods: tuple[str, ...] | None,
+    allow_unsafe_load: bool = False,
 ) -> Profile:
     """Build the named model on the meta device first (no weights allocated, no init cost); when the
     dry run needs real values there, build it again on the CPU and run for real."""
@@ -180,7 +189,9 @@ def _profile_by_name(
     last_error: Exception | None = None
     for device in ("meta", None):
         start = time.perf_counter()
-        resolved = resolve_model(spec, input_shape=shape, batch_size=batch_size, device=device)
+        resolved = resolve_model(
+            spec, input_shape=shape, batch_size=batch_size, device=device, allow_unsafe_load=allow_unsafe_load
+        )
         args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
         if example_inputs is not None or example_kwargs is not None:
             args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})

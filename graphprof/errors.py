@@ -3,6 +3,25 @@
 Every error the library raises on purpose derives from :class:`GraphprofError`. The CLI maps each
 subclass to one message and one exit code (see ``cli/graphprof_cli/main.py``); a user never sees a
 traceback for a mistake of theirs. Errors name what failed and chain the cause (``raise ... from exc``).
+
+Exit codes, the one table (the CLI adds the codes of the last four rows itself):
+
+=====  ==========================================================================================
+code   meaning
+=====  ==========================================================================================
+0      success
+1      :class:`GraphprofError` itself; ``validate``: a model disagrees with its reference or failed
+2      :class:`InvalidInputError`; also a command line that does not parse (Click's usage errors)
+3      :class:`ModelNotFoundError`, :class:`DownloadUnavailableError`
+4      :class:`MissingDependencyError`
+5      :class:`ModelBuildError`
+6      :class:`CaptureError`, :class:`ShapePropagationError`, :class:`ReferenceFailedError`
+7      :class:`OutputError`
+8      :class:`ModelExitError`: the model's own code raised ``SystemExit`` (or another ``BaseException``)
+9      :class:`UnsafeLoadError`: loading the file would run code from it and that was not allowed
+70     :class:`FormulaRegistryError`, and any other exception: a bug in graphprof
+130    interrupted (Ctrl-C)
+=====  ==========================================================================================
 """
 
 from __future__ import annotations
@@ -19,6 +38,8 @@ __all__ = [
     "FormulaRegistryError",
     "OutputError",
     "ReferenceFailedError",
+    "ModelExitError",
+    "UnsafeLoadError",
 ]
 
 
@@ -86,3 +107,22 @@ class ReferenceFailedError(GraphprofError):
     """A reference counter (fvcore, FlopCounterMode) could not count the model."""
 
     exit_code = 6
+
+
+class ModelExitError(GraphprofError):
+    """The user's model or factory raised ``SystemExit`` (``sys.exit``) or another ``BaseException``.
+
+    It is that model's failure, reported like any other, never graphprof's own exit: the exit code the
+    user's code asked for is in the message, not passed on (``sys.exit(3)`` would read as "not found").
+    """
+
+    exit_code = 8
+
+
+class UnsafeLoadError(GraphprofError):
+    """Loading a file (a pickled ``.pt``, a YOLO yaml) would execute code from it, and that was not allowed.
+
+    ``allow_unsafe_load=True`` (``--allow-unsafe-load``) allows it, for files the user trusts.
+    """
+
+    exit_code = 9

@@ -23,6 +23,7 @@ __all__ = [
     "effective_shape",
     "random_tensor",
     "random_token_ids",
+    "a_type",
 ]
 
 INPUT_SEED = 0
@@ -61,6 +62,12 @@ class ResolvedModel:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+
+
+def a_type(value: object) -> str:
+    """``"an int"``, ``"an OrderedDict"``, ``"a dict"``: the type of ``value`` with its article."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def format_shape(shape: Sequence[int]) -> str:
