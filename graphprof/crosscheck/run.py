@@ -26,6 +26,7 @@ from graphprof.crosscheck.conventions import CONVENTIONS
 from graphprof.crosscheck.references import REFERENCES
 from graphprof.crosscheck.result import CrossCheck
 from graphprof.errors import GraphprofError, InvalidInputError
+from graphprof.guard import guard_user_code
 
 __all__ = [
     "Reference",
@@ -65,6 +66,7 @@ def _model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+@guard_user_code
 def crosscheck_model(
     model: str | nn.Module,
     *,
