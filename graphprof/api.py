@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from graphprof.errors import GraphprofError
+from graphprof.guard import guard_user_code
 from graphprof.options import Mode, parse_dtype, parse_mode, parse_shape
 from graphprof.prepared import prepare
 from graphprof.result import Profile
@@ -22,6 +23,7 @@ from graphprof.result import Profile
 __all__ = ["Mode", "profile_model", "compare_models", "ModelOutcome", "parse_dtype", "parse_mode", "parse_shape"]
 
 
+@guard_user_code
 def profile_model(
     model: nn.Module | str,
     *,
@@ -33,6 +35,7 @@ def profile_model(
     mode: Mode | str = Mode.EVAL,
     model_name: str | None = None,
     methods: Sequence[str] | None = None,
+    allow_unsafe_load: bool = False,
 ) -> Profile:
     """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
 
@@ -47,6 +50,9 @@ def profile_model(
     A model object needs ``input_shape`` (a float input of that shape: a dry run, so nothing is
     allocated and no random numbers are drawn) or ``example_inputs``/``example_kwargs``. The model is
     left exactly as it was found. Equivalent to ``prepare(...).profile()``.
+
+    ``allow_unsafe_load=True`` lets a named file run code as it loads (a pickled ``.pt`` unpickled with
+    ``weights_only=False``, a YOLO yaml whose fields ultralytics evaluates); only for files you trust.
     """
     return prepare(
         model,
@@ -58,6 +64,7 @@ def profile_model(
         mode=mode,
         methods=methods,
         model_name=model_name,
+        allow_unsafe_load=allow_unsafe_load,
     ).profile()
 
 

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from graphprof.errors import CaptureError, ModelBuildError
+from graphprof.inputs import materialize
 
 __all__ = [
     "CapturedGraph",
@@ -312,13 +313,14 @@ def _symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
 def _dynamo_export(model: nn.Module, args: tuple, kwargs: dict) -> torch.fx.GraphModule:
     import torch._dynamo
 
+    # no torch._dynamo.reset() around the export: it would throw away the caller's torch.compile caches
     with _quiet_torch_logs():
-        torch._dynamo.reset()
-        try:
-            result = torch._dynamo.export(model)(*args, **kwargs)
-        finally:
-            torch._dynamo.reset()
+        result = torch._dynamo.export(model)(*materialize(args, _device_of(model)), **materialize(kwargs, _device_of(model)))
     return result.graph_module
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next((t.device for t in model.parameters()), torch.device("cpu"))
 
 
 def capture_graph(

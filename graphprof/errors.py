@@ -17,6 +17,8 @@ __all__ = [
     "EXIT_MODEL_BUILD",
     "EXIT_CAPTURE",
     "EXIT_OUTPUT",
+    "EXIT_MODEL_EXIT",
+    "EXIT_UNSAFE_LOAD",
     "EXIT_FORMULA_REGISTRY",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
@@ -31,6 +33,8 @@ __all__ = [
     "FormulaRegistryError",
     "OutputError",
     "ReferenceFailedError",
+    "ModelExitError",
+    "UnsafeLoadError",
 ]
 
 
@@ -43,7 +47,9 @@ EXIT_MISSING_DEPENDENCY = 4
 EXIT_MODEL_BUILD = 5
 EXIT_CAPTURE = 6
 EXIT_OUTPUT = 7
-EXIT_FORMULA_REGISTRY = 8
+EXIT_MODEL_EXIT = 8
+EXIT_UNSAFE_LOAD = 9
+EXIT_FORMULA_REGISTRY = 10
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
@@ -57,6 +63,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_MODEL_BUILD: "the model could not be built or run once",
     EXIT_CAPTURE: "capture, shape propagation or a reference counter failed",
     EXIT_OUTPUT: "an output file could not be written, or its format is unknown",
+    EXIT_MODEL_EXIT: "the model's own code called sys.exit (or raised another BaseException)",
+    EXIT_UNSAFE_LOAD: "loading the file would run code from it, and --allow-unsafe-load was not given",
     EXIT_FORMULA_REGISTRY: "a cost formula was registered wrongly",
     EXIT_INTERNAL: "a bug in graphprof (--debug shows the traceback)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
@@ -127,3 +135,22 @@ class ReferenceFailedError(GraphprofError):
     """A reference counter (fvcore, FlopCounterMode) could not count the model."""
 
     exit_code = EXIT_CAPTURE
+
+
+class ModelExitError(GraphprofError):
+    """The user's model or factory raised ``SystemExit`` (``sys.exit``) or another ``BaseException``.
+
+    It is that model's failure, reported like any other, never graphprof's own exit: the exit code the
+    user's code asked for is in the message, not passed on (``sys.exit(3)`` would read as "not found").
+    """
+
+    exit_code = EXIT_MODEL_EXIT
+
+
+class UnsafeLoadError(GraphprofError):
+    """Loading a file (a pickled ``.pt``, a YOLO yaml) would execute code from it, and that was not allowed.
+
+    ``allow_unsafe_load=True`` (``--allow-unsafe-load``) allows it, for files the user trusts.
+    """
+
+    exit_code = EXIT_UNSAFE_LOAD

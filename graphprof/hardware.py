@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -275,12 +276,16 @@ def get_hardware(name: str) -> Hardware:
     )
 
 
+def _check_figure(label: str, value: object) -> None:
+    """A device figure must be a positive, finite number: NaN, infinity, zero and negatives are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InvalidInputError(f"{label} must be a positive finite number, got {value!r}")
+
+
 def custom_hardware(peak_tflops: float, bandwidth_gbs: float, name: str = "custom") -> Hardware:
     """A device given by its figures alone: one peak for every dtype, and a bandwidth."""
-    if peak_tflops <= 0 or bandwidth_gbs <= 0:
-        raise InvalidInputError(
-            f"custom hardware needs a positive peak and bandwidth, got {peak_tflops} TFLOP/s and {bandwidth_gbs} GB/s"
-        )
+    _check_figure("peak_tflops", peak_tflops)
+    _check_figure("bandwidth_gbs", bandwidth_gbs)
     return Hardware(
         name=name,
         label=f"custom device ({peak_tflops:g} TFLOP/s, {bandwidth_gbs:g} GB/s)",
@@ -300,9 +305,9 @@ def resolve_hardware(
     ``resolve_hardware("h100")`` the preset; ``resolve_hardware(peak_tflops=100, bandwidth_gbs=1000)`` a
     custom device, which needs both figures.
     """
-    for label, value in (("peak TFLOP/s", peak_tflops), ("bandwidth GB/s", bandwidth_gbs)):
-        if value is not None and value <= 0:
-            raise InvalidInputError(f"{label} must be positive, got {value:g}")
+    for label, value in (("--peak-tflops (peak_tflops)", peak_tflops), ("--bandwidth-gbs (bandwidth_gbs)", bandwidth_gbs)):
+        if value is not None:
+            _check_figure(label, value)
     if name is not None:
         return get_hardware(name).with_overrides(peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
     if peak_tflops is None and bandwidth_gbs is None:

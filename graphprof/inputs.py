@@ -14,9 +14,11 @@ from typing import Any
 import torch
 
 from graphprof.errors import InvalidInputError
-from graphprof.models.base import INPUT_SEED
 
-__all__ = ["InputSpec", "describe_inputs", "format_inputs", "resize_inputs", "materialize", "SEQUENCE_KEYS"]
+__all__ = ["INPUT_SEED", "InputSpec", "describe_inputs", "format_inputs", "resize_inputs", "materialize", "SEQUENCE_KEYS"]
+
+INPUT_SEED = 0
+"""Seed of every example input: the same spec always gets the same numbers."""
 
 #: Keyword inputs of transformers models whose second dimension is the sequence.
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "inputs_embeds", "labels")

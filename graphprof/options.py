@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 
 import torch
@@ -48,18 +49,27 @@ def parse_dtype(value: str | torch.dtype | None) -> torch.dtype | None:
 
 
 def parse_shape(value: str | Sequence[int] | Sequence[str] | None) -> tuple[int, ...] | None:
-    """Accept ``(1, 3, 224, 224)``, ``"1,3,224,224"``, ``"1 3 224 224"``, ``"1x3x224x224"`` or ``["1,3", "224", "224"]``."""
+    """Accept ``(1, 3, 224, 224)``, ``"1,3,224,224"``, ``"1 3 224 224"``, ``"1x3x224x224"`` or ``["1,3", "224", "224"]``.
+
+    Every dimension must be a positive integer written in digits; an empty one (``"1,,3"``,
+    ``"1,3,64,x64"``) is refused. Errors name ``--input-shape`` (``input_shape``).
+    """
     if value is None:
         return None
-    if isinstance(value, str):
-        value = [value]
+    items = [value] if isinstance(value, str) else list(value)
     parts: list[str] = []
-    for item in value:
-        parts.extend(str(item).replace(",", " ").replace("x", " ").split())
-    try:
-        shape = tuple(int(p) for p in parts)
-    except ValueError:
-        raise InvalidInputError(f"input shape must be integers, got {' '.join(parts)!r}") from None
+    for item in items:
+        if isinstance(item, bool):
+            parts.append(str(item))
+            continue
+        text = re.sub(r"\s*([,x])\s*", r"\1", str(item).strip())
+        parts.extend(re.split(r"[,x]|\s+", text))
+    shown = " ".join(str(item) for item in items)
+    for part in parts:
+        if not part.isdecimal() or not part.isascii():
+            what = "an empty dimension" if not part else f"{part!r} is not a whole number"
+            raise InvalidInputError(f"--input-shape (input_shape) must be positive integers, got {shown!r}: {what}")
+    shape = tuple(int(p) for p in parts)
     if not shape or any(s <= 0 for s in shape):
-        raise InvalidInputError(f"input shape must be positive integers, got {shape}")
+        raise InvalidInputError(f"--input-shape (input_shape) must be positive integers, got {shown!r}")
     return shape

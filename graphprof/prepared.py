@@ -40,6 +40,7 @@ from graphprof.capture import (
 )
 from graphprof.count import count_costs
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
+from graphprof.guard import guard_user_code
 from graphprof.inputs import describe_inputs, materialize, resize_inputs
 from graphprof.options import Mode, parse_dtype, parse_mode, parse_shape
 from graphprof.params import parameter_tensors
@@ -352,6 +353,7 @@ class PreparedModel:
         )
 
 
+@guard_user_code
 def prepare(
     model_or_name: nn.Module | str,
     *,
@@ -364,6 +366,7 @@ def prepare(
     methods: Sequence[str] | None = None,
     model_name: str | None = None,
     device: str | None = None,
+    allow_unsafe_load: bool = False,
 ) -> PreparedModel:
     """Resolve (build) a model, warm it up and capture it once; see :class:`PreparedModel`.
 
@@ -371,6 +374,7 @@ def prepare(
     or an ``nn.Module`` with ``input_shape`` or ``example_inputs``/``example_kwargs``. Named models are
     built on the meta device when the family allows it; ``device="cpu"`` builds them with weights
     (what a real run or a reference counter needs). ``methods`` forces capture methods, tried in order.
+    ``allow_unsafe_load=True`` lets a named file run code as it loads (see :func:`graphprof.profile_model`).
     The user's model is left exactly as it was found.
     """
     run_mode = parse_mode(mode)
@@ -380,7 +384,10 @@ def prepare(
         raise InvalidInputError(f"batch size must be a positive integer, got {batch_size!r}")
     forced = tuple(methods) if methods is not None else None
     if isinstance(model_or_name, str):
-        return _prepare_by_name(model_or_name, shape, batch_size, example_inputs, example_kwargs, run_dtype, run_mode, model_name, forced, device)
+        return _prepare_by_name(
+            model_or_name, shape, batch_size, example_inputs, example_kwargs, run_dtype, run_mode, model_name, forced, device,
+            allow_unsafe_load,
+        )  # fmt: skip
     if not isinstance(model_or_name, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
     module = model_or_name
@@ -411,6 +418,7 @@ def _prepare_by_name(
     model_name: str | None,
     methods: tuple[str, ...] | None,
     device: str | None,
+    allow_unsafe_load: bool = False,
 ) -> PreparedModel:
     """Build the named model on the meta device when its family allows it (no weights allocated, no
     init cost); when the dry run needs real values there, build it again on the CPU and run for real."""
@@ -421,7 +429,9 @@ def _prepare_by_name(
     first = "meta" if device is None and family not in REAL_VALUE_FAMILIES else device
     for build_device in dict.fromkeys((first, device)):
         start = time.perf_counter()
-        resolved = resolve_model(spec, input_shape=shape, batch_size=batch_size, device=build_device)
+        resolved = resolve_model(
+            spec, input_shape=shape, batch_size=batch_size, device=build_device, allow_unsafe_load=allow_unsafe_load
+        )
         args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
         if example_inputs is not None or example_kwargs is not None:
             args, kwargs = as_args(example_inputs), dict(example_kwargs or {})

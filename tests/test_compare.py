@@ -41,7 +41,7 @@ def test_compare_failure_is_reported_and_exits_nonzero(tmp_path):
     result = invoke("compare", "resnet18", "resnet19", *SMALL, "--output", str(out))
     assert result.exit_code == 3  # the failing model's own exit code (model not found)
     assert "Traceback" not in result.output
-    assert "resnet19: failed: unknown model 'resnet19'" in " ".join(result.output.split())
+    assert "graphprof: error: resnet19: unknown model 'resnet19'" in " ".join(result.stderr.split())
     assert "fixed threshold" in " ".join(result.output.split())
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert [r["model"] for r in rows] == ["resnet18", "resnet19"]

@@ -24,16 +24,16 @@ PIPE_WIDTH = 160
 T = TypeVar("T")
 
 
-def console(width: int | None = None) -> Console:
-    """The console for a report: ``width`` (``--width``), else ``COLUMNS``, else the terminal's, else
-    :data:`PIPE_WIDTH` for a file or a pipe."""
+def console(width: int | None = None, *, stderr: bool = False) -> Console:
+    """The console for a report (on stderr with ``stderr``): ``width`` (``--width``), else ``COLUMNS``,
+    else the terminal's, else :data:`PIPE_WIDTH` for a file or a pipe."""
     if width is None:
         columns = os.environ.get("COLUMNS", "")
         if columns.isdigit() and int(columns) > 0:
             width = int(columns)
-        elif not sys.stdout.isatty():
+        elif not (sys.stderr if stderr else sys.stdout).isatty():
             width = PIPE_WIDTH
-    return Console(width=width)
+    return Console(width=width, stderr=stderr)
 
 
 def fail(message: str, code: int) -> None:

@@ -6,6 +6,7 @@ the others still run. The exit code is 0 when every model was profiled, else the
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,15 +30,20 @@ def run_compare(
     debug: bool = False,
     profile_options: Mapping[str, Any] | None = None,
 ) -> int:
-    """Profile ``models``, print them side by side, write ``output`` if given; return the exit code."""
+    """Profile ``models``, print them side by side, write ``output`` if given; return the exit code.
+
+    Each failed model's one-line error goes to stderr (``graphprof: error: MODEL: ...``); with
+    ``output`` ``-`` the file goes to stdout and the table to stderr.
+    """
     import graphprof
     from graphprof.api import iter_compare
     from graphprof.errors import EXIT_INTERNAL, GraphprofError
     from graphprof.hardware import resolve_hardware
     from graphprof.render import (
+        STDOUT,
         ModelFailure,
+        check_output,
         comparison_rows,
-        output_format,
         render_comparison,
         render_comparison_csv,
         render_comparison_json,
@@ -45,7 +51,11 @@ def run_compare(
     )
 
     device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
-    chosen = output_format(output, fmt) if output is not None else None
+    graphprof.parse_shape((profile_options or {}).get("input_shape"))
+    chosen = check_output(output, fmt) if output is not None else None
+    to_stdout = output is not None and str(output) == STDOUT
+    if to_stdout:
+        console = Console(stderr=True, width=console.width)
     entries: list[graphprof.Profile | ModelFailure] = []
     with console.status(f"profiling {len(models)} models ...", spinner="dots"):
         for outcome in iter_compare(models, **dict(profile_options or {})):
@@ -61,10 +71,19 @@ def run_compare(
                 error = outcome.error
                 entries.append(ModelFailure(outcome.spec, f"internal error: {type(error).__name__}: {_one_line(str(error))}", EXIT_INTERNAL))
     rows = comparison_rows(entries, device)
-    console.print(render_comparison(rows, device))
+    console.print(render_comparison(rows, device, show_errors=False))
+    for row in rows:
+        if row.error is not None:
+            prefix = "" if row.error.startswith(row.model) else f"{row.model}: "
+            print(f"graphprof: error: {prefix}{row.error}", file=sys.stderr)
     if output is not None:
-        write_atomic(output, render_comparison_json(rows, device) if chosen == "json" else render_comparison_csv(rows))
-        console.print(f"wrote {output}")
+        text = render_comparison_json(rows, device) if chosen == "json" else render_comparison_csv(rows)
+        if to_stdout:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            write_atomic(output, text)
+            console.print(f"wrote {output}")
     failures = [entry for entry in entries if isinstance(entry, ModelFailure)]
     return failures[0].exit_code if failures else 0
 

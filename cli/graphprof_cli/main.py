@@ -8,6 +8,7 @@ else is a bug and says so (``--debug`` shows the traceback).
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from enum import Enum
@@ -75,7 +76,17 @@ BandwidthOption = Annotated[
     float | None,
     typer.Option("--bandwidth-gbs", help="Custom device: memory bandwidth in GB/s (or override the preset's)."),
 ]
-OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Also write a .json or .csv file.")]
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Also write a .json or .csv file; - writes it to stdout.")
+]
+AllowUnsafeOption = Annotated[
+    bool,
+    flag(
+        "--allow-unsafe-load",
+        help="Let a model file run code as it loads: unpickle a .pt/.pth with weights_only=False (any Python it "
+        "names runs) and let ultralytics eval a YOLO yaml's activation/layer fields. Only for files you trust.",
+    ),
+]
 FormatOption = Annotated[
     FormatChoice | None, typer.Option("--format", help="Format of --output (default: from its suffix).")
 ]
@@ -86,8 +97,8 @@ WidthOption = Annotated[
 ]
 
 
-def _console(width: int | None = None) -> Any:
-    return _make_console(width)
+def _console(width: int | None = None, *, stderr: bool = False) -> Any:
+    return _make_console(width, stderr=stderr)
 
 
 def _version(value: bool) -> None:
@@ -140,6 +151,7 @@ def profile(
     bandwidth_gbs: BandwidthOption = None,
     output: OutputOption = None,
     fmt: FormatOption = None,
+    allow_unsafe_load: AllowUnsafeOption = False,
     plot: Annotated[
         list[str] | None,
         typer.Option(
@@ -164,17 +176,28 @@ def profile(
 
     import graphprof
     from graphprof.hardware import resolve_hardware
-    from graphprof.render import output_format, parse_plot_spec, render_report, write_output, write_plot
+    from graphprof.render import (
+        STDOUT,
+        check_output,
+        parse_plot_spec,
+        render_output,
+        render_report,
+        write_output,
+        write_plot,
+    )
     from graphprof.render.plots import require_matplotlib
     from graphprof.roofline import classify
 
-    console = _console(width)
+    to_stdout = output is not None and str(output) == STDOUT
+    console = _console(width, stderr=to_stdout)  # with --output -, stdout carries the file alone
+    chosen: list[str] = []
 
     def work() -> Any:
         # Everything that can be checked without the model is checked first, so a typo costs no profiling.
         device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
+        graphprof.parse_shape(input_shape)
         if output is not None:
-            output_format(output, fmt.value if fmt else None)
+            chosen.append(check_output(output, fmt.value if fmt else None))
         for spec in plot or []:
             parse_plot_spec(spec)
         if plot:
@@ -187,12 +210,16 @@ def profile(
                 dtype=dtype,
                 mode=mode.value,
                 methods=capture.methods,
+                allow_unsafe_load=allow_unsafe_load,
             )
         return result, classify(result, device)
 
     result, roofline = run_guarded(work, debug)
     console.print(render_report(result, roofline, show_shapes=showshape, verbose=verbose, depth=depth, top=top))
-    if output is not None:
+    if to_stdout:
+        sys.stdout.write(run_guarded(lambda: render_output(result, chosen[0], roofline), debug))
+        sys.stdout.flush()
+    elif output is not None:
         run_guarded(lambda: write_output(result, output, fmt.value if fmt else None, roofline), debug)
         console.print(f"wrote {output}")
     for spec in plot or []:
@@ -222,6 +249,7 @@ def compare_command(
     output: OutputOption = None,
     fmt: FormatOption = None,
     width: WidthOption = None,
+    allow_unsafe_load: AllowUnsafeOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Compare models side by side: graphprof compare resnet50 efficientnet_b0 [--hardware l4]."""
@@ -243,6 +271,7 @@ def compare_command(
                 "dtype": dtype,
                 "mode": mode.value,
                 "methods": capture.methods,
+                "allow_unsafe_load": allow_unsafe_load,
             },
         ),
         debug,
@@ -271,10 +300,22 @@ def _register_commands() -> None:
 _register_commands()
 
 
+#: A token that starts like a number (``3``, ``-1``, ``1e12``, ``1,3,64,x64``): part of an --input-shape.
+_SHAPE_TOKEN = re.compile(r"^[+-]?\d[\w.,+-]*$")
+_SUBCOMMANDS = frozenset({"list", "compare", "hardware", "validate"})
+
+
+def _is_option(token: str) -> bool:
+    return token.startswith("-") and len(token) > 1 and not _SHAPE_TOKEN.match(token)
+
+
 def join_input_shape(argv: Sequence[str]) -> list[str]:
     """Let ``--input-shape 1 3 384 384`` through Click, which takes one value per option.
 
-    The integers (or comma lists) that follow ``--input-shape`` are joined into one comma list.
+    The tokens that follow ``--input-shape`` up to the next option are joined into one comma list, so
+    that a wrong one (``-1``, ``a``, ``1e12``) reaches :func:`graphprof.parse_shape`, whose error names
+    the flag. After a subcommand whose arguments are positional (``compare a b``), only the first token
+    and those that start like a number are taken.
     """
     out: list[str] = []
     i = 0
@@ -282,9 +323,12 @@ def join_input_shape(argv: Sequence[str]) -> list[str]:
     while i < len(argv):
         arg = argv[i]
         if arg == "--input-shape":
-            parts = []
+            greedy = not any(token in _SUBCOMMANDS for token in out)
+            parts: list[str] = []
             i += 1
-            while i < len(argv) and argv[i].replace(",", "").replace("x", "").isdigit():
+            while i < len(argv) and not _is_option(argv[i]):
+                if parts and not greedy and not _SHAPE_TOKEN.match(argv[i]):
+                    break
                 parts.append(argv[i])
                 i += 1
             out.append(arg)

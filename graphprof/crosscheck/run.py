@@ -25,6 +25,7 @@ from graphprof.crosscheck.conventions import CONVENTIONS
 from graphprof.crosscheck.references import REFERENCES
 from graphprof.crosscheck.result import CrossCheck
 from graphprof.errors import GraphprofError, InvalidInputError
+from graphprof.guard import guard_user_code
 from graphprof.inputs import materialize
 from graphprof.options import parse_shape
 from graphprof.prepared import prepare
@@ -53,6 +54,7 @@ class Reference(str, enum.Enum):
     TORCH = "torch"  # torch.utils.flop_counter.FlopCounterMode: contractions only, 2 FLOPs per MAC
 
 
+@guard_user_code
 def crosscheck_model(
     model: str | nn.Module,
     *,

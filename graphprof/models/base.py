@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from graphprof.errors import InvalidInputError
+from graphprof.inputs import INPUT_SEED
 
 __all__ = [
     "ModelInfo",
@@ -23,10 +24,9 @@ __all__ = [
     "effective_shape",
     "random_tensor",
     "random_token_ids",
+    "a_type",
 ]
 
-INPUT_SEED = 0
-"""Seed of every example input: the same spec always gets the same numbers."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ class ResolvedModel:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+
+
+def a_type(value: object) -> str:
+    """``"an int"``, ``"an OrderedDict"``, ``"a dict"``: the type of ``value`` with its article."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def format_shape(shape: Sequence[int]) -> str:

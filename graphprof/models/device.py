@@ -22,6 +22,7 @@ import torch
 from torch.nn.modules import module as module_hooks
 
 from graphprof.errors import DownloadUnavailableError, GraphprofError, InvalidInputError, ModelBuildError
+from graphprof.models.base import a_type
 from graphprof.models.offline import find_blocked_download
 
 __all__ = ["parse_device", "build_module", "META"]
@@ -72,7 +73,7 @@ def _state_on_meta() -> Iterator[None]:
 
 def _checked_module(built: object, what: str) -> torch.nn.Module:
     if not isinstance(built, torch.nn.Module):
-        raise ModelBuildError(f"{what} returned {type(built).__name__}, not a torch.nn.Module")
+        raise ModelBuildError(f"{what} returned {a_type(built)}, not a torch.nn.Module")
     return built
 
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import torch
 
 from graphprof.errors import InvalidInputError, ModelNotFoundError
+from graphprof.guard import guard_user_code
 from graphprof.models import hf, torchvision_zoo, user, yolo
 from graphprof.models.base import ModelInfo, ResolvedModel
 from graphprof.models.device import parse_device
@@ -62,26 +63,26 @@ def _unknown(spec: str, names: Sequence[str]) -> ModelNotFoundError:
 
 
 def _resolve(
-    spec: str, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device
+    spec: str, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device, allow_unsafe_load: bool
 ) -> ResolvedModel:
     options = {"input_shape": input_shape, "batch_size": batch_size, "device": device}
     lowered = spec.lower()
     if lowered.startswith(hf.PREFIX):
         return hf.resolve_hf(spec, **options)
     if lowered.endswith(CHECKPOINT_SUFFIXES):
-        return yolo.load_checkpoint(spec, **options)
+        return yolo.load_checkpoint(spec, **options, allow_unsafe_load=allow_unsafe_load)
     if yolo.yaml_suffix(spec):
         arch = yolo.find_yolo_architecture(spec)
         if arch is None:
             raise _unknown(spec, [f"{name}.yaml" for name in yolo.yolo_architectures()])
-        return yolo.resolve_yolo(arch, **options)
+        return yolo.resolve_yolo(arch, **options, allow_unsafe_load=allow_unsafe_load)
     if user.is_user_spec(spec):
         return user.resolve_user(spec, **options)
     if lowered in torchvision_zoo.torchvision_families():
         return torchvision_zoo.resolve_torchvision(lowered, **options)
     arch = yolo.find_yolo_architecture(spec)
     if arch is not None:
-        return yolo.resolve_yolo(arch, **options)
+        return yolo.resolve_yolo(arch, **options, allow_unsafe_load=allow_unsafe_load)
     raise _unknown(spec, [info.name for info in list_models()])
 
 
@@ -107,12 +108,14 @@ def spec_family(spec: str) -> str | None:
     return "yolo" if yolo.find_yolo_architecture(spec.strip()) is not None else None
 
 
+@guard_user_code
 def resolve_model(
     spec: str,
     *,
     input_shape: tuple[int, ...] | None = None,
     batch_size: int | None = None,
     device: str | None = None,
+    allow_unsafe_load: bool = False,
 ) -> ResolvedModel:
     """Build the model ``spec`` names (see the module docstring) and example inputs for it.
 
@@ -120,6 +123,12 @@ def resolve_model(
     C x H x W; optical flow: both images; video: ``(N, C, T, H, W)``; hf: ``(batch, seq)``);
     ``batch_size`` replaces only its first dim. ``device="meta"`` builds without memory where the
     family allows (quantized models stay on CPU, with a note).
+
+    Loading never runs code from a file unless ``allow_unsafe_load=True``: a ``.pt``/``.pth`` is read
+    with ``torch.load(weights_only=True)`` (an ultralytics checkpoint with ultralytics' own safe loader),
+    and a YOLO yaml whose ``activation:`` or layer names ultralytics would evaluate is refused
+    (:class:`~graphprof.errors.UnsafeLoadError`). A user's ``package.module:factory`` is Python code the
+    user named: it is imported and run.
 
     >>> r = resolve_model("resnet18", batch_size=2)
     >>> r.args[0].shape, r.family
@@ -129,4 +138,4 @@ def resolve_model(
         raise InvalidInputError(f"a model spec must be a non-empty string, got {spec!r}")
     target = parse_device(device)
     with network_blocked():
-        return _resolve(spec.strip(), input_shape, batch_size, target)
+        return _resolve(spec.strip(), input_shape, batch_size, target, allow_unsafe_load)

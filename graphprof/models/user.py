@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError
-from graphprof.models.base import ResolvedModel, effective_shape, random_tensor
+from graphprof.models.base import ResolvedModel, a_type, effective_shape, random_tensor
 from graphprof.models.device import build_module
 
 __all__ = ["is_user_spec", "resolve_user"]
@@ -95,11 +95,12 @@ def _import_target(target: str, spec: str) -> ModuleType:
         raise ModelBuildError(f"{spec}: importing {target} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _attribute(module: ModuleType, dotted: str, spec: str) -> Any:
+def _attribute(module: ModuleType, dotted: str, spec: str, target: str) -> Any:
+    """``module.a.b`` for ``dotted="a.b"``; a missing one names ``target``, the user's file or module."""
     found: Any = module
     for part in dotted.split("."):
         if not hasattr(found, part):
-            raise ModelNotFoundError(f"{spec}: {module.__name__} has no attribute {dotted!r}")
+            raise ModelNotFoundError(f"{spec}: {target} has no attribute {dotted!r}")
         found = getattr(found, part)
     return found
 
@@ -113,7 +114,7 @@ def resolve_user(
 ) -> ResolvedModel:
     """Import ``target:attribute``, build the model it names, and a ``randn`` input of ``input_shape``."""
     target, _, attribute = spec.rpartition(":")
-    obj = _attribute(_import_target(target, spec), attribute, spec)
+    obj = _attribute(_import_target(target, spec), attribute, spec, target)
     if input_shape is None:
         raise InvalidInputError(f"{spec} has no default input; pass --input-shape (input_shape=...)")
     shape = effective_shape(input_shape, input_shape, batch_size, layout=None, model=spec)
@@ -126,7 +127,7 @@ def resolve_user(
         model, build_notes = build_module(obj, device, f"the {kind} {spec}")
         notes = [f"built by calling the {kind} with no arguments", *build_notes]
     else:
-        raise ModelBuildError(f"{spec} is a {type(obj).__name__}, neither an nn.Module nor a callable that builds one")
+        raise ModelBuildError(f"{spec} is {a_type(obj)}, neither an nn.Module nor a callable that builds one")
     model.eval()
     return ResolvedModel(
         name=spec,

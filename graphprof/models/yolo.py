@@ -19,10 +19,13 @@ are trained and reported at 224). For a ``.pt`` checkpoint: its ``train_args["im
 from __future__ import annotations
 
 import copy
+import errno
 import functools
 import importlib.util
 import logging
+import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,9 +35,17 @@ from typing import Any
 
 import torch
 
-from graphprof.errors import DownloadUnavailableError, InvalidInputError, MissingDependencyError, ModelBuildError
-from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, format_shape, random_tensor
+from graphprof.errors import (
+    DownloadUnavailableError,
+    GraphprofError,
+    InvalidInputError,
+    MissingDependencyError,
+    ModelBuildError,
+    ModelNotFoundError,
+)
+from graphprof.models.base import ModelInfo, ResolvedModel, a_type, effective_shape, format_shape, random_tensor
 from graphprof.models.device import build_module
+from graphprof.models.trust import check_yolo_yaml, load_pickle
 
 __all__ = [
     "YoloArchitecture",
@@ -254,8 +265,13 @@ def resolve_yolo(
     input_shape: Sequence[int] | None,
     batch_size: int | None,
     device: torch.device,
+    allow_unsafe_load: bool = False,
 ) -> ResolvedModel:
-    """Build ``arch`` from its yaml, without weights, and a ``1x3xSxS`` example image batch."""
+    """Build ``arch`` from its yaml, without weights, and a ``1x3xSxS`` example image batch.
+
+    A yaml that ultralytics would run code from is refused unless ``allow_unsafe_load``
+    (:func:`graphprof.models.trust.check_yolo_yaml`).
+    """
     default = (1, 3, arch.image_size, arch.image_size)
     shape = effective_shape(default, input_shape, batch_size, layout="N,C,H,W", model=arch.name)
     try:
@@ -269,6 +285,10 @@ def resolve_yolo(
     if _without_torchvision_weights(cfg):
         notes.append("its torchvision backbone is built without pretrained weights")
     tasks = _import_tasks()
+    if allow_unsafe_load:
+        notes.append("yaml fields evaluated by ultralytics as it chooses (--allow-unsafe-load)")
+    else:
+        check_yolo_yaml(cfg, str(arch.path), tasks)
     cls = _model_class(tasks, arch)
 
     def make() -> torch.nn.Module:
@@ -308,25 +328,46 @@ def _image_size_of(train_args: Any) -> tuple[int, int]:
     return (IMAGE_SIZE, IMAGE_SIZE)
 
 
+def _checkpoint_path(spec: str) -> Path:
+    """``spec`` as a readable file, or the error that says what it is instead (folder, link loop, missing)."""
+    path = Path(spec)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ModelNotFoundError(f"{spec} is a symbolic link to {os.readlink(path)!r}, which does not exist") from None
+        raise missing_checkpoint(spec) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ModelNotFoundError(f"{spec} is a symbolic link that loops back on itself") from None
+        raise ModelBuildError(f"cannot read {spec}: {exc.strerror or exc}") from exc
+    if stat.S_ISDIR(info.st_mode):
+        raise ModelNotFoundError(f"{spec} is a folder, not a checkpoint file")
+    if not stat.S_ISREG(info.st_mode):
+        raise ModelNotFoundError(f"{spec} is not a regular file")
+    return path
+
+
 def load_checkpoint(
     spec: str,
     *,
     input_shape: Sequence[int] | None,
     batch_size: int | None,
     device: torch.device,
+    allow_unsafe_load: bool = False,
 ) -> ResolvedModel:
     """Load a local ultralytics checkpoint (a dict holding ``"ema"``/``"model"``), or a pickled nn.Module.
 
-    Unpickling runs code from the file (``weights_only=False``): load only files you trust.
+    Read without running code from the file (see :mod:`graphprof.models.trust`) unless
+    ``allow_unsafe_load``, which unpickles with ``weights_only=False``: only for files you trust.
     """
-    path = Path(spec)
-    if not path.is_file():
-        raise missing_checkpoint(spec)
-    if importlib.util.find_spec("ultralytics") is not None:
-        _import_tasks()  # the classes the pickle names
+    path = _checkpoint_path(spec)
+    tasks = _import_tasks() if importlib.util.find_spec("ultralytics") is not None else None
     try:
         with _quiet_ultralytics():
-            loaded = torch.load(path, map_location="cpu", weights_only=False)
+            loaded, how = load_pickle(path, spec, allow_unsafe_load=allow_unsafe_load, tasks=tasks)
+    except GraphprofError:
+        raise
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] == "ultralytics":
             raise MissingDependencyError(f"{spec} is an ultralytics checkpoint: {INSTALL_HINT}") from exc
@@ -334,12 +375,12 @@ def load_checkpoint(
     except Exception as exc:
         raise ModelBuildError(f"could not load {spec}: {type(exc).__name__}: {exc}") from exc
     name = path.name
-    notes = [f"loaded from {path}", "unpickled with weights_only=False: load only files you trust"]
+    notes = [f"loaded from {path}", *how]
     if isinstance(loaded, dict) and ("ema" in loaded or "model" in loaded):
         key = "ema" if loaded.get("ema") is not None else "model"
         model = loaded[key]
         if not isinstance(model, torch.nn.Module):
-            raise ModelBuildError(f"{spec}[{key!r}] is a {type(model).__name__}, not a torch.nn.Module")
+            raise ModelBuildError(f"{spec}[{key!r}] is {a_type(model)}, not a torch.nn.Module")
         notes[0] += f" ({key} weights)"
         family = "yolo"
         height, width = _image_size_of(loaded.get("train_args"))
@@ -348,7 +389,7 @@ def load_checkpoint(
         model, family, default = loaded, "user", None
     else:
         raise ModelBuildError(
-            f"{spec} holds a {type(loaded).__name__} (a state dict?), not a model; "
+            f"{spec} holds {a_type(loaded)} (a state dict?), not a model; "
             "pass a factory instead (--model package.module:make_model)"
         )
     if default is None:

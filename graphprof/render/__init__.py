@@ -15,10 +15,13 @@ from graphprof.render.compare import (
 )
 from graphprof.render.files import (
     FORMATS,
+    STDOUT,
+    check_output,
     output_format,
     profile_dict,
     render_csv,
     render_json,
+    render_output,
     write_atomic,
     write_output,
 )
@@ -41,6 +44,9 @@ from graphprof.render.table import (
 
 __all__ = [
     "FORMATS",
+    "STDOUT",
+    "check_output",
+    "render_output",
     "PLOT_KINDS",
     "ComparisonRow",
     "ModelFailure",

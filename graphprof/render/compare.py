@@ -116,8 +116,11 @@ def _threshold_line(hardware: Hardware | None, rows: Sequence[ComparisonRow]) ->
     )
 
 
-def render_comparison(rows: Sequence[ComparisonRow], hardware: Hardware | None = None) -> RenderableType:
-    """The models side by side; a failed model's row says so and its one-line error follows the table."""
+def render_comparison(
+    rows: Sequence[ComparisonRow], hardware: Hardware | None = None, *, show_errors: bool = True
+) -> RenderableType:
+    """The models side by side; a failed model's row says so and its one-line error follows the table
+    (unless ``show_errors`` is False: the CLI writes those lines to stderr)."""
     title = "Model comparison" + (f" on {hardware.label}" if hardware is not None else "")
     table = Table(
         title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
@@ -147,7 +150,8 @@ def render_comparison(rows: Sequence[ComparisonRow], hardware: Hardware | None =
         )
     inputs = sorted({f"{row.model}: {row.input}" for row in rows if row.input})
     lines: list[RenderableType] = [table]
-    lines += [Text(f"{row.model}: failed: {row.error}", style="red") for row in rows if row.error is not None]
+    if show_errors:
+        lines += [Text(f"{row.model}: failed: {row.error}", style="red") for row in rows if row.error is not None]
     lines.append(Text(_threshold_line(hardware, rows), style="dim"))
     if inputs:
         lines.append(Text("inputs: " + "; ".join(inputs), style="dim"))
