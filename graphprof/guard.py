@@ -9,7 +9,8 @@ runs inside :func:`user_code`, which
 - gives Python :data:`RECURSION_LIMIT` frames (restored after): PyTorch runs a module nested ``d`` deep
   in about ``4 d`` frames, and the dry run adds a few per level (fx's tracer, module hooks, the
   FakeTensor dispatch), so a model PyTorch runs 200 deep needs more than Python's default 1000;
-- turns running out of those frames (``RecursionError``) into one clear :class:`ModelBuildError`.
+- turns running out of those frames (``RecursionError``) into one clear :class:`ModelBuildError`;
+- puts the caller's global (CPU) RNG state back: building a model draws its random weights from it.
 
 graphprof's own passes (aggregate, names, render) are iterative; the frames go to PyTorch's recursive
 module calls (``named_modules``, ``train``, ``_call_impl``) and to the user's ``forward``.
@@ -69,10 +70,13 @@ def _recursion_in(exc: BaseException) -> bool:
 @contextmanager
 def user_code(what: str) -> Iterator[None]:
     """Run the block as the user's code for the model ``what`` (see the module docstring)."""
+    import torch
+
     previous = sys.getrecursionlimit()
     raised = previous < RECURSION_LIMIT
     if raised:
         sys.setrecursionlimit(RECURSION_LIMIT)
+    rng = torch.get_rng_state()  # building a model initialises weights from the global RNG: the caller's is put back
     try:
         yield
     except KeyboardInterrupt:
@@ -89,6 +93,7 @@ def user_code(what: str) -> Iterator[None]:
     except BaseException as exc:  # SystemExit, GeneratorExit, ...: the model's own end, reported as its error
         raise ModelExitError(f"{what} {describe_exit(exc)}; graphprof reports this as the model's error") from exc
     finally:
+        torch.set_rng_state(rng)
         if raised and sys.getrecursionlimit() == RECURSION_LIMIT:
             sys.setrecursionlimit(previous)
 
