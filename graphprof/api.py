@@ -26,6 +26,7 @@ from graphprof.capture import (
 )
 from graphprof.count import count_costs
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
+from graphprof.lowering import Lowering, lowering_context, parse_lowering
 from graphprof.params import parameter_tensors
 from graphprof.propagate import DataDependentError, Trace, propagate
 from graphprof.result import Profile
@@ -117,6 +118,7 @@ def profile_model(
     mode: Mode | str = Mode.EVAL,
     model_name: str | None = None,
     methods: Sequence[str] | None = None,
+    target: str | None = None,
 ) -> Profile:
     """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
 
@@ -130,7 +132,12 @@ def profile_model(
 
     A model object needs ``input_shape`` (a float tensor of that shape, on the model's device) or
     ``example_inputs``/``example_kwargs``. The model is left exactly as it was found.
+
+    ``target`` (``"cpu"`` by default, or ``"cuda"``) is the device the costs are for: for ``"cuda"`` the
+    dry run records the fused attention kernels a GPU runs (see :mod:`graphprof.lowering`);
+    :attr:`Profile.lowering` says which was used.
     """
+    lowering = parse_lowering(target)
     mode = Mode(mode) if not isinstance(mode, Mode) else mode
     run_dtype = parse_dtype(dtype)
     shape = parse_shape(input_shape)
@@ -139,7 +146,7 @@ def profile_model(
     methods = tuple(methods) if methods is not None else None
     if isinstance(model, str):
         return _profile_by_name(
-            model, shape, batch_size, example_inputs, example_kwargs, run_dtype, mode, model_name, methods
+            model, shape, batch_size, example_inputs, example_kwargs, run_dtype, mode, model_name, methods, lowering
         )
     if not isinstance(model, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model).__name__}")
@@ -152,7 +159,9 @@ def profile_model(
     else:
         raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
     name = model_name or type(model).__name__
-    return _profile_module(model, args, kwargs, name, "custom", [], run_dtype, mode, methods or default_methods(model), [])
+    return _profile_module(
+        model, args, kwargs, name, "custom", [], run_dtype, mode, methods or default_methods(model), [], lowering=lowering
+    )
 
 
 #: Families whose forward pass reads tensor values, so a model built on the meta device cannot be
@@ -172,6 +181,7 @@ def _profile_by_name(
     mode: Mode,
     model_name: str | None,
     methods: tuple[str, ...] | None,
+    lowering: Lowering = Lowering.CPU,
 ) -> Profile:
     """Build the named model on the meta device first (no weights allocated, no init cost); when the
     dry run needs real values there, build it again on the CPU and run for real."""
@@ -199,6 +209,7 @@ def _profile_by_name(
             return _profile_module(
                 resolved.model, args, kwargs, model_name or resolved.name, resolved.family, notes,
                 run_dtype, mode, methods or default_methods(resolved.model), timings, allow_real=device is None,
+                lowering=lowering,
             )  # fmt: skip
         except (DataDependentError, ShapePropagationError, ModelBuildError, CaptureError) as exc:
             if device is None:
@@ -225,6 +236,7 @@ def _profile_module(
     timings: list[tuple[str, float]],
     *,
     allow_real: bool = True,
+    lowering: Lowering = Lowering.CPU,
 ) -> Profile:
     """Warm up, capture, propagate, count and aggregate one built model; leaves it as found."""
     train = mode is Mode.TRAIN
@@ -236,7 +248,7 @@ def _profile_module(
         timings.append(("warm-up", time.perf_counter() - t))
         module.train(train)
         captured, trace, execution, execution_note = _capture_and_propagate(
-            module, args, kwargs, methods, train, run_dtype, allow_real, timings
+            module, args, kwargs, methods, train, run_dtype, allow_real, timings, lowering
         )
         if methods == TRANSFORMERS_METHODS and captured.method == "eager":
             notes.append("transformers model: Dynamo export skipped (about 0.5 s per decoder layer); --capture dynamo forces it")
@@ -281,6 +293,7 @@ def _profile_module(
         notes=tuple(notes),
         versions=_versions(),
         timings=tuple(timings),
+        lowering=lowering.value if execution == "dry-run" else Lowering.CPU.value,
     )
 
 
@@ -293,6 +306,7 @@ def _capture_and_propagate(
     run_dtype: torch.dtype | None,
     allow_real: bool,
     timings: list[tuple[str, float]],
+    lowering: Lowering = Lowering.CPU,
 ) -> tuple[CapturedGraph, Trace, str, str]:
     """Capture with the first method that works *and* whose graph propagates; a graph that captures
     but cannot be run (a traced constant the code mutates, say) moves on to the next method."""
@@ -306,7 +320,10 @@ def _capture_and_propagate(
         execution, note = "dry-run", "FakeTensor: shapes only, no arithmetic, no weights read"
         try:
             try:
-                trace = propagate(captured, module, args, kwargs, train=train, dtype=run_dtype, fake=True)
+                trace = propagate(
+                    captured, module, args, kwargs, train=train, dtype=run_dtype, fake=True,
+                    lowering=lowering_context(lowering),
+                )  # fmt: skip
             except DataDependentError as exc:
                 if not allow_real or _model_device(module).type == "meta":
                     raise

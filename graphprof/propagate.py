@@ -385,13 +385,16 @@ def propagate(
     train: bool = False,
     dtype: torch.dtype | None = None,
     fake: bool = True,
+    lowering: contextlib.AbstractContextManager[Any] | None = None,
 ) -> Trace:
     """Run the captured graph once on ``args``/``kwargs`` and record every aten call per key.
 
     ``fake=True`` (the dry run) computes nothing; ``fake=False`` runs for real. ``dtype`` casts the
     floating-point parameters, buffers and inputs of the run (the model itself is not changed).
-    Raises :class:`DataDependentError` when the dry run cannot go on without real values and
-    :class:`ShapePropagationError` naming the node for any other failure.
+    ``lowering`` (see :mod:`graphprof.lowering`) is entered inside the fake mode, before the recorder, so
+    the ops it routes to are the ones recorded. Raises :class:`DataDependentError` when the dry run
+    cannot go on without real values and :class:`ShapePropagationError` naming the node for any other
+    failure.
     """
     gm = captured.graph_module
     root: nn.Module = gm if gm is not None else model
@@ -444,6 +447,8 @@ def propagate(
         memory = _LiveMemory([t for t in state.values()] or [t for t in named.values()])
         memory.add((call_args, call_kwargs))
         recorder = _Recorder(memory, unattributed)
+        if lowering is not None:
+            stack.enter_context(lowering)
         grad_ctx = torch.enable_grad() if train else torch.no_grad()
         stack.enter_context(grad_ctx)
         stack.enter_context(recorder)

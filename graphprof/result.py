@@ -168,6 +168,9 @@ class Profile:
     notes: tuple[str, ...]
     versions: tuple[tuple[str, str], ...]
     timings: tuple[tuple[str, float], ...] = ()
+    #: how ops were lowered for costing: ``"cpu"`` (the decomposition the profiling machine runs) or
+    #: ``"cuda"`` (fused attention kernels, as a GPU runs them; see :mod:`graphprof.lowering`)
+    lowering: str = "cpu"
 
     # ---- totals (sums of the rows, computed once: renderers ask for them often) ---------------
     @cached_property
@@ -217,6 +220,7 @@ class Profile:
             "capture_attempts": [{"method": m, "error": e} for m, e in self.capture_attempts],
             "execution": self.execution,
             "execution_note": self.execution_note,
+            "lowering": self.lowering,
             "total_params": self.total_params,
             "trainable_params": self.trainable_params,
             "graph_params": self.graph_params,
