@@ -42,6 +42,9 @@ class OpRecord:
     cost: Cost
     input_shapes: tuple[Shape, ...] = ()
     output_shapes: tuple[Shape, ...] = ()
+    #: share of ``cost.flops`` the kernel really executes (below 1 for causal attention, which skips
+    #: masked tiles); used by the predicted time, never by the counts
+    work_fraction: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +52,7 @@ class OpRecord:
             "status": self.status,
             "phase": self.phase,
             **_cost_dict(self.cost),
+            "work_fraction": self.work_fraction,
             "input_shapes": [list(s) for s in self.input_shapes],
             "output_shapes": [list(s) for s in self.output_shapes],
         }
