@@ -236,8 +236,6 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
     calibration = load_calibration(hardware.name) if hardware is not None else None
     if calibration is not None and hardware is not None and calibration.bandwidth_gbs != hardware.bandwidth_gbs:
         calibration = None  # figures overridden on the command line: the table is for the preset
-    if calibration is not None and profile.lowering != "cuda" and calibration.kind == "cuda":
-        notes.append("predicted time assumes the CUDA lowering (profile with target='cuda' / a GPU --hardware)")
     layers = []
     for row in profile.layers:
         cost = row.cost

@@ -190,6 +190,7 @@ def profile(
                 dtype=dtype,
                 mode=mode.value,
                 methods=capture.methods,
+                target=device.target if device is not None else None,
             )
         return result, classify(result, device)
 
