@@ -87,7 +87,6 @@ def test_cuda_lowering_records_one_flash_op_for_causal_gqa(device: str) -> None:
     if device == "meta":  # the meta device decomposes (math path: score matrix); CPU tensors use a fused CPU kernel
         assert gpu.total_bytes < cpu.total_bytes / 3
         assert gpu.peak_activation_bytes < cpu.peak_activation_bytes
-    assert gpu.total_bytes <= cpu.total_bytes
 
 
 def test_cuda_lowering_uses_efficient_kernel_with_a_mask() -> None:
