@@ -51,7 +51,7 @@ def llama(device: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
     with torch.device(device):
         model = LlamaForCausalLM(config).eval()
     ids = torch.randint(0, 128256, (1, 2048), device=device)
-    return model, {"input_ids": ids, "use_cache": False}
+    return model, {"input_ids": ids}
 
 
 def measure(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> tuple[float, float]:
