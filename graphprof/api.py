@@ -36,6 +36,7 @@ def profile_model(
     model_name: str | None = None,
     methods: Sequence[str] | None = None,
     allow_unsafe_load: bool = False,
+    target: str | None = None,
 ) -> Profile:
     """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
 
@@ -51,6 +52,10 @@ def profile_model(
     allocated and no random numbers are drawn) or ``example_inputs``/``example_kwargs``. The model is
     left exactly as it was found. Equivalent to ``prepare(...).profile()``.
 
+    ``target`` (``"cpu"`` by default, or ``"cuda"``) is the device the costs are for: for ``"cuda"`` the
+    dry run records the fused attention kernels a GPU runs (see :mod:`graphprof.lowering`);
+    :attr:`Profile.lowering` says which was used.
+
     ``allow_unsafe_load=True`` lets a named file run code as it loads (a pickled ``.pt`` unpickled with
     ``weights_only=False``, a YOLO yaml whose fields ultralytics evaluates); only for files you trust.
     """
@@ -65,6 +70,7 @@ def profile_model(
         methods=methods,
         model_name=model_name,
         allow_unsafe_load=allow_unsafe_load,
+        target=target,
     ).profile()
 
 

@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 import torch
 
 from graphprof.formulas import ZERO, Cost, OpStatus, op_cost, op_status
+from graphprof.formulas.attention import kernel_work_fraction
 from graphprof.propagate import OpCall, Trace, TraceKey, shapes_of
 from graphprof.result import LayerRow, OpRecord, UnsupportedOp
 
@@ -39,6 +40,7 @@ def _record(call: OpCall) -> OpRecord:
         cost=cost,
         input_shapes=shapes_of((call.args, call.kwargs)),
         output_shapes=shapes_of(call.out),
+        work_fraction=kernel_work_fraction(call.func, call.args, call.kwargs) if status is OpStatus.COUNTED else 1.0,
     )
 
 

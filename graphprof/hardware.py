@@ -68,6 +68,17 @@ class Hardware:
         object.__setattr__(self, "peak_tflops", MappingProxyType(dict(self.peak_tflops)))
 
     @property
+    def target(self) -> str:
+        """``"cuda"`` for an NVIDIA GPU (costs follow the fused kernels it runs, see :mod:`graphprof.lowering`),
+        else ``"cpu"`` (the decomposition the profiling machine runs)."""
+        return "cuda" if self.label.startswith("NVIDIA") else "cpu"
+
+    @property
+    def is_gpu(self) -> bool:
+        """Whether profiling for this device uses the CUDA lowering."""
+        return self.target == "cuda"
+
+    @property
     def bandwidth(self) -> float:
         """Memory bandwidth in bytes per second."""
         return self.bandwidth_gbs * 1e9

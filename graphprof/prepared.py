@@ -42,6 +42,7 @@ from graphprof.count import count_costs
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
 from graphprof.guard import guard_user_code
 from graphprof.inputs import describe_inputs, materialize, resize_inputs
+from graphprof.lowering import Lowering, lowering_context, parse_lowering
 from graphprof.options import Mode, parse_dtype, parse_mode, parse_shape
 from graphprof.params import parameter_tensors
 from graphprof.propagate import DataDependentError, Trace, propagate
@@ -131,6 +132,7 @@ class PreparedModel:
     dtype: torch.dtype | None
     methods: tuple[str, ...]
     allow_real: bool
+    lowering: Lowering = Lowering.CPU
     notes: tuple[str, ...] = ()
     timings: tuple[tuple[str, float], ...] = ()
     _captures: dict[bool, _Capture] = field(default_factory=dict, repr=False)
@@ -188,7 +190,8 @@ class PreparedModel:
         """One run of ``cap``; a dry run that needs real values runs for real when that is allowed."""
         if cap.execution == "dry-run":
             try:
-                return cap, propagate(cap.graph, self.model, args, kwargs, train=train, dtype=dtype, observers=observers)
+                modes = [lowering_context(self.lowering)]
+                return cap, propagate(cap.graph, self.model, args, kwargs, train=train, dtype=dtype, observers=observers, modes=modes)
             except DataDependentError as exc:
                 if not self.allow_real or self.device.type == "meta":
                     raise
@@ -335,6 +338,7 @@ class PreparedModel:
             capture_reused=run.reused,
             execution=cap.execution,
             execution_note=cap.execution_note,
+            lowering=self.lowering.value if cap.execution == "dry-run" else Lowering.CPU.value,
             layers=tuple(rows),
             modules=tuple(modules),
             total_params=total_params,
@@ -367,6 +371,7 @@ def prepare(
     model_name: str | None = None,
     device: str | None = None,
     allow_unsafe_load: bool = False,
+    target: str | None = None,
 ) -> PreparedModel:
     """Resolve (build) a model, warm it up and capture it once; see :class:`PreparedModel`.
 
@@ -374,11 +379,13 @@ def prepare(
     or an ``nn.Module`` with ``input_shape`` or ``example_inputs``/``example_kwargs``. Named models are
     built on the meta device when the family allows it; ``device="cpu"`` builds them with weights
     (what a real run or a reference counter needs). ``methods`` forces capture methods, tried in order.
-    ``allow_unsafe_load=True`` lets a named file run code as it loads (see :func:`graphprof.profile_model`).
+    ``allow_unsafe_load=True`` lets a named file run code as it loads, and ``target="cuda"`` costs the
+    fused kernels a GPU runs (see :func:`graphprof.profile_model`).
     The user's model is left exactly as it was found.
     """
     run_mode = parse_mode(mode)
     run_dtype = parse_dtype(dtype)
+    lowering = parse_lowering(target)
     shape = parse_shape(input_shape)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0):
         raise InvalidInputError(f"batch size must be a positive integer, got {batch_size!r}")
@@ -386,7 +393,7 @@ def prepare(
     if isinstance(model_or_name, str):
         return _prepare_by_name(
             model_or_name, shape, batch_size, example_inputs, example_kwargs, run_dtype, run_mode, model_name, forced, device,
-            allow_unsafe_load,
+            allow_unsafe_load, lowering,
         )  # fmt: skip
     if not isinstance(model_or_name, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
@@ -404,7 +411,9 @@ def prepare(
     else:
         raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
     name = model_name or type(module).__name__
-    return _prepare_module(module, args, kwargs, name, "custom", [], run_dtype, run_mode, forced or default_methods(module), [])
+    return _prepare_module(
+        module, args, kwargs, name, "custom", [], run_dtype, run_mode, forced or default_methods(module), [], lowering=lowering
+    )
 
 
 def _prepare_by_name(
@@ -419,6 +428,7 @@ def _prepare_by_name(
     methods: tuple[str, ...] | None,
     device: str | None,
     allow_unsafe_load: bool = False,
+    lowering: Lowering = Lowering.CPU,
 ) -> PreparedModel:
     """Build the named model on the meta device when its family allows it (no weights allocated, no
     init cost); when the dry run needs real values there, build it again on the CPU and run for real."""
@@ -446,6 +456,7 @@ def _prepare_by_name(
             return _prepare_module(
                 resolved.model, args, kwargs, model_name or resolved.name, resolved.family, notes,
                 run_dtype, mode, methods or default_methods(resolved.model), timings, allow_real=not on_meta,
+                lowering=lowering,
             )  # fmt: skip
         except (DataDependentError, ShapePropagationError, ModelBuildError, CaptureError) as exc:
             if not on_meta or build_device == device:
@@ -467,9 +478,10 @@ def _prepare_module(
     timings: list[tuple[str, float]],
     *,
     allow_real: bool = True,
+    lowering: Lowering = Lowering.CPU,
 ) -> PreparedModel:
     """Warm up and capture one built model (the first run validates the capture); leaves it as found."""
-    pm = PreparedModel(name, family, module, args, kwargs, mode, run_dtype, methods, allow_real)
+    pm = PreparedModel(name, family, module, args, kwargs, mode, run_dtype, methods, allow_real, lowering)
     run = pm._run(args, kwargs, mode is Mode.TRAIN, run_dtype, ())
     pm.notes = tuple(notes + run.notes)
     pm.timings = tuple(timings + run.timings)

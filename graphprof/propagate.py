@@ -81,7 +81,8 @@ def _to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
     if isinstance(value, torch.Tensor):
         meta = memo.get(id(value))
         if meta is None:
-            meta = memo[id(value)] = TensorMeta(tuple(int(s) for s in value.shape), value.dtype)
+            stride = None if value.layout != torch.strided or value.is_nested else tuple(int(s) for s in value.stride())
+            meta = memo[id(value)] = TensorMeta(tuple(int(s) for s in value.shape), value.dtype, stride)
         return meta
     if isinstance(value, list):
         return [_to_meta(v, memo) for v in value]

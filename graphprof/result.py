@@ -43,6 +43,9 @@ class OpRecord:
     cost: Cost
     input_shapes: tuple[Shape, ...] = ()
     output_shapes: tuple[Shape, ...] = ()
+    #: share of ``cost.flops`` the kernel really executes (below 1 for causal attention, which skips
+    #: masked tiles); used by the predicted time, never by the counts
+    work_fraction: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,7 @@ class OpRecord:
             "status": self.status,
             "phase": self.phase,
             **_cost_dict(self.cost),
+            "work_fraction": self.work_fraction,
             "input_shapes": [list(s) for s in self.input_shapes],
             "output_shapes": [list(s) for s in self.output_shapes],
         }
@@ -170,6 +174,9 @@ class Profile:
     notes: tuple[str, ...]
     versions: tuple[tuple[str, str], ...]
     timings: tuple[tuple[str, float], ...] = ()
+    #: how ops were lowered for costing: ``"cpu"`` (the decomposition the profiling machine runs) or
+    #: ``"cuda"`` (fused attention kernels, as a GPU runs them; see :mod:`graphprof.lowering`)
+    lowering: str = "cpu"
 
     # ---- totals (sums of the rows, computed once: renderers ask for them often) ---------------
     @cached_property
@@ -226,6 +233,7 @@ class Profile:
             "capture_attempts": [{"method": m, "error": e} for m, e in self.capture_attempts],
             "execution": self.execution,
             "execution_note": self.execution_note,
+            "lowering": self.lowering,
             "total_params": self.total_params,
             "trainable_params": self.trainable_params,
             "graph_params": self.graph_params,

@@ -124,7 +124,7 @@ def test_report_fits_100_columns_and_has_every_section(resnet18, verbose):
     ):
         assert section in text
     assert ("Per-layer details" in text) is verbose
-    assert "Roofline time (estimate)" in text
+    assert "Roofline time (lower bound)" in text
 
 
 def test_without_hardware_the_report_names_the_fixed_threshold(resnet18):

@@ -211,6 +211,7 @@ def profile(
                 mode=mode.value,
                 methods=capture.methods,
                 allow_unsafe_load=allow_unsafe_load,
+                target=device.target if device is not None else None,
             )
         return result, classify(result, device)
 

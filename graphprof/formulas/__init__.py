@@ -18,7 +18,8 @@ per-element rate in one table, :data:`PER_ELEMENT_FLOPS` (its module docstring s
 add / mul / compare = 1, a transcendental = 1, activations by their defining formula).
 
 **Bytes**: ``bytes_read`` is the size (shape x dtype itemsize) of the distinct input tensors, activations
-and weights alike; ``bytes_written`` the size of the output tensors. Views and metadata ops move nothing.
+and weights alike, counting the storage each addresses: a broadcast (stride-0, ``expand``) dimension counts
+once; ``bytes_written`` the size of the output tensors. Views and metadata ops move nothing.
 A formula overrides this where it is wrong: a gather (embedding, index_select, index) reads only the rows
 it gathers, an in-place scatter writes only what it touches, ``copy_`` and fills do not read what they
 overwrite.

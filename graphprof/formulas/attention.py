@@ -28,7 +28,11 @@ from graphprof.formulas.registry import register
 
 aten = torch.ops.aten
 
-__all__ = ["attention_cost", "multi_head_attention_cost"]
+__all__ = ["attention_cost", "multi_head_attention_cost", "causal_work_fraction", "kernel_work_fraction"]
+
+#: Tile edge (queries and keys) of the flash / memory-efficient kernels on Hopper: a causal kernel
+#: computes every tile that holds at least one unmasked score and skips the rest.
+CAUSAL_TILE = 128
 
 
 def attention_cost(
@@ -271,3 +275,43 @@ def transformer_encoder_layer_cost(
     norms = 2 * flops_of("layer_norm", n_input=n) + 2 * flops_of("mul", n_output=n) + 2 * flops_of("add", n_output=n)
     residuals = 2 * flops_of("add", n_output=n)
     return attention + feed_forward + Cost(flops=activation + norms + residuals)
+
+
+def causal_work_fraction(q_len: int, kv_len: int, tile: int = CAUSAL_TILE) -> float:
+    """Share of the L x S score square a tiled causal kernel computes (top-left aligned mask).
+
+    Query tile ``i`` (rows ``i*t .. (i+1)*t - 1``) needs the key tiles up to column ``(i+1)*t - 1``.
+    At L = S = 8192 and t = 128: 64 query tiles, sum of 1..64 key tiles = 2080 of 64 x 64 = 0.508.
+    """
+    if q_len <= 0 or kv_len <= 0:
+        return 1.0
+    q_tiles, kv_tiles = math.ceil(q_len / tile), math.ceil(kv_len / tile)
+    done = sum(min(kv_tiles, i + 1) for i in range(q_tiles))
+    return done / (q_tiles * kv_tiles)
+
+
+_CAUSAL_FLAG_POSITION = {
+    # position of ``is_causal`` among the positional arguments of each fused kernel
+    "_scaled_dot_product_flash_attention": 4,
+    "_scaled_dot_product_efficient_attention": 6,
+    "_scaled_dot_product_cudnn_attention": 6,
+    "_scaled_dot_product_flash_attention_for_cpu": 4,
+    "scaled_dot_product_attention": 5,
+}
+
+
+def kernel_work_fraction(func: Any, args: tuple, kwargs: dict) -> float:
+    """Share of the counted FLOPs a kernel really executes: below 1 for causal attention only.
+
+    The MACs keep their convention (the full square, as ``torch.utils.flop_counter``); a predicted time
+    uses this share, since a causal flash kernel skips the tiles above the diagonal.
+    """
+    name = getattr(getattr(func, "overloadpacket", func), "__name__", "")
+    position = _CAUSAL_FLAG_POSITION.get(name)
+    if position is None:
+        return 1.0
+    causal = kwargs.get("is_causal", args[position] if len(args) > position else False)
+    if causal is not True:
+        return 1.0
+    query, key = args[0], args[1]
+    return causal_work_fraction(query.shape[-2], key.shape[-2])

@@ -30,9 +30,12 @@ def flops_of(name: str, n_input: int = 0, n_output: int = 0) -> int:
 
 
 def io_bytes(reads: list[TensorMeta | None], writes: list[TensorMeta | None]) -> tuple[int, int]:
-    """Bytes of explicitly chosen tensors, for formulas that override the generic byte rule."""
+    """Bytes of explicitly chosen tensors, for formulas that override the generic byte rule.
+
+    Reads count the storage each tensor addresses (a broadcast dimension once), writes the dense size.
+    """
     return (
-        sum(t.nbytes for t in reads if t is not None),
+        sum(t.addressed_nbytes for t in reads if t is not None),
         sum(t.nbytes for t in writes if t is not None),
     )
 

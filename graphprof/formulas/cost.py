@@ -29,7 +29,8 @@ class Cost:
 
     ``macs`` counts multiply-accumulates of contractions only; ``flops`` is ``2 * macs`` plus every
     other arithmetic operation; ``bytes_read`` / ``bytes_written`` are the logical sizes
-    (shape x itemsize) of the distinct tensors an op reads and writes.
+    (shape x itemsize) of the distinct tensors an op writes and reads, a broadcast (stride-0)
+    dimension of an input counting once.
     """
 
     macs: int = 0
@@ -73,10 +74,20 @@ ZERO = Cost()
 
 @dataclass(frozen=True, slots=True)
 class TensorMeta:
-    """A tensor reduced to what cost formulas need: its shape and dtype."""
+    """A tensor reduced to what cost formulas need: its shape, dtype and (when known) strides.
+
+    ``stride`` tells a broadcast from a copy: ``x.expand(197, 768, 768)`` of a 768 x 768 weight has
+    stride 0 along its first dimension, so a kernel reading it addresses 768 x 768 elements, not
+    197 x 768 x 768 (see :attr:`addressed_nbytes`). ``None`` means unknown (treated as dense).
+
+        >>> w = TensorMeta((197, 768, 768), torch.bfloat16, (0, 768, 1))
+        >>> w.nbytes, w.addressed_nbytes   # 197 * 768 * 768 * 2, 768 * 768 * 2
+        (232390656, 1179648)
+    """
 
     shape: tuple[int, ...]
     dtype: torch.dtype
+    stride: tuple[int, ...] | None = None
 
     @property
     def ndim(self) -> int:
@@ -94,3 +105,13 @@ class TensorMeta:
     def nbytes(self) -> int:
         """Logical size in bytes (shape x itemsize), whatever the strides."""
         return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def addressed_nbytes(self) -> int:
+        """Bytes a kernel reading this tensor addresses: a stride-0 (broadcast) dimension counts once.
+
+        This is what the generic byte rule charges for an input; outputs are dense and use :attr:`nbytes`.
+        """
+        if self.stride is None or len(self.stride) != len(self.shape) or 0 in self.shape:
+            return self.nbytes
+        return math.prod(size for size, step in zip(self.shape, self.stride, strict=True) if step != 0) * self.dtype.itemsize

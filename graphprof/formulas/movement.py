@@ -248,13 +248,13 @@ def index_add_cost(
 
 @register(aten.copy_)
 def copy_inplace_cost(self: TensorMeta, src: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
-    return Cost(bytes_read=src.nbytes, bytes_written=self.nbytes)
+    return Cost(bytes_read=src.addressed_nbytes, bytes_written=self.nbytes)
 
 
 @register(aten.fill_, aten.fill, aten.zero_, aten.zero)
 def fill_cost(self: TensorMeta, value: Any = None, *args: Any, out: Any, **_: Any) -> Cost:
     # fill_.Tensor reads its 0-d value tensor; the old contents of self are not read
-    read = value.nbytes if isinstance(value, TensorMeta) else 0
+    read = value.addressed_nbytes if isinstance(value, TensorMeta) else 0
     return Cost(bytes_read=read, bytes_written=first(out).nbytes)
 
 

@@ -78,5 +78,5 @@ def bernoulli_cost(self: TensorMeta, p: Any = None, *args: Any, out: Any, **_: A
 def bernoulli_inplace_cost(self: TensorMeta, p: Any = None, *args: Any, out: Any, **_: Any) -> Cost:
     # fills self with draws: reads only a tensor p, never self's old values
     result = first(out)
-    read = p.nbytes if isinstance(p, TensorMeta) else 0
+    read = p.addressed_nbytes if isinstance(p, TensorMeta) else 0
     return Cost(flops=flops_of("bernoulli", n_output=result.numel), bytes_read=read, bytes_written=result.nbytes)

@@ -11,7 +11,8 @@ Every op is in exactly one of three classes (:class:`OpStatus`):
 A formula is called as ``formula(*args, out=out, **kwargs)`` with the op's own arguments (named as in its
 aten schema) and its output, every tensor replaced by a :class:`TensorMeta`. It returns a
 :class:`Cost`. If the returned cost sets neither byte field, :func:`op_cost` fills in the generic rule:
-bytes read = the distinct input tensors, bytes written = the output tensors. A formula that sets either
+bytes read = the distinct input tensors (the storage each addresses: a
+broadcast, stride-0 dimension counts once), bytes written = the output tensors. A formula that sets either
 byte field owns both (an embedding reads only the rows it gathers, not the whole table).
 
 Example::
@@ -220,23 +221,34 @@ def op_status(func: OpOverload | OpOverloadPacket) -> OpStatus:
 _NESTED = (torch.Tensor, TensorMeta, list, tuple)
 
 
-def _to_meta(value: Any, seen: set[int], total: list[int]) -> Any:
+def _strides(t: torch.Tensor) -> tuple[int, ...] | None:
+    """A strided tensor's strides; ``None`` for layouts without them (sparse, nested)."""
+    if t.layout != torch.strided or t.is_nested:
+        return None
+    return tuple(int(s) for s in t.stride())
+
+
+def _to_meta(value: Any, seen: set[int], total: list[int], read: bool = True) -> Any:
     """Replace tensors by TensorMeta (recursing into lists and tuples); add each distinct tensor's bytes.
 
+    An input (``read``) adds the bytes it addresses (a broadcast dimension once), an output its dense size.
     A TensorMeta argument (from a pass that already dropped the tensor, like graphprof.propagate) is
     kept as is; one object passed twice counts once, as for tensors.
     """
     if isinstance(value, (torch.Tensor, TensorMeta)):
-        meta = value if isinstance(value, TensorMeta) else TensorMeta(tuple(value.shape), value.dtype)
+        if isinstance(value, TensorMeta):
+            meta = value
+        else:
+            meta = TensorMeta(tuple(value.shape), value.dtype, _strides(value))
         key = id(value)
         if key not in seen:
             seen.add(key)
-            total[0] += meta.nbytes
+            total[0] += meta.addressed_nbytes if read else meta.nbytes
         return meta
     if isinstance(value, (list, tuple)):
         for item in value:
             if isinstance(item, _NESTED):
-                converted = [_to_meta(v, seen, total) for v in value]
+                converted = [_to_meta(v, seen, total, read) for v in value]
                 return converted if isinstance(value, list) else tuple(converted)
         return value  # sizes, strides, scalars: nothing to convert
     return value
@@ -263,7 +275,7 @@ def op_cost(func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out
     meta_args = _to_meta(args, seen, read)
     meta_kwargs = {k: _to_meta(v, seen, read) for k, v in kwargs.items()}
     written = [0]
-    meta_out = _to_meta(out, set(), written)
+    meta_out = _to_meta(out, set(), written, read=False)
     try:
         cost = formula(*meta_args, out=meta_out, **meta_kwargs)
     except Exception as exc:

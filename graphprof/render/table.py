@@ -342,9 +342,13 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
     for method, error in profile.capture_attempts:
         rows.append((f"  {method} failed", error))
     rows.append(("Run", f"{'dry run' if profile.execution == 'dry-run' else 'real run'}: {profile.execution_note}"))
+    if profile.lowering != "cpu":
+        rows.append(("Lowering", f"{profile.lowering}: attention costed as the fused kernels a GPU runs"))
     if roofline.hardware is not None:
         rows.append(("Hardware", f"{roofline.hardware.label} ({roofline.precision})"))
-        rows.append(("Roofline time (estimate)", format_seconds(roofline.seconds)))
+        rows.append(("Roofline time (lower bound)", format_seconds(roofline.seconds)))
+        if roofline.predicted_seconds is not None:
+            rows.append(("Predicted time", format_seconds(roofline.predicted_seconds)))
     for key, value in rows:
         table.add_row(key, value)
     return table

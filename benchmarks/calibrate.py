@@ -1,0 +1,310 @@
+"""Calibrate graphprof's predicted time for a hardware preset: fit achievable fractions of peak per op class.
+
+Two modes:
+
+* **measure** (on the device): time single kernels over a grid of sizes and the eager per-kernel host
+  floor, write the raw records, fit them, and write the table::
+
+      python benchmarks/calibrate.py --preset h100 --measure benchmarks/results/h100_ops_measured.json
+
+* **fit** (anywhere): fit from recorded timings (the team's ``../shared/calibration/h100_ops.json`` or a
+  file written by ``--measure``)::
+
+      python benchmarks/calibrate.py --preset h100 --fit ../shared/calibration/h100_ops.json
+
+Either way the table lands in ``graphprof/calibration/<preset>.json`` (package data; ``--out`` to write
+elsewhere) and the fit's accuracy on its own records is printed and stored in the table.
+
+The model is the one :func:`graphprof.roofline.kernel_seconds` evaluates, per op class and dtype::
+
+    kernel = latency + max(work_flops / (peak * compute_fraction), bytes / (bandwidth * memory_fraction))
+
+fitted to each record's back-to-back time (``stream_s``: launches overlapped) as ``max(launch, kernel)``,
+where ``launch`` is the back-to-back time of a one-element add. The fit is a grid search minimising the
+sum of absolute log errors (robust to the one odd shape). ``host_per_kernel_s``, the floor of one eager
+kernel inside a model's forward, is measured on the device (a chain of small layers, eager, batch 1);
+a file without it uses the one-call time of the one-element add (``median_s``: launch exposed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from graphprof.formulas.attention import causal_work_fraction  # noqa: E402
+from graphprof.hardware import get_hardware  # noqa: E402
+
+#: The op class of each benchmark record (graphprof.roofline.op_class names the aten ops the same way).
+RECORD_CLASS = {
+    "mm": "matmul", "bmm": "matmul", "sdpa": "attention", "sdpa_causal": "attention", "conv2d": "conv",
+    "conv2d_dw": "conv_depthwise", "add": "elementwise", "add_tiny": "elementwise", "relu": "elementwise",
+    "gelu": "elementwise", "silu": "elementwise", "mul_broadcast": "elementwise", "to_copy": "elementwise",
+    "softmax": "reduction", "sum": "reduction", "layer_norm": "norm", "batch_norm_eval": "norm",
+    "max_pool2d": "pooling", "adaptive_avg_pool2d": "pooling", "embedding": "gather",
+}  # fmt: skip
+
+_COMPUTE = np.geomspace(0.002, 1.0, 90)
+_MEMORY = np.geomspace(0.02, 1.0, 60)
+_LATENCY = np.arange(0.0, 60e-6 + 1e-12, 1e-6)
+
+
+def work_flops(record: dict[str, Any]) -> float:
+    """FLOPs the kernel executes: a causal attention record counts the full square, the kernel about half."""
+    if record["op"] == "sdpa_causal":
+        q_shape, k_shape = record["shapes"][0], record["shapes"][1]
+        return record["flops"] * causal_work_fraction(q_shape[-2], k_shape[-2])
+    return float(record["flops"])
+
+
+def predict(flops: np.ndarray, nbytes: np.ndarray, peak: float, bandwidth: float, rates: dict[str, float], launch: float) -> np.ndarray:
+    kernel = rates["latency_s"] + np.maximum(
+        flops / (peak * rates["compute_fraction"]), nbytes / (bandwidth * rates["memory_fraction"])
+    )
+    return np.maximum(launch, kernel)
+
+
+def fit_class(flops: np.ndarray, nbytes: np.ndarray, seconds: np.ndarray, peak: float, bandwidth: float, launch: float) -> dict[str, float]:
+    """Grid search over (compute fraction, memory fraction, latency) minimising sum |log(pred / measured)|."""
+    fc = _COMPUTE[:, None, None, None]
+    fm = _MEMORY[None, :, None, None]
+    lat = _LATENCY[None, None, :, None]
+    kernel = lat + np.maximum(flops / (peak * fc), nbytes / (bandwidth * fm))
+    pred = np.maximum(launch, kernel)
+    loss = np.abs(np.log(pred / seconds)).sum(axis=-1)
+    # ties (a fraction the records cannot pin down): prefer the highest fractions, the least latency
+    i, j, k = np.unravel_index(np.argmin(loss + 1e-9 * (-np.log(fc[..., 0]) - np.log(fm[..., 0]) + lat[..., 0] * 1e3)), loss.shape)
+    return {"compute_fraction": float(_COMPUTE[i]), "memory_fraction": float(_MEMORY[j]), "latency_s": float(_LATENCY[k])}
+
+
+def fit(raw: dict[str, Any], preset: str) -> dict[str, Any]:
+    hardware = get_hardware(preset)
+    records = [r for r in raw["records"] if "error" not in r and r["op"] in RECORD_CLASS]
+    floors = {r["dtype"]: r["stream_s"] for r in records if r["op"] == "add_tiny"}
+    # a record far below the launch floor launched no kernel (``x.float()`` of a float32 tensor is x)
+    dropped = [r for r in records if r["stream_s"] < 0.5 * floors.get(r["dtype"], 0.0)]
+    records = [r for r in records if r not in dropped]
+    table: dict[str, Any] = {"rates": {}}
+    errors: list[tuple[float, dict[str, Any]]] = []
+    launch = {}
+    host = {}
+    for dtype in sorted({r["dtype"] for r in records}):
+        tiny = [r for r in records if r["dtype"] == dtype and r["op"] == "add_tiny"]
+        launch[dtype] = tiny[0]["stream_s"] if tiny else 0.0
+        host[dtype] = raw.get("host_per_kernel_s") or (tiny[0]["median_s"] if tiny else launch[dtype])
+        peak = hardware.peak_flops(dtype)
+        table["rates"][dtype] = {}
+        for klass in sorted(set(RECORD_CLASS.values())):
+            chosen = [r for r in records if r["dtype"] == dtype and RECORD_CLASS[r["op"]] == klass and r["op"] != "add_tiny"]
+            if not chosen:
+                continue
+            flops = np.array([work_flops(r) for r in chosen])
+            nbytes = np.array([float(r["bytes"]) for r in chosen])
+            seconds = np.array([r["stream_s"] for r in chosen])
+            rates = fit_class(flops, nbytes, seconds, peak, hardware.bandwidth, launch[dtype])
+            table["rates"][dtype][klass] = rates
+            pred = predict(flops, nbytes, peak, hardware.bandwidth, rates, launch[dtype])
+            errors += [((p - s) / s, r) for p, s, r in zip(pred, seconds, chosen, strict=True)]
+    absolute = sorted(abs(e) for e, _ in errors)
+    worst = max(errors, key=lambda item: abs(item[0]))
+    accuracy = {
+        "records": len(errors),
+        "dropped": [f"{r['op']} {r['shapes']} {r['dtype']}: below half the launch floor (no kernel)" for r in dropped],
+        "median_abs_error": statistics.median(absolute),
+        "p90_abs_error": absolute[int(0.9 * (len(absolute) - 1))],
+        "max_abs_error": absolute[-1],
+        "worst": f"{worst[1]['op']} {worst[1]['shapes']} {worst[1]['dtype']}: {worst[0]:+.0%}",
+        "per_class_median_abs_error": {
+            klass: statistics.median(abs(e) for e, r in errors if RECORD_CLASS[r["op"]] == klass)
+            for klass in sorted({RECORD_CLASS[r["op"]] for _, r in errors})
+        },
+    }
+    dtype_key = "bfloat16" if "bfloat16" in launch else next(iter(launch))
+    return {
+        "preset": preset,
+        "kind": "cuda",
+        "device": raw.get("device", ""),
+        "bandwidth_gbs": hardware.bandwidth_gbs,
+        "launch_s": launch[dtype_key],
+        "host_per_kernel_s": host[dtype_key],
+        "host_per_kernel_source": "measured: eager chain of small layers"
+        if raw.get("host_per_kernel_s")
+        else "provisional: one eager op call with its launch exposed (median_s of a one-element add)",
+        "source": f"fitted by benchmarks/calibrate.py from {raw.get('device', '?')} timings "
+        f"(torch {raw.get('torch', '?')}, {len(errors)} records)",
+        "accuracy": accuracy,
+        **table,
+    }
+
+
+# ---- measuring (on the device) ---------------------------------------------------------------------
+
+
+def _time(fn: Any) -> tuple[float, float]:
+    """(median of single calls between CUDA events, per-call time of a back-to-back stream)."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    reps = int(min(200, max(5, 0.02 / max(start.elapsed_time(end) / 1e3, 1e-6))))
+    singles = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        singles.append(start.elapsed_time(end) / 1e3)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return statistics.median(singles), start.elapsed_time(end) / 1e3 / reps
+
+
+def _host_per_kernel() -> float:
+    """Eager forward time per kernel of a host-bound chain (batch 1, 3 kernels per block)."""
+    import torch
+    from torch import nn
+
+    blocks = 200
+    chain = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.LayerNorm(64), nn.GELU()) for _ in range(blocks)])
+    chain = chain.cuda().to(torch.bfloat16).eval()
+    x = torch.randn(1, 64, device="cuda", dtype=torch.bfloat16)
+    with torch.inference_mode():
+        for _ in range(3):
+            chain(x)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(10):
+            t = time.perf_counter()
+            chain(x)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+    return statistics.median(times) / (3 * blocks)
+
+
+def measure() -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    records: list[dict[str, Any]] = []
+
+    def add(op: str, tensors: list[Any], dtype: Any, flops: int, nbytes: int, fn: Any) -> None:
+        single, stream = _time(fn)
+        shapes = [list(t.shape) for t in tensors]
+        records.append(
+            {"op": op, "shapes": shapes, "dtype": str(dtype).removeprefix("torch."), "flops": flops,
+             "bytes": nbytes, "median_s": single, "stream_s": stream}
+        )  # fmt: skip
+
+    def size(*ts: Any) -> int:
+        return sum(t.numel() * t.element_size() for t in ts)
+
+    dev = "cuda"
+    with torch.inference_mode():
+        for dt in (torch.bfloat16, torch.float32):
+            one = torch.zeros(1, device=dev, dtype=dt)
+            add("add_tiny", [one], dt, 1, 3 * one.element_size(), lambda one=one: one + one)
+            for m in (16, 512, 2048, 8192):
+                for n in (1024, 4096, 16384):
+                    for k in (1024, 4096):
+                        a = torch.randn(m, k, device=dev, dtype=dt)
+                        b = torch.randn(k, n, device=dev, dtype=dt)
+                        add("mm", [a, b], dt, 2 * m * n * k, size(a, b) + m * n * a.element_size(), lambda a=a, b=b: a @ b)
+            for batch, heads, seq, dim, causal in (
+                (1, 12, 197, 64, False), (64, 12, 197, 64, False), (8, 16, 1024, 64, False),
+                (1, 32, 2048, 64, True), (1, 32, 2048, 128, True), (1, 32, 8192, 128, True),
+            ):  # fmt: skip
+                q = torch.randn(batch, heads, seq, dim, device=dev, dtype=dt)
+                op = "sdpa_causal" if causal else "sdpa"
+                add(op, [q, q, q], dt, 4 * batch * heads * seq * seq * dim, 4 * size(q),
+                    lambda q=q, causal=causal: F.scaled_dot_product_attention(q, q, q, is_causal=causal))  # fmt: skip
+            for shape, weight, groups in (
+                ((1, 64, 56, 56), (64, 64, 3, 3), 1), ((64, 64, 56, 56), (64, 64, 3, 3), 1),
+                ((64, 256, 56, 56), (64, 256, 1, 1), 1), ((64, 512, 7, 7), (512, 512, 3, 3), 1),
+                ((64, 3, 224, 224), (64, 3, 7, 7), 1), ((64, 96, 56, 56), (96, 1, 3, 3), 96),
+                ((1, 32, 112, 112), (32, 1, 3, 3), 32),
+            ):  # fmt: skip
+                x = torch.randn(shape, device=dev, dtype=dt).to(memory_format=torch.channels_last)
+                w = torch.randn(weight, device=dev, dtype=dt).to(memory_format=torch.channels_last)
+                pad = weight[-1] // 2
+                y = F.conv2d(x, w, padding=pad, groups=groups)
+                flops = 2 * y.numel() * weight[1] * weight[2] * weight[3]
+                add("conv2d_dw" if groups > 1 else "conv2d", [x, w], dt, flops, size(x, w, y),
+                    lambda x=x, w=w, pad=pad, groups=groups: F.conv2d(x, w, padding=pad, groups=groups))  # fmt: skip
+            for numel in (4096, 1 << 20, 1 << 24, 1 << 27):
+                x = torch.randn(numel, device=dev, dtype=dt)
+                add("add", [x, x], dt, numel, 3 * size(x), lambda x=x: x + x)
+                add("gelu", [x], dt, 8 * numel, 2 * size(x), lambda x=x: F.gelu(x))
+                rows = x.view(-1, 1024) if numel >= 1024 else x.view(1, -1)
+                add("softmax", [rows], dt, 5 * numel, 2 * size(x), lambda rows=rows: rows.softmax(-1))
+                add("layer_norm", [rows], dt, 8 * numel, 2 * size(x),
+                    lambda rows=rows: F.layer_norm(rows, rows.shape[-1:]))  # fmt: skip
+                add("sum", [rows], dt, numel, size(x), lambda rows=rows: rows.sum(-1))
+            for shape in ((1, 64, 56, 56), (64, 256, 56, 56)):
+                x = torch.randn(shape, device=dev, dtype=dt)
+                add("max_pool2d", [x], dt, 9 * x.numel() // 4, size(x) + size(x) // 4,
+                    lambda x=x: F.max_pool2d(x, 3, 2, 1))  # fmt: skip
+    return {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "tf32": False,
+        "host_per_kernel_s": _host_per_kernel(),
+        "records": records,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="h100", help="hardware preset the table is for (default h100)")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--fit", type=Path, metavar="RECORDS.json", help="fit from recorded timings")
+    mode.add_argument("--measure", type=Path, metavar="RECORDS.json", help="measure on this GPU, save the records, fit")
+    parser.add_argument("--out", type=Path, default=None, help="table path (default graphprof/calibration/<preset>.json)")
+    args = parser.parse_args(argv)
+    if args.measure is not None:
+        raw = measure()
+        args.measure.parent.mkdir(parents=True, exist_ok=True)
+        args.measure.write_text(json.dumps(raw, indent=1) + "\n")
+    else:
+        raw = json.loads(args.fit.read_text())
+    table = fit(raw, args.preset)
+    out = args.out or ROOT / "graphprof" / "calibration" / f"{args.preset}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n")
+    acc = table["accuracy"]
+    print(f"wrote {out}")
+    for line in acc["dropped"]:
+        print(f"dropped {line}")
+    print(
+        f"fit on {acc['records']} records: median |error| {acc['median_abs_error']:.1%}, "
+        f"90th percentile {acc['p90_abs_error']:.1%}, max {acc['max_abs_error']:.1%} ({acc['worst']})"
+    )
+    for klass, err in acc["per_class_median_abs_error"].items():
+        print(f"  {klass:15s} median |error| {err:.1%}")
+    if not math.isfinite(acc["max_abs_error"]):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

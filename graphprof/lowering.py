@@ -1,0 +1,308 @@
+"""Lowering: cost a model as its *target* runs it, not as the profiling machine's dispatcher decomposes it.
+
+The dry run records whatever aten ops the dispatcher picks on the machine doing the profiling. For
+scaled-dot-product attention on a machine with no GPU that is the CPU "math" path (``bmm``, softmax,
+copies over the whole L x S score matrix), even for FakeTensors that claim to be on CUDA. A GPU runs a
+fused flash or memory-efficient kernel that reads q, k, v (and the mask) and writes only the output.
+
+For a CUDA target, :func:`lowering_context` returns a ``TorchFunctionMode`` that intercepts
+``torch.nn.functional.scaled_dot_product_attention`` *before* the dispatcher decomposes it and calls the
+fused aten kernel CUDA's backend selection would choose:
+
+* ``aten._scaled_dot_product_flash_attention`` for float16 / bfloat16 without an explicit mask and a
+  head dimension of at most 256 (causal, dropout and grouped-query attention included: the flash kernel
+  reads the fewer key / value heads directly);
+* ``aten._scaled_dot_product_efficient_attention`` otherwise (float32, or an explicit mask; a boolean mask
+  is first turned into an additive one, and grouped-query key / value heads are repeated, as the CUDA
+  backend does).
+
+Their meta kernels give the output's shape on FakeTensors (CPU fakes and the meta device alike), so the
+recorder sees one fused op. ``nn.MultiheadAttention``: while a ``TorchFunctionMode`` is active its fused
+fast path (``torch._native_multi_head_attention``) is not taken and the module calls
+``F.multi_head_attention_forward``, whose inner calls a mode does not see; so that function is lowered
+itself when called without weights (``need_weights=False``). Where the module's CUDA fast path would run
+(batch-first self-attention, no mask, no grad) it is costed as that path runs: one packed projection,
+fused attention on views of its chunks, the output projection. Otherwise as the functional path runs on
+a GPU: projections, fused attention with the masks merged into one additive mask, out-projection.
+``torch._native_multi_head_attention`` called directly is lowered the same way. With weights, the GPU too
+computes the score matrix, and the decomposition is kept.
+
+Inputs the fused kernels do not accept (3-d inputs, nested tensors, mismatched head dimensions) keep the
+decomposition, as on the GPU. A CPU target keeps the decomposition it really runs: no mode at all.
+MACs and FLOPs of attention do not depend on the lowering (one formula, :mod:`graphprof.formulas.attention`);
+bytes and the peak of live activations do.
+
+Example::
+
+    >>> with lowering_context("cuda"):           # inside the dry run's FakeTensorMode
+    ...     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # records one flash op
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from graphprof.errors import InvalidInputError
+
+__all__ = ["Lowering", "parse_lowering", "lowering_context", "FusedAttentionMode"]
+
+aten = torch.ops.aten
+
+
+class Lowering(str, enum.Enum):
+    """How a model's ops are lowered for costing: as the CPU runs them, or as a CUDA GPU does."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+_FLASH_DTYPES = (torch.float16, torch.bfloat16)
+_FLASH_MAX_HEAD_DIM = 256
+
+
+def parse_lowering(target: str | Lowering | None) -> Lowering:
+    """``"cuda"``/``"gpu"``/``"cuda:1"`` -> :attr:`Lowering.CUDA`; ``None``/``"cpu"``/``"meta"`` -> :attr:`Lowering.CPU`."""
+    if isinstance(target, Lowering):
+        return target
+    if target is None:
+        return Lowering.CPU
+    key = str(target).strip().lower().split(":")[0]
+    if key in ("cuda", "gpu"):
+        return Lowering.CUDA
+    if key in ("cpu", "meta"):
+        return Lowering.CPU
+    raise InvalidInputError(f"unknown target {target!r}; choose cpu or cuda")
+
+
+def _fused_sdpa(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor | None:
+    """The fused CUDA kernel's output for these inputs, or ``None`` where CUDA would decompose too."""
+    tensors = (query, key, value)
+    if any(t.dim() != 4 or t.is_nested for t in tensors) or query.shape[-1] != key.shape[-1]:
+        return None
+    if attn_mask is not None and (is_causal or not isinstance(attn_mask, torch.Tensor)):
+        return None  # an invalid combination: let torch raise its own error
+    heads, kv_heads = query.shape[1], key.shape[1]
+    if heads != kv_heads and (not enable_gqa or heads % kv_heads or value.shape[1] != kv_heads):
+        return None
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    head_dim = query.shape[-1]
+    if (
+        attn_mask is None
+        and query.dtype in _FLASH_DTYPES
+        and head_dim <= _FLASH_MAX_HEAD_DIM
+        and value.shape[-1] == head_dim
+    ):
+        return aten._scaled_dot_product_flash_attention(
+            query, key, value, dropout_p, is_causal, False, scale=scale
+        )[0]
+    if heads != kv_heads:  # the efficient kernel needs one key / value head per query head
+        key = key.repeat_interleave(heads // kv_heads, dim=1)
+        value = value.repeat_interleave(heads // kv_heads, dim=1)
+    bias = None
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:  # CUDA turns a boolean mask into an additive one
+            bias = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device)
+            bias = bias.masked_fill(attn_mask.logical_not(), -math.inf)
+        else:
+            bias = attn_mask
+        bias = bias.expand(query.shape[0], heads, query.shape[-2], key.shape[-2])
+    return aten._scaled_dot_product_efficient_attention(
+        query, key, value, bias, grad, dropout_p, is_causal, scale=scale
+    )[0]
+
+
+def _packed_self_attention(
+    x: torch.Tensor,
+    num_heads: int,
+    qkv_weight: torch.Tensor,
+    qkv_bias: torch.Tensor | None,
+    proj_weight: torch.Tensor,
+    proj_bias: torch.Tensor | None,
+) -> torch.Tensor | None:
+    """The CUDA fast path of self-attention on a batch-first ``x`` (B, T, D): one packed projection,
+    fused attention on strided views of its three chunks, and the output projection on the fused
+    kernel's (already token-major) output; no copies in between."""
+    batch, tokens, embed_dim = x.shape
+    head_dim = embed_dim // num_heads
+    chunks = F.linear(x, qkv_weight, qkv_bias).chunk(3, -1)
+    q, k, v = (c.view(batch, tokens, num_heads, head_dim).transpose(1, 2) for c in chunks)
+    out = _fused_sdpa(q, k, v)
+    if out is None:
+        return None
+    return F.linear(out.transpose(1, 2).reshape(batch, tokens, embed_dim), proj_weight, proj_bias)
+
+
+def _fast_path_applies(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, embed_dim: int, num_heads: int) -> bool:
+    """Self-attention with a head dimension that is a multiple of 8: the fused branch of the CUDA fast path."""
+    return query is key and key is value and query.dim() == 3 and (embed_dim // num_heads) % 8 == 0
+
+
+def _fused_native_mha(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    embed_dim: int,
+    num_head: int,
+    qkv_weight: torch.Tensor,
+    qkv_bias: torch.Tensor,
+    proj_weight: torch.Tensor,
+    proj_bias: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    need_weights: bool = True,
+    average_attn_weights: bool = True,
+    mask_type: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """``torch._native_multi_head_attention`` as CUDA runs it. Only its fused branch (self-attention, no
+    mask, no weights) differs from the decomposition: with a mask, CUDA too computes the score matrix."""
+    if need_weights or mask is not None or not _fast_path_applies(query, key, value, embed_dim, num_head):
+        return None
+    out = _packed_self_attention(query, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias)
+    return None if out is None else (out, None)
+
+
+def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A mask in nn.MultiheadAttention's sense (``True`` = masked out) as an additive float mask."""
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, -math.inf)
+    return mask.to(dtype)
+
+
+def _fused_mha_forward(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight: torch.Tensor | None,
+    in_proj_bias: torch.Tensor | None,
+    bias_k: torch.Tensor | None,
+    bias_v: torch.Tensor | None,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight: torch.Tensor,
+    out_proj_bias: torch.Tensor | None,
+    training: bool = True,
+    key_padding_mask: torch.Tensor | None = None,
+    need_weights: bool = True,
+    attn_mask: torch.Tensor | None = None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight: torch.Tensor | None = None,
+    k_proj_weight: torch.Tensor | None = None,
+    v_proj_weight: torch.Tensor | None = None,
+    static_k: torch.Tensor | None = None,
+    static_v: torch.Tensor | None = None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+) -> tuple[torch.Tensor, None] | None:
+    """``F.multi_head_attention_forward`` without weights, as a GPU runs it: projections around fused SDPA.
+
+    The forms with extra key / value rows (``bias_k``, ``add_zero_attn``, ``static_k``) and unbatched
+    inputs keep the decomposition.
+    """
+    if (
+        need_weights
+        or query.dim() != 3
+        or bias_k is not None
+        or bias_v is not None
+        or add_zero_attn
+        or static_k is not None
+        or static_v is not None
+    ):
+        return None
+    q_len, batch, embed_dim = query.shape
+    kv_len = key.shape[0]
+    batch_first = query.transpose(0, 1)
+    if (
+        _fast_path_applies(query, key, value, embed_dim, num_heads)
+        and batch_first.is_contiguous()  # the module was batch_first: nn.MultiheadAttention's fast path
+        and not use_separate_proj_weight
+        and in_proj_weight is not None
+        and key_padding_mask is None
+        and attn_mask is None
+        and not (training and dropout_p > 0)
+        and not torch.is_grad_enabled()
+    ):
+        fast = _packed_self_attention(
+            batch_first, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias
+        )
+        if fast is not None:
+            return fast.transpose(0, 1), None
+    head_dim = embed_dim // num_heads
+    if use_separate_proj_weight:
+        assert q_proj_weight is not None and k_proj_weight is not None and v_proj_weight is not None
+        b_q, b_k, b_v = in_proj_bias.chunk(3) if in_proj_bias is not None else (None, None, None)
+        q = F.linear(query, q_proj_weight, b_q)
+        k = F.linear(key, k_proj_weight, b_k)
+        v = F.linear(value, v_proj_weight, b_v)
+    elif query is key and key is value:  # self-attention: one packed projection, split by a copy
+        assert in_proj_weight is not None
+        packed = F.linear(query, in_proj_weight, in_proj_bias)
+        packed = packed.unflatten(-1, (3, embed_dim)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+        q, k, v = packed[0], packed[1], packed[2]
+    else:
+        assert in_proj_weight is not None
+        w_q, w_k, w_v = in_proj_weight.chunk(3)
+        b_q, b_k, b_v = in_proj_bias.chunk(3) if in_proj_bias is not None else (None, None, None)
+        q, k, v = F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+
+    def heads(x: torch.Tensor, length: int) -> torch.Tensor:
+        return x.view(length, batch * num_heads, head_dim).transpose(0, 1).view(batch, num_heads, length, head_dim)
+
+    mask = None
+    causal = is_causal and key_padding_mask is None and attn_mask is None
+    if attn_mask is not None:
+        mask = _additive(attn_mask, q.dtype)
+        mask = mask.view(batch, num_heads, q_len, kv_len) if mask.dim() == 3 else mask
+    if key_padding_mask is not None:
+        padding = _additive(key_padding_mask, q.dtype).view(batch, 1, 1, kv_len)
+        mask = padding if mask is None else mask + padding
+    out = _fused_sdpa(
+        heads(q, q_len), heads(k, kv_len), heads(v, kv_len), mask, dropout_p if training else 0.0, causal
+    )
+    if out is None:
+        return None
+    out = out.permute(2, 0, 1, 3).contiguous().view(batch * q_len, embed_dim)
+    return F.linear(out, out_proj_weight, out_proj_bias).view(q_len, batch, embed_dim), None
+
+
+class FusedAttentionMode(TorchFunctionMode):
+    """Routes attention to the fused kernels a CUDA GPU runs (see the module docstring)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if func is F.scaled_dot_product_attention:
+            out = _fused_sdpa(*args, **kwargs)
+            if out is not None:
+                return out
+        elif func is F.multi_head_attention_forward:
+            lowered = _fused_mha_forward(*args, **kwargs)
+            if lowered is not None:
+                return lowered
+        elif func is torch._native_multi_head_attention:
+            result = _fused_native_mha(*args, **kwargs)
+            if result is not None:
+                return result
+        return func(*args, **kwargs)
+
+
+def lowering_context(lowering: Lowering | str | None) -> contextlib.AbstractContextManager[Any]:
+    """The context to run the dry run in for ``lowering``: the fused-attention mode for CUDA, nothing for CPU."""
+    if parse_lowering(lowering) is Lowering.CUDA:
+        return FusedAttentionMode()
+    return contextlib.nullcontext()
