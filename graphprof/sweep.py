@@ -388,7 +388,7 @@ def check_values(values: Sequence[float], what: str = "sweep values") -> None:
             raise InvalidInputError(f"{what}: {v!r} is not a number")
         if v <= 0:
             raise InvalidInputError(f"{what}: values must be positive, got {v}")
-    for a, b in zip(values, values[1:]):
+    for a, b in zip(values[:-1], values[1:], strict=True):
         if b <= a:
             raise InvalidInputError(f"{what}: values must be sorted and distinct, got {a} then {b}")
 

@@ -14,10 +14,10 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.table import Table
 
+from graphprof.errors import OutputError
 from graphprof.render.files import csv_text, output_format, write_atomic
 from graphprof.render.plots import PLOT_FORMATS, _figure, _save, require_matplotlib
 from graphprof.render.table import format_bytes, format_count, format_seconds
-from graphprof.errors import OutputError
 from graphprof.sweep import METRICS, Axis, Sweep
 
 __all__ = ["render_sweep", "render_sweep_json", "render_sweep_csv", "write_sweep", "render_sweep_plot", "write_sweep_plot"]
