@@ -24,7 +24,7 @@ from graphprof.options import Mode, parse_dtype, parse_shape  # noqa: E402
 from graphprof.prepared import PreparedModel, prepare  # noqa: E402
 from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: E402
 from graphprof.roofline import DEFAULT_THRESHOLD, Bound, Roofline, classify  # noqa: E402
-from graphprof.sweep import Sweep, sweep  # noqa: E402
+from graphprof.scaling import ScalingExperiment, Sweep, sweep  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -33,6 +33,7 @@ __all__ = [
     "PreparedModel",
     "sweep",
     "Sweep",
+    "ScalingExperiment",
     "compare_models",
     "ModelOutcome",
     "InputSpec",

@@ -74,7 +74,7 @@ def sweep_command(
     from graphprof.render.files import output_format
     from graphprof.render.plots import require_matplotlib
     from graphprof.render.sweep import render_sweep, write_sweep, write_sweep_plot
-    from graphprof.sweep import Sweep, parse_values, sweep
+    from graphprof.scaling import Sweep, parse_values, sweep
     from graphprof_cli.main import _console, run_guarded
 
     def checked() -> tuple[str, list[float], str | None]:

@@ -1,4 +1,4 @@
-"""Scaling sweeps: one model profiled along one axis (batch, resolution, sequence length, depth, a factory keyword).
+"""Scaling sweeps (:func:`graphprof.sweep`): one model profiled along one axis (batch, resolution, sequence length, depth, a factory keyword).
 
 A sweep is built on :func:`graphprof.prepare`: the model is resolved, warmed up and captured once, and
 each point is one :meth:`PreparedModel.profile` (a dry run on the same capture). Only the ``layers``
@@ -49,6 +49,7 @@ __all__ = [
     "sweep",
     "parse_values",
     "find_knee",
+    "ScalingExperiment",
 ]
 
 
@@ -672,3 +673,60 @@ def sweep(
         profiles=tuple(profiles),
     )
 
+
+
+class ScalingExperiment:
+    """The seed framework's scaling experiment over ``model_factory(**kwargs)``, on graphprof's sweeps.
+
+    ``run(name, values)`` sweeps ``name``: an axis (``batch``, ``resolution``, ``seq-len``) or a keyword
+    of the factory; ``run_layer_scaling(values)`` sweeps ``num_layers``; ``print_summary()`` prints every
+    sweep run so far (Rich). This class is the one place in the library that prints: it is the seed's API,
+    kept so its users' code ports with an import change. ``device`` is where ``measure=True`` runs.
+
+    >>> exp = ScalingExperiment(make_model, "cpu", input_shape=(1, 16))   # doctest: +SKIP
+    >>> exp.run("hidden_dim", [64, 128]); exp.run_layer_scaling([2, 4]); exp.print_summary()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model_factory: Callable[..., nn.Module],
+        device: str | torch.device | None = None,
+        *,
+        input_shape: Sequence[int] | str | None = None,
+        example_inputs: tuple | list | torch.Tensor | None = None,
+        example_kwargs: dict[str, Any] | None = None,
+        hardware: Hardware | str | None = None,
+        measure: bool = False,
+    ) -> None:
+        self.model_factory = model_factory
+        self.device = None if device is None else str(device)
+        self.options: dict[str, Any] = {
+            "input_shape": input_shape, "example_inputs": example_inputs, "example_kwargs": example_kwargs,
+            "hardware": hardware, "measure": measure, "device": self.device,
+        }  # fmt: skip
+        self.results: dict[str, Sweep] = {}
+
+    def run(self, name: str, values: Sequence[float]) -> Sweep:
+        """Sweep ``name`` (an axis, or a factory keyword) over ``values``; kept under ``results[name]``."""
+        axis_names = {a.value for a in (Axis.BATCH, Axis.RESOLUTION, Axis.SEQ_LEN)}
+        normalised = name.replace("_", "-")
+        if normalised in axis_names:
+            result = sweep(self.model_factory, normalised, values, **self.options)
+        else:
+            result = sweep(self.model_factory, Axis.SET, values, key=name, **self.options)
+        self.results[name] = result
+        return result
+
+    def run_layer_scaling(self, values: Sequence[int] = (2, 4, 6, 8, 12, 16)) -> Sweep:
+        """Sweep the factory's ``num_layers`` (the seed's default depths)."""
+        return self.run(FACTORY_LAYERS_KEY, values)
+
+    def print_summary(self) -> None:
+        """Print each sweep's table and growth fits with Rich."""
+        from rich.console import Console
+
+        from graphprof.render.sweep import render_sweep
+
+        console = Console()
+        for result in self.results.values():
+            console.print(render_sweep(result))
