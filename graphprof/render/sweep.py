@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from graphprof.errors import OutputError
 from graphprof.render.files import csv_text, output_format, write_atomic
@@ -59,13 +60,13 @@ def render_sweep(sweep: Sweep) -> RenderableType:
     linear and quadratic terms of MACs with the quadratic share at the largest point)."""
     metrics = _metrics(sweep)
     title = f"{sweep.model}: {sweep.label} sweep" + (f" (estimates for {sweep.hardware})" if sweep.hardware else "")
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")  # Text: a name like hf:llama is no emoji code
     table.add_column(sweep.label, justify="right", no_wrap=True)
-    table.add_column("Inputs", overflow="fold")
+    table.add_column("Inputs", no_wrap=True)
     for metric in metrics:
         table.add_column(_TITLES[metric], justify="right", no_wrap=True)
     for row in sweep.rows:
-        table.add_row(_value(row.value), row.inputs, *(_show(m, row.metric(m)) for m in metrics))
+        table.add_row(_value(row.value), row.inputs.replace(" float32", "").replace(" int64", ""), *(_show(m, row.metric(m)) for m in metrics))
     if sweep.stopped_at is not None:
         table.add_row(_value(sweep.stopped_at), "out of memory", *("-" for _ in metrics))
     parts: list[RenderableType] = [table]
@@ -81,8 +82,9 @@ def render_sweep(sweep: Sweep) -> RenderableType:
     if sweep.axis is Axis.SEQ_LEN and len(sweep.rows) >= 3:
         quad = sweep.fit_quadratic("macs")
         largest = sweep.rows[-1].value
+        sign = "-" if round(quad.constant) < 0 else "+"
         parts.append(
-            f"MACs = {quad.linear:,.0f}·S + {quad.quadratic:,.0f}·S² + {quad.constant:,.0f}  (R² {quad.r2:.3f}); "
+            f"MACs = {quad.linear:,.0f}·S + {quad.quadratic:,.0f}·S² {sign} {abs(round(quad.constant)):,}  (R² {quad.r2:.3f}); "
             f"the S² term (attention) is {quad.quadratic_share(largest):.1%} of MACs at S = {_value(largest)}"
         )
     knee = sweep.knee()
