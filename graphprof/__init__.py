@@ -49,6 +49,9 @@ _EXPORTS: dict[str, str] = {
     "classify": "graphprof.roofline",
     "DEFAULT_THRESHOLD": "graphprof.roofline",
     "GraphprofError": "graphprof.errors",
+    "sweep": "graphprof.scaling",
+    "Sweep": "graphprof.scaling",
+    "ScalingExperiment": "graphprof.scaling",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -79,3 +82,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: F401
     from graphprof.roofline import DEFAULT_THRESHOLD, Bound, Roofline, classify  # noqa: F401
     from graphprof.runloop import Observer  # noqa: F401
+    from graphprof.scaling import ScalingExperiment, Sweep, sweep  # noqa: F401

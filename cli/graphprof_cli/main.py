@@ -293,9 +293,11 @@ def hardware_command(
 
 def _register_commands() -> None:
     """Subcommands that live in their own modules (their heavy imports stay inside them)."""
+    from graphprof_cli.sweep import sweep_command
     from graphprof_cli.validate import validate_command
 
     app.command("validate")(validate_command)
+    app.command("sweep")(sweep_command)
 
 
 _register_commands()

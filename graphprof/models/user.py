@@ -4,7 +4,8 @@ The module is imported with the current directory first on ``sys.path`` (removed
 a file's own directory too), the attribute is looked up (dots allowed: ``mod:Zoo.small``), and then:
 a class is instantiated with no arguments, a function is called with no arguments, an
 ``nn.Module`` instance is used as it is. The result must be an ``nn.Module``; it is put in
-``eval()`` mode.
+``eval()`` mode. Keywords for a factory or class follow a ``?`` as for ``hf:`` specs
+(``pkg.mod:make_model?width=64&depth=4``: values read as int, float, bool, none, else text).
 
 A user's model has no default input, so ``input_shape`` is required: the example input is one
 float32 ``randn`` tensor of that shape. With ``device="meta"`` the factory may be called up to three
@@ -13,6 +14,7 @@ times (see :mod:`graphprof.models.device`); a factory should build and do nothin
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -30,7 +32,7 @@ from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundEr
 from graphprof.models.base import ResolvedModel, a_type, effective_shape, random_tensor
 from graphprof.models.device import build_module
 
-__all__ = ["is_user_spec", "resolve_user"]
+__all__ = ["is_user_spec", "resolve_user", "find_user_object"]
 
 
 def is_user_spec(spec: str) -> bool:
@@ -95,6 +97,14 @@ def _import_target(target: str, spec: str) -> ModuleType:
         raise ModelBuildError(f"{spec}: importing {target} failed: {type(exc).__name__}: {exc}") from exc
 
 
+def find_user_object(spec: str) -> Any:
+    """What ``target:attribute`` names (``pkg.mod:make_model?width=64`` -> the function ``make_model``),
+    imported but not called."""
+    base = spec.partition("?")[0]
+    target, _, attribute = base.rpartition(":")
+    return _attribute(_import_target(target, spec), attribute, spec, target)
+
+
 def _attribute(module: ModuleType, dotted: str, spec: str, target: str) -> Any:
     """``module.a.b`` for ``dotted="a.b"``; a missing one names ``target``, the user's file or module."""
     found: Any = module
@@ -113,19 +123,25 @@ def resolve_user(
     device: torch.device,
 ) -> ResolvedModel:
     """Import ``target:attribute``, build the model it names, and a ``randn`` input of ``input_shape``."""
-    target, _, attribute = spec.rpartition(":")
-    obj = _attribute(_import_target(target, spec), attribute, spec, target)
+    from graphprof.models.hf import parse_options
+
+    options = parse_options(spec.partition("?")[2]) if "?" in spec else {}
+    obj = find_user_object(spec)
     if input_shape is None:
         raise InvalidInputError(f"{spec} has no default input; pass --input-shape (input_shape=...)")
     shape = effective_shape(input_shape, input_shape, batch_size, layout=None, model=spec)
+    if options and (isinstance(obj, torch.nn.Module) or not callable(obj)):
+        raise InvalidInputError(f"{spec}: keywords after '?' need a factory or class, not a {type(obj).__name__}")
     if isinstance(obj, torch.nn.Module):
         model, notes = obj, ["used the module object as it is"]
         if device.type != "cpu":
             model = model.to(device)
     elif callable(obj):
         kind = "class" if isinstance(obj, type) else "factory"
-        model, build_notes = build_module(obj, device, f"the {kind} {spec}")
-        notes = [f"built by calling the {kind} with no arguments", *build_notes]
+        builder = functools.partial(obj, **options) if options else obj
+        model, build_notes = build_module(builder, device, f"the {kind} {spec}")
+        called = ", ".join(f"{k}={v!r}" for k, v in options.items()) or "no arguments"
+        notes = [f"built by calling the {kind} with {called}", *build_notes]
     else:
         raise ModelBuildError(f"{spec} is {a_type(obj)}, neither an nn.Module nor a callable that builds one")
     model.eval()

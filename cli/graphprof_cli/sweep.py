@@ -1,0 +1,115 @@
+"""``graphprof sweep``: profile one model along one axis; parses options, calls :func:`graphprof.sweep`, renders.
+
+Exactly one of ``--batch``, ``--resolution``, ``--seq-len``, ``--layers`` or ``--set key=v1,v2`` names
+the axis; its values are a comma list or a range (``1:256:x2``, ``128:512:+128``). Bad values, an axis
+the model lacks and a factory without the keyword are one line on stderr (exit 2) before any work.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+class SweepFormat(str, Enum):
+    json = "json"
+    csv = "csv"
+
+
+def _axis(batch: str | None, resolution: str | None, seq_len: str | None, layers: str | None, set_: str | None) -> tuple[str, str, str | None]:
+    """``(axis, values text, factory keyword)`` from the one axis option given."""
+    from graphprof.errors import InvalidInputError
+
+    given = [
+        (name, text)
+        for name, text in (("batch", batch), ("resolution", resolution), ("seq-len", seq_len), ("layers", layers), ("set", set_))
+        if text is not None
+    ]
+    if len(given) != 1:
+        named = ", ".join(f"--{n}" for n, _ in given) or "none"
+        raise InvalidInputError(f"give exactly one axis: --batch, --resolution, --seq-len, --layers or --set (got {named})")
+    axis, text = given[0]
+    if axis != "set":
+        return axis, text, None
+    key, sep, values = text.partition("=")
+    if not sep or not key.strip():
+        raise InvalidInputError(f"--set takes key=v1,v2,... (a keyword of the factory), got {text!r}")
+    return axis, values, key.strip()
+
+
+def sweep_command(
+    model: Annotated[str, typer.Option("--model", "-m", help="The model: resnet50, hf:llama, yolov8n, pkg.mod:factory.")],
+    batch: Annotated[str | None, typer.Option("--batch", help="Batch sizes: 1,2,4 or 1:256:x2.")] = None,
+    resolution: Annotated[
+        str | None, typer.Option("--resolution", help="Image sides (H = W): 224,320,448 (images and video).")
+    ] = None,
+    seq_len: Annotated[str | None, typer.Option("--seq-len", help="Sequence lengths: 128:8192:x2 (transformers).")] = None,
+    layers: Annotated[
+        str | None, typer.Option("--layers", help="Depths: 2,4,8,16 (hf: num_hidden_layers; a factory's num_layers).")
+    ] = None,
+    set_: Annotated[
+        str | None, typer.Option("--set", help="A factory keyword and its values: width=32,64,128.")
+    ] = None,
+    measure: Annotated[bool, typer.Option("--measure", help="Also measure time and memory per point (real runs).")] = False,
+    device: Annotated[str | None, typer.Option("--device", help="Device of --measure (default cuda).")] = None,
+    hardware: Annotated[
+        str | None, typer.Option("--hardware", help="Device preset for the estimated time (see `graphprof hardware`).")
+    ] = None,
+    input_shape: Annotated[str | None, typer.Option("--input-shape", help="Base input shape: 1 3 224 224.")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Base batch size (other axes).")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="Count as this dtype: float32, float16, bfloat16.")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="eval: inference; train: forward + backward.")] = "eval",
+    plot: Annotated[Path | None, typer.Option("--plot", help="Draw the metrics against the axis (log-log): sweep.png.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the sweep to a .json or .csv file.")] = None,
+    fmt: Annotated[SweepFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+) -> None:
+    """Profile one model along one axis, with growth fits: graphprof sweep --model resnet50 --batch 1:128:x2."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from graphprof.render.files import output_format
+    from graphprof.render.plots import require_matplotlib
+    from graphprof.render.sweep import render_sweep, write_sweep, write_sweep_plot
+    from graphprof.scaling import Sweep, parse_values, sweep
+    from graphprof_cli.main import _console, run_guarded
+
+    def checked() -> tuple[str, list[float], str | None]:
+        axis, text, key = _axis(batch, resolution, seq_len, layers, set_)
+        values = parse_values(text, f"--{axis}")
+        if output is not None:
+            output_format(output, fmt.value if fmt else None)
+        if plot is not None:
+            require_matplotlib()
+        return axis, values, key
+
+    axis, values, key = run_guarded(checked, debug)
+    console = _console()
+
+    def work() -> Sweep:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+            task = progress.add_task(f"preparing {model}", total=len(values))
+
+            def on_point(index: int, value: float, row: object) -> None:
+                if row is None:
+                    progress.update(task, description=f"{key or axis} {value}")
+                else:
+                    progress.update(task, advance=1)
+
+            return sweep(
+                model, axis, values, key=key, measure=measure, device=device, hardware=hardware,
+                input_shape=input_shape, batch_size=batch_size, dtype=dtype, mode=mode, on_point=on_point,
+            )  # fmt: skip
+
+    result = run_guarded(work, debug)
+    console.print(render_sweep(result))
+    if output is not None:
+        run_guarded(lambda: write_sweep(result, output, fmt.value if fmt else None), debug)
+        console.print(f"wrote {output}")
+    if plot is not None:
+        run_guarded(lambda: write_sweep_plot(result, plot), debug)
+        console.print(f"wrote {plot}")
