@@ -20,6 +20,19 @@ from graphprof.errors import GraphprofError  # noqa: E402
 from graphprof.formulas import Cost  # noqa: E402
 from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: E402
 from graphprof.inputs import InputSpec  # noqa: E402
+from graphprof.measure import (  # noqa: E402
+    Measurement,
+    MemoryStats,
+    ProfilingContext,
+    RuntimeStats,
+    benchmark_function,
+    capture_model,
+    get_memory_breakdown,
+    parse_model_trace,
+    profile_backward,
+    profile_forward,
+    profile_training_step,
+)
 from graphprof.options import Mode, parse_dtype, parse_shape  # noqa: E402
 from graphprof.prepared import PreparedModel, prepare  # noqa: E402
 from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: E402
@@ -53,4 +66,15 @@ __all__ = [
     "GraphprofError",
     "parse_dtype",
     "parse_shape",
+    "Measurement",
+    "RuntimeStats",
+    "MemoryStats",
+    "ProfilingContext",
+    "benchmark_function",
+    "profile_forward",
+    "profile_backward",
+    "profile_training_step",
+    "get_memory_breakdown",
+    "capture_model",
+    "parse_model_trace",
 ]
