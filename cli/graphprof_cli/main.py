@@ -153,6 +153,12 @@ def profile(
             "--plot", help="Write a chart: roofline.png, layers.png, or KIND=PATH (repeatable; needs matplotlib)."
         ),
     ] = None,
+    measure: Annotated[bool, typer.Option("--measure", help="Also run the model for real: times, memory, per-layer measured vs estimated.")] = False,
+    device: Annotated[str | None, typer.Option("--device", help="With --measure: cpu or cuda (default: cuda when present).")] = None,
+    iters: Annotated[int, typer.Option("--iters", help="With --measure: at most this many timed iterations (stops early once stable).")] = 50,
+    warmup: Annotated[int, typer.Option("--warmup", help="With --measure: warm-up iterations, reported apart.")] = 5,
+    trace: Annotated[Path | None, typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory.")] = None,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="With --measure --mode train: sgd or adamw.")] = "sgd",
     debug: DebugOption = False,
 ) -> None:
     """Profile a model: graphprof --model resnet18 [--hardware h100] [--output p.json] [--plot roofline.png]."""
@@ -175,13 +181,21 @@ def profile(
 
     def work() -> Any:
         # Everything that can be checked without the model is checked first, so a typo costs no profiling.
-        device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
+        device_hw = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
         if output is not None:
             output_format(output, fmt.value if fmt else None)
         for spec in plot or []:
             parse_plot_spec(spec)
         if plot:
             require_matplotlib()
+        if measure:
+            from graphprof_cli.measure import run_measure
+
+            with console.status(f"profiling and measuring {model} ...", spinner="dots"):
+                return run_measure(
+                    model, hardware=device_hw, device=device, iters=iters, warmup=warmup, trace=trace, optimizer=optimizer,
+                    profile_options={"input_shape": input_shape, "batch_size": batch_size, "dtype": dtype, "mode": mode.value, "methods": capture.methods},
+                )  # fmt: skip
         with console.status(f"profiling {model} ...", spinner="dots"):
             result = graphprof.profile_model(
                 model,
@@ -191,10 +205,14 @@ def profile(
                 mode=mode.value,
                 methods=capture.methods,
             )
-        return result, classify(result, device)
+        return result, classify(result, device_hw)
 
     result, roofline = run_guarded(work, debug)
     console.print(render_report(result, roofline, show_shapes=showshape, verbose=verbose, depth=depth, top=top))
+    if result.measurement is not None:
+        from graphprof.render.measured import render_measured
+
+        console.print(render_measured(result, roofline))
     if output is not None:
         run_guarded(lambda: write_output(result, output, fmt.value if fmt else None, roofline), debug)
         console.print(f"wrote {output}")
