@@ -52,6 +52,17 @@ _EXPORTS: dict[str, str] = {
     "sweep": "graphprof.scaling",
     "Sweep": "graphprof.scaling",
     "ScalingExperiment": "graphprof.scaling",
+    "Measurement": "graphprof.measure",
+    "MemoryStats": "graphprof.measure",
+    "ProfilingContext": "graphprof.measure",
+    "RuntimeStats": "graphprof.measure",
+    "benchmark_function": "graphprof.measure",
+    "capture_model": "graphprof.measure",
+    "get_memory_breakdown": "graphprof.measure",
+    "parse_model_trace": "graphprof.measure",
+    "profile_backward": "graphprof.measure",
+    "profile_forward": "graphprof.measure",
+    "profile_training_step": "graphprof.measure",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -77,6 +88,19 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from graphprof.formulas import Cost  # noqa: F401
     from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: F401
     from graphprof.inputs import InputSpec  # noqa: F401
+    from graphprof.measure import (  # noqa: F401
+        Measurement,
+        MemoryStats,
+        ProfilingContext,
+        RuntimeStats,
+        benchmark_function,
+        capture_model,
+        get_memory_breakdown,
+        parse_model_trace,
+        profile_backward,
+        profile_forward,
+        profile_training_step,
+    )
     from graphprof.options import Mode, parse_dtype, parse_shape  # noqa: F401
     from graphprof.prepared import PreparedModel, prepare  # noqa: F401
     from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: F401

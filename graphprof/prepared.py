@@ -306,6 +306,16 @@ class PreparedModel:
                 run.timings.append(("propagate", time.perf_counter() - start))
         return self._build(run, args, kwargs, train, run_dtype)
 
+    def measure(self, **options: Any) -> Any:
+        """A real run on a device (CUDA when present): a :class:`graphprof.measure.Measurement`.
+
+        Options as :func:`graphprof.measure.measure_prepared` (``device``, ``iters``, ``warmup``,
+        ``trace_dir``, ``mode``, ``optimizer``, ``batch_size``, ...). The model is left as found.
+        """
+        from graphprof.measure.run import measure_prepared
+
+        return measure_prepared(self, **options)
+
     def _build(self, run: _Run, args: tuple, kwargs: dict, train: bool, run_dtype: torch.dtype | None) -> Profile:
         t = time.perf_counter()
         rows, unsupported = count_costs(run.trace)

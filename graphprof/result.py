@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 #: Version of the dictionary layout produced by :meth:`Profile.to_dict` (and so of the JSON file).
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"
 
 Shape = tuple[int, ...]
 
@@ -177,6 +177,8 @@ class Profile:
     #: how ops were lowered for costing: ``"cpu"`` (the decomposition the profiling machine runs) or
     #: ``"cuda"`` (fused attention kernels, as a GPU runs them; see :mod:`graphprof.lowering`)
     lowering: str = "cpu"
+    #: A real run beside the estimate (``graphprof.measure.Measurement``), when one was taken.
+    measurement: Any = None
 
     # ---- totals (sums of the rows, computed once: renderers ask for them often) ---------------
     @cached_property
@@ -257,6 +259,20 @@ class Profile:
             "timings_s": dict(self.timings),
             "layers": [row.to_dict() for row in self.layers],
             "modules": [m.to_dict() for m in self.modules],
+            **self._measured_dict(),
+        }
+
+    def _measured_dict(self) -> dict[str, Any]:
+        """``runtime``, ``memory`` (``measured`` beside ``estimated``), ``host``, ``timestamp``: with a measurement only."""
+        if self.measurement is None:
+            return {}
+        m = self.measurement.to_dict()
+        estimated = {"param_bytes": self.param_bytes, "buffer_bytes": self.buffer_bytes, "peak_activation_bytes": self.peak_activation_bytes}
+        return {
+            "timestamp": m["timestamp"],
+            "host": m["host"],
+            "runtime": {**m["runtime"], "device": m["device"], "dtype": m["dtype"], "mode": m["mode"], "inputs": m["inputs"], "traces": m["traces"], "notes": m["notes"]},
+            "memory": {"measured": m["memory"], "estimated": estimated},
         }
 
 

@@ -159,6 +159,12 @@ def profile(
         ),
     ] = None,
     width: WidthOption = None,
+    measure: Annotated[bool, flag("--measure", help="Also run the model for real: times, memory, per-layer measured vs estimated.")] = False,
+    device: Annotated[str | None, typer.Option("--device", help="With --measure: cpu or cuda (default: cuda when present).")] = None,
+    iters: Annotated[int, typer.Option("--iters", help="With --measure: at most this many timed iterations (stops early once stable).")] = 50,
+    warmup: Annotated[int, typer.Option("--warmup", help="With --measure: warm-up iterations, reported apart.")] = 5,
+    trace: Annotated[Path | None, typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory.")] = None,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="With --measure --mode train: sgd or adamw.")] = "sgd",
     debug: DebugOption = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
@@ -194,7 +200,7 @@ def profile(
 
     def work() -> Any:
         # Everything that can be checked without the model is checked first, so a typo costs no profiling.
-        device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
+        device_hw = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
         graphprof.parse_shape(input_shape)
         if output is not None:
             chosen.append(check_output(output, fmt.value if fmt else None))
@@ -202,6 +208,17 @@ def profile(
             parse_plot_spec(spec)
         if plot:
             require_matplotlib()
+        if measure:
+            from graphprof_cli.measure import run_measure
+
+            with console.status(f"profiling and measuring {model} ...", spinner="dots"):
+                return run_measure(
+                    model, hardware=device_hw, device=device, iters=iters, warmup=warmup, trace=trace, optimizer=optimizer,
+                    profile_options={
+                        "input_shape": input_shape, "batch_size": batch_size, "dtype": dtype, "mode": mode.value,
+                        "methods": capture.methods, "allow_unsafe_load": allow_unsafe_load,
+                    },
+                )  # fmt: skip
         with console.status(f"profiling {model} ...", spinner="dots"):
             result = graphprof.profile_model(
                 model,
@@ -211,12 +228,16 @@ def profile(
                 mode=mode.value,
                 methods=capture.methods,
                 allow_unsafe_load=allow_unsafe_load,
-                target=device.target if device is not None else None,
+                target=device_hw.target if device_hw is not None else None,
             )
-        return result, classify(result, device)
+        return result, classify(result, device_hw)
 
     result, roofline = run_guarded(work, debug)
     console.print(render_report(result, roofline, show_shapes=showshape, verbose=verbose, depth=depth, top=top))
+    if result.measurement is not None:
+        from graphprof.render.measured import render_measured
+
+        console.print(render_measured(result, roofline))
     if to_stdout:
         sys.stdout.write(run_guarded(lambda: render_output(result, chosen[0], roofline), debug))
         sys.stdout.flush()

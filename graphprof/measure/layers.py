@@ -1,0 +1,121 @@
+"""Per-layer and per-op measured time: ``record_function`` ranges around layers, ``torch.profiler`` events
+attributed to the innermost range that holds them.
+
+:class:`LayerRanges` is a run-loop observer: it opens a range named ``graphprof.layer::<layer name>``
+when a layer is entered and closes it when the layer is left (eager mode ignores the profiler's
+``with_modules``, so the ranges are what names modules in the trace). :func:`attribute` then gives each
+profiler event to the innermost layer range around it and adds up *self* times, so nested layers (a
+block and its convolutions) are never counted twice and the layers sum to the profiled forward.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from graphprof.measure.result import OUTSIDE
+from graphprof.runloop import Layer, Observer, RunContext
+
+__all__ = ["RANGE_PREFIX", "LayerRanges", "RunTimes", "attribute", "kernel_busy_us"]
+
+#: Prefix of the ``record_function`` range names that mark layers in a trace.
+RANGE_PREFIX = "graphprof.layer::"
+
+
+class LayerRanges(Observer):
+    """Opens a ``record_function`` range per layer on the run loop; records each layer's type."""
+
+    def __init__(self) -> None:
+        self.open: list[Any] = []
+        self.types: dict[str, str] = {}
+
+    def started(self, ctx: RunContext) -> None:
+        self.close()
+
+    def layer_entered(self, layer: Layer) -> None:
+        self.types.setdefault(layer.name, layer.type)
+        rf = torch.autograd.profiler.record_function(RANGE_PREFIX + layer.name)
+        rf.__enter__()
+        self.open.append(rf)
+
+    def layer_left(self, layer: Layer, output: Any) -> None:
+        if self.open:
+            self.open.pop().__exit__(None, None, None)
+
+    def finished(self, outputs: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close ranges left open (a run that failed half-way)."""
+        while self.open:
+            self.open.pop().__exit__(None, None, None)
+
+
+@dataclass
+class RunTimes:
+    """Self times of one profiled run, in microseconds: per layer, and per (layer, aten op)."""
+
+    cpu_us: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    kernel_us: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    op_cpu_us: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    op_kernel_us: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    op_calls: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    order: list[str] = field(default_factory=list)
+
+
+def _is_device_event(event: Any) -> bool:
+    return getattr(event, "device_type", None) is not None and event.device_type != torch.autograd.DeviceType.CPU
+
+
+def _owner(event: Any) -> str:
+    e = event
+    while e is not None:
+        if e.name.startswith(RANGE_PREFIX):
+            return e.name[len(RANGE_PREFIX) :]
+        e = e.cpu_parent
+    return OUTSIDE
+
+
+def attribute(events: Iterable[Any]) -> RunTimes:
+    """Self time of every host event (and kernel time of what it launched) given to its innermost layer.
+
+    ``events`` are a profiler's ``FunctionEvent``s (``prof.events()``). A layer range's own self time
+    (the Python between its ops) stays with the layer; events outside every range go to ``OUTSIDE``.
+    """
+    times = RunTimes()
+    for e in events:
+        if _is_device_event(e):
+            continue
+        layer = _owner(e)
+        if layer not in times.cpu_us:
+            times.order.append(layer)
+        times.cpu_us[layer] += e.self_cpu_time_total
+        kernels = sum(k.duration for k in getattr(e, "kernels", ()))
+        times.kernel_us[layer] += kernels
+        if e.name.startswith(RANGE_PREFIX):
+            times.calls[layer] += 1
+        elif e.name.startswith("aten::"):
+            key = (layer, e.name)
+            times.op_cpu_us[key] += e.self_cpu_time_total
+            times.op_kernel_us[key] += kernels
+            times.op_calls[key] += 1
+    return times
+
+
+def kernel_busy_us(events: Iterable[Any]) -> float:
+    """Time at least one GPU kernel was running: the union of the device events' intervals (microseconds)."""
+    spans = sorted(
+        (e.time_range.start, e.time_range.end) for e in events if _is_device_event(e) and e.time_range.end > e.time_range.start
+    )
+    busy, end = 0.0, float("-inf")
+    for start, stop in spans:
+        if stop <= end:
+            continue
+        busy += stop - max(start, end)
+        end = stop
+    return busy

@@ -1,0 +1,149 @@
+"""Measured memory: the allocator's own figures, and a breakdown by category.
+
+* On CUDA: ``torch.cuda.max_memory_allocated`` / ``memory_reserved`` around the run.
+* On the CPU: the allocator events ``torch.profiler`` records with ``profile_memory=True`` (each
+  ``[memory]`` event carries the bytes allocated since profiling started). Python's ``tracemalloc`` sees
+  no tensor memory and RSS counts the interpreter, so neither is used.
+* The breakdown (parameters, buffers, gradients, optimizer state, activations, temporaries) comes from
+  ``torch.distributed._tools.mem_tracker.MemTracker``, which tags storages through a dispatch mode and
+  module hooks and works on the CPU as on CUDA.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from graphprof.measure.result import CATEGORIES, MemoryBreakdown, MemoryStats
+from graphprof.measure.timing import _grads_kept, call_model, default_loss
+
+__all__ = ["memory_stats", "peak_during", "cpu_peak_from_trace", "tracked_breakdown", "get_memory_breakdown"]
+
+
+def memory_stats(device: torch.device | str) -> MemoryStats:
+    """The allocator's figures now (seed 004's ``MemoryStats``); on the CPU only what the device reports."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return MemoryStats(
+            peak_bytes=torch.cuda.max_memory_allocated(dev),
+            allocated_bytes=torch.cuda.memory_allocated(dev),
+            reserved_bytes=torch.cuda.memory_reserved(dev),
+            device=str(dev),
+        )
+    return MemoryStats(peak_bytes=0, allocated_bytes=0, reserved_bytes=None, device=str(dev))
+
+
+def cpu_peak_from_trace(trace: dict[str, Any]) -> int:
+    """Highest ``Total Allocated`` among a trace's CPU ``[memory]`` events: bytes allocated since the
+    profiler started, at their peak (0 when nothing was allocated)."""
+    peak = 0
+    for e in trace.get("traceEvents", ()):
+        args = e.get("args") or {}
+        if e.get("name") == "[memory]" and args.get("Device Type", 0) == 0:
+            peak = max(peak, int(args.get("Total Allocated", 0)))
+    return peak
+
+
+def peak_during(fn: Callable[[], Any], device: torch.device | str) -> tuple[int, int | None]:
+    """Bytes allocated on top of what was live, at the peak of ``fn()``, and the reserved bytes (CUDA).
+
+    On the CPU ``fn`` runs under ``torch.profiler`` with ``profile_memory=True`` (its allocator events).
+    """
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        before = torch.cuda.memory_allocated(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        fn()
+        torch.cuda.synchronize(dev)
+        return torch.cuda.max_memory_allocated(dev) - before, torch.cuda.max_memory_reserved(dev)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="graphprof-mem-")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            return cpu_peak_from_trace(json.load(f)), None
+    finally:
+        os.unlink(path)
+
+
+_MEMTRACKER_KEYS = {
+    "PARAM": "parameters",
+    "BUFFER": "buffers",
+    "GRAD": "gradients",
+    "OPT": "optimizer_state",
+    "ACT": "activations",
+    "TEMP": "temporaries",
+    "OTH": "other",
+}
+
+
+def tracked_breakdown(model: nn.Module, step: Callable[[], Any], device: torch.device | str, optimizer: torch.optim.Optimizer | None = None) -> MemoryBreakdown:
+    """Run ``step()`` twice under MemTracker (the first fills lazy state such as optimizer moments) and
+    return the second run's peak, by category."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    tracker = MemTracker()
+    tracker.track_external(*([model] if optimizer is None else [model, optimizer]))
+    with tracker:
+        step()
+        tracker.reset_mod_stats()
+        step()
+    snapshot = tracker.get_tracker_snapshot("peak")
+    dev = torch.device(device)
+    key = next((d for d in snapshot if torch.device(d).type == dev.type), None)
+    found = {_MEMTRACKER_KEYS.get(str(k).rsplit(".", 1)[-1], "other"): int(v) for k, v in (snapshot.get(key) or {}).items() if str(k) != "Total"}
+    values = {c: found.get(c, 0) for c in CATEGORIES}
+    return MemoryBreakdown(**values, peak=sum(values.values()), device=str(dev), source="torch.distributed._tools.mem_tracker.MemTracker")
+
+
+def get_memory_breakdown(
+    model: nn.Module,
+    batch: Any,
+    device: torch.device | str | None = None,
+    *,
+    train: bool = True,
+    optimizer: torch.optim.Optimizer | None = None,
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
+) -> MemoryBreakdown:
+    """Peak memory of one step by category (seed 004): a forward, and with ``train`` a backward on the sum
+    of the outputs (or ``loss_fn(output)``), and with ``optimizer`` its step.
+
+    The model is left as found: gradients are put back, and with an optimizer the step runs on a copy of
+    the model and the optimizer's state is restored.
+    """
+    dev = torch.device(device) if device is not None else next((p.device for p in model.parameters()), torch.device("cpu"))
+    saved_opt = copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None
+    saved_params = {p: p.detach().clone() for p in model.parameters()} if optimizer is not None else {}
+
+    def step() -> None:
+        if not train:
+            with torch.no_grad():
+                call_model(model, batch)
+            return
+        out = call_model(model, batch)
+        (loss_fn or default_loss)(out).backward()
+        if optimizer is not None:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    try:
+        with _grads_kept(model):
+            return tracked_breakdown(model, step, dev, optimizer)
+    finally:
+        if optimizer is not None and saved_opt is not None:
+            with torch.no_grad():
+                for p, v in saved_params.items():
+                    p.copy_(v)
+            optimizer.load_state_dict(saved_opt)

@@ -1,0 +1,246 @@
+"""What a measurement returns: :class:`Measurement` and its parts, frozen dataclasses with ``to_dict``.
+
+Times of layers and ops are microseconds (float: the profiler's resolution is sub-microsecond on the
+CPU); model-level times are :class:`~graphprof.measure.timing.RuntimeStats` in milliseconds, as seed
+004 has them; memory is bytes (integers), scaled only by renderers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from graphprof.measure.timing import RuntimeStats
+
+__all__ = ["OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Host", "Measurement"]
+
+#: Name of the pseudo-layer that collects profiler events outside every layer range.
+OUTSIDE = "(outside layers)"
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """One layer's measured self time (its own ops, not those of nested layers), mean over the profiled runs.
+
+    ``cpu_us`` is host time; ``kernel_us`` the GPU kernel time of the ops it launched (``None`` on the CPU).
+    """
+
+    name: str
+    type: str
+    calls: int
+    cpu_us: float
+    kernel_us: float | None = None
+
+    @property
+    def time_us(self) -> float:
+        """Kernel time on a GPU, host time on the CPU: what the layer costs the device that ran it."""
+        return self.kernel_us if self.kernel_us is not None else self.cpu_us
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "calls": self.calls, "cpu_us": self.cpu_us, "kernel_us": self.kernel_us}
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One aten op within one layer: self time (host) and kernel time, mean per profiled run."""
+
+    layer: str
+    op: str
+    calls: int
+    cpu_us: float
+    kernel_us: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layer": self.layer, "op": self.op, "calls": self.calls, "cpu_us": self.cpu_us, "kernel_us": self.kernel_us}
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """Peak, currently allocated and reserved memory, in bytes, on ``device`` (seed 004; ``*_mb`` in MiB).
+
+    ``reserved_bytes`` is ``None`` where the allocator reserves nothing apart (the CPU).
+    """
+
+    peak_bytes: int
+    allocated_bytes: int
+    reserved_bytes: int | None
+    device: str
+
+    @property
+    def peak_mb(self) -> float:
+        return self.peak_bytes / 2**20
+
+    @property
+    def allocated_mb(self) -> float:
+        return self.allocated_bytes / 2**20
+
+    @property
+    def reserved_mb(self) -> float | None:
+        return None if self.reserved_bytes is None else self.reserved_bytes / 2**20
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "peak_bytes": self.peak_bytes,
+            "allocated_bytes": self.allocated_bytes,
+            "reserved_bytes": self.reserved_bytes,
+        }
+
+
+#: Categories of :class:`MemoryBreakdown`, in the order MemTracker reports them.
+CATEGORIES = ("parameters", "buffers", "gradients", "optimizer_state", "activations", "temporaries", "other")
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Peak memory by category, in bytes, at the moment of the peak (MemTracker's ``"peak"`` snapshot).
+
+    ``breakdown["parameters"]`` gives MiB, as seed 004's dictionary does; ``activations`` is also
+    available as ``"forward_activations"``.
+    """
+
+    parameters: int
+    buffers: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    temporaries: int
+    other: int
+    peak: int
+    device: str
+    source: str
+
+    def __getitem__(self, key: str) -> float:
+        key = "activations" if key == "forward_activations" else key
+        if key not in (*CATEGORIES, "peak"):
+            raise KeyError(key)
+        return getattr(self, key) / 2**20
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{c: getattr(self, c) for c in CATEGORIES}, "peak": self.peak, "device": self.device, "source": self.source, "unit": "bytes"}
+
+
+@dataclass(frozen=True)
+class MeasuredMemory:
+    """Memory of the measured run: the allocator's peak (and reserved, on CUDA) and, when taken, a breakdown.
+
+    ``peak_bytes`` counts everything allocated at the peak: parameters, buffers and inputs already live
+    (``resident_bytes``) plus what the run allocated on top (``run_peak_bytes``).
+    """
+
+    device: str
+    peak_bytes: int
+    run_peak_bytes: int
+    resident_bytes: int
+    reserved_bytes: int | None
+    source: str
+    breakdown: MemoryBreakdown | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "unit": "bytes",
+            "device": self.device,
+            "peak_bytes": self.peak_bytes,
+            "run_peak_bytes": self.run_peak_bytes,
+            "resident_bytes": self.resident_bytes,
+            "reserved_bytes": self.reserved_bytes,
+            "source": self.source,
+            "breakdown": None if self.breakdown is None else self.breakdown.to_dict(),
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class Host:
+    """The machine that measured: CPU model and cores, GPU name and memory, driver, CUDA and torch versions."""
+
+    cpu: str
+    cores: int | None
+    platform: str
+    torch: str
+    gpu: str | None = None
+    gpu_memory_bytes: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cpu": self.cpu,
+            "cores": self.cores,
+            "platform": self.platform,
+            "torch": self.torch,
+            "gpu": self.gpu,
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "driver": self.driver,
+            "cuda": self.cuda,
+        }
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A real run of a prepared model: model-level times, per-layer and per-op times, memory, host.
+
+    ``forward`` (and in train mode ``backward`` and ``training_step``) are taken without per-layer
+    instrumentation. ``layers``/``ops`` come from ``layer_runs`` separate profiled forwards;
+    ``instrumented_forward`` times those forwards (profiler and ranges on), so
+    :attr:`overhead` is what per-layer measurement costs. ``kernel_busy_us`` (GPU) is the union of the
+    trace's kernel intervals per forward, against which the per-layer kernel times are checked.
+    """
+
+    model_name: str
+    device: str
+    dtype: str
+    mode: str
+    inputs: str
+    timestamp: str
+    host: Host
+    forward: RuntimeStats
+    instrumented_forward: RuntimeStats
+    layers: tuple[LayerTime, ...]
+    ops: tuple[OpTime, ...]
+    memory: MeasuredMemory
+    backward: RuntimeStats | None = None
+    training_step: RuntimeStats | None = None
+    optimizer: str | None = None
+    kernel_busy_us: float | None = None
+    layer_runs: int = 0
+    traces: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def layer_sum_us(self) -> float:
+        """Sum of the per-layer times (kernel time on a GPU, host self time on the CPU), per forward."""
+        return sum(layer.time_us for layer in self.layers)
+
+    @property
+    def overhead(self) -> float:
+        """Instrumented forward mean over plain forward mean, minus one (0.05: 5% slower when profiled)."""
+        return self.instrumented_forward.mean / self.forward.mean - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model_name,
+            "device": self.device,
+            "dtype": self.dtype,
+            "mode": self.mode,
+            "inputs": self.inputs,
+            "timestamp": self.timestamp,
+            "host": self.host.to_dict(),
+            "runtime": {
+                "forward": self.forward.to_dict(),
+                "backward": None if self.backward is None else self.backward.to_dict(),
+                "training_step": None if self.training_step is None else self.training_step.to_dict(),
+                "optimizer": self.optimizer,
+                "instrumented_forward": self.instrumented_forward.to_dict(),
+                "overhead": self.overhead,
+                "layer_runs": self.layer_runs,
+                "layer_sum_us": self.layer_sum_us,
+                "kernel_busy_us": self.kernel_busy_us,
+                "layers": [layer.to_dict() for layer in self.layers],
+                "ops": [op.to_dict() for op in self.ops],
+            },
+            "memory": self.memory.to_dict(),
+            "traces": list(self.traces),
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,200 @@
+"""Measurement: timing statistics, the profiling context, per-layer attribution, memory, traces, CLI errors.
+
+Small models and few iterations: the machine is shared, so these check relations and exact byte counts,
+never absolute times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import graphprof
+from graphprof.errors import InvalidInputError
+from graphprof.measure.memory import peak_during
+from graphprof.measure.timing import quantile
+
+RUN = dict(iters=3, warmup=1, layer_runs=2)
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.block = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())
+        self.drop = nn.Dropout(0.5)
+        self.fc = nn.Linear(8 * 16 * 16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.block(self.conv(x)) + x.mean()
+        return self.fc(self.drop(x).flatten(1))
+
+
+def test_quantile_by_hand() -> None:
+    # numpy's linear rule: position (4-1)*0.5 = 1.5 -> 2 + 0.5*(3-2) = 2.5; p20: 0.6 -> 1 + 0.6 = 1.6
+    assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert quantile([1.0, 2.0, 3.0, 4.0], 0.2) == pytest.approx(1.6)
+
+
+def test_benchmark_function_stats_and_first_runs() -> None:
+    calls = []
+    s = graphprof.benchmark_function(lambda: calls.append(1), num_runs=7, warmup_runs=2, min_runs=100)
+    # min_runs is capped at num_runs, so all 7 run; 2 warm-ups are timed apart: 9 calls in all
+    assert len(calls) == 9 and s.num_runs == 7 and len(s.first) == 2 and not s.stopped_early
+    assert s.min <= s.p20 <= s.median <= s.p80 <= s.max and s.timer == "perf_counter"
+    assert s.to_dict()["unit"] == "ms"
+
+
+def test_benchmark_stops_early_once_stable() -> None:
+    import time
+
+    # a 2 ms sleep: its standard error falls below 20% of the mean long before 1000 runs (a loaded
+    # machine may stretch a few samples, hence a bound, not an exact count)
+    s = graphprof.benchmark_function(time.sleep, 0.002, num_runs=1000, warmup_runs=0, min_runs=5, rtol=0.2)
+    assert 5 <= s.num_runs < 100 and s.stopped_early and s.min >= 2.0
+
+
+@pytest.mark.parametrize("runs, warm", [(0, 1), (3, -1)])
+def test_bad_iteration_counts(runs: int, warm: int) -> None:
+    with pytest.raises(InvalidInputError):
+        graphprof.benchmark_function(lambda: None, num_runs=runs, warmup_runs=warm)
+
+
+def test_profiling_context_restores_everything() -> None:
+    m = Net().train()
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    bench = torch.backends.cudnn.benchmark
+    with graphprof.ProfilingContext(m, seed=0, deterministic=True):
+        assert not m.training and m.drop.p == 0.0 and torch.backends.cudnn.deterministic
+        torch.randn(10)
+    assert m.training and m.block.training and m.drop.p == 0.5
+    assert torch.equal(torch.get_rng_state(), before) and torch.backends.cudnn.benchmark == bench
+
+
+def test_helpers_leave_model_as_found() -> None:
+    m = Net()
+    x = torch.randn(2, 3, 16, 16)
+    weights = {k: v.clone() for k, v in m.state_dict().items()}
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    assert graphprof.profile_forward(m, x, num_runs=2, warmup_runs=0).num_runs == 2
+    assert graphprof.profile_backward(m, x, loss_fn=nn.MSELoss(), num_runs=2, warmup_runs=0).num_runs == 2
+    assert graphprof.profile_training_step(m, x, opt, num_runs=2, warmup_runs=0).num_runs == 2
+    assert all(p.grad is None for p in m.parameters())
+    assert all(torch.equal(v, weights[k]) for k, v in m.state_dict().items())
+
+
+def test_memory_peak_and_breakdown_exact_bytes() -> None:
+    lin = nn.Linear(256, 256)
+    x = torch.randn(64, 256)
+    # the output is the one allocation of the forward: 64 * 256 * 4 = 65,536 bytes
+    run_peak, reserved = peak_during(lambda: lin(x), "cpu")
+    assert run_peak == 65_536 and reserved is None
+    b = graphprof.get_memory_breakdown(lin, x, "cpu", train=True)
+    # parameters 256*256*4 + 256*4 = 263,168 bytes; gradients the same size
+    assert b.parameters == 263_168 and b.gradients == 263_168
+    assert b["parameters"] == pytest.approx(263_168 / 2**20)
+    assert all(p.grad is None for p in lin.parameters())
+
+
+def test_measure_layers_sum_to_forward_and_trace(tmp_path) -> None:
+    m = Net()
+    # a batch large enough that the layers' work, not the run loop's fixed Python cost, fills the forward
+    pm = graphprof.prepare(m, example_inputs=(torch.randn(256, 3, 16, 16),))
+    result = pm.measure(device="cpu", trace_dir=tmp_path, **RUN)
+    names = [layer.name for layer in result.layers]
+    assert {"(model)", "conv", "block", "block.0", "block.1", "drop", "fc"} <= set(names)
+    # self times: the layers sum to the profiled forward's wall time within 10% (CPU criterion of #9)
+    assert result.layer_sum_us / 1e3 == pytest.approx(result.instrumented_forward.mean, rel=0.10)
+    assert result.forward.num_runs <= 3 and result.memory.peak_bytes > result.memory.resident_bytes
+    assert any(op.op == "aten::convolution" and op.layer == "block.0" for op in result.ops)
+    files = sorted(os.listdir(tmp_path))
+    assert files == ["Net_forward_001.json", "Net_forward_002.json"]
+    assert "traceEvents" in json.loads((tmp_path / files[0]).read_text())
+    stats = graphprof.parse_model_trace(tmp_path / files[0], "Net")["layer_stats"]
+    assert {"conv", "block.0", "block.1", "fc"} <= set(stats)
+    assert stats["fc"]["call_count"] == 1 and "aten::linear" in stats["fc"]["operations"]
+    # fc sees the flattened 8 channels x 16 x 16 = 2048 features of 256 samples, and its (10, 2048) weight
+    assert ((256, 2048), (10, 2048), (10,)) in stats["fc"]["shapes"]
+    assert m.training  # the user's model is left in its mode
+
+
+def test_profile_json_has_runtime_memory_host() -> None:
+    import dataclasses
+
+    pm = graphprof.prepare(nn.Linear(8, 4), example_inputs=(torch.randn(2, 8),))
+    d = dataclasses.replace(pm.profile(), measurement=pm.measure(device="cpu", **RUN)).to_dict()
+    assert d["schema_version"] == "2.1"
+    assert d["runtime"]["forward"]["unit"] == "ms" and d["host"]["torch"] == torch.__version__
+    # Linear(8, 4): 8*4*4 + 4*4 = 144 bytes of parameters, measured and estimated alike
+    assert d["memory"]["measured"]["breakdown"]["parameters"] == 144 == d["memory"]["estimated"]["param_bytes"]
+
+
+def test_measure_train_mode_times_backward_and_step() -> None:
+    pm = graphprof.prepare(Net(), example_inputs=(torch.randn(2, 3, 16, 16),), mode="train")
+    r = pm.measure(device="cpu", optimizer="adamw", breakdown=False, **RUN)
+    assert r.backward is not None and r.training_step is not None and r.optimizer == "adamw"
+    assert all(p.grad is None for p in pm.model.parameters())
+
+
+def test_meta_model_too_big_is_refused_before_allocation() -> None:
+    with torch.device("meta"):
+        huge = nn.Linear(200_000, 200_000)  # 4e10 * 4 bytes = 149 GiB of weights
+    pm = graphprof.prepare(huge, input_shape=(1, 200_000))
+    with pytest.raises(InvalidInputError, match="needs at least 149.0"):
+        pm.measure(device="cpu", **RUN)
+
+
+def test_capture_model_decorator(tmp_path, monkeypatch) -> None:
+    @graphprof.capture_model(model_name="Tiny", trace_dir=tmp_path)
+    class Tiny(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear1 = nn.Linear(10, 5)
+            self.act = nn.ReLU()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.linear1(x))
+
+    t = Tiny()
+    for _ in range(2):
+        t(torch.randn(3, 10))
+    assert sorted(os.listdir(tmp_path)) == ["Tiny_forward_001.json", "Tiny_forward_002.json"]
+    stats = graphprof.parse_model_trace(tmp_path / "Tiny_forward_002.json", "Tiny")["layer_stats"]
+    assert stats["linear1"]["call_count"] == 1 and "aten::linear" in stats["linear1"]["operations"]
+    assert "aten::relu" in stats["act"]["operations"]
+    monkeypatch.setenv("GRAPHPROF_CAPTURE", "0")
+    t(torch.randn(3, 10))
+    assert len(os.listdir(tmp_path)) == 2
+
+
+def test_parse_model_trace_rejects_non_trace(tmp_path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text("not json")
+    with pytest.raises(InvalidInputError):
+        graphprof.parse_model_trace(bad)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error for a machine without a GPU")
+def test_cli_cuda_without_gpu_and_iters_zero() -> None:
+    from typer.testing import CliRunner
+
+    from graphprof_cli.main import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["--model", "resnet18", "--measure", "--device", "cuda"])
+    assert r.exit_code == 2 and "no CUDA GPU" in r.output
+    r = runner.invoke(app, ["--model", "resnet18", "--measure", "--iters", "0", "--device", "cpu"])
+    assert r.exit_code == 2 and "positive integer" in r.output
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_kernels_sum_to_busy_time() -> None:
+    pm = graphprof.prepare(Net(), example_inputs=(torch.randn(64, 3, 16, 16),))
+    r = pm.measure(device="cuda", **RUN)
+    assert r.kernel_busy_us is not None and r.memory.reserved_bytes is not None
+    assert r.layer_sum_us == pytest.approx(r.kernel_busy_us, rel=0.05)
