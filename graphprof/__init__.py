@@ -18,6 +18,7 @@ from graphprof.api import ModelOutcome, compare_models, profile_model  # noqa: E
 from graphprof.capture import Capture  # noqa: E402
 from graphprof.errors import GraphprofError  # noqa: E402
 from graphprof.formulas import Cost  # noqa: E402
+from graphprof.graph import Graph, Profiler  # noqa: E402
 from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: E402
 from graphprof.inputs import InputSpec  # noqa: E402
 from graphprof.options import Mode, parse_dtype, parse_shape  # noqa: E402
@@ -31,6 +32,8 @@ __all__ = [
     "prepare",
     "PreparedModel",
     "compare_models",
+    "Profiler",
+    "Graph",
     "ModelOutcome",
     "InputSpec",
     "Profile",
