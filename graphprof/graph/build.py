@@ -281,7 +281,8 @@ class GraphBuilder(Observer):
         return self.param_alias.get(t)
 
     def _detail_op(self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any) -> None:
-        params = [self._param_of(t, p) for t, p in zip(ins, event.producers)]
+        producers = event.producers or (None,) * len(ins)
+        params = [self._param_of(t, p) for t, p in zip(ins, producers, strict=True)]
         if through:
             for param in params:  # the transposed weight of a linear layer is still that layer's weight
                 if param is not None:
