@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import torch
@@ -142,8 +141,12 @@ def test_llama_detail_graph_crosses_both_residual_paths():
         # residual 1: the stream entering the layer + o_proj; residual 2: residual 1 + down_proj
         attn_add, mlp_add = detail.node(f"layers.{layer}:add"), detail.node(f"layers.{layer}:add_1")
         stream = "embed_tokens:embedding" if layer == 0 else "layers.0:add_1"
-        assert sorted(names[e.src] for e in detail.incoming(attn_add.id)) == sorted([stream, f"layers.{layer}.self_attn.o_proj:mm"])
-        assert sorted(names[e.src] for e in detail.incoming(mlp_add.id)) == sorted([attn_add.name, f"layers.{layer}.mlp.down_proj:mm"])
+        assert sorted(names[e.src] for e in detail.incoming(attn_add.id)) == sorted(
+            [stream, f"layers.{layer}.self_attn.o_proj:mm"]
+        )
+        assert sorted(names[e.src] for e in detail.incoming(mlp_add.id)) == sorted(
+            [attn_add.name, f"layers.{layer}.mlp.down_proj:mm"]
+        )
     assert detail.orphans() == [] and detail.components() == 1
     assert len(detail.edges) > len(detail.nodes)
 
@@ -175,7 +178,9 @@ def test_seed_resnet18_example_runs(tmp_path, monkeypatch):
 def test_seed_llama_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = _tiny_llama("cpu")
-    model.model = Profiler(model.model, granularity="module", token_kwarg="input_ids", auto_profile=False, capture_ops=False)
+    model.model = Profiler(
+        model.model, granularity="module", token_kwarg="input_ids", auto_profile=False, capture_ops=False
+    )
     dry_inputs = {"input_ids": torch.randint(0, 128, (1, 8)), "attention_mask": torch.ones(1, 8, dtype=torch.long)}
     model.model.profile_once(**dry_inputs)
     model.model.export("llama_profile", module_include_edges=True, include_stats=True, overwrite_module=True)
@@ -217,7 +222,10 @@ def test_dot_output_is_accepted_by_graphviz(resnet_graphs, tmp_path):
     assert "<svg" in done.stdout
     write_graph(graph, tmp_path / "g.svg")
     assert (tmp_path / "g.svg").read_text().lstrip().startswith("<?xml")
-    assert subprocess.run(["dot", "-Tsvg"], input=to_dot(detail), capture_output=True, text=True, check=False).returncode == 0
+    assert (
+        subprocess.run(["dot", "-Tsvg"], input=to_dot(detail), capture_output=True, text=True, check=False).returncode
+        == 0
+    )
 
 
 def test_svg_without_graphviz_says_how_to_install(resnet_graphs, tmp_path, monkeypatch):
@@ -237,3 +245,73 @@ def test_json_is_versioned(resnet_graphs, tmp_path):
     assert data["module_graph"]["schema_version"] == "1.0"
     assert len(data["module_graph"]["edges"]) == 77
     assert data["detail_graph"]["stats"]["nodes"] == len(detail.nodes)
+
+
+def _connected(graph) -> None:
+    assert graph.orphans() == [], [n.name for n in graph.orphans()]
+    assert graph.components() == 1
+
+
+@pytest.mark.parametrize(
+    "methods",
+    [
+        ["eager"],
+        # Dynamo export of yolov8n takes about 35 s on a busy 2-core machine: opt in with GRAPHPROF_SLOW=1
+        pytest.param(
+            ["dynamo.export"],
+            marks=pytest.mark.skipif(
+                not __import__("os").environ.get("GRAPHPROF_SLOW"), reason="slow: set GRAPHPROF_SLOW=1"
+            ),
+        ),
+    ],
+)
+def test_yolov8n_graphs_are_connected(methods):
+    pytest.importorskip("ultralytics")
+    pm = graphprof.prepare("yolov8n", input_shape=(1, 3, 64, 64), methods=methods)
+    builder = GraphBuilder()
+    pm.run([builder])
+    graph, detail = builder.module_graph(), builder.detail_graph()
+    assert pm.capture_method == methods[0]
+    _connected(graph)
+    _connected(detail)
+    # every parameter of the model is credited to exactly one node of each graph
+    total = sum(p.numel() for p in pm.model.parameters())
+    assert sum(n.params for n in graph.nodes) == sum(n.params for n in detail.nodes) == total
+
+
+def test_detection_model_eager_real_run_graph_is_connected():
+    pm = graphprof.prepare(
+        "fasterrcnn_mobilenet_v3_large_320_fpn", input_shape=(1, 3, 128, 128), methods=["eager"], device="cpu"
+    )
+    builder = GraphBuilder()
+    pm.run([builder])
+    graph = builder.module_graph()
+    _connected(graph)
+    assert len(graph.incoming(graph.node("rpn.head.cls_logits").id)) >= 1
+    # the detail graph has ops on constants only (feature-map scales read back with .item()): they are
+    # the only nodes without an edge
+    detail = builder.detail_graph()
+    assert all("box_roi_pool" in n.name for n in detail.orphans())
+
+
+def test_cli_graph_option_writes_by_suffix(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from graphprof_cli.main import app, join_input_shape
+
+    runner = CliRunner()
+    args = ["--model", "resnet18", "--input-shape", "1", "3", "64", "64", "--hardware", "h100", "--depth", "1"]
+    done = runner.invoke(app, join_input_shape([*args, "--graph", str(tmp_path / "r.json")]))
+    assert done.exit_code == 0, done.output
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert len(data["module_graph"]["edges"]) == 77 and data["module_graph"]["hardware"] == "h100"
+    assert all(n["estimated_ms"] is not None for n in data["module_graph"]["nodes"] if n["kind"] != "input")
+    done = runner.invoke(app, join_input_shape([*args, "--graph", str(tmp_path / "r.txt")]))
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "r_module.txt").exists() and (tmp_path / "r_detail.txt").exists()
+    # a bad path fails before profiling, with the output error's exit code and nothing written
+    done = runner.invoke(app, join_input_shape([*args, "--graph", str(tmp_path / "nope" / "r.dot")]))
+    assert done.exit_code == OutputError.exit_code and "does not exist" in done.output
+    assert not (tmp_path / "nope").exists()

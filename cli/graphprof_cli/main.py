@@ -153,6 +153,10 @@ def profile(
             "--plot", help="Write a chart: roofline.png, layers.png, or KIND=PATH (repeatable; needs matplotlib)."
         ),
     ] = None,
+    graph: Annotated[
+        Path | None,
+        typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt."),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Profile a model: graphprof --model resnet18 [--hardware h100] [--output p.json] [--plot roofline.png]."""
@@ -182,6 +186,10 @@ def profile(
             parse_plot_spec(spec)
         if plot:
             require_matplotlib()
+        if graph is not None:
+            from graphprof_cli.graphs import check_graph_path
+
+            check_graph_path(graph)
         with console.status(f"profiling {model} ...", spinner="dots"):
             result = graphprof.profile_model(
                 model,
@@ -201,6 +209,12 @@ def profile(
     for spec in plot or []:
         path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), debug)
         console.print(f"wrote {path}")
+    if graph is not None:
+        from graphprof_cli.graphs import write_model_graph
+
+        options = {"input_shape": input_shape, "batch_size": batch_size, "dtype": dtype, "mode": mode.value, "methods": capture.methods}
+        for path in run_guarded(lambda: write_model_graph(model, graph, depth=depth, hardware=roofline.hardware, options=options), debug):
+            console.print(f"wrote {path}")
 
 
 @app.command("list")

@@ -66,7 +66,11 @@ def _metas(value: Any, memo: dict[int, TensorMeta]) -> Any:
             memo[id(value)] = TensorMeta(tuple(int(s) for s in value.shape), value.dtype)
         return memo[id(value)]
     if isinstance(value, (list, tuple)):
-        return type(value)(_metas(v, memo) for v in value) if type(value) in (list, tuple) else tuple(_metas(v, memo) for v in value)
+        return (
+            type(value)(_metas(v, memo) for v in value)
+            if type(value) in (list, tuple)
+            else tuple(_metas(v, memo) for v in value)
+        )
     if isinstance(value, dict):
         return {k: _metas(v, memo) for k, v in value.items()}
     return value
@@ -205,7 +209,13 @@ class GraphBuilder(Observer):
         through = passes_through(event.func, event.out)
         ins = _tensors((event.args, event.kwargs))
         outs = _tensors(event.out)
-        record = None if through else op_record(OpCall(event.func, _metas(event.args, {}), _metas(event.kwargs, {}), _metas(event.out, {}), "forward"))
+        record = (
+            None
+            if through
+            else op_record(
+                OpCall(event.func, _metas(event.args, {}), _metas(event.kwargs, {}), _metas(event.out, {}), "forward")
+            )
+        )
         self._module_op(event, through, ins, outs, record)
         if self.detail:
             self._detail_op(event, through, ins, outs, record)
@@ -238,7 +248,9 @@ class GraphBuilder(Observer):
                     acc.node.params += p.numel()
         return acc
 
-    def _module_op(self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any) -> None:
+    def _module_op(
+        self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any
+    ) -> None:
         layer = event.layer
         if layer is not None and self._is_node_layer(layer):
             key = self._layer_key(layer)
@@ -280,7 +292,9 @@ class GraphBuilder(Observer):
             return producer.name, t.numel()
         return self.param_alias.get(t)
 
-    def _detail_op(self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any) -> None:
+    def _detail_op(
+        self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any
+    ) -> None:
         producers = event.producers or (None,) * len(ins)
         params = [self._param_of(t, p) for t, p in zip(ins, producers, strict=True)]
         if through:

@@ -154,7 +154,9 @@ def write_graph(
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in GRAPH_FORMATS:
-        raise OutputError(f"unknown graph format {path.suffix or '(none)'!r} for {path}; use one of {', '.join(GRAPH_FORMATS)}")
+        raise OutputError(
+            f"unknown graph format {path.suffix or '(none)'!r} for {path}; use one of {', '.join(GRAPH_FORMATS)}"
+        )
     if suffix == ".txt":
         module_path, detail_path = text_paths(path)
         targets = [module_path] + ([detail_path] if detail is not None else [])
