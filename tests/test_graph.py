@@ -193,11 +193,12 @@ def test_seed_llama_example_runs(tmp_path, monkeypatch):
 
 
 def test_export_refuses_bad_paths_and_writes_nothing(tmp_path):
-    prof = Profiler(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), auto_profile=True)
+    prof = Profiler(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), auto_profile=True, capture_ops=True)
     with pytest.raises(graphprof.GraphprofError, match="nothing to export"):
         prof.export(tmp_path / "early")
     prof(torch.randn(2, 4))  # auto_profile: the first call builds the module graph
     assert len(prof.graph.edges) == 2  # input -> 0 -> 1
+    assert [n.type for n in prof.detail_graph.nodes] == ["input", "aten.addmm", "aten.relu"]  # capture_ops: same pass
     with pytest.raises(OutputError, match="does not exist"):
         prof.export(tmp_path / "missing" / "p")
     existing = tmp_path / "p_module.txt"
@@ -206,7 +207,7 @@ def test_export_refuses_bad_paths_and_writes_nothing(tmp_path):
         prof.export(tmp_path / "p")
     assert existing.read_text() == "keep me" and not (tmp_path / "p_detail.txt").exists()
     prof.export(tmp_path / "p", overwrite_module=True)
-    assert "[nodes]" in existing.read_text()
+    assert "[nodes]" in existing.read_text() and "[edges]" in (tmp_path / "p_detail.txt").read_text()
     with pytest.raises(OutputError, match="unknown graph format"):
         write_graph(prof.graph, tmp_path / "g.xml")
 
