@@ -65,12 +65,10 @@ def _metas(value: Any, memo: dict[int, TensorMeta]) -> Any:
         if id(value) not in memo:
             memo[id(value)] = TensorMeta(tuple(int(s) for s in value.shape), value.dtype)
         return memo[id(value)]
-    if isinstance(value, (list, tuple)):
-        return (
-            type(value)(_metas(v, memo) for v in value)
-            if type(value) in (list, tuple)
-            else tuple(_metas(v, memo) for v in value)
-        )
+    if isinstance(value, list):
+        return [_metas(v, memo) for v in value]
+    if isinstance(value, tuple):  # plain tuple also for torch.return_types structs
+        return tuple(_metas(v, memo) for v in value)
     if isinstance(value, dict):
         return {k: _metas(v, memo) for k, v in value.items()}
     return value
@@ -209,13 +207,13 @@ class GraphBuilder(Observer):
         through = passes_through(event.func, event.out)
         ins = _tensors((event.args, event.kwargs))
         outs = _tensors(event.out)
-        record = (
-            None
-            if through
-            else op_record(
-                OpCall(event.func, _metas(event.args, {}), _metas(event.kwargs, {}), _metas(event.out, {}), "forward")
+        record = None
+        if not through:  # the same reduction as the op recorder's: one memo for the inputs, one for the outputs
+            memo: dict[int, TensorMeta] = {}
+            call = OpCall(
+                event.func, _metas(event.args, memo), _metas(event.kwargs, memo), _metas(event.out, {}), "forward"
             )
-        )
+            record = op_record(call)
         self._module_op(event, through, ins, outs, record)
         if self.detail:
             self._detail_op(event, through, ins, outs, record)
@@ -234,12 +232,12 @@ class GraphBuilder(Observer):
     def _layer_key(self, layer: Layer) -> str:
         return self._fold(layer.module) or layer.name
 
-    def _module_node(self, key: str, layer: Layer | None, kind_type: str | None = None) -> _Acc:
+    def _module_node(self, key: str, layer: Layer | None) -> _Acc:
         folded = layer is not None and key != layer.name
         if folded:
             acc = self.modules.node(key, key, "module", self.types.get(key, "Module"), key)
         else:
-            type_ = kind_type or (layer.type if layer is not None else "-")
+            type_ = layer.type if layer is not None else "-"
             acc = self.modules.node(key, key, "module", type_, layer.module if layer is not None else None)
         if layer is not None:
             for p in layer.params:
