@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.graphprof-installed
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean graphviz
 
 install: $(STAMP)
 
@@ -29,3 +29,7 @@ bench: install
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# SVG/PNG graph exports (`graphprof --graph g.svg`) need Graphviz's `dot`; .json/.dot/.txt do not.
+graphviz:
+	apt-get install -y graphviz || brew install graphviz

@@ -52,6 +52,8 @@ _EXPORTS: dict[str, str] = {
     "sweep": "graphprof.scaling",
     "Sweep": "graphprof.scaling",
     "ScalingExperiment": "graphprof.scaling",
+    "Profiler": "graphprof.graph",
+    "Graph": "graphprof.graph",
     "Measurement": "graphprof.measure",
     "MemoryStats": "graphprof.measure",
     "ProfilingContext": "graphprof.measure",
@@ -86,6 +88,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from graphprof.capture import Capture  # noqa: F401
     from graphprof.errors import GraphprofError  # noqa: F401
     from graphprof.formulas import Cost  # noqa: F401
+    from graphprof.graph import Graph, Profiler  # noqa: F401
     from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: F401
     from graphprof.inputs import InputSpec  # noqa: F401
     from graphprof.measure import (  # noqa: F401

@@ -16,7 +16,7 @@ from graphprof.formulas.attention import kernel_work_fraction
 from graphprof.propagate import OpCall, Trace, TraceKey, shapes_of
 from graphprof.result import LayerRow, OpRecord, UnsupportedOp
 
-__all__ = ["count_costs", "op_name"]
+__all__ = ["count_costs", "op_name", "op_record"]
 
 
 def op_name(func: torch._ops.OpOverload) -> str:
@@ -25,7 +25,8 @@ def op_name(func: torch._ops.OpOverload) -> str:
     return f"{packet._qualified_op_name.replace('::', '.')}"
 
 
-def _record(call: OpCall) -> OpRecord:
+def op_record(call: OpCall) -> OpRecord:
+    """The cost record of one call: counted by its formula, zero-cost, or unsupported (cost zero, named)."""
     status = op_status(call.func)
     cost: Cost | None = ZERO
     if status is OpStatus.COUNTED:
@@ -58,7 +59,7 @@ def count_costs(trace: Trace) -> tuple[list[LayerRow], list[UnsupportedOp]]:
     if trace.unattributed.calls:
         keys.append(trace.unattributed)
     for key in keys:
-        records = tuple(_record(call) for call in key.calls)
+        records = tuple(op_record(call) for call in key.calls)
         params = 0
         for p in key.params:
             if id(p) not in seen_params:

@@ -264,6 +264,18 @@ class PreparedModel:
         args, kwargs, train, run_dtype = self._options(batch_size, input_shape, seq_len, example_inputs, example_kwargs, dtype, mode)
         return self._run(args, kwargs, train, run_dtype, observers).trace
 
+    def graph(self, *, depth: int | None = None, hardware: Any = None, detail: bool = True, **options: Any) -> tuple[Any, Any]:
+        """The module graph and (with ``detail``) the operator graph of one run: ``(Graph, Graph | None)``.
+
+        ``depth`` folds module-graph nodes into their module at that depth; ``hardware`` (a
+        :class:`~graphprof.hardware.Hardware`) adds roofline estimates; ``options`` as for :meth:`run`.
+        """
+        from graphprof.graph.build import GraphBuilder
+
+        builder = GraphBuilder(depth=depth, hardware=hardware, detail=detail)
+        self.run([builder], **options)
+        return builder.module_graph(self.name), builder.detail_graph(self.name)
+
     def _options(self, batch_size: Any, input_shape: Any, seq_len: Any, example_inputs: Any, example_kwargs: Any, dtype: Any, mode: Any) -> tuple[tuple, dict, bool, torch.dtype | None]:
         if example_inputs is not None or example_kwargs is not None:
             args, kwargs = as_args(example_inputs), dict(example_kwargs or {})

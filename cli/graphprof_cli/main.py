@@ -165,6 +165,10 @@ def profile(
     warmup: Annotated[int, typer.Option("--warmup", help="With --measure: warm-up iterations, reported apart.")] = 5,
     trace: Annotated[Path | None, typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory.")] = None,
     optimizer: Annotated[str, typer.Option("--optimizer", help="With --measure --mode train: sgd or adamw.")] = "sgd",
+    graph: Annotated[
+        Path | None,
+        typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt."),
+    ] = None,
     debug: DebugOption = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
@@ -208,19 +212,19 @@ def profile(
             parse_plot_spec(spec)
         if plot:
             require_matplotlib()
-        if measure:
-            from graphprof_cli.measure import run_measure
+        if graph is not None:
+            from graphprof_cli.graphs import check_graph_path
 
-            with console.status(f"profiling and measuring {model} ...", spinner="dots"):
-                return run_measure(
-                    model, hardware=device_hw, device=device, iters=iters, warmup=warmup, trace=trace, optimizer=optimizer,
-                    profile_options={
-                        "input_shape": input_shape, "batch_size": batch_size, "dtype": dtype, "mode": mode.value,
-                        "methods": capture.methods, "allow_unsafe_load": allow_unsafe_load,
-                    },
-                )  # fmt: skip
+            check_graph_path(graph)
+        measuring = None
+        if measure:  # measurement options and the device are checked before anything is built
+            from graphprof_cli.measure import check_measure_options
+
+            measuring = check_measure_options(device=device, iters=iters, warmup=warmup, optimizer=optimizer)
+        # the target the costs are for: the device measured, else the hardware preset's kind
+        target = "cuda" if measuring is not None and measuring.type == "cuda" else (device_hw.target if device_hw is not None else None)
         with console.status(f"profiling {model} ...", spinner="dots"):
-            result = graphprof.profile_model(
+            prepared = graphprof.prepare(
                 model,
                 input_shape=input_shape,
                 batch_size=batch_size,
@@ -228,11 +232,19 @@ def profile(
                 mode=mode.value,
                 methods=capture.methods,
                 allow_unsafe_load=allow_unsafe_load,
-                target=device_hw.target if device_hw is not None else None,
+                target=target,
             )
-        return result, classify(result, device_hw)
+            result = prepared.profile()
+        if measuring is not None:
+            from graphprof_cli.measure import run_measure
 
-    result, roofline = run_guarded(work, debug)
+            with console.status(f"measuring {model} on {measuring} ...", spinner="dots"):
+                result, device_hw = run_measure(
+                    prepared, result, hardware=device_hw, device=measuring, iters=iters, warmup=warmup, trace=trace, optimizer=optimizer
+                )  # fmt: skip
+        return prepared, result, classify(result, device_hw)
+
+    prepared, result, roofline = run_guarded(work, debug)
     console.print(render_report(result, roofline, show_shapes=showshape, verbose=verbose, depth=depth, top=top))
     if result.measurement is not None:
         from graphprof.render.measured import render_measured
@@ -247,6 +259,11 @@ def profile(
     for spec in plot or []:
         path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), debug)
         console.print(f"wrote {path}")
+    if graph is not None:
+        from graphprof_cli.graphs import write_model_graph
+
+        for path in run_guarded(lambda: write_model_graph(prepared, graph, depth=depth, hardware=roofline.hardware), debug):
+            console.print(f"wrote {path}")
 
 
 @app.command("list")

@@ -24,32 +24,29 @@ def measure_hardware(hardware: Any, device: Any) -> Any:
     return get_hardware("cpu")
 
 
-def run_measure(
-    model: str,
-    *,
-    hardware: Any,
-    device: str | None,
-    iters: int,
-    warmup: int,
-    trace: Path | None,
-    optimizer: str,
-    profile_options: dict[str, Any],
-) -> tuple[Any, Any]:
-    """Options checked first, then the dry run (profile), then the measurement; returns (profile, roofline)."""
-    import graphprof
+def check_measure_options(*, device: str | None, iters: int, warmup: int, optimizer: str) -> Any:
+    """Check the measurement options before anything is built; the torch device to measure on."""
     from graphprof.errors import InvalidInputError
     from graphprof.measure.run import OPTIMIZERS, resolve_device
     from graphprof.measure.timing import check_runs
-    from graphprof.roofline import classify
 
     check_runs(iters, warmup)
     if optimizer not in OPTIMIZERS:
         raise InvalidInputError(f"unknown optimizer {optimizer!r} (use one of: {', '.join(OPTIMIZERS)})")
-    dev = resolve_device(device)
-    # the estimate is for the device measured: a GPU gets its fused kernels (issue 10's lowering)
-    target = "cuda" if dev.type == "cuda" else (hardware.target if hardware is not None else None)
-    prepared = graphprof.prepare(model, target=target, **profile_options)
-    profile = prepared.profile()
-    measurement = prepared.measure(device=dev, iters=iters, warmup=warmup, trace_dir=trace, optimizer=optimizer)
-    profile = dataclasses.replace(profile, measurement=measurement)
-    return profile, classify(profile, measure_hardware(hardware, dev))
+    return resolve_device(device)
+
+
+def run_measure(
+    prepared: Any,
+    profile: Any,
+    *,
+    hardware: Any,
+    device: Any,
+    iters: int,
+    warmup: int,
+    trace: Path | None,
+    optimizer: str,
+) -> tuple[Any, Any]:
+    """The real run beside the dry run's ``profile``: (profile with its measurement, the hardware the estimate is for)."""
+    measurement = prepared.measure(device=device, iters=iters, warmup=warmup, trace_dir=trace, optimizer=optimizer)
+    return dataclasses.replace(profile, measurement=measurement), measure_hardware(hardware, device)

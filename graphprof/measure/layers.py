@@ -10,6 +10,7 @@ block and its convolutions) are never counted twice and the layers sum to the pr
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,16 +28,25 @@ RANGE_PREFIX = "graphprof.layer::"
 
 
 class LayerRanges(Observer):
-    """Opens a ``record_function`` range per layer on the run loop; records each layer's type."""
+    """Opens a ``record_function`` range per layer on the run loop; records each layer's type.
+
+    ``span_seconds`` is the wall time from the first outermost layer's entry to the last one's exit: the
+    forward the ranges cover, without the run loop's own set-up around it.
+    """
 
     def __init__(self) -> None:
         self.open: list[Any] = []
         self.types: dict[str, str] = {}
+        self.span_seconds = 0.0
+        self._outer_start = 0.0
 
     def started(self, ctx: RunContext) -> None:
         self.close()
+        self.span_seconds = 0.0
 
     def layer_entered(self, layer: Layer) -> None:
+        if not self.open:
+            self._outer_start = time.perf_counter()
         self.types.setdefault(layer.name, layer.type)
         rf = torch.autograd.profiler.record_function(RANGE_PREFIX + layer.name)
         rf.__enter__()
@@ -45,6 +55,8 @@ class LayerRanges(Observer):
     def layer_left(self, layer: Layer, output: Any) -> None:
         if self.open:
             self.open.pop().__exit__(None, None, None)
+            if not self.open:
+                self.span_seconds += time.perf_counter() - self._outer_start
 
     def finished(self, outputs: Any) -> None:
         self.close()

@@ -1,0 +1,10 @@
+"""Module and operator graphs with every edge: build (an observer), the result type, exports, Profiler."""
+
+from __future__ import annotations
+
+from graphprof.graph.build import GraphBuilder
+from graphprof.graph.export import write_graph
+from graphprof.graph.model import GRAPH_SCHEMA_VERSION, Graph, GraphEdge, GraphNode
+from graphprof.graph.profiler import Profiler
+
+__all__ = ["GRAPH_SCHEMA_VERSION", "Graph", "GraphEdge", "GraphNode", "GraphBuilder", "Profiler", "write_graph"]

@@ -1,0 +1,163 @@
+"""``Profiler``: the edge profiler's API on graphprof's run loop.
+
+Wrap a model, run ``profile_once`` (module graph) and ``profile_detail`` (operator graph), ``export``
+the text files, and keep calling the wrapper like the model. Each pass is one dry run on FakeTensors
+through :func:`graphprof.prepare` (meta weights work; real weights are never changed), with a
+:class:`~graphprof.graph.build.GraphBuilder` riding along. Nothing is attached to the user's modules:
+the run loop's hooks are global and removed when the run ends, so nothing is left behind.
+
+Example (the edge profiler's ResNet18 walk-through with the import changed)::
+
+    >>> import torch, torchvision
+    >>> from graphprof import Profiler
+    >>> prof = Profiler(torchvision.models.resnet18().eval(), auto_profile=False)
+    >>> g = prof.profile_once(torch.randn(1, 3, 224, 224))
+    >>> g.stats()["edges"]
+    77
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from graphprof.errors import InvalidInputError, OutputError
+from graphprof.graph.build import GraphBuilder
+from graphprof.graph.export import check_paths, text_paths, to_text
+from graphprof.graph.model import Graph
+from graphprof.hardware import Hardware
+
+__all__ = ["Profiler", "GRANULARITIES"]
+
+GRANULARITIES = ("module", "layer")
+
+
+class Profiler(nn.Module):
+    """Wraps ``model``; builds its module graph and operator graph on dry runs.
+
+    ``granularity``: ``"layer"`` makes every layer a node (each leaf module call and each Python-level
+    function such as a residual ``add``); ``"module"`` does the same unless ``depth`` is given, which
+    folds the layers into their ancestor module at that depth (``depth=2``: ``layer1.0``).
+    ``token_kwarg`` names the keyword argument that carries the tokens (``input_ids``); it must be
+    passed to each pass. ``auto_profile`` builds the module graph on the first call of the wrapper;
+    ``capture_ops`` builds the operator graph in that same pass. ``hardware`` adds roofline time
+    estimates to the nodes.
+
+    The wrapper is an ``nn.Module`` so it can replace a submodule (``model.model = Profiler(model.model)``);
+    the wrapped model is its child ``model`` and is otherwise untouched.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        granularity: str = "module",
+        token_kwarg: str | None = None,
+        auto_profile: bool = True,
+        capture_ops: bool = False,
+        *,
+        depth: int | None = None,
+        hardware: Hardware | None = None,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise InvalidInputError(f"Profiler wraps a torch.nn.Module, got {type(model).__name__}")
+        if granularity not in GRANULARITIES:
+            raise InvalidInputError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")
+        if depth is not None and (granularity == "layer" or depth < 1):
+            raise InvalidInputError("depth folds a module graph: use granularity='module' and a depth of at least 1")
+        super().__init__()
+        self.model = model
+        self.granularity = granularity
+        self.token_kwarg = token_kwarg
+        self.auto_profile = auto_profile
+        self.capture_ops = capture_ops
+        self.depth = depth
+        self.hardware = hardware
+        self.graph: Graph | None = None
+        self.detail_graph: Graph | None = None
+        self._written: dict[Path, str] = {}
+
+    # ---- passes ------------------------------------------------------------------------------------
+    def _pass(self, detail: bool, args: tuple, kwargs: dict) -> GraphBuilder:
+        from graphprof.prepared import prepare
+
+        if self.token_kwarg is not None and self.token_kwarg not in kwargs:
+            given = ", ".join(kwargs) or "none"
+            raise InvalidInputError(
+                f"token_kwarg {self.token_kwarg!r} is not among the keyword arguments (given: {given})"
+            )
+        builder = GraphBuilder(depth=self.depth, hardware=self.hardware, detail=detail)
+        prepared = prepare(self.model, example_inputs=args, example_kwargs=kwargs, model_name=type(self.model).__name__)
+        prepared.run([builder])
+        return builder
+
+    def profile_once(self, *args: Any, **kwargs: Any) -> Graph:
+        """One dry run: the module graph (and the operator graph too with ``capture_ops``)."""
+        builder = self._pass(self.capture_ops, args, kwargs)
+        name = type(self.model).__name__
+        self.graph = builder.module_graph(name)
+        if self.capture_ops:
+            self.detail_graph = builder.detail_graph(name)
+        return self.graph
+
+    def profile_detail(self, *args: Any, **kwargs: Any) -> Graph:
+        """One more dry run: the operator graph (views, metadata and scalar reads are not nodes)."""
+        builder = self._pass(True, args, kwargs)
+        name = type(self.model).__name__
+        if self.graph is None:
+            self.graph = builder.module_graph(name)
+        graph = builder.detail_graph(name)
+        assert graph is not None
+        self.detail_graph = graph
+        return graph
+
+    def get_graphs(self) -> dict[str, Graph | None]:
+        """``{"module_graph": ..., "detail_graph": ... or None}``."""
+        return {"module_graph": self.graph, "detail_graph": self.detail_graph}
+
+    # ---- export ------------------------------------------------------------------------------------
+    def export(
+        self,
+        base_path: str | Path,
+        module_include_edges: bool = True,
+        detail_include_edges: bool = True,
+        include_stats: bool = True,
+        overwrite_module: bool = False,
+    ) -> list[Path]:
+        """Write ``<base>_module.txt`` and, once there is a detail graph, ``<base>_detail.txt``.
+
+        An existing module file is replaced only with ``overwrite_module=True``, except the one this
+        profiler wrote itself for the same graph, which is left as it is (so the edge profiler's
+        two-step export runs as written). The detail file is rewritten on each export. Every path is
+        checked first: a missing directory or a file in the way raises :class:`OutputError` and
+        nothing is written. Returns the files written.
+        """
+        if self.graph is None:
+            raise InvalidInputError("nothing to export yet: call profile_once (or profile_detail) first")
+        module_path, detail_path = text_paths(base_path)
+        module_text = to_text(self.graph, include_edges=module_include_edges, include_stats=include_stats)
+        write_module = True
+        if module_path.exists() and not overwrite_module:
+            if self._written.get(module_path.resolve()) != module_text:
+                raise OutputError(f"{module_path} exists; pass overwrite_module=True to replace it")
+            write_module = False
+        targets = [module_path] if write_module else []
+        detail_text = None
+        if self.detail_graph is not None:
+            detail_text = to_text(self.detail_graph, include_edges=detail_include_edges, include_stats=include_stats)
+            targets.append(detail_path)
+        check_paths(targets, overwrite=True)
+        if write_module:
+            module_path.write_text(module_text)
+            self._written[module_path.resolve()] = module_text
+        if detail_text is not None:
+            detail_path.write_text(detail_text)
+        return targets
+
+    # ---- the model itself --------------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped model's forward; with ``auto_profile`` the first call builds the graph first."""
+        if self.auto_profile and self.graph is None:
+            self.profile_once(*args, **kwargs)
+        return self.model(*args, **kwargs)
