@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 from graphprof.api import Mode, parse_dtype, parse_shape, profile_model  # noqa: E402
 from graphprof.capture import Capture  # noqa: E402
 from graphprof.errors import GraphprofError  # noqa: E402
-from graphprof.formulas import Cost  # noqa: E402
+from graphprof.formulas import Cost, TensorMeta, register_formula  # noqa: E402
 from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: E402
 from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: E402
 from graphprof.roofline import DEFAULT_THRESHOLD, Bound, Roofline, classify  # noqa: E402
@@ -28,6 +28,8 @@ __all__ = [
     "OpRecord",
     "UnsupportedOp",
     "Cost",
+    "TensorMeta",
+    "register_formula",
     "Mode",
     "Capture",
     "Hardware",

@@ -55,6 +55,7 @@ from graphprof.formulas import (  # noqa: F401
     pointwise,
     pooling,
     quantized,
+    recurrent,
     reduction,
     resample,
 )
@@ -67,6 +68,7 @@ from graphprof.formulas.registry import (
     op_cost,
     op_status,
     register,
+    register_formula,
 )
 
 __all__ = [
@@ -74,6 +76,7 @@ __all__ = [
     "ZERO",
     "TensorMeta",
     "register",
+    "register_formula",
     "FORMULAS",
     "ZERO_COST_OPS",
     "OpStatus",
