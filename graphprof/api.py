@@ -26,6 +26,7 @@ from graphprof.capture import (
 )
 from graphprof.count import count_costs
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
+from graphprof.moe import moe_note
 from graphprof.params import parameter_tensors
 from graphprof.propagate import DataDependentError, Trace, propagate
 from graphprof.result import Profile
@@ -242,6 +243,7 @@ def _profile_module(
             notes.append("transformers model: Dynamo export skipped (about 0.5 s per decoder layer); --capture dynamo forces it")
         t = time.perf_counter()
         rows, unsupported = count_costs(trace)
+        notes.extend(n for n in (moe_note(rows, module),) if n)
         modules = aggregate_modules(rows, module)
         timings.append(("count", time.perf_counter() - t))
         params = parameter_tensors(module)

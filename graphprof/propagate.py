@@ -47,6 +47,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from graphprof.capture import CapturedGraph
 from graphprof.errors import ShapePropagationError
 from graphprof.formulas import TensorMeta
+from graphprof.moe import grouped_mm_any_dtype
 from graphprof.names import module_path
 from graphprof.params import parameter_tensors
 
@@ -161,7 +162,7 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        out = grouped_mm_any_dtype(func, args, kwargs)  # a float32 MoE's grouped products on FakeTensors
         if self.paused:
             return out
         if self.phase == "backward":

@@ -228,3 +228,29 @@ def test_register_formula_rejects_a_non_cost_result() -> None:
     x = TensorMeta((2,), torch.float32)
     with pytest.raises(FormulaRegistryError, match="not a graphprof Cost"):
         op_cost(torch.ops.graphprof_test.bad.default, (x,), {}, x)
+
+
+# ---- mixture of experts (transformers) -------------------------------------------------------------------
+
+
+def test_mixtral_moe_dry_run_counts_active_experts() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.MixtralConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        num_local_experts=8, num_experts_per_tok=2, vocab_size=1000,
+    )  # fmt: skip
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    p = graphprof.profile_model(
+        model, example_kwargs={"input_ids": torch.zeros(1, 16, dtype=torch.long, device="meta")}
+    )
+    assert p.execution == "dry-run"
+    assert not p.unsupported
+    grouped = [r for row in p.layers for r in row.ops if r.op == "aten._grouped_mm"]
+    assert len(grouped) == 4  # gate_up and down per layer, 2 layers
+    # 16 tokens x top-2 = 32 routed rows per layer; gate_up 64 -> 256, down 128 -> 64:
+    # 32 * (64 * 256 + 128 * 64) = 786432 per layer, 1572864 for both
+    assert sum(r.cost.macs for r in grouped) == 1_572_864
+    (note,) = [n for n in p.notes if n.startswith("mixture of experts")]
+    assert "1,572,864 MACs for the active experts" in note
+    assert "all 8 experts on every token: 6,291,456 MACs" in note  # x 8 / 2
