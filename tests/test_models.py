@@ -369,12 +369,21 @@ def test_unknown_name_suggests_close_ones():
 def test_missing_checkpoint_is_refused_at_once():
     start = time.perf_counter()
     with pytest.raises(DownloadUnavailableError) as caught:
-        resolve_model("yolov8n.pt")
+        resolve_model("no_such_model.pt")
     assert time.perf_counter() - start < 1.0
-    message = str(caught.value)
-    assert message.startswith("yolov8n.pt is not on disk and graphprof never downloads weights")
-    if HAS_ULTRALYTICS:
-        assert "--model yolov8n.yaml" in message
+    assert str(caught.value).startswith("no_such_model.pt is not on disk and graphprof never downloads weights")
+    if HAS_ULTRALYTICS:  # a path with a folder names the user's own file: never replaced by the yaml
+        with pytest.raises(DownloadUnavailableError, match="--model yolov8n.yaml"):
+            resolve_model("missing_dir/yolov8n.pt")
+
+
+@pytest.mark.skipif(not HAS_ULTRALYTICS, reason="needs ultralytics")
+def test_absent_named_checkpoint_is_built_from_its_packaged_yaml():
+    resolved = resolve_model("yolov8n.pt", device="meta")
+    # yolov8n: 3,157,200 parameters (Ultralytics' model table, 3.2M; same as the yolov8n.yaml build)
+    assert sum(p.numel() for p in resolved.model.parameters()) == 3_157_200
+    assert resolved.notes[0].startswith("yolov8n.pt is not on disk")
+    assert "built from the packaged yolov8n.yaml" in resolved.notes[0]
 
 
 def test_hub_ids_are_refused():

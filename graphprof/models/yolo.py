@@ -19,6 +19,7 @@ are trained and reported at 224). For a ``.pt`` checkpoint: its ``train_args["im
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import importlib.util
 import logging
@@ -287,6 +288,14 @@ def resolve_yolo(
     )
 
 
+def _packaged_architecture_of(path: Path) -> YoloArchitecture | None:
+    """For a bare checkpoint name (``yolov8n.pt``, no folder), the packaged yaml of the same architecture:
+    the counts need no weights. A path with a folder names the user's own file, which is an error."""
+    if path.parent != Path(".") or importlib.util.find_spec("ultralytics") is None:
+        return None
+    return yolo_architectures().get(path.stem.lower())
+
+
 def missing_checkpoint(spec: str) -> DownloadUnavailableError:
     """The error for a ``.pt`` that is not on disk: graphprof never fetches weights."""
     path = Path(spec)
@@ -321,7 +330,12 @@ def load_checkpoint(
     """
     path = Path(spec)
     if not path.is_file():
-        raise missing_checkpoint(spec)
+        arch = _packaged_architecture_of(path)
+        if arch is None:
+            raise missing_checkpoint(spec)
+        resolved = resolve_yolo(arch, input_shape=input_shape, batch_size=batch_size, device=device)
+        note = f"{spec} is not on disk (graphprof never downloads weights): built from the packaged {arch.name}.yaml"
+        return dataclasses.replace(resolved, notes=(note, *resolved.notes))
     if importlib.util.find_spec("ultralytics") is not None:
         _import_tasks()  # the classes the pickle names
     try:
