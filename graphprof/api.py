@@ -118,6 +118,7 @@ def profile_model(
     mode: Mode | str = Mode.EVAL,
     model_name: str | None = None,
     methods: Sequence[str] | None = None,
+    proposals: int | None = None,
 ) -> Profile:
     """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
 
@@ -128,6 +129,9 @@ def profile_model(
 
     ``methods`` forces capture methods, tried in order (see :data:`graphprof.capture.METHODS`); by
     default fx, then Dynamo, then eager (fx then eager for transformers models).
+
+    ``proposals`` sets a two-stage detector's region proposals per image (a model named from the
+    torchvision zoo; default: the model's maximum, which a note states).
 
     A model object needs ``input_shape`` (a float tensor of that shape, on the model's device) or
     ``example_inputs``/``example_kwargs``. The model is left exactly as it was found.
@@ -140,8 +144,10 @@ def profile_model(
     methods = tuple(methods) if methods is not None else None
     if isinstance(model, str):
         return _profile_by_name(
-            model, shape, batch_size, example_inputs, example_kwargs, run_dtype, mode, model_name, methods
+            model, shape, batch_size, example_inputs, example_kwargs, run_dtype, mode, model_name, methods, proposals
         )
+    if proposals is not None:
+        raise InvalidInputError("proposals applies to a model named from the zoo; set your own model's attributes")
     if not isinstance(model, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model).__name__}")
     if example_inputs is not None or example_kwargs is not None:
@@ -173,6 +179,7 @@ def _profile_by_name(
     mode: Mode,
     model_name: str | None,
     methods: tuple[str, ...] | None,
+    proposals: int | None = None,
 ) -> Profile:
     """Build the named model on the meta device first (no weights allocated, no init cost); when the
     dry run needs real values there, build it again on the CPU and run for real."""
@@ -181,7 +188,7 @@ def _profile_by_name(
     last_error: Exception | None = None
     for device in ("meta", None):
         start = time.perf_counter()
-        resolved = resolve_model(spec, input_shape=shape, batch_size=batch_size, device=device)
+        resolved = resolve_model(spec, input_shape=shape, batch_size=batch_size, device=device, proposals=proposals)
         args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
         if example_inputs is not None or example_kwargs is not None:
             args, kwargs = _as_args(example_inputs), dict(example_kwargs or {})

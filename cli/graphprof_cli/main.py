@@ -134,6 +134,10 @@ def profile(
     dtype: DtypeOption = None,
     mode: ModeOption = ModeChoice.eval,
     capture: CaptureOption = Capture.AUTO,
+    proposals: Annotated[
+        int | None,
+        typer.Option("--proposals", min=1, help="Two-stage detectors: proposals per image (default: the model's maximum)."),
+    ] = None,
     showshape: Annotated[bool, typer.Option("--showshape", help="Show output shapes.")] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Unfold the whole tree; add per-layer and aten-op tables.")
@@ -190,6 +194,7 @@ def profile(
                 dtype=dtype,
                 mode=mode.value,
                 methods=capture.methods,
+                proposals=proposals,
             )
         return result, classify(result, device)
 

@@ -62,9 +62,15 @@ def _unknown(spec: str, names: Sequence[str]) -> ModelNotFoundError:
 
 
 def _resolve(
-    spec: str, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device
+    spec: str,
+    input_shape: Sequence[int] | None,
+    batch_size: int | None,
+    device: torch.device,
+    proposals: int | None = None,
 ) -> ResolvedModel:
     options = {"input_shape": input_shape, "batch_size": batch_size, "device": device}
+    if proposals is not None and spec.lower() not in torchvision_zoo.torchvision_families():
+        raise InvalidInputError(f"proposals applies to torchvision's two-stage detectors, not to {spec}")
     lowered = spec.lower()
     if lowered.startswith(hf.PREFIX):
         return hf.resolve_hf(spec, **options)
@@ -78,7 +84,7 @@ def _resolve(
     if user.is_user_spec(spec):
         return user.resolve_user(spec, **options)
     if lowered in torchvision_zoo.torchvision_families():
-        return torchvision_zoo.resolve_torchvision(lowered, **options)
+        return torchvision_zoo.resolve_torchvision(lowered, **options, proposals=proposals)
     arch = yolo.find_yolo_architecture(spec)
     if arch is not None:
         return yolo.resolve_yolo(arch, **options)
@@ -91,13 +97,15 @@ def resolve_model(
     input_shape: tuple[int, ...] | None = None,
     batch_size: int | None = None,
     device: str | None = None,
+    proposals: int | None = None,
 ) -> ResolvedModel:
     """Build the model ``spec`` names (see the module docstring) and example inputs for it.
 
     ``input_shape`` replaces the default input's shape (detection: ``(N, C, H, W)`` means N images of
     C x H x W; optical flow: both images; video: ``(N, C, T, H, W)``; hf: ``(batch, seq)``);
     ``batch_size`` replaces only its first dim. ``device="meta"`` builds without memory where the
-    family allows (quantized models stay on CPU, with a note).
+    family allows (quantized models stay on CPU, with a note). ``proposals`` sets a two-stage
+    detector's region-proposal count (default: the model's maximum, stated in a note).
 
     >>> r = resolve_model("resnet18", batch_size=2)
     >>> r.args[0].shape, r.family
@@ -107,4 +115,6 @@ def resolve_model(
         raise InvalidInputError(f"a model spec must be a non-empty string, got {spec!r}")
     target = parse_device(device)
     with network_blocked():
-        return _resolve(spec.strip(), input_shape, batch_size, target)
+        if proposals is not None and proposals <= 0:
+            raise InvalidInputError(f"proposals must be positive, got {proposals}")
+        return _resolve(spec.strip(), input_shape, batch_size, target, proposals)
