@@ -17,7 +17,7 @@ from torch import nn
 from graphprof import __version__
 from graphprof.aggregate import aggregate_modules
 from graphprof.capture import (
-    TRANSFORMERS_METHODS,
+    DEFAULT_METHODS,
     CapturedGraph,
     capture_graph,
     default_methods,
@@ -128,7 +128,7 @@ def profile_model(
     (11689512, 'fx.symbolic_trace')
 
     ``methods`` forces capture methods, tried in order (see :data:`graphprof.capture.METHODS`); by
-    default fx, then Dynamo, then eager (fx then eager for transformers models).
+    default symbolic tracing, then the eager capture (Dynamo only when asked for).
 
     ``proposals`` sets a two-stage detector's region proposals per image (a model named from the
     torchvision zoo; default: the model's maximum, which a note states).
@@ -246,8 +246,8 @@ def _profile_module(
         captured, trace, execution, execution_note = _capture_and_propagate(
             module, args, kwargs, methods, train, run_dtype, allow_real, timings
         )
-        if methods == TRANSFORMERS_METHODS and captured.method == "eager":
-            notes.append("transformers model: Dynamo export skipped (about 0.5 s per decoder layer); --capture dynamo forces it")
+        if methods == DEFAULT_METHODS and captured.method == "eager":
+            notes.append("Dynamo export skipped (tens of seconds where symbolic tracing fails); --capture dynamo forces it")
         t = time.perf_counter()
         rows, unsupported = count_costs(trace)
         notes.extend(n for n in (moe_note(rows, module),) if n)

@@ -51,7 +51,7 @@ DtypeOption = Annotated[str | None, typer.Option("--dtype", help="Count as this 
 ModeOption = Annotated[ModeChoice, typer.Option("--mode", help="eval: inference; train: forward + backward.")]
 CaptureOption = Annotated[
     Capture,
-    typer.Option("--capture", help="Graph capture: auto (fx, then dynamo, then eager; fx then eager for transformers), fx, dynamo or eager."),
+    typer.Option("--capture", help="Graph capture: auto (fx, then eager), fx, dynamo or eager."),
 ]
 HardwareOption = Annotated[
     str | None, typer.Option("--hardware", help="Device preset for the roofline (see `graphprof hardware`).")
