@@ -207,6 +207,7 @@ def _profile_by_name(
             return _profile_module(
                 resolved.model, args, kwargs, model_name or resolved.name, resolved.family, notes,
                 run_dtype, mode, methods or default_methods(resolved.model), timings, allow_real=device is None,
+                warm=resolved.family != "detection",
             )  # fmt: skip
         except (DataDependentError, ShapePropagationError, ModelBuildError, CaptureError) as exc:
             if device is None:
@@ -233,12 +234,16 @@ def _profile_module(
     timings: list[tuple[str, float]],
     *,
     allow_real: bool = True,
+    warm: bool = True,
 ) -> Profile:
-    """Warm up, capture, propagate, count and aggregate one built model; leaves it as found."""
+    """Warm up, capture, propagate, count and aggregate one built model; leaves it as found.
+
+    ``warm=False`` skips the warm-up, for graphprof's own builds that hold no lazily built state
+    (torchvision detection models, whose real run would otherwise run twice)."""
     train = mode is Mode.TRAIN
     with preserved_state(module):
         t = time.perf_counter()
-        warm_note = warm_up(module, args, kwargs)
+        warm_note = warm_up(module, args, kwargs) if warm else None
         if warm_note:
             notes.append(warm_note)
         timings.append(("warm-up", time.perf_counter() - t))

@@ -501,10 +501,10 @@ def test_two_stage_detector_proposals_are_the_maximum_or_set():
     rpn, heads = default.model.rpn, default.model.roi_heads
     assert rpn.post_nms_top_n() == 150  # the model's rpn_post_nms_top_n_test
     assert (rpn.nms_thresh, heads.score_thresh, heads.nms_thresh) == (1.0, 0.0, 1.0)
-    assert any("box head counted on 150 proposals per image (the model's maximum" in n for n in default.notes)
+    assert any("box head runs on up to 150 proposals per image (the model's maximum" in n for n in default.notes)
     chosen = resolve_model("fasterrcnn_mobilenet_v3_large_320_fpn", device="meta", proposals=20)
     assert chosen.model.rpn.post_nms_top_n() == 20
-    assert any("20 proposals per image (set by proposals=20" in n for n in chosen.notes)
+    assert any("up to 20 proposals per image (set by proposals=20" in n for n in chosen.notes)
     with pytest.raises(InvalidInputError, match="two-stage"):
         resolve_model("resnet18", device="meta", proposals=20)
     with pytest.raises(InvalidInputError, match="two-stage"):

@@ -235,8 +235,9 @@ def at_most_proposals(model: torch.nn.Module, proposals: int | None) -> list[str
     NMS keep for the mask / keypoint heads, depends on the weights and the image: with random weights
     few detections pass the 0.05 score threshold, and the mask head would cost nothing. To count the
     worst case, which is what the model is built for, both NMS thresholds are lifted to 1.0 and the
-    score threshold to 0.0: the box head then runs on exactly ``post_nms_top_n`` proposals per image
-    (``proposals`` replaces it) and the mask / keypoint heads on ``detections_per_img``. Returns the
+    score threshold to 0.0: the box head then runs on ``post_nms_top_n`` proposals per image
+    (``proposals`` replaces it) and the mask / keypoint heads on ``detections_per_img``, less the
+    zero-size boxes torchvision always removes (random weights can produce some). Returns the
     notes saying so; a model that is not a two-stage detector is left alone (no notes).
     """
     rpn, roi_heads = getattr(model, "rpn", None), getattr(model, "roi_heads", None)
@@ -251,10 +252,10 @@ def at_most_proposals(model: torch.nn.Module, proposals: int | None) -> list[str
     detections = min(roi_heads.detections_per_img, count)
     source = "the model's maximum, rpn post_nms_top_n_test" if proposals is None else f"set by proposals={count}"
     note = (
-        f"two-stage detector: the box head counted on {count} proposals per image ({source}; "
-        f"trained weights on a real image often keep fewer), the later heads on {detections} detections per image "
-        "(box_detections_per_img); NMS and score thresholds lifted so the maximum survives; "
-        "set the count with proposals= / --proposals"
+        f"two-stage detector: the box head runs on up to {count} proposals per image ({source}), the later heads "
+        f"on up to {detections} detections (box_detections_per_img); NMS and score thresholds are lifted so that "
+        "all survive but degenerate (zero-size) boxes, which random weights can produce: the roi_heads rows show "
+        "the counts used; trained weights on a real image often keep fewer; set it with proposals= / --proposals"
     )
     return [note]
 
