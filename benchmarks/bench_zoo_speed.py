@@ -1,6 +1,6 @@
 """Seconds per model over the torchvision zoo plus a timm sample (and the YOLO / R-CNN models of issue 13).
 
-    python benchmarks/bench_zoo_speed.py [--workers 2] [--filter TEXT] [--limit N] [--timm-only]
+    python benchmarks/bench_zoo_speed.py [--workers 2] [--filter TEXT] [--limit N] [--every K] [--timm-only]
                                          [--out benchmarks/results/zoo_speed.md]
 
 Each model is profiled (``graphprof.profile_model``, default settings: build, warm-up, capture, dry or
@@ -85,7 +85,7 @@ def _names(args: argparse.Namespace) -> list[str]:
     if not args.timm_only:
         from graphprof.models import list_models
 
-        names += [i.name for i in list_models() if i.family not in ("hf", "yolo")]
+        names += [i.name for i in list_models() if i.family not in ("hf", "yolo")][:: args.every]
         names += list(EXTRA)
     names += [f"timm:{n}" for n in TIMM_SAMPLE]
     if args.filter:
@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--filter", default=None)
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--every", type=int, default=1, help="every k-th torchvision model (a sample)")
     parser.add_argument("--timm-only", action="store_true")
     parser.add_argument("--out", default="benchmarks/results/zoo_speed.md")
     args = parser.parse_args()
