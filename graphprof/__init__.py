@@ -34,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedOp": "graphprof.result",
     "InputSpec": "graphprof.inputs",
     "Cost": "graphprof.formulas",
+    "TensorMeta": "graphprof.formulas",
+    "register_formula": "graphprof.formulas",
     "Mode": "graphprof.options",
     "parse_dtype": "graphprof.options",
     "parse_shape": "graphprof.options",
@@ -87,7 +89,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from graphprof.api import ModelOutcome, compare_models, profile_model  # noqa: F401
     from graphprof.capture import Capture  # noqa: F401
     from graphprof.errors import GraphprofError  # noqa: F401
-    from graphprof.formulas import Cost  # noqa: F401
+    from graphprof.formulas import Cost, TensorMeta, register_formula  # noqa: F401
     from graphprof.graph import Graph, Profiler  # noqa: F401
     from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: F401
     from graphprof.inputs import InputSpec  # noqa: F401

@@ -37,6 +37,7 @@ def profile_model(
     methods: Sequence[str] | None = None,
     allow_unsafe_load: bool = False,
     target: str | None = None,
+    proposals: int | None = None,
 ) -> Profile:
     """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
 
@@ -46,7 +47,7 @@ def profile_model(
     (11689512, 'fx.symbolic_trace')
 
     ``methods`` forces capture methods, tried in order (see :data:`graphprof.capture.METHODS`); by
-    default fx, then Dynamo, then eager (fx then eager for transformers and YOLO models).
+    default symbolic tracing, then the eager capture (Dynamo only when asked for).
 
     A model object needs ``input_shape`` (a float input of that shape: a dry run, so nothing is
     allocated and no random numbers are drawn) or ``example_inputs``/``example_kwargs``. The model is
@@ -55,6 +56,9 @@ def profile_model(
     ``target`` (``"cpu"`` by default, or ``"cuda"``) is the device the costs are for: for ``"cuda"`` the
     dry run records the fused attention kernels a GPU runs (see :mod:`graphprof.lowering`);
     :attr:`Profile.lowering` says which was used.
+
+    ``proposals`` sets a two-stage detector's region proposals per image (a model named from the
+    torchvision zoo; default: the model's maximum, which a note states).
 
     ``allow_unsafe_load=True`` lets a named file run code as it loads (a pickled ``.pt`` unpickled with
     ``weights_only=False``, a YOLO yaml whose fields ultralytics evaluates); only for files you trust.
@@ -71,6 +75,7 @@ def profile_model(
         model_name=model_name,
         allow_unsafe_load=allow_unsafe_load,
         target=target,
+        proposals=proposals,
     ).profile()
 
 

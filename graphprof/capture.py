@@ -1,12 +1,13 @@
-"""Warm up a model, then capture its graph: ``torch.fx.symbolic_trace``, falling back to Dynamo.
+"""Warm up a model, then capture its graph: ``torch.fx.symbolic_trace``, falling back to an eager capture.
 
 The strategy of seed 001:
 
 1. warm up once (models with lazily initialised state, such as YOLO's anchors, need it);
 2. ``torch.fx.symbolic_trace``: fast, names are the module paths;
-3. ``torch._dynamo.export``: handles control flow on Python values, attribute mutation and most Python
-   patterns; its node names are mangled, :mod:`graphprof.names` makes them readable;
-4. when both fail (detection post-processing, data-dependent loops), an **eager** capture: the model
+3. ``torch._dynamo.export`` (only when asked for, see :data:`DEFAULT_METHODS`): handles control flow on
+   Python values, attribute mutation and most Python patterns; its node names are mangled,
+   :mod:`graphprof.names` makes them readable;
+4. when the graph methods fail (detection post-processing, data-dependent loops), an **eager** capture: the model
    itself is run op by op under a dispatch mode and each aten call is attributed to the module that
    issued it. It is not a graph of the Python program, but every op is still seen and counted.
 
@@ -44,20 +45,26 @@ __all__ = [
     "slice_batch",
     "METHODS",
     "TRANSFORMERS_METHODS",
-    "YOLO_METHODS",
+    "DEFAULT_METHODS",
     "Capture",
     "default_methods",
 ]
 
-#: Capture methods in the order they are tried.
+#: Every capture method, in the order :func:`capture_graph` tries them when given no ``methods``.
 METHODS = ("fx.symbolic_trace", "dynamo.export", "eager")
 
-#: The order for Hugging Face transformers models. Symbolic tracing always fails on them, and Dynamo
-#: export costs about 0.5 s per decoder layer (14.6 s of capture for a 32-layer Llama-3-8B shape, 16.3 s in
-#: all, against 1.4 s for the eager capture on an idle machine, measured by ``benchmarks/bench_cost.py llama``)
-#: for rows that are the same modules.
-#: ``methods=("dynamo.export",)`` (``--capture dynamo``) still gives the Dynamo graph.
-TRANSFORMERS_METHODS = ("fx.symbolic_trace", "eager")
+#: The order :func:`graphprof.profile_model` uses by default: symbolic tracing (a fraction of a second
+#: where it works), then the eager capture. Dynamo export is not in it: where symbolic tracing fails it
+#: costs tens of seconds before anything is counted (measured on a shared 2-core machine: timm
+#: mobilevit_xxs 40.9 s of capture against 0.6 s of propagation, efficientvit_m0 42.9 s, yolov8n 11.3 s,
+#: and 35-60 s on torchvision detection models before it fails on data-dependent box counts; about 0.5 s
+#: per decoder layer on transformers), and the eager capture counts the same aten calls on the same
+#: FakeTensors, attributed to the module that issued them. ``methods=("dynamo.export",)``
+#: (``--capture dynamo``) still gives the Dynamo graph, with its per-call rows.
+DEFAULT_METHODS = ("fx.symbolic_trace", "eager")
+
+#: The order for Hugging Face transformers models (the default order; kept as a public name).
+TRANSFORMERS_METHODS = DEFAULT_METHODS
 
 
 class Capture(str, enum.Enum):
@@ -82,22 +89,9 @@ class Capture(str, enum.Enum):
         }[self.value]
 
 
-#: The order for Ultralytics YOLO models. Symbolic tracing fails at once on their detect heads, and a
-#: Dynamo export (6-7 s for yolov8n on an idle machine) is specialised to the batch size, so every new
-#: batch would be exported again; the eager capture costs nothing and holds for every input size. Its
-#: rows are the modules (``model.2`` a C2f with its own ``cat``/``chunk``), not the functions inside.
-YOLO_METHODS = ("fx.symbolic_trace", "eager")
-
-
 def default_methods(model: nn.Module) -> tuple[str, ...]:
-    """:data:`TRANSFORMERS_METHODS` for a transformers ``PreTrainedModel``, :data:`YOLO_METHODS` for an
-    Ultralytics model, else :data:`METHODS`."""
-    mro = type(model).__mro__
-    if any(cls.__name__ == "PreTrainedModel" and cls.__module__.startswith("transformers.") for cls in mro):
-        return TRANSFORMERS_METHODS
-    if any(cls.__module__.startswith("ultralytics.") for cls in mro):
-        return YOLO_METHODS
-    return METHODS
+    """The capture order :func:`graphprof.profile_model` uses for ``model``: :data:`DEFAULT_METHODS`."""
+    return DEFAULT_METHODS
 
 
 @dataclass
@@ -122,9 +116,7 @@ class CapturedGraph:
         if self.method == "dynamo.export":
             leaves, _ = torch.utils._pytree.tree_flatten((args, kwargs))
             if len(leaves) != len(placeholders):
-                raise CaptureError(
-                    f"the Dynamo graph takes {len(placeholders)} inputs but the call has {len(leaves)}"
-                )
+                raise CaptureError(f"the Dynamo graph takes {len(placeholders)} inputs but the call has {len(leaves)}")
             return leaves
         return _bind_placeholders(placeholders, getattr(gm, "_graphprof_signature", None), args, kwargs)
 
@@ -323,9 +315,7 @@ def _device_of(model: nn.Module) -> torch.device:
     return next((t.device for t in model.parameters()), torch.device("cpu"))
 
 
-def capture_graph(
-    model: nn.Module, args: tuple, kwargs: dict, *, methods: tuple[str, ...] = METHODS
-) -> CapturedGraph:
+def capture_graph(model: nn.Module, args: tuple, kwargs: dict, *, methods: tuple[str, ...] = METHODS) -> CapturedGraph:
     """Capture ``model``'s graph with the first method of ``methods`` that works.
 
     The model must already be warmed up (see :func:`warm_up`). Raises :class:`CaptureError` naming

@@ -29,8 +29,7 @@ from torch import nn
 from graphprof import __version__
 from graphprof.aggregate import aggregate_modules
 from graphprof.capture import (
-    TRANSFORMERS_METHODS,
-    YOLO_METHODS,
+    DEFAULT_METHODS,
     CapturedGraph,
     capture_graph,
     default_methods,
@@ -43,6 +42,7 @@ from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, S
 from graphprof.guard import guard_user_code
 from graphprof.inputs import describe_inputs, materialize, resize_inputs
 from graphprof.lowering import Lowering, lowering_context, parse_lowering
+from graphprof.moe import moe_note
 from graphprof.options import Mode, parse_dtype, parse_mode, parse_shape
 from graphprof.params import parameter_tensors
 from graphprof.propagate import DataDependentError, Trace, propagate
@@ -133,6 +133,7 @@ class PreparedModel:
     methods: tuple[str, ...]
     allow_real: bool
     lowering: Lowering = Lowering.CPU
+    warm: bool = True
     notes: tuple[str, ...] = ()
     timings: tuple[tuple[str, float], ...] = ()
     _captures: dict[bool, _Capture] = field(default_factory=dict, repr=False)
@@ -235,6 +236,8 @@ class PreparedModel:
     def _warm_up(self, args: tuple, kwargs: dict, notes: list[str], timings: list[tuple[str, float]]) -> None:
         """One real forward before a capture (lazy state such as YOLO's anchors); the caller restores the
         model. Meta placeholders get values, the whole batch only when it is small."""
+        if not self.warm:
+            return
         t = time.perf_counter()
         device = self.device
         whole = sum(x.numel() for x in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor))
@@ -338,9 +341,9 @@ class PreparedModel:
 
         notes = list(self.notes) + run.notes
         cap = run.capture
-        if self.methods in (TRANSFORMERS_METHODS, YOLO_METHODS) and cap.graph.method == "eager":
-            why = "about 0.5 s per decoder layer" if self.methods == TRANSFORMERS_METHODS else "several seconds, and again for every batch size"
-            notes.append(f"Dynamo export skipped ({why}): rows are modules; --capture dynamo forces it")
+        if self.methods == DEFAULT_METHODS and cap.graph.method == "eager":
+            notes.append("Dynamo export skipped (tens of seconds where symbolic tracing fails): rows are modules; --capture dynamo forces it")
+        notes.extend(n for n in (moe_note(rows, self.model),) if n)
         graph_params = sum(r.params for r in rows)
         total_params = sum(p.numel() for p in params)
         if graph_params != total_params:
@@ -394,6 +397,7 @@ def prepare(
     device: str | None = None,
     allow_unsafe_load: bool = False,
     target: str | None = None,
+    proposals: int | None = None,
 ) -> PreparedModel:
     """Resolve (build) a model, warm it up and capture it once; see :class:`PreparedModel`.
 
@@ -402,7 +406,8 @@ def prepare(
     built on the meta device when the family allows it; ``device="cpu"`` builds them with weights
     (what a real run or a reference counter needs). ``methods`` forces capture methods, tried in order.
     ``allow_unsafe_load=True`` lets a named file run code as it loads, and ``target="cuda"`` costs the
-    fused kernels a GPU runs (see :func:`graphprof.profile_model`).
+    fused kernels a GPU runs (see :func:`graphprof.profile_model`). ``proposals`` sets a two-stage
+    detector's region proposals per image (a model named from the torchvision zoo).
     The user's model is left exactly as it was found.
     """
     run_mode = parse_mode(mode)
@@ -415,10 +420,12 @@ def prepare(
     if isinstance(model_or_name, str):
         return _prepare_by_name(
             model_or_name, shape, batch_size, example_inputs, example_kwargs, run_dtype, run_mode, model_name, forced, device,
-            allow_unsafe_load, lowering,
+            allow_unsafe_load, lowering, proposals,
         )  # fmt: skip
     if not isinstance(model_or_name, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
+    if proposals is not None:
+        raise InvalidInputError("proposals applies to a model named from the zoo; set your own model's attributes")
     module = model_or_name
     if example_inputs is not None or example_kwargs is not None:
         args, kwargs = as_args(example_inputs), dict(example_kwargs or {})
@@ -451,6 +458,7 @@ def _prepare_by_name(
     device: str | None,
     allow_unsafe_load: bool = False,
     lowering: Lowering = Lowering.CPU,
+    proposals: int | None = None,
 ) -> PreparedModel:
     """Build the named model on the meta device when its family allows it (no weights allocated, no
     init cost); when the dry run needs real values there, build it again on the CPU and run for real."""
@@ -462,7 +470,8 @@ def _prepare_by_name(
     for build_device in dict.fromkeys((first, device)):
         start = time.perf_counter()
         resolved = resolve_model(
-            spec, input_shape=shape, batch_size=batch_size, device=build_device, allow_unsafe_load=allow_unsafe_load
+            spec, input_shape=shape, batch_size=batch_size, device=build_device, allow_unsafe_load=allow_unsafe_load,
+            proposals=proposals,
         )
         args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
         if example_inputs is not None or example_kwargs is not None:
@@ -478,7 +487,7 @@ def _prepare_by_name(
             return _prepare_module(
                 resolved.model, args, kwargs, model_name or resolved.name, resolved.family, notes,
                 run_dtype, mode, methods or default_methods(resolved.model), timings, allow_real=not on_meta,
-                lowering=lowering,
+                lowering=lowering, warm=resolved.family != "detection",
             )  # fmt: skip
         except (DataDependentError, ShapePropagationError, ModelBuildError, CaptureError) as exc:
             if not on_meta or build_device == device:
@@ -501,9 +510,13 @@ def _prepare_module(
     *,
     allow_real: bool = True,
     lowering: Lowering = Lowering.CPU,
+    warm: bool = True,
 ) -> PreparedModel:
-    """Warm up and capture one built model (the first run validates the capture); leaves it as found."""
-    pm = PreparedModel(name, family, module, args, kwargs, mode, run_dtype, methods, allow_real, lowering)
+    """Warm up and capture one built model (the first run validates the capture); leaves it as found.
+
+    ``warm=False`` skips the warm-up, for graphprof's own builds that hold no lazily built state
+    (torchvision detection models, whose real run would otherwise run twice)."""
+    pm = PreparedModel(name, family, module, args, kwargs, mode, run_dtype, methods, allow_real, lowering, warm)
     run = pm._run(args, kwargs, mode is Mode.TRAIN, run_dtype, ())
     pm.notes = tuple(notes + run.notes)
     pm.timings = tuple(timings + run.timings)

@@ -53,6 +53,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from graphprof.capture import CapturedGraph
 from graphprof.errors import ShapePropagationError
+from graphprof.moe import grouped_mm_any_dtype
 from graphprof.names import module_path
 from graphprof.params import parameter_tensors
 
@@ -254,7 +255,7 @@ class _OpTap(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        out = grouped_mm_any_dtype(func, args, kwargs)  # a float32 MoE's grouped products on FakeTensors
         if not self.loop.paused:
             self.loop.emit(func, args, kwargs, out)
         return out

@@ -62,7 +62,7 @@ def test_bad_input_shape_is_one_line_error():
 
 
 def test_missing_pt_file_is_clear_error():
-    result = invoke("--model", "yolov8n.pt")
+    result = invoke("--model", "no_such_model.pt")
     assert result.exit_code == 3
     assert "download" in result.output.lower()
 

@@ -369,12 +369,21 @@ def test_unknown_name_suggests_close_ones():
 def test_missing_checkpoint_is_refused_at_once():
     start = time.perf_counter()
     with pytest.raises(DownloadUnavailableError) as caught:
-        resolve_model("yolov8n.pt")
+        resolve_model("no_such_model.pt")
     assert time.perf_counter() - start < 1.0
-    message = str(caught.value)
-    assert message.startswith("yolov8n.pt is not on disk and graphprof never downloads weights")
-    if HAS_ULTRALYTICS:
-        assert "--model yolov8n.yaml" in message
+    assert str(caught.value).startswith("no_such_model.pt is not on disk and graphprof never downloads weights")
+    if HAS_ULTRALYTICS:  # a path with a folder names the user's own file: never replaced by the yaml
+        with pytest.raises(DownloadUnavailableError, match="--model yolov8n.yaml"):
+            resolve_model("missing_dir/yolov8n.pt")
+
+
+@pytest.mark.skipif(not HAS_ULTRALYTICS, reason="needs ultralytics")
+def test_absent_named_checkpoint_is_built_from_its_packaged_yaml():
+    resolved = resolve_model("yolov8n.pt", device="meta")
+    # yolov8n: 3,157,200 parameters (Ultralytics' model table, 3.2M; same as the yolov8n.yaml build)
+    assert sum(p.numel() for p in resolved.model.parameters()) == 3_157_200
+    assert resolved.notes[0].startswith("yolov8n.pt is not on disk")
+    assert "built from the packaged yolov8n.yaml" in resolved.notes[0]
 
 
 def test_hub_ids_are_refused():
@@ -485,3 +494,18 @@ def test_network_is_refused_while_resolving_and_only_then(user_module):
         resolve_model(f"{user_module}:downloads", input_shape=(1, 8))
     assert time.perf_counter() - start < 1.0
     assert socket.getaddrinfo("localhost", 80)  # outside resolve_model the hook does nothing
+
+
+def test_two_stage_detector_proposals_are_the_maximum_or_set():
+    default = resolve_model("fasterrcnn_mobilenet_v3_large_320_fpn", device="meta")
+    rpn, heads = default.model.rpn, default.model.roi_heads
+    assert rpn.post_nms_top_n() == 150  # the model's rpn_post_nms_top_n_test
+    assert (rpn.nms_thresh, heads.score_thresh, heads.nms_thresh) == (1.0, 0.0, 1.0)
+    assert any("box head runs on up to 150 proposals per image (the model's maximum" in n for n in default.notes)
+    chosen = resolve_model("fasterrcnn_mobilenet_v3_large_320_fpn", device="meta", proposals=20)
+    assert chosen.model.rpn.post_nms_top_n() == 20
+    assert any("up to 20 proposals per image (set by proposals=20" in n for n in chosen.notes)
+    with pytest.raises(InvalidInputError, match="two-stage"):
+        resolve_model("resnet18", device="meta", proposals=20)
+    with pytest.raises(InvalidInputError, match="two-stage"):
+        resolve_model("hf:llama", device="meta", proposals=20)

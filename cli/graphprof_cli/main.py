@@ -64,7 +64,7 @@ DtypeOption = Annotated[str | None, typer.Option("--dtype", help="Count as this 
 ModeOption = Annotated[ModeChoice, typer.Option("--mode", help="eval: inference; train: forward + backward.")]
 CaptureOption = Annotated[
     CaptureChoice,
-    typer.Option("--capture", help="Graph capture: auto (fx, then dynamo, then eager; fx then eager for transformers and YOLO), fx, dynamo or eager."),
+    typer.Option("--capture", help="Graph capture: auto (fx, then eager), fx, dynamo or eager."),
 ]
 HardwareOption = Annotated[
     str | None, typer.Option("--hardware", help="Device preset for the roofline (see `graphprof hardware`).")
@@ -140,6 +140,10 @@ def profile(
     dtype: DtypeOption = None,
     mode: ModeOption = ModeChoice.eval,
     capture: CaptureOption = CaptureChoice.auto,
+    proposals: Annotated[
+        int | None,
+        typer.Option("--proposals", min=1, help="Two-stage detectors: proposals per image (default: the model's maximum)."),
+    ] = None,
     showshape: Annotated[bool, flag("--showshape", help="Show output shapes.")] = False,
     verbose: Annotated[bool, flag("--verbose", "-v", help="Unfold the whole tree; add per-layer and aten-op tables.")] = False,
     depth: Annotated[
@@ -233,6 +237,7 @@ def profile(
                 methods=capture.methods,
                 allow_unsafe_load=allow_unsafe_load,
                 target=target,
+                proposals=proposals,
             )
             result = prepared.profile()
         if measuring is not None:

@@ -56,6 +56,7 @@ from graphprof.formulas import (  # noqa: F401
     pointwise,
     pooling,
     quantized,
+    recurrent,
     reduction,
     resample,
 )
@@ -68,6 +69,7 @@ from graphprof.formulas.registry import (
     op_cost,
     op_status,
     register,
+    register_formula,
 )
 
 __all__ = [
@@ -75,6 +77,7 @@ __all__ = [
     "ZERO",
     "TensorMeta",
     "register",
+    "register_formula",
     "FORMULAS",
     "ZERO_COST_OPS",
     "OpStatus",

@@ -135,3 +135,67 @@ def linear_cost(
 def matmul_cost(self: TensorMeta, other: TensorMeta, *, out: Any, **_: Any) -> Cost:
     # with broadcasting, each output element is one dot product over the contracted dimension
     return contraction(first(out).numel * self.shape[-1])
+
+
+@register(aten._grouped_mm)
+def grouped_mm_cost(
+    self: TensorMeta,
+    mat2: TensorMeta,
+    offs: TensorMeta | None = None,
+    bias: TensorMeta | None = None,
+    out_dtype: Any = None,
+    *,
+    out: TensorMeta,
+    **_: Any,
+) -> Cost:
+    """Grouped matrix products (mixture-of-experts layers): every row meets exactly one group's matrix.
+
+    The group sizes (``offs``) only say which rows go to which group, so the MACs follow from the shapes
+    whatever the routing:
+
+    * (T, K) x (G, K, N) with offs -> (T, N): each of the T rows meets one (K, N) matrix, T K N MACs;
+    * (G, M, K) x (G, K, N), no offs: a batched product, G M K N;
+    * (M, K) x (K, N) with offs over K -> (G, M, N): the K slices partition the sum, M K N;
+    * (G, M, K) x (K, N) with offs over N -> (M, N): each output column meets one group, M K N.
+    """
+    if self.ndim == 3 and mat2.ndim == 3:
+        g, m, k = self.shape
+        macs = g * m * k * mat2.shape[2]
+    else:
+        k = self.shape[-1]
+        rows = self.shape[-2]
+        macs = rows * k * mat2.shape[-1]
+    return contraction(macs, 0 if bias is None else out.numel)
+
+
+@register(aten._trilinear)
+def trilinear_cost(
+    i1: TensorMeta,
+    i2: TensorMeta,
+    i3: TensorMeta,
+    expand1: list[int],
+    expand2: list[int],
+    expand3: list[int],
+    sumdim: list[int],
+    unroll_dim: int = 1,
+    *,
+    out: TensorMeta,
+    **_: Any,
+) -> Cost:
+    """``nn.Bilinear``'s kernel: out = sum over ``sumdim`` of i1 * i2 * i3, each broadcast to a common shape.
+
+    Each term of the broadcast shape is one multiply-accumulate plus the second multiply of its three
+    factors: for Bilinear(I, J, O) on N rows, N O I J terms, so N O I J MACs and 3 N O I J FLOPs.
+    """
+    shapes = [_unsqueezed(t.shape, e) for t, e in ((i1, expand1), (i2, expand2), (i3, expand3))]
+    terms = 1
+    for sizes in zip(*shapes, strict=True):
+        terms *= max(sizes)
+    return contraction(terms, terms)
+
+
+def _unsqueezed(shape: tuple[int, ...], expand: list[int]) -> list[int]:
+    full = list(shape)
+    for dim in sorted(expand):
+        full.insert(dim, 1)
+    return full

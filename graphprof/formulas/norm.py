@@ -106,3 +106,10 @@ def rms_norm_cost(
 register(aten._softmax, aten.softmax)(per_input_and_output("softmax"))
 register(aten._log_softmax, aten.log_softmax)(per_input_and_output("log_softmax"))
 register(aten._safe_softmax)(per_input_and_output("safe_softmax"))
+
+
+@register(aten._weight_norm_interface)
+def weight_norm_cost(v: TensorMeta, g: TensorMeta, dim: int = 0, *, out: Any, **_: Any) -> Cost:
+    # w = g * v / ||v|| per slice along dim: square and add per element of v (2), a sqrt and a divide
+    # g / norm per slice (2 per element of g), then one multiply per element of v
+    return Cost(flops=3 * v.numel + 2 * g.numel)

@@ -114,6 +114,7 @@ PER_ELEMENT_FLOPS: Final[Mapping[str, FlopRate]] = MappingProxyType({
     "mean": _in(1, 1),  # one add per element, one divide per output
     "amax": _in(1),  # one compare per element (amin, max, min, argmax, argmin alike)
     "aminmax": _in(2),  # two compares per element
+    "histc": _in(4),  # (x - min) * bins / (max - min): subtract, multiply, floor to a bin, increment it
     "any": _in(1),  # one logical op per element (all, count_nonzero, nonzero alike)
     "cumsum": _in(1),  # one add per element (cumprod: one multiply)
     "var": _in(4, 2),  # mean: add, /n; then (x - m)^2 accumulated: subtract, multiply, add; /(n - c)

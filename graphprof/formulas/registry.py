@@ -42,6 +42,7 @@ from graphprof.formulas.cost import ZERO, Cost, TensorMeta
 __all__ = [
     "Formula",
     "register",
+    "register_formula",
     "FORMULAS",
     "ZERO_COST_OPS",
     "VIEW_OP_NAMES",
@@ -169,6 +170,65 @@ def register(*packets: OpOverloadPacket) -> Callable[[Formula], Formula]:
         return formula
 
     return decorate
+
+
+def _packet_for_user(op: Any) -> OpOverloadPacket:
+    """The packet of what a user may hand :func:`register_formula`: a packet, an overload, a
+    ``torch.library.custom_op`` object or an ``"ns::name"`` string."""
+    if isinstance(op, OpOverloadPacket):
+        return op
+    if isinstance(op, OpOverload):
+        return op.overloadpacket
+    overload = getattr(op, "_opoverload", None)  # torch.library.custom_op returns a CustomOpDef
+    if isinstance(overload, OpOverload):
+        return overload.overloadpacket
+    if isinstance(op, str) and "::" in op:
+        namespace, _, name = op.partition("::")
+        packet = getattr(getattr(torch.ops, namespace), name.partition(".")[0], None)
+        if isinstance(packet, OpOverloadPacket):
+            return packet
+    raise FormulaRegistryError(
+        f"register_formula() needs an op (torch.ops.ns.name, a custom_op or 'ns::name'); got {op!r}"
+    )
+
+
+def register_formula(op: Any, formula: Formula) -> None:
+    """Give ``op`` (an op of your own, say a ``torch.library.custom_op``) a cost formula.
+
+    The public counterpart of torch's ``register_flop_formula``. ``formula`` is called as
+    ``formula(*args, out=out, **kwargs)`` with the op's own arguments, each tensor replaced by a
+    :class:`~graphprof.formulas.TensorMeta` (``.shape``, ``.dtype``, ``.numel``), and must return a
+    :class:`~graphprof.formulas.Cost`. Leave its byte fields at 0 to get the generic rule (the inputs'
+    sizes read, the outputs' written). An op with no formula is reported as unsupported, by name;
+    registering an op twice, or an op graphprof already counts, raises
+    :class:`~graphprof.errors.FormulaRegistryError`.
+
+    Example::
+
+        @torch.library.custom_op("mylib::scaled_mm", mutates_args=())
+        def scaled_mm(a: torch.Tensor, b: torch.Tensor, s: float) -> torch.Tensor: ...
+
+        graphprof.register_formula(
+            scaled_mm,
+            lambda a, b, s, *, out: Cost(macs=a.numel * b.shape[1], flops=2 * a.numel * b.shape[1] + out.numel),
+        )
+    """
+    if not callable(formula):
+        raise FormulaRegistryError(f"the formula for {op!r} must be callable, got {type(formula).__name__}")
+    packet = _packet_for_user(op)
+    _check_key(packet)
+
+    def checked(*args: Any, out: Any, **kwargs: Any) -> Cost:
+        cost = formula(*args, out=out, **kwargs)
+        if not isinstance(cost, Cost):
+            raise FormulaRegistryError(
+                f"the formula registered for {packet} returned {type(cost).__name__}, not a graphprof Cost"
+            )
+        return cost
+
+    checked.__name__ = checked.__qualname__ = getattr(formula, "__qualname__", "user_formula")
+    _FORMULAS[packet] = checked
+    _resolved.clear()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,23 +12,25 @@ config does not have is an :class:`InvalidInputError`. A directory named like a 
 path form (``hf:./llama``). A hub id (``hf:meta-llama/Llama-2-7b-hf``) is refused with
 :class:`DownloadUnavailableError`: graphprof never downloads, not even a config.
 
-Presets (small enough to build in well under a second on CPU):
-
-* ``hf:llama``: ``LlamaConfig(hidden_size=256, intermediate_size=688, num_hidden_layers=4,
-  num_attention_heads=4, num_key_value_heads=2, vocab_size=32000, max_position_embeddings=2048,
-  tie_word_embeddings=False)``: grouped-query attention (2 KV heads), 19,286,272 parameters.
-* ``hf:gpt2``: ``GPT2Config(n_embd=256, n_layer=4, n_head=4, n_positions=1024)``, GPT-2's vocabulary.
+The catalogue (:data:`PRESETS`): plain config data, one dict per model, built on the meta device with
+random init and nothing downloaded. ``hf:llama`` is a small LLaMA (19,286,272 parameters, built in well
+under a second); the others are the published configurations, at their published parameter counts:
+``hf:gpt2`` (124M), ``hf:llama-3-8b``, ``hf:llama-3-70b``, ``hf:mistral-7b``, ``hf:mixtral-8x7b``,
+``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:bert-base``, ``hf:t5-base``, ``hf:vit-b-16``, ``hf:whisper-small``.
 
 The model is ``AutoModelForCausalLM.from_config(config)`` (``AutoModel`` for configs that are not
-causal LMs) with ``attn_implementation="sdpa"`` (``"eager"`` where the model has no SDPA path),
+causal LMs, and for BERT and ViT; the seq2seq class for T5 and Whisper) with
+``attn_implementation="sdpa"`` (``"eager"`` where the model has no SDPA path),
 float32, ``use_cache=False`` (one forward over the whole sequence, no KV cache). Input: keyword
-``input_ids``, int64 ``1x128`` (``input_shape`` is ``(batch, seq)``).
+``input_ids``, int64 ``1x128`` (``input_shape`` is ``(batch, seq)``); encoder-decoders add
+``decoder_input_ids`` of up to 64 tokens; ViT takes ``pixel_values`` 1x3x224x224 and Whisper
+``input_features`` 1x80x3000 (30 s of audio).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
@@ -52,35 +54,116 @@ PREFIX = "hf:"
 SEQ_LEN = 128
 INSTALL_HINT = "pip install 'graphprof[hf]' (transformers)"
 
-# preset -> (transformers config class, its arguments)
-PRESETS: MappingProxyType[str, tuple[str, MappingProxyType[str, Any]]] = MappingProxyType(
+# The catalogue: plain config data, one dict per model (``model_type`` + the fields that differ from that
+# type's defaults), built with ``AutoConfig.for_model`` on the meta device; nothing is downloaded. The
+# parameter counts in the comments are the published ones (model cards / papers) that the tests check.
+PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
     {
-        "llama": (
-            "LlamaConfig",
-            MappingProxyType(
-                {
-                    "hidden_size": 256,
-                    "intermediate_size": 688,
-                    "num_hidden_layers": 4,
-                    "num_attention_heads": 4,
-                    "num_key_value_heads": 2,
-                    "vocab_size": 32000,
-                    "max_position_embeddings": 2048,
-                    "tie_word_embeddings": False,
-                }
-            ),
+        # a small LLaMA (19,286,272 parameters): the quick default of the README and the tests
+        "llama": MappingProxyType(
+            {
+                "model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000,
+                "max_position_embeddings": 2048, "tie_word_embeddings": False,
+            }
         ),
-        "gpt2": (
-            "GPT2Config",
-            MappingProxyType({"n_embd": 256, "n_layer": 4, "n_head": 4, "n_positions": 1024, "vocab_size": 50257}),
+        # GPT-2 small, 124,439,808 (openai-community/gpt2; GPT2Config's defaults are this model)
+        "gpt2": MappingProxyType({"model_type": "gpt2"}),
+        # Llama-3-8B, 8,030,261,248 (meta-llama/Meta-Llama-3-8B config.json)
+        "llama-3-8b": MappingProxyType(
+            {
+                "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                "max_position_embeddings": 8192, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
+                "tie_word_embeddings": False,
+            }
+        ),
+        # Llama-3-70B, 70,553,706,496 (meta-llama/Meta-Llama-3-70B config.json)
+        "llama-3-70b": MappingProxyType(
+            {
+                "model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+                "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256,
+                "max_position_embeddings": 8192, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
+                "tie_word_embeddings": False,
+            }
+        ),
+        # Mistral-7B-v0.1, 7,241,732,096 (mistralai/Mistral-7B-v0.1 config.json)
+        "mistral-7b": MappingProxyType(
+            {
+                "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                "max_position_embeddings": 32768, "sliding_window": 4096, "tie_word_embeddings": False,
+            }
+        ),
+        # Mixtral-8x7B-v0.1, 46,702,792,704 (mistralai/Mixtral-8x7B-v0.1 config.json); 2 of 8 experts per token
+        "mixtral-8x7b": MappingProxyType(
+            {
+                "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                "max_position_embeddings": 32768, "num_local_experts": 8, "num_experts_per_tok": 2,
+                "rope_theta": 1e6, "tie_word_embeddings": False,
+            }
+        ),
+        # Qwen2-7B, 7,615,616,512 (Qwen/Qwen2-7B config.json; q/k/v projections have biases)
+        "qwen2-7b": MappingProxyType(
+            {
+                "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+                "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+                "max_position_embeddings": 131072, "rope_theta": 1e6, "tie_word_embeddings": False,
+            }
+        ),
+        # Phi-3-mini-4k-instruct, 3,821,079,552 (microsoft/Phi-3-mini-4k-instruct config.json)
+        "phi-3-mini": MappingProxyType(
+            {
+                "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
+                "max_position_embeddings": 4096, "tie_word_embeddings": False,
+            }
+        ),
+        # BERT-base uncased, 109,482,240 with the pooler (google-bert/bert-base-uncased; BertConfig defaults)
+        "bert-base": MappingProxyType({"model_type": "bert"}),
+        # T5-base, 222,903,552 (google-t5/t5-base; the LM head is tied to the shared embedding)
+        "t5-base": MappingProxyType(
+            {"model_type": "t5", "d_model": 768, "d_ff": 3072, "num_layers": 12, "num_heads": 12, "d_kv": 64}
+        ),
+        # ViT-B/16 at 224, 86,389,248 with the pooler (google/vit-base-patch16-224-in21k; ViTConfig defaults)
+        "vit-b-16": MappingProxyType({"model_type": "vit"}),
+        # Whisper-small, 241,734,912 (openai/whisper-small config.json; proj_out tied to the token embedding)
+        "whisper-small": MappingProxyType(
+            {
+                "model_type": "whisper", "d_model": 768, "encoder_layers": 12, "decoder_layers": 12,
+                "encoder_attention_heads": 12, "decoder_attention_heads": 12, "encoder_ffn_dim": 3072,
+                "decoder_ffn_dim": 3072, "vocab_size": 51865, "num_mel_bins": 80,
+            }
         ),
     }
+)  # fmt: skip
+
+# The model class built for a model_type (AutoModelForCausalLM, else AutoModel, for any other) and its inputs.
+_AUTO_CLASS = MappingProxyType(
+    {"bert": "AutoModel", "vit": "AutoModel", "t5": "AutoModelForSeq2SeqLM", "whisper": "AutoModelForSpeechSeq2Seq"}
 )
+IMAGE_SIZE = 224
+AUDIO_FRAMES = 3000  # Whisper's 30 s window of 10 ms frames
+DECODER_LEN = 64
 
 
 def list_hf() -> list[ModelInfo]:
-    """One :class:`ModelInfo` per preset; imports no transformers."""
-    return [ModelInfo(name=f"{PREFIX}{name}", family="hf", default_input=f"input_ids 1x{SEQ_LEN}") for name in PRESETS]
+    """One :class:`ModelInfo` per catalogue entry; imports no transformers."""
+    return [
+        ModelInfo(name=f"{PREFIX}{name}", family="hf", default_input=_input_text(cfg)) for name, cfg in PRESETS.items()
+    ]
+
+
+def _input_text(config: Mapping[str, Any]) -> str:
+    kind = config.get("model_type")
+    if kind == "vit":
+        return f"pixel_values 1x3x{IMAGE_SIZE}x{IMAGE_SIZE}"
+    if kind == "whisper":
+        return f"input_features 1x80x{AUDIO_FRAMES}, decoder_input_ids 1x{DECODER_LEN}"
+    if kind == "t5":
+        return f"input_ids 1x{SEQ_LEN}, decoder_input_ids 1x{DECODER_LEN}"
+    return f"input_ids 1x{SEQ_LEN}"
 
 
 def _value(text: str) -> Any:
@@ -156,20 +239,24 @@ def _make_config(transformers: ModuleType, target: str, options: dict[str, Any],
             raise ModelBuildError(f"could not read {path / 'config.json'}: {type(exc).__name__}: {exc}") from exc
         _apply_options(config, options, spec)
         return config, f"{type(config).__name__} from {path / 'config.json'}"
-    class_name, defaults = preset
-    config_class = getattr(transformers, class_name)
-    _apply_options(config_class(), options, spec)  # only to check the names
-    arguments = {**defaults, **options}
+    fields = {k: v for k, v in preset.items() if k != "model_type"}
+    model_type = preset["model_type"]
+    _apply_options(transformers.AutoConfig.for_model(model_type), options, spec)  # only to check the names
+    arguments = {**fields, **options}
     try:
-        config = config_class(**arguments)
+        config = transformers.AutoConfig.for_model(model_type, **arguments)
     except Exception as exc:
-        raise InvalidInputError(f"{spec}: {class_name} rejects these options: {exc}") from exc
+        raise InvalidInputError(f"{spec}: {model_type} config rejects these options: {exc}") from exc
     text = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
-    return config, f"{class_name}({text})"
+    return config, f"{type(config).__name__}({text})"
 
 
 def _model_builder(transformers: ModuleType, config: Any, attention: str) -> Any:
+    auto_class = _AUTO_CLASS.get(getattr(config, "model_type", ""))
+
     def make() -> torch.nn.Module:
+        if auto_class is not None:
+            return getattr(transformers, auto_class).from_config(config, attn_implementation=attention)
         try:
             return transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention)
         except ValueError as exc:
@@ -178,6 +265,39 @@ def _model_builder(transformers: ModuleType, config: Any, attention: str) -> Any
             return transformers.AutoModel.from_config(config, attn_implementation=attention)
 
     return make
+
+
+def _inputs(config: Any, shape: tuple[int, ...], device: torch.device) -> tuple[dict[str, torch.Tensor], str]:
+    """The keyword inputs for the config's model type, and their description."""
+    kind = getattr(config, "model_type", "")
+    batch = shape[0]
+    if kind == "vit":
+        size = (batch, 3, config.image_size, config.image_size)
+        return {"pixel_values": _floats(size, device)}, f"pixel_values {format_shape(size)}"
+    vocab_size = getattr(config, "vocab_size", None)
+    if not isinstance(vocab_size, int) or vocab_size <= 0:
+        raise ModelBuildError(
+            f"{getattr(config, 'name_or_path', kind)}: its config has no vocab_size; graphprof feeds hf models input_ids"
+        )
+    decoder = (batch, min(DECODER_LEN, shape[1]))
+    if kind == "whisper":
+        size = (batch, config.num_mel_bins, AUDIO_FRAMES)
+        inputs = {
+            "input_features": _floats(size, device),
+            "decoder_input_ids": random_token_ids(decoder, vocab_size, device),
+        }
+        return inputs, f"input_features {format_shape(size)}, decoder_input_ids {format_shape(decoder)}"
+    ids = random_token_ids(shape, vocab_size, device)
+    if getattr(config, "is_encoder_decoder", False):
+        inputs = {"input_ids": ids, "decoder_input_ids": random_token_ids(decoder, vocab_size, device)}
+        return inputs, f"input_ids {format_shape(shape)} (batch, seq), decoder_input_ids {format_shape(decoder)}"
+    return {"input_ids": ids}, f"input_ids {format_shape(shape)} (batch, seq)"
+
+
+def _floats(size: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    if device.type == "meta":
+        return torch.empty(size, device=device)
+    return torch.randn(size, generator=torch.Generator().manual_seed(0)).to(device)
 
 
 def resolve_hf(
@@ -201,9 +321,6 @@ def resolve_hf(
     max_positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     if isinstance(max_positions, int) and shape[1] > max_positions:
         raise InvalidInputError(f"{spec}: sequence length {shape[1]} exceeds the model's {max_positions} positions")
-    vocab_size = getattr(config, "vocab_size", None)
-    if not isinstance(vocab_size, int) or vocab_size <= 0:
-        raise ModelBuildError(f"{spec}: its config has no vocab_size; graphprof feeds hf models input_ids")
     name = spec if target.lower() in PRESETS else f"{PREFIX}{Path(target).expanduser().name}"
     attention = "sdpa"
     try:
@@ -214,11 +331,11 @@ def resolve_hf(
         attention = "eager"
         model, build_notes = build_module(_model_builder(transformers, config, attention), device, name)
     model = model.float().eval()
+    inputs, described = _inputs(config, shape, device)
     notes = (
         f"{origin}, built without weights (random init)",
         f"attention: {attention}; use_cache=False (one forward over the sequence, no KV cache)",
-        f"input: input_ids {format_shape(shape)} (batch, seq)",
+        f"input: {described}",
         *build_notes,
     )
-    ids = random_token_ids(shape, vocab_size, device)
-    return ResolvedModel(name=name, family="hf", model=model, args=(), kwargs={"input_ids": ids}, notes=notes)
+    return ResolvedModel(name=name, family="hf", model=model, args=(), kwargs=inputs, notes=notes)

@@ -63,9 +63,16 @@ def _unknown(spec: str, names: Sequence[str]) -> ModelNotFoundError:
 
 
 def _resolve(
-    spec: str, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device, allow_unsafe_load: bool
+    spec: str,
+    input_shape: Sequence[int] | None,
+    batch_size: int | None,
+    device: torch.device,
+    allow_unsafe_load: bool,
+    proposals: int | None = None,
 ) -> ResolvedModel:
     options = {"input_shape": input_shape, "batch_size": batch_size, "device": device}
+    if proposals is not None and spec.lower() not in torchvision_zoo.torchvision_families():
+        raise InvalidInputError(f"proposals applies to torchvision's two-stage detectors, not to {spec}")
     lowered = spec.lower()
     if lowered.startswith(hf.PREFIX):
         return hf.resolve_hf(spec, **options)
@@ -79,7 +86,7 @@ def _resolve(
     if user.is_user_spec(spec):
         return user.resolve_user(spec, **options)
     if lowered in torchvision_zoo.torchvision_families():
-        return torchvision_zoo.resolve_torchvision(lowered, **options)
+        return torchvision_zoo.resolve_torchvision(lowered, **options, proposals=proposals)
     arch = yolo.find_yolo_architecture(spec)
     if arch is not None:
         return yolo.resolve_yolo(arch, **options, allow_unsafe_load=allow_unsafe_load)
@@ -116,13 +123,15 @@ def resolve_model(
     batch_size: int | None = None,
     device: str | None = None,
     allow_unsafe_load: bool = False,
+    proposals: int | None = None,
 ) -> ResolvedModel:
     """Build the model ``spec`` names (see the module docstring) and example inputs for it.
 
     ``input_shape`` replaces the default input's shape (detection: ``(N, C, H, W)`` means N images of
     C x H x W; optical flow: both images; video: ``(N, C, T, H, W)``; hf: ``(batch, seq)``);
     ``batch_size`` replaces only its first dim. ``device="meta"`` builds without memory where the
-    family allows (quantized models stay on CPU, with a note).
+    family allows (quantized models stay on CPU, with a note). ``proposals`` sets a two-stage
+    detector's region-proposal count (default: the model's maximum, stated in a note).
 
     Loading never runs code from a file unless ``allow_unsafe_load=True``: a ``.pt``/``.pth`` is read
     with ``torch.load(weights_only=True)`` (an ultralytics checkpoint with ultralytics' own safe loader),
@@ -138,4 +147,6 @@ def resolve_model(
         raise InvalidInputError(f"a model spec must be a non-empty string, got {spec!r}")
     target = parse_device(device)
     with network_blocked():
-        return _resolve(spec.strip(), input_shape, batch_size, target, allow_unsafe_load)
+        if proposals is not None and proposals <= 0:
+            raise InvalidInputError(f"proposals must be positive, got {proposals}")
+        return _resolve(spec.strip(), input_shape, batch_size, target, allow_unsafe_load, proposals)

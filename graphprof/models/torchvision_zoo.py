@@ -39,6 +39,7 @@ import torch
 import torchvision
 from torchvision.ops.misc import FrozenBatchNorm2d
 
+from graphprof.errors import InvalidInputError
 from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, format_shape, random_tensor
 from graphprof.models.device import build_module
 
@@ -227,14 +228,49 @@ def _notes(name: str, family: str, kwargs: dict[str, Any]) -> list[str]:
     return notes
 
 
+def at_most_proposals(model: torch.nn.Module, proposals: int | None) -> list[str]:
+    """Make a two-stage detector (Faster / Mask / Keypoint R-CNN) run its heads on its maximum.
+
+    How many region proposals survive the RPN's NMS, and how many detections its score threshold and
+    NMS keep for the mask / keypoint heads, depends on the weights and the image: with random weights
+    few detections pass the 0.05 score threshold, and the mask head would cost nothing. To count the
+    worst case, which is what the model is built for, both NMS thresholds are lifted to 1.0 and the
+    score threshold to 0.0: the box head then runs on ``post_nms_top_n`` proposals per image
+    (``proposals`` replaces it) and the mask / keypoint heads on ``detections_per_img``, less the
+    zero-size boxes torchvision always removes (random weights can produce some). Returns the
+    notes saying so; a model that is not a two-stage detector is left alone (no notes).
+    """
+    rpn, roi_heads = getattr(model, "rpn", None), getattr(model, "roi_heads", None)
+    if rpn is None or roi_heads is None or not hasattr(rpn, "_post_nms_top_n"):
+        return []
+    default = rpn._post_nms_top_n["testing"]
+    count = default if proposals is None else proposals
+    rpn._post_nms_top_n = {**rpn._post_nms_top_n, "testing": count}
+    rpn._pre_nms_top_n = {**rpn._pre_nms_top_n, "testing": max(count, rpn._pre_nms_top_n["testing"])}
+    rpn.nms_thresh = 1.0
+    roi_heads.score_thresh, roi_heads.nms_thresh = 0.0, 1.0
+    detections = min(roi_heads.detections_per_img, count)
+    source = "the model's maximum, rpn post_nms_top_n_test" if proposals is None else f"set by proposals={count}"
+    note = (
+        f"two-stage detector: the box head runs on up to {count} proposals per image ({source}), the later heads "
+        f"on up to {detections} detections (box_detections_per_img); NMS and score thresholds are lifted so that "
+        "all survive but degenerate (zero-size) boxes, which random weights can produce: the roi_heads rows show "
+        "the counts used; trained weights on a real image often keep fewer; set it with proposals= / --proposals"
+    )
+    return [note]
+
+
 def resolve_torchvision(
     name: str,
     *,
     input_shape: Sequence[int] | None,
     batch_size: int | None,
     device: torch.device,
+    proposals: int | None = None,
 ) -> ResolvedModel:
-    """Build torchvision model ``name`` (a name of :func:`torchvision_families`) and its example input."""
+    """Build torchvision model ``name`` (a name of :func:`torchvision_families`) and its example input.
+
+    ``proposals`` sets a two-stage detector's proposal count (see :func:`at_most_proposals`)."""
     family = torchvision_families()[name]
     plan = _input_plan(name, family)
     shape = effective_shape(plan.shape, input_shape, batch_size, layout=plan.layout, model=name)
@@ -255,6 +291,10 @@ def resolve_torchvision(
         make = _quietly(make)
     model, build_notes = build_module(make, device, name)
     model.eval()
+    proposal_notes = at_most_proposals(model, proposals)
+    if proposals is not None and not proposal_notes:
+        raise InvalidInputError(f"proposals applies to two-stage detectors (R-CNN), not to {name}")
+    notes.extend(proposal_notes)
     if plan.form == "images" and input_shape is None and batch_size is None:
         notes.append(f"input: 1 image {format_shape(shape[1:])}, the model's own resize size")
     return ResolvedModel(

@@ -19,6 +19,7 @@ are trained and reported at 224). For a ``.pt`` checkpoint: its ``train_args["im
 from __future__ import annotations
 
 import copy
+import dataclasses
 import errno
 import functools
 import importlib.util
@@ -307,6 +308,14 @@ def resolve_yolo(
     )
 
 
+def _packaged_architecture_of(path: Path) -> YoloArchitecture | None:
+    """For a bare checkpoint name (``yolov8n.pt``, no folder), the packaged yaml of the same architecture:
+    the counts need no weights. A path with a folder names the user's own file, which is an error."""
+    if path.parent != Path(".") or importlib.util.find_spec("ultralytics") is None:
+        return None
+    return yolo_architectures().get(path.stem.lower())
+
+
 def missing_checkpoint(spec: str) -> DownloadUnavailableError:
     """The error for a ``.pt`` that is not on disk: graphprof never fetches weights."""
     path = Path(spec)
@@ -361,6 +370,13 @@ def load_checkpoint(
     Read without running code from the file (see :mod:`graphprof.models.trust`) unless
     ``allow_unsafe_load``, which unpickles with ``weights_only=False``: only for files you trust.
     """
+    path = Path(spec)
+    if not path.exists() and not path.is_symlink():
+        arch = _packaged_architecture_of(path)
+        if arch is not None:
+            resolved = resolve_yolo(arch, input_shape=input_shape, batch_size=batch_size, device=device)
+            note = f"{spec} is not on disk (graphprof never downloads weights): built from the packaged {arch.name}.yaml"
+            return dataclasses.replace(resolved, notes=(note, *resolved.notes))
     path = _checkpoint_path(spec)
     tasks = _import_tasks() if importlib.util.find_spec("ultralytics") is not None else None
     try:
