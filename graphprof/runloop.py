@@ -399,6 +399,8 @@ def needs_values(exc: BaseException) -> str | None:
             return f"{seen.func} has a data-dependent output"
         if type(seen).__name__ == "GuardOnDataDependentSymNode" or "data-dependent" in str(seen):
             return "a data-dependent shape"
+        if isinstance(seen, NotImplementedError) and "fake impl" in str(seen):  # a custom or quantized op
+            return f"{str(seen).split(':', 1)[0]} has no FakeTensor kernel"
         seen = seen.__cause__ or seen.__context__
     return None
 
