@@ -112,8 +112,8 @@ class OpEvent:
 
     index: int
     func: torch._ops.OpOverload
-    args: tuple
-    kwargs: dict
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
     out: Any
     phase: str
     layer: Layer | None
@@ -128,7 +128,7 @@ class RunContext:
     captured: CapturedGraph
     fake: bool
     train: bool
-    inputs: tuple[tuple, dict]
+    inputs: tuple[tuple[Any, ...], dict[str, Any]]
     state: dict[str, torch.Tensor]
     layers: dict[str, Layer]
 
@@ -231,7 +231,7 @@ class _Loop:
             if isinstance(t, torch.Tensor) and t not in self.producers:
                 self.producers[t] = producer
 
-    def emit(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
+    def emit(self, func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         producers: tuple[Producer | None, ...] = ()
         if self.track:
             leaves = tree_flatten((args, kwargs))[0]
@@ -337,7 +337,7 @@ class _GraphRunner(torch.fx.Interpreter):
         self.loop = loop
         self.layers = layers
 
-    def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple[tuple, dict]:
+    def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
         # Graph constants are immutable_list / immutable_dict; the generated forward would pass fresh
         # lists, and some wrapped functions mutate their arguments (video Swin's window sizes).
         args, kwargs = super().fetch_args_kwargs_from_env(n)
@@ -471,8 +471,8 @@ def _module_layers(model: nn.Module, loop: _Loop, layers: dict[str, Layer]) -> I
 def run_model(
     captured: CapturedGraph,
     model: nn.Module,
-    args: tuple,
-    kwargs: dict,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     observers: Sequence[Observer],
     *,
     train: bool = False,

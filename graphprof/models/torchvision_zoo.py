@@ -100,7 +100,7 @@ class _InputPlan:
             return f"2 x {format_shape(shape)}"
         return format_shape(shape)
 
-    def make(self, shape: Sequence[int], device: torch.device) -> tuple:
+    def make(self, shape: Sequence[int], device: torch.device) -> tuple[Any, ...]:
         if self.form == "images":
             return ([random_tensor(shape[1:], device, offset=i) for i in range(shape[0])],)
         if self.form == "pair":
