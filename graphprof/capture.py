@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -179,7 +179,7 @@ def _bind_placeholders(
     if signature is not None:
         bound = dict(signature.bind_partial(*args, **kwargs).arguments)
     else:
-        bound = {p.target: a for p, a in zip(placeholders, args, strict=False)}
+        bound = {cast(str, p.target): a for p, a in zip(placeholders, args, strict=False)}
         bound.update(kwargs)
     values = []
     for p in placeholders:
@@ -298,7 +298,7 @@ def _quiet_torch_logs() -> Iterator[None]:
 
 def _symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
     gm = torch.fx.symbolic_trace(model)
-    gm._graphprof_signature = inspect.signature(model.forward)  # type: ignore[attr-defined]
+    gm._graphprof_signature = inspect.signature(model.forward)  # type: ignore[assignment]
     return gm
 
 

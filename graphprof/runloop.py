@@ -43,7 +43,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -250,7 +250,7 @@ class _OpTap(TorchDispatchMode):
     """Sees every aten call below autograd and hands it to the loop."""
 
     def __init__(self, loop: _Loop) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # TorchDispatchMode.__init__ has no annotations
         self.loop = loop
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
@@ -306,7 +306,7 @@ def graph_layers(gm: torch.fx.GraphModule, model: nn.Module, dynamo: bool) -> di
         elif dynamo:
             owner = modules.get(module) if module else None
             is_leaf = owner is not None and next(owner.children(), None) is None
-            name = module if is_leaf and module not in taken else ".".join(filter(None, [module, node_type]))
+            name = cast(str, module) if is_leaf and module not in taken else ".".join(filter(None, [module, node_type]))
             if is_leaf and module not in taken:
                 node_type = type(owner).__name__
         else:
@@ -491,7 +491,7 @@ def run_model(
     """
     gm = captured.graph_module
     root: nn.Module = gm if gm is not None else model
-    named = dict(root.named_parameters(remove_duplicate=False))
+    named: dict[str, torch.Tensor] = dict(root.named_parameters(remove_duplicate=False))
     named.update(dict(root.named_buffers(remove_duplicate=False)))
     if fake:
         named.update(_small_tensor_attributes(root))
