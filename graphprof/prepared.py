@@ -67,8 +67,8 @@ def model_device(model: nn.Module) -> torch.device:
     """The device of the model's first parameter (or buffer); CPU for a model without either."""
     for t in model.parameters():
         return t.device
-    for t in model.buffers():
-        return t.device
+    for b in model.buffers():
+        return b.device
     return torch.device("cpu")
 
 
