@@ -1,4 +1,5 @@
-# graphprof: `make run` profiles resnet18, `make test` runs the test suite (each installs first when needed).
+# graphprof: `make run` profiles resnet18, `make test` runs the test suite, `make lint` runs ruff and mypy
+# (each installs first when needed).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -21,8 +22,10 @@ run: install
 test: install
 	$(PY) -m pytest -q
 
+# type checking: mypy --strict on graphprof/ (configured in pyproject.toml [tool.mypy])
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: install
 	$(PY) benchmarks/bench_capture.py

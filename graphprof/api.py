@@ -28,7 +28,7 @@ def profile_model(
     model: nn.Module | str,
     *,
     input_shape: Sequence[int] | str | None = None,
-    example_inputs: tuple | list | torch.Tensor | None = None,
+    example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
     example_kwargs: dict[str, Any] | None = None,
     batch_size: int | None = None,
     dtype: str | torch.dtype | None = None,

@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -108,7 +108,7 @@ class CapturedGraph:
     seconds: float = 0.0
     num_subgraphs: int = 1
 
-    def flat_inputs(self, args: tuple, kwargs: dict) -> list[Any]:
+    def flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         """The graph's placeholder values for a call ``model(*args, **kwargs)``."""
         gm = self.graph_module
         assert gm is not None
@@ -120,7 +120,7 @@ class CapturedGraph:
             return leaves
         return _bind_placeholders(placeholders, getattr(gm, "_graphprof_signature", None), args, kwargs)
 
-    def accepts(self, args: tuple, kwargs: dict) -> bool:
+    def accepts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether this capture holds for a call with these inputs.
 
         An FX graph is shape-generic and the eager capture has no graph: both always hold. A Dynamo
@@ -173,13 +173,13 @@ def _guards_hold(examples: list[Any], values: list[Any]) -> bool:
 
 
 def _bind_placeholders(
-    placeholders: list[torch.fx.Node], signature: inspect.Signature | None, args: tuple, kwargs: dict
+    placeholders: list[torch.fx.Node], signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> list[Any]:
     bound: dict[str, Any] = {}
     if signature is not None:
         bound = dict(signature.bind_partial(*args, **kwargs).arguments)
     else:
-        bound = {p.target: a for p, a in zip(placeholders, args, strict=False)}
+        bound = {cast(str, p.target): a for p, a in zip(placeholders, args, strict=False)}
         bound.update(kwargs)
     values = []
     for p in placeholders:
@@ -249,7 +249,7 @@ def slice_batch(value: Any) -> Any:
     return value
 
 
-def warm_up(model: nn.Module, args: tuple, kwargs: dict) -> str | None:
+def warm_up(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     """Run one forward pass in eval mode without gradients, on the first sample of the batch.
 
     Safe for every model: models without lazy state are unchanged; models with it (YOLO's ``anchors``
@@ -275,7 +275,7 @@ def warm_up(model: nn.Module, args: tuple, kwargs: dict) -> str | None:
                 ) from exc
 
 
-def _on_meta(model: nn.Module, args: tuple, kwargs: dict) -> bool:
+def _on_meta(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     tensors = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     tensors += list(model.parameters())
     return bool(tensors) and all(t.is_meta for t in tensors)
@@ -298,11 +298,11 @@ def _quiet_torch_logs() -> Iterator[None]:
 
 def _symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
     gm = torch.fx.symbolic_trace(model)
-    gm._graphprof_signature = inspect.signature(model.forward)  # type: ignore[attr-defined]
+    gm._graphprof_signature = inspect.signature(model.forward)  # type: ignore[assignment]
     return gm
 
 
-def _dynamo_export(model: nn.Module, args: tuple, kwargs: dict) -> torch.fx.GraphModule:
+def _dynamo_export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.fx.GraphModule:
     import torch._dynamo
 
     # no torch._dynamo.reset() around the export: it would throw away the caller's torch.compile caches
@@ -315,7 +315,7 @@ def _device_of(model: nn.Module) -> torch.device:
     return next((t.device for t in model.parameters()), torch.device("cpu"))
 
 
-def capture_graph(model: nn.Module, args: tuple, kwargs: dict, *, methods: tuple[str, ...] = METHODS) -> CapturedGraph:
+def capture_graph(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *, methods: tuple[str, ...] = METHODS) -> CapturedGraph:
     """Capture ``model``'s graph with the first method of ``methods`` that works.
 
     The model must already be warmed up (see :func:`warm_up`). Raises :class:`CaptureError` naming

@@ -8,6 +8,7 @@ count and layer in the result, so nothing is silently zero.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from typing import cast
 
 import torch
 
@@ -38,7 +39,7 @@ def op_record(call: OpCall) -> OpRecord:
         op=op_name(call.func),
         status=status.name.lower(),
         phase=call.phase,
-        cost=cost,
+        cost=cast(Cost, cost),  # None became ZERO above
         input_shapes=shapes_of((call.args, call.kwargs)),
         output_shapes=shapes_of(call.out),
         work_fraction=kernel_work_fraction(call.func, call.args, call.kwargs) if status is OpStatus.COUNTED else 1.0,

@@ -23,7 +23,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from graphprof.errors import GraphprofError, ModelBuildError, ModelExitError
 
@@ -98,7 +98,7 @@ def user_code(what: str) -> Iterator[None]:
             sys.setrecursionlimit(previous)
 
 
-def _model_label(args: tuple, kwargs: dict) -> str:
+def _model_label(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     model = args[0] if args else kwargs.get("model", kwargs.get("spec"))
     if isinstance(model, str):
         return model

@@ -43,7 +43,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def describe_inputs(args: tuple, kwargs: dict, run_dtype: torch.dtype | None = None) -> tuple[InputSpec, ...]:
+def describe_inputs(args: tuple[Any, ...], kwargs: dict[str, Any], run_dtype: torch.dtype | None = None) -> tuple[InputSpec, ...]:
     """Every tensor among ``args``/``kwargs``, named by where it goes."""
     specs: list[InputSpec] = []
 
@@ -84,7 +84,7 @@ def _like(t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
     return torch.randint(0, high, shape, generator=generator, dtype=t.dtype).to(t.device)
 
 
-def _batch_of(args: tuple, kwargs: dict) -> int | None:
+def _batch_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
     for value in [*args, *kwargs.values()]:
         if isinstance(value, torch.Tensor) and value.dim() > 0:
             return int(value.shape[0])
@@ -94,14 +94,14 @@ def _batch_of(args: tuple, kwargs: dict) -> int | None:
 
 
 def resize_inputs(
-    args: tuple,
-    kwargs: dict,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     *,
     batch_size: int | None = None,
     input_shape: Sequence[int] | None = None,
     seq_len: int | None = None,
     what: str = "the model",
-) -> tuple[tuple, dict]:
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Inputs like ``args``/``kwargs`` with another batch size, input shape or sequence length.
 
     * ``batch_size``: every tensor whose first dimension is the batch gets ``batch_size`` there; a list
@@ -150,7 +150,7 @@ def _rebatch(value: Any, old: int, new: int) -> Any:
     return value
 
 
-def _reshape_first(args: tuple, kwargs: dict, shape: Shape, what: str) -> tuple[tuple, dict]:
+def _reshape_first(args: tuple[Any, ...], kwargs: dict[str, Any], shape: Shape, what: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
         raise InvalidInputError(f"input shape must be positive integers, got {shape}")
     if args and isinstance(args[0], list) and args[0] and isinstance(args[0][0], torch.Tensor):

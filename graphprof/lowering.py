@@ -43,7 +43,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -108,9 +108,9 @@ def _fused_sdpa(
         and head_dim <= _FLASH_MAX_HEAD_DIM
         and value.shape[-1] == head_dim
     ):
-        return aten._scaled_dot_product_flash_attention(
+        return cast(torch.Tensor, aten._scaled_dot_product_flash_attention(
             query, key, value, dropout_p, is_causal, False, scale=scale
-        )[0]
+        )[0])
     if heads != kv_heads:  # the efficient kernel needs one key / value head per query head
         key = key.repeat_interleave(heads // kv_heads, dim=1)
         value = value.repeat_interleave(heads // kv_heads, dim=1)
@@ -122,9 +122,9 @@ def _fused_sdpa(
         else:
             bias = attn_mask
         bias = bias.expand(query.shape[0], heads, query.shape[-2], key.shape[-2])
-    return aten._scaled_dot_product_efficient_attention(
+    return cast(torch.Tensor, aten._scaled_dot_product_efficient_attention(
         query, key, value, bias, grad, dropout_p, is_causal, scale=scale
-    )[0]
+    )[0])
 
 
 def _packed_self_attention(

@@ -28,7 +28,7 @@ aten = torch.ops.aten
 _GROUPED_MM = (aten._grouped_mm.default,)
 
 
-def grouped_mm_any_dtype(func: Any, args: tuple, kwargs: dict) -> Any:
+def grouped_mm_any_dtype(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``func(*args, **kwargs)``; for a float32 ``_grouped_mm`` on FakeTensors (whose meta kernel refuses
     float32), the same shapes from a bfloat16 call, returned in the operands' dtype."""
     if func not in _GROUPED_MM or not _needs_low_precision(args[0]):

@@ -8,6 +8,9 @@ unpacked (``module.weight()``, ``module.bias()``), which reads no data beyond th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -18,8 +21,8 @@ def _packed(module: nn.Module) -> list[torch.Tensor]:
     packed = getattr(module, "_packed_params", None)
     if packed is None or not callable(getattr(module, "weight", None)):
         return []
-    tensors = [module.weight()]
-    bias = module.bias() if callable(getattr(module, "bias", None)) else None
+    tensors = [cast(Callable[[], torch.Tensor], module.weight)()]
+    bias = cast(Callable[[], torch.Tensor], module.bias)() if callable(getattr(module, "bias", None)) else None
     if isinstance(bias, torch.Tensor):
         tensors.append(bias)
     return tensors

@@ -67,8 +67,8 @@ def model_device(model: nn.Module) -> torch.device:
     """The device of the model's first parameter (or buffer); CPU for a model without either."""
     for t in model.parameters():
         return t.device
-    for t in model.buffers():
-        return t.device
+    for b in model.buffers():
+        return b.device
     return torch.device("cpu")
 
 
@@ -88,7 +88,7 @@ def _versions() -> tuple[tuple[str, str], ...]:
     return tuple(versions)
 
 
-def as_args(example_inputs: tuple | list | torch.Tensor | None) -> tuple:
+def as_args(example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None) -> tuple[Any, ...]:
     """``example_inputs`` as a tuple of positional arguments (one tensor is one argument)."""
     if example_inputs is None:
         return ()
@@ -126,8 +126,8 @@ class PreparedModel:
     name: str
     family: str
     model: nn.Module
-    args: tuple
-    kwargs: dict
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
     mode: Mode
     dtype: torch.dtype | None
     methods: tuple[str, ...]
@@ -155,14 +155,14 @@ class PreparedModel:
         batch_size: int | None = None,
         input_shape: Sequence[int] | str | None = None,
         seq_len: int | None = None,
-    ) -> tuple[tuple, dict]:
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The example inputs with another batch size, input shape or sequence length (nothing is built)."""
         return resize_inputs(
             self.args, self.kwargs, batch_size=batch_size, input_shape=parse_shape(input_shape), seq_len=seq_len, what=self.name
         )
 
     # ---- runs --------------------------------------------------------------------------------------
-    def _capture(self, args: tuple, kwargs: dict, train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], timings: list[tuple[str, float]], attempts: list[tuple[str, str]] | None = None) -> tuple[_Capture, Trace]:
+    def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], timings: list[tuple[str, float]], attempts: list[tuple[str, str]] | None = None) -> tuple[_Capture, Trace]:
         """Capture with the first method that works *and* whose graph propagates; a graph that captures
         but cannot be run (a traced constant the code mutates, say) moves on to the next method."""
         attempts = list(attempts or [])
@@ -187,7 +187,7 @@ class PreparedModel:
             timings.append(("propagate", time.perf_counter() - t))
             return cap, trace
 
-    def _propagate(self, cap: _Capture, args: tuple, kwargs: dict, train: bool, dtype: torch.dtype | None, observers: Sequence[Observer]) -> tuple[_Capture, Trace]:
+    def _propagate(self, cap: _Capture, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer]) -> tuple[_Capture, Trace]:
         """One run of ``cap``; a dry run that needs real values runs for real when that is allowed."""
         if cap.execution == "dry-run":
             try:
@@ -203,7 +203,7 @@ class PreparedModel:
         trace = propagate(cap.graph, self.model, real_args, real_kwargs, train=train, dtype=dtype, fake=False, observers=observers)
         return cap, trace
 
-    def _run(self, args: tuple, kwargs: dict, train: bool, dtype: torch.dtype | None, observers: Sequence[Observer]) -> _Run:
+    def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer]) -> _Run:
         timings: list[tuple[str, float]] = []
         notes: list[str] = []
         with preserved_state(self.model):
@@ -233,7 +233,7 @@ class PreparedModel:
             fresh, trace = self._capture(args, kwargs, train, dtype, observers, timings)
             return _Run(trace, fresh, False, notes, timings)
 
-    def _warm_up(self, args: tuple, kwargs: dict, notes: list[str], timings: list[tuple[str, float]]) -> None:
+    def _warm_up(self, args: tuple[Any, ...], kwargs: dict[str, Any], notes: list[str], timings: list[tuple[str, float]]) -> None:
         """One real forward before a capture (lazy state such as YOLO's anchors); the caller restores the
         model. Meta placeholders get values, the whole batch only when it is small."""
         if not self.warm:
@@ -254,7 +254,7 @@ class PreparedModel:
         batch_size: int | None = None,
         input_shape: Sequence[int] | str | None = None,
         seq_len: int | None = None,
-        example_inputs: tuple | list | torch.Tensor | None = None,
+        example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
         example_kwargs: dict[str, Any] | None = None,
         dtype: str | torch.dtype | None = _KEEP,
         mode: Mode | str | None = None,
@@ -279,7 +279,7 @@ class PreparedModel:
         self.run([builder], **options)
         return builder.module_graph(self.name), builder.detail_graph(self.name)
 
-    def _options(self, batch_size: Any, input_shape: Any, seq_len: Any, example_inputs: Any, example_kwargs: Any, dtype: Any, mode: Any) -> tuple[tuple, dict, bool, torch.dtype | None]:
+    def _options(self, batch_size: Any, input_shape: Any, seq_len: Any, example_inputs: Any, example_kwargs: Any, dtype: Any, mode: Any) -> tuple[tuple[Any, ...], dict[str, Any], bool, torch.dtype | None]:
         if example_inputs is not None or example_kwargs is not None:
             args, kwargs = as_args(example_inputs), dict(example_kwargs or {})
             args, kwargs = resize_inputs(args, kwargs, batch_size=batch_size, input_shape=parse_shape(input_shape), seq_len=seq_len, what=self.name)
@@ -295,7 +295,7 @@ class PreparedModel:
         batch_size: int | None = None,
         input_shape: Sequence[int] | str | None = None,
         seq_len: int | None = None,
-        example_inputs: tuple | list | torch.Tensor | None = None,
+        example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
         example_kwargs: dict[str, Any] | None = None,
         dtype: str | torch.dtype | None = _KEEP,
         mode: Mode | str | None = None,
@@ -331,7 +331,7 @@ class PreparedModel:
 
         return measure_prepared(self, **options)
 
-    def _build(self, run: _Run, args: tuple, kwargs: dict, train: bool, run_dtype: torch.dtype | None) -> Profile:
+    def _build(self, run: _Run, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, run_dtype: torch.dtype | None) -> Profile:
         t = time.perf_counter()
         rows, unsupported = count_costs(run.trace)
         modules = aggregate_modules(rows, self.model)
@@ -387,7 +387,7 @@ def prepare(
     model_or_name: nn.Module | str,
     *,
     input_shape: Sequence[int] | str | None = None,
-    example_inputs: tuple | list | torch.Tensor | None = None,
+    example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
     example_kwargs: dict[str, Any] | None = None,
     batch_size: int | None = None,
     dtype: str | torch.dtype | None = None,
@@ -498,8 +498,8 @@ def _prepare_by_name(
 
 def _prepare_module(
     module: nn.Module,
-    args: tuple,
-    kwargs: dict,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     name: str,
     family: str,
     notes: list[str],

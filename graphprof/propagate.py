@@ -45,8 +45,8 @@ class OpCall:
     """One aten call with its tensors reduced to shapes and dtypes."""
 
     func: torch._ops.OpOverload
-    args: tuple
-    kwargs: dict
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
     out: Any
     phase: str
 
@@ -145,8 +145,8 @@ class OpRecorder(Observer):
 def propagate(
     captured: CapturedGraph,
     model: nn.Module,
-    args: tuple,
-    kwargs: dict,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     *,
     train: bool = False,
     dtype: torch.dtype | None = None,

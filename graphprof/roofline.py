@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from graphprof.hardware import Hardware
 from graphprof.result import Profile
@@ -401,6 +401,6 @@ def kernel_seconds(op: Any, dtype: str, hardware: Hardware, calibration: Calibra
     rates = calibration.rates_for(dtype, klass)
     peak = hardware.peak_flops(dtype)
     flops = op.cost.flops * op.work_fraction
-    return rates.latency_s + max(
+    return rates.latency_s + cast(float, max(
         flops / (peak * rates.compute_fraction), op.cost.bytes_moved / (hardware.bandwidth * rates.memory_fraction)
-    )
+    ))

@@ -43,7 +43,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -112,8 +112,8 @@ class OpEvent:
 
     index: int
     func: torch._ops.OpOverload
-    args: tuple
-    kwargs: dict
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
     out: Any
     phase: str
     layer: Layer | None
@@ -128,7 +128,7 @@ class RunContext:
     captured: CapturedGraph
     fake: bool
     train: bool
-    inputs: tuple[tuple, dict]
+    inputs: tuple[tuple[Any, ...], dict[str, Any]]
     state: dict[str, torch.Tensor]
     layers: dict[str, Layer]
 
@@ -231,7 +231,7 @@ class _Loop:
             if isinstance(t, torch.Tensor) and t not in self.producers:
                 self.producers[t] = producer
 
-    def emit(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
+    def emit(self, func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         producers: tuple[Producer | None, ...] = ()
         if self.track:
             leaves = tree_flatten((args, kwargs))[0]
@@ -250,7 +250,7 @@ class _OpTap(TorchDispatchMode):
     """Sees every aten call below autograd and hands it to the loop."""
 
     def __init__(self, loop: _Loop) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # TorchDispatchMode.__init__ has no annotations
         self.loop = loop
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
@@ -306,7 +306,7 @@ def graph_layers(gm: torch.fx.GraphModule, model: nn.Module, dynamo: bool) -> di
         elif dynamo:
             owner = modules.get(module) if module else None
             is_leaf = owner is not None and next(owner.children(), None) is None
-            name = module if is_leaf and module not in taken else ".".join(filter(None, [module, node_type]))
+            name = cast(str, module) if is_leaf and module not in taken else ".".join(filter(None, [module, node_type]))
             if is_leaf and module not in taken:
                 node_type = type(owner).__name__
         else:
@@ -337,7 +337,7 @@ class _GraphRunner(torch.fx.Interpreter):
         self.loop = loop
         self.layers = layers
 
-    def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple[tuple, dict]:
+    def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
         # Graph constants are immutable_list / immutable_dict; the generated forward would pass fresh
         # lists, and some wrapped functions mutate their arguments (video Swin's window sizes).
         args, kwargs = super().fetch_args_kwargs_from_env(n)
@@ -473,8 +473,8 @@ def _module_layers(model: nn.Module, loop: _Loop, layers: dict[str, Layer]) -> I
 def run_model(
     captured: CapturedGraph,
     model: nn.Module,
-    args: tuple,
-    kwargs: dict,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     observers: Sequence[Observer],
     *,
     train: bool = False,
@@ -493,7 +493,7 @@ def run_model(
     """
     gm = captured.graph_module
     root: nn.Module = gm if gm is not None else model
-    named = dict(root.named_parameters(remove_duplicate=False))
+    named: dict[str, torch.Tensor] = dict(root.named_parameters(remove_duplicate=False))
     named.update(dict(root.named_buffers(remove_duplicate=False)))
     if fake:
         named.update(_small_tensor_attributes(root))

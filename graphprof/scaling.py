@@ -26,7 +26,7 @@ import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -113,7 +113,7 @@ class SweepRow:
     def metric(self, name: str) -> float | None:
         if name not in METRICS:
             raise InvalidInputError(f"unknown sweep metric {name!r}: choose one of {', '.join(METRICS)}")
-        return getattr(self, name)
+        return cast("float | None", getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -435,7 +435,7 @@ def _user_factory(spec: str) -> Callable[..., Any]:
     obj = find_user_object(spec)
     if isinstance(obj, nn.Module) or not callable(obj):
         raise InvalidInputError(f"{spec} is not a factory: --set needs a function or class that takes keywords")
-    return obj
+    return cast("Callable[..., Any]", obj)
 
 
 def _check_axis(model: Any, axis: Axis, key: str | None) -> str | None:
@@ -522,7 +522,7 @@ def _load_measure() -> Callable[..., Any]:
     never a made-up result.
     """
     try:
-        from graphprof import measure as measure_module  # type: ignore[attr-defined]
+        from graphprof import measure as measure_module
     except ImportError as exc:
         raise MissingDependencyError(
             "measured sweeps need graphprof.measure (measured time and memory), which this build does not have; "
@@ -531,7 +531,7 @@ def _load_measure() -> Callable[..., Any]:
     fn = getattr(measure_module, "measure", None)
     if not callable(fn):
         raise MissingDependencyError("graphprof.measure has no measure() function: measured sweeps are unavailable")
-    return fn
+    return cast("Callable[..., Any]", fn)
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -552,7 +552,7 @@ def sweep(
     device: str | None = None,
     hardware: Hardware | str | None = None,
     input_shape: Sequence[int] | str | None = None,
-    example_inputs: tuple | list | torch.Tensor | None = None,
+    example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
     example_kwargs: dict[str, Any] | None = None,
     batch_size: int | None = None,
     dtype: str | torch.dtype | None = None,
@@ -593,7 +593,7 @@ def sweep(
         if isinstance(model, str):
             spec = _with_option(model, chosen_key or "", value)
             return prepare(spec, **prepare_options)
-        factory = functools.partial(model, **{chosen_key or "": value})
+        factory = functools.partial(cast("Callable[..., nn.Module]", model), **{chosen_key or "": value})
         built = factory()
         if not isinstance(built, nn.Module):
             raise InvalidInputError(f"the factory returned {type(built).__name__}, not an nn.Module")
@@ -692,7 +692,7 @@ class ScalingExperiment:
         device: str | torch.device | None = None,
         *,
         input_shape: Sequence[int] | str | None = None,
-        example_inputs: tuple | list | torch.Tensor | None = None,
+        example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
         example_kwargs: dict[str, Any] | None = None,
         hardware: Hardware | str | None = None,
         measure: bool = False,

@@ -70,7 +70,7 @@ class _Positional(nn.Module):
     lists of images, or returning dicts are adapted here, without touching the model itself.
     """
 
-    def __init__(self, model: nn.Module, args: tuple, kwargs: dict) -> None:
+    def __init__(self, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         super().__init__()
         self.model = model
         leaves, self._spec = tree_flatten((args, kwargs))
@@ -199,7 +199,7 @@ def _fvcore_measured(
     return handle
 
 
-def count_with_fvcore(model: nn.Module, args: tuple, kwargs: dict) -> ReferenceCounts:
+def count_with_fvcore(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ReferenceCounts:
     """fvcore's ``FlopCountAnalysis`` of ``model(*args, **kwargs)``, by operator, with its adjustments."""
     try:
         with _quiet():  # importing fvcore scripts a function, which torch now warns about
@@ -300,7 +300,7 @@ def _torch_probes(calls: Counter[str], measured: Counter[tuple[str, str]]) -> di
     return probes
 
 
-def count_with_torch(model: nn.Module, args: tuple, kwargs: dict) -> ReferenceCounts:
+def count_with_torch(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ReferenceCounts:
     """torch's ``FlopCounterMode`` over one eval forward of ``model(*args, **kwargs)``, plus the probed ops."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -331,7 +331,7 @@ def count_with_torch(model: nn.Module, args: tuple, kwargs: dict) -> ReferenceCo
     )
 
 
-REFERENCES: dict[str, Callable[[nn.Module, tuple, dict], ReferenceCounts]] = {
+REFERENCES: dict[str, Callable[[nn.Module, tuple[Any, ...], dict[str, Any]], ReferenceCounts]] = {
     "fvcore": count_with_fvcore,
     "torch": count_with_torch,
 }

@@ -300,7 +300,7 @@ _CAUSAL_FLAG_POSITION = {
 }
 
 
-def kernel_work_fraction(func: Any, args: tuple, kwargs: dict) -> float:
+def kernel_work_fraction(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
     """Share of the counted FLOPs a kernel really executes: below 1 for causal attention only.
 
     The MACs keep their convention (the full square, as ``torch.utils.flop_counter``); a predicted time

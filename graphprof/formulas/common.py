@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.rates import FlopRate, rate
@@ -20,7 +20,7 @@ def first(out: Any) -> TensorMeta:
     """The first tensor of an op's output (ops like max_pool2d_with_indices return several)."""
     while isinstance(out, (tuple, list)):
         out = out[0]
-    return out
+    return cast(TensorMeta, out)
 
 
 def flops_of(name: str, n_input: int = 0, n_output: int = 0) -> int:

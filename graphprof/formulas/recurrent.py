@@ -41,7 +41,7 @@ import torch
 
 from graphprof.formulas.common import flops_of
 from graphprof.formulas.cost import Cost, TensorMeta
-from graphprof.formulas.registry import register
+from graphprof.formulas.registry import Formula, register
 
 aten = torch.ops.aten
 
@@ -207,7 +207,7 @@ def miopen_rnn_cost(
 # ---- composite ops (graphs captured above dispatch) -----------------------------------------------------
 
 
-def _composite(kind: str):  # noqa: ANN202 - a formula factory
+def _composite(kind: str) -> Formula:  # a formula factory
     gates = GATES[kind]
 
     def formula(input: TensorMeta, *args: Any, out: Any, **kwargs: Any) -> Cost:
@@ -229,7 +229,7 @@ for _kind in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
     register(getattr(aten, _kind))(_composite(_kind))
 
 
-def _cell(kind: str):  # noqa: ANN202 - a formula factory
+def _cell(kind: str) -> Formula:  # a formula factory
     def formula(
         input: TensorMeta,
         hx: Any,
@@ -253,7 +253,7 @@ for _kind in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
     register(getattr(aten, f"{_kind}_cell"))(_cell(_kind))
 
 
-def _fused_cell(kind: str):  # noqa: ANN202 - a formula factory
+def _fused_cell(kind: str) -> Formula:  # a formula factory
     def formula(
         input_gates: TensorMeta,
         hidden_gates: TensorMeta,

@@ -31,7 +31,7 @@ import enum
 import importlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
@@ -178,10 +178,10 @@ def _packet_for_user(op: Any) -> OpOverloadPacket:
     if isinstance(op, OpOverloadPacket):
         return op
     if isinstance(op, OpOverload):
-        return op.overloadpacket
+        return cast(OpOverloadPacket, op.overloadpacket)
     overload = getattr(op, "_opoverload", None)  # torch.library.custom_op returns a CustomOpDef
     if isinstance(overload, OpOverload):
-        return overload.overloadpacket
+        return cast(OpOverloadPacket, overload.overloadpacket)
     if isinstance(op, str) and "::" in op:
         namespace, _, name = op.partition("::")
         packet = getattr(getattr(torch.ops, namespace), name.partition(".")[0], None)
@@ -259,7 +259,7 @@ def _resolve(func: Any) -> Any:
     if packet not in _FORMULAS and packet not in ZERO_COST_OPS:
         _load_extension(packet)
     if packet in _FORMULAS:
-        handler = _FORMULAS[packet]
+        handler: object = _FORMULAS[packet]
     elif packet in ZERO_COST_OPS:
         handler = _ZERO_COST
     else:
@@ -337,7 +337,7 @@ def op_cost(func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out
     written = [0]
     meta_out = _to_meta(out, set(), written, read=False)
     try:
-        cost = formula(*meta_args, out=meta_out, **meta_kwargs)
+        cost: Cost = formula(*meta_args, out=meta_out, **meta_kwargs)
     except Exception as exc:
         if hasattr(exc, "add_note"):  # Python 3.11+: name the op without changing the exception's type
             exc.add_note(f"graphprof: raised by the cost formula {formula.__qualname__} of {func}")

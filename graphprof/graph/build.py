@@ -31,7 +31,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -288,7 +288,7 @@ class GraphBuilder(Observer):
     def _param_of(self, t: torch.Tensor, producer: Any) -> tuple[str, int] | None:
         if producer is not None and producer.kind == "state" and producer.name in self.param_names:
             return producer.name, t.numel()
-        return self.param_alias.get(t)
+        return cast("tuple[str, int] | None", self.param_alias.get(t))
 
     def _detail_op(
         self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any

@@ -79,7 +79,7 @@ class Profiler(nn.Module):
         self._written: dict[Path, str] = {}
 
     # ---- passes ------------------------------------------------------------------------------------
-    def _pass(self, detail: bool, args: tuple, kwargs: dict) -> GraphBuilder:
+    def _pass(self, detail: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> GraphBuilder:
         from graphprof.prepared import prepare
 
         if self.token_kwarg is not None and self.token_kwarg not in kwargs:

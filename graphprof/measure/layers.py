@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -81,14 +81,14 @@ class RunTimes:
 
 
 def _is_device_event(event: Any) -> bool:
-    return getattr(event, "device_type", None) is not None and event.device_type != torch.autograd.DeviceType.CPU
+    return getattr(event, "device_type", None) is not None and event.device_type != torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]  # not re-exported in torch's stubs
 
 
 def _owner(event: Any) -> str:
     e = event
     while e is not None:
         if e.name.startswith(RANGE_PREFIX):
-            return e.name[len(RANGE_PREFIX) :]
+            return cast(str, e.name[len(RANGE_PREFIX) :])
         e = e.cpu_parent
     return OUTSIDE
 

@@ -100,7 +100,7 @@ def tracked_breakdown(model: nn.Module, step: Callable[[], Any], device: torch.d
         step()
         tracker.reset_mod_stats()
         step()
-    snapshot = tracker.get_tracker_snapshot("peak")
+    snapshot: dict[Any, Any] = tracker.get_tracker_snapshot("peak")  # looked up with a device or None
     dev = torch.device(device)
     key = next((d for d in snapshot if torch.device(d).type == dev.type), None)
     found = {_MEMTRACKER_KEYS.get(str(k).rsplit(".", 1)[-1], "other"): int(v) for k, v in (snapshot.get(key) or {}).items() if str(k) != "Total"}

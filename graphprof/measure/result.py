@@ -8,7 +8,7 @@ CPU); model-level times are :class:`~graphprof.measure.timing.RuntimeStats` in m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from graphprof.measure.timing import RuntimeStats
 
@@ -114,7 +114,7 @@ class MemoryBreakdown:
         key = "activations" if key == "forward_activations" else key
         if key not in (*CATEGORIES, "peak"):
             raise KeyError(key)
-        return getattr(self, key) / 2**20
+        return cast(float, getattr(self, key) / 2**20)
 
     def to_dict(self) -> dict[str, Any]:
         return {**{c: getattr(self, c) for c in CATEGORIES}, "peak": self.peak, "device": self.device, "source": self.source, "unit": "bytes"}

@@ -143,7 +143,7 @@ def benchmark_function(
     """
     check_runs(num_runs, warmup_runs)
     cuda = _uses_cuda(device)
-    sync = torch.cuda.synchronize if (cuda or torch.cuda.is_initialized()) else (lambda: None)
+    sync: Callable[[], None] = torch.cuda.synchronize if (cuda or torch.cuda.is_initialized()) else (lambda: None)
     min_runs = min(max(min_runs, 2), num_runs)
 
     def once() -> float:

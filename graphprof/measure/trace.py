@@ -132,7 +132,7 @@ def capture_model(
             prof.export_chrome_trace(str(trace_path(directory, name, index)))
             return out
 
-        cls.forward = forward  # type: ignore[method-assign]
+        cls.forward = forward
         return cls
 
     return decorate

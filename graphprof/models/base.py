@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -58,8 +59,8 @@ class ResolvedModel:
     name: str
     family: str
     model: torch.nn.Module
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
 

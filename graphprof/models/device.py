@@ -61,8 +61,9 @@ def _state_on_meta() -> Iterator[None]:
         return buffer.to(META)
 
     handles = [
-        module_hooks.register_module_parameter_registration_hook(parameter_hook),
-        module_hooks.register_module_buffer_registration_hook(buffer_hook),
+        # torch annotates these hooks as returning None, but documents (and honours) a returned replacement
+        module_hooks.register_module_parameter_registration_hook(parameter_hook),  # type: ignore[arg-type]
+        module_hooks.register_module_buffer_registration_hook(buffer_hook),  # type: ignore[arg-type]
     ]
     try:
         yield

@@ -33,7 +33,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl
 
 import torch
@@ -256,13 +256,13 @@ def _model_builder(transformers: ModuleType, config: Any, attention: str) -> Any
 
     def make() -> torch.nn.Module:
         if auto_class is not None:
-            return getattr(transformers, auto_class).from_config(config, attn_implementation=attention)
+            return cast(torch.nn.Module, getattr(transformers, auto_class).from_config(config, attn_implementation=attention))
         try:
-            return transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention)
+            return cast(torch.nn.Module, transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention))
         except ValueError as exc:
             if "Unrecognized configuration class" not in str(exc):
                 raise
-            return transformers.AutoModel.from_config(config, attn_implementation=attention)
+            return cast(torch.nn.Module, transformers.AutoModel.from_config(config, attn_implementation=attention))
 
     return make
 
@@ -272,7 +272,7 @@ def _inputs(config: Any, shape: tuple[int, ...], device: torch.device) -> tuple[
     kind = getattr(config, "model_type", "")
     batch = shape[0]
     if kind == "vit":
-        size = (batch, 3, config.image_size, config.image_size)
+        size: tuple[int, ...] = (batch, 3, config.image_size, config.image_size)
         return {"pixel_values": _floats(size, device)}, f"pixel_values {format_shape(size)}"
     vocab_size = getattr(config, "vocab_size", None)
     if not isinstance(vocab_size, int) or vocab_size <= 0:

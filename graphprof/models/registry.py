@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -70,7 +71,7 @@ def _resolve(
     allow_unsafe_load: bool,
     proposals: int | None = None,
 ) -> ResolvedModel:
-    options = {"input_shape": input_shape, "batch_size": batch_size, "device": device}
+    options: dict[str, Any] = {"input_shape": input_shape, "batch_size": batch_size, "device": device}
     if proposals is not None and spec.lower() not in torchvision_zoo.torchvision_families():
         raise InvalidInputError(f"proposals applies to torchvision's two-stage detectors, not to {spec}")
     lowered = spec.lower()

@@ -33,7 +33,7 @@ import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torchvision
@@ -100,7 +100,7 @@ class _InputPlan:
             return f"2 x {format_shape(shape)}"
         return format_shape(shape)
 
-    def make(self, shape: Sequence[int], device: torch.device) -> tuple:
+    def make(self, shape: Sequence[int], device: torch.device) -> tuple[Any, ...]:
         if self.form == "images":
             return ([random_tensor(shape[1:], device, offset=i) for i in range(shape[0])],)
         if self.form == "pair":
@@ -282,7 +282,7 @@ def resolve_torchvision(
         model = builder(weights=None, **kwargs)
         if name in _FROZEN_BN_WHEN_TRAINED:
             _freeze_batch_norm(model.backbone)
-        return model
+        return cast(torch.nn.Module, model)
 
     if family == "quantized":
         if device.type != "cpu":

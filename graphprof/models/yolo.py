@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -246,7 +246,7 @@ def _model_class(tasks: ModuleType, arch: YoloArchitecture) -> type[torch.nn.Mod
         raise ModelBuildError(
             f"{arch.name} needs ultralytics.nn.tasks.{class_name}, which this ultralytics lacks; upgrade it"
         )
-    return cls
+    return cast("type[torch.nn.Module]", cls)
 
 
 def _without_torchvision_weights(cfg: dict[str, Any]) -> bool:

@@ -35,17 +35,18 @@ class BackwardAttribution(Observer):
             return
         tag = id(layer)
         self.tags[tag] = layer
-        stack = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        stack: list[torch.autograd.graph.Node | None] = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         while stack:
             fn = stack.pop()
-            if fn is None or _TAG in fn.metadata:
+            # torch declares Node.metadata a method; it is a property returning a dict
+            if fn is None or _TAG in fn.metadata:  # type: ignore[operator]
                 continue
-            fn.metadata[_TAG] = tag
+            fn.metadata[_TAG] = tag  # type: ignore[index]
             stack.extend(next_fn for next_fn, _ in fn.next_functions)
 
     def op(self, event: OpEvent) -> None:
         if event.phase != "backward":
             return
         node = torch._C._current_autograd_node()
-        tag = None if node is None else node.metadata.get(_TAG)
+        tag = None if node is None else node.metadata.get(_TAG)  # type: ignore[attr-defined]
         event.layer = self.tags.get(tag) if tag is not None else None

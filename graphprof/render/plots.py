@@ -133,6 +133,7 @@ def render_roofline_plot(profile: Profile, roofline: Roofline | None = None, *, 
     xs_all = [layer.flops / layer.bytes for layer in placed] or [roofline.threshold]
     lo, hi = min(xs_all + [roofline.threshold]) / 4, max(xs_all + [roofline.threshold]) * 4
     if device:
+        assert roofline.hardware is not None and roofline.peak_flops is not None and roofline.bandwidth is not None
         peak, bandwidth = roofline.peak_flops / 1e12, roofline.bandwidth / 1e12
         grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
         axes.plot(grid, [min(peak, x * bandwidth) for x in grid], color="black", linewidth=1.5, label="roof")

@@ -451,7 +451,7 @@ def render_bottlenecks(profile: Profile, roofline: Roofline | None = None) -> Re
         if timed:
             cells += [_time(sum(layer.seconds or 0.0 for layer in layers)), format_percent(roofline.time_share(bound))]
         table.add_row(*cells)
-    lines = [table, Text(describe_threshold(roofline), style="dim")]
+    lines: list[RenderableType] = [table, Text(describe_threshold(roofline), style="dim")]
     if timed:
         lines.append(
             Text(
