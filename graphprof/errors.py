@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_MODEL_EXIT",
     "EXIT_UNSAFE_LOAD",
     "EXIT_FORMULA_REGISTRY",
+    "EXIT_MEASUREMENT",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "GraphprofError",
@@ -35,6 +36,7 @@ __all__ = [
     "ReferenceFailedError",
     "ModelExitError",
     "UnsafeLoadError",
+    "MeasurementError",
 ]
 
 
@@ -50,6 +52,7 @@ EXIT_OUTPUT = 7
 EXIT_MODEL_EXIT = 8
 EXIT_UNSAFE_LOAD = 9
 EXIT_FORMULA_REGISTRY = 10
+EXIT_MEASUREMENT = 11
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
@@ -66,6 +69,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_MODEL_EXIT: "the model's own code called sys.exit (or raised another BaseException)",
     EXIT_UNSAFE_LOAD: "loading the file would run code from it, and --allow-unsafe-load was not given",
     EXIT_FORMULA_REGISTRY: "a cost formula was registered wrongly",
+    EXIT_MEASUREMENT: "a real run failed: out of memory on the device (the batch is named), or the model raised",
     EXIT_INTERNAL: "a bug in graphprof (--debug shows the traceback)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
@@ -154,3 +158,9 @@ class UnsafeLoadError(GraphprofError):
     """
 
     exit_code = EXIT_UNSAFE_LOAD
+
+
+class MeasurementError(GraphprofError):
+    """A real run failed: out of memory on the device (the batch is named), or the model raised."""
+
+    exit_code = EXIT_MEASUREMENT

@@ -31,7 +31,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from graphprof.errors import InvalidInputError, MissingDependencyError
+from graphprof.errors import InvalidInputError
 from graphprof.hardware import Hardware, get_hardware
 from graphprof.inputs import format_inputs
 from graphprof.prepared import PreparedModel, prepare
@@ -513,30 +513,36 @@ def _integer(value: Any, what: str) -> int:
 # ---- measurement (issue 9) -------------------------------------------------------------------------
 
 
-def _load_measure() -> Callable[..., Any]:
-    """``graphprof.measure.measure``: the measured run of issue 9.
+@dataclass(frozen=True)
+class _PointMeasurement:
+    seconds: float
+    peak_bytes: int
 
-    Expected contract: ``measure(prepared, *, device, batch_size=None, input_shape=None, seq_len=None)``
-    returning an object with ``seconds`` (median seconds per pass) and ``peak_bytes`` (peak memory).
-    Until that module exists, asking for a measured sweep is a one-line :class:`MissingDependencyError`,
-    never a made-up result.
-    """
-    try:
-        from graphprof import measure as measure_module
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "measured sweeps need graphprof.measure (measured time and memory), which this build does not have; "
-            "run the sweep without --measure for the dry-run estimates"
-        ) from exc
-    fn = getattr(measure_module, "measure", None)
-    if not callable(fn):
-        raise MissingDependencyError("graphprof.measure has no measure() function: measured sweeps are unavailable")
-    return cast("Callable[..., Any]", fn)
+
+def _measure_point(prepared: PreparedModel, *, device: str, **options: Any) -> _PointMeasurement:
+    """One measured point: the median plain forward (seconds) and the peak memory (bytes), from
+    :func:`graphprof.measure.run.measure_prepared` without the per-layer runs and the breakdown."""
+    from graphprof.measure.run import measure_prepared
+
+    measured = measure_prepared(prepared, device=device, iters=20, warmup=3, layer_runs=1, breakdown=False, **options)
+    return _PointMeasurement(seconds=measured.forward.median / 1e3, peak_bytes=measured.memory.peak_bytes)
+
+
+def _load_measure() -> Callable[..., Any]:
+    """The function that measures one point (a seam the tests replace to simulate an out-of-memory device)."""
+    return _measure_point
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
+    from graphprof.errors import MeasurementError
+
     oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
-    return oom is not None and isinstance(exc, oom)
+    seen: BaseException | None = exc
+    while seen is not None:  # measure_prepared reports a CUDA OOM as a MeasurementError naming the batch
+        if oom is not None and isinstance(seen, oom):
+            return True
+        seen = seen.__cause__ if isinstance(seen, MeasurementError) else None
+    return False
 
 
 # ---- the sweep --------------------------------------------------------------------------------------
@@ -629,7 +635,7 @@ def sweep(
         measured_peak: int | None = None
         if measure_fn is not None:
             try:
-                result = measure_fn(pm, device=device or "cuda", **options)
+                result = measure_fn(pm, device=device or ("cuda" if torch.cuda.is_available() else "cpu"), **options)
             except Exception as exc:
                 if not _is_out_of_memory(exc):
                     raise

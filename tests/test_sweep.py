@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import graphprof
 from graphprof import scaling as sweep_module
-from graphprof.errors import InvalidInputError, MissingDependencyError
+from graphprof.errors import InvalidInputError
 from graphprof.render.sweep import render_sweep_csv, write_sweep_plot
 from graphprof.scaling import Axis, ScalingExperiment, find_knee, parse_values, sweep
 from graphprof_cli.main import app
@@ -177,11 +177,13 @@ def test_find_knee():
     assert find_knee([1, 2], [1.0, 2.0]) is None
 
 
-@pytest.mark.skipif(importlib.util.find_spec("graphprof.measure") is not None, reason="graphprof.measure exists")
-def test_measure_without_measure_module_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(sweep_module, "prepare", lambda *a, **k: pytest.fail("no work before the error"))
-    with pytest.raises(MissingDependencyError, match="graphprof.measure"):
-        sweep("resnet18", "batch", [1, 2], measure=True)
+def test_measured_sweep_on_the_cpu():
+    s = sweep(make_mlp(), "batch", [1, 2, 4], input_shape=(1, 8), measure=True, device="cpu")
+    assert [r.value for r in s.rows] == [1, 2, 4]
+    assert all(r.measured_seconds is not None and r.measured_seconds > 0 for r in s.rows)
+    assert all(r.measured_peak_bytes is not None and r.measured_peak_bytes > 0 for r in s.rows)
+    # the peak holds at least the largest batch's input: 4 x 8 float32 features
+    assert s.rows[-1].measured_peak_bytes >= 4 * 8 * 4
 
 
 class _Measured:
@@ -255,8 +257,10 @@ def test_cli_bad_input_one_line(argv, code, message):
     assert "Traceback" not in result.output
 
 
-@pytest.mark.skipif(importlib.util.find_spec("graphprof.measure") is not None, reason="graphprof.measure exists")
-def test_cli_measure_without_measure_module():
-    result = runner.invoke(app, ["sweep", "--model", "resnet18", "--batch", "1,2", "--measure"])
-    assert result.exit_code == 4, result.output
-    assert "graphprof.measure" in result.output
+def test_cli_measured_sweep_on_the_cpu(tmp_path):
+    out = tmp_path / "s.json"
+    argv = ["sweep", "--model", "resnet18", "--input-shape", "1,3,32,32", "--batch", "1,2", "--measure", "--device", "cpu"]
+    result = runner.invoke(app, [*argv, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["value"] for r in rows] == [1, 2] and all(r["measured_seconds"] > 0 for r in rows)

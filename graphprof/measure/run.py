@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils._pytree import tree_map
 
 from graphprof.capture import CapturedGraph
-from graphprof.errors import GraphprofError, InvalidInputError, OutputError
+from graphprof.errors import InvalidInputError, MeasurementError, OutputError
 from graphprof.inputs import describe_inputs, format_inputs, materialize
 from graphprof.measure.host import detect_host
 from graphprof.measure.layers import LayerRanges, attribute, kernel_busy_us
@@ -50,12 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["MeasurementError", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_prepared"]
 
 OPTIMIZERS = ("sgd", "adamw")
-
-
-class MeasurementError(GraphprofError):
-    """A real run failed: out of memory on the device (the batch is named), or the model raised."""
-
-    exit_code = 8
 
 
 def default_device() -> str:
