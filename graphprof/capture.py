@@ -348,7 +348,10 @@ def capture_graph(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     raise CaptureError(f"every capture method failed ({detail})")
 
 
-def _one_line(exc: BaseException, limit: int = 200) -> str:
+def _one_line(exc: BaseException, limit: int = 600) -> str:
+    """``Type: message`` on one line; a very long message (a Dynamo graph dump) ends at a word, never mid-word."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     text = f"{type(exc).__name__}: {text}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " ..."

@@ -72,9 +72,10 @@ def model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def _short(exc: BaseException, limit: int = 120) -> str:
+def _short(exc: BaseException, limit: int = 300) -> str:
+    """The message on one line; a very long one ends at a word, never mid-word."""
     text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def _versions() -> tuple[tuple[str, str], ...]:
