@@ -318,11 +318,21 @@ class GraphBuilder(Observer):
             if param is not None and param[0] not in self.detail_params:
                 self.detail_params.add(param[0])
                 acc.node.params += param[1]
-        for t in ins:
+        for t, producer, param in zip(ins, producers, params, strict=True):
+            if t not in self.ops.owner and param is None and (producer is None or producer.kind != "state"):
+                self._constant(t)
             self.ops.consume(key, t)
         for t in outs:
             self.ops.produce(key, t)
         self._add_cost(acc, record, outs)
+
+    def _constant(self, t: torch.Tensor) -> None:
+        """A tensor made inside the forward from Python values (``torch.tensor(scale)``, ``as_tensor(mean)``)
+        comes from one source node, ``(constants)``, as the graph inputs come from theirs: scalar
+        computations on constants (read back with ``.item()``) then hang off it rather than float alone."""
+        acc = self.ops.node(("input", "(constants)"), "(constants)", "input", "constant", None)
+        acc.node.bytes_written += t.numel() * t.element_size()
+        self.ops.produce(("input", "(constants)"), t)
 
     # ---- costs -------------------------------------------------------------------------------------
     @staticmethod
