@@ -27,6 +27,7 @@ import torch
 
 from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.guard import guard_user_code
+from graphprof.inputs import INPUT_SEED
 from graphprof.models import hf, torchvision_zoo, user, yolo
 from graphprof.models.base import ModelInfo, ResolvedModel
 from graphprof.models.device import parse_device
@@ -147,7 +148,10 @@ def resolve_model(
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidInputError(f"a model spec must be a non-empty string, got {spec!r}")
     target = parse_device(device)
-    with network_blocked():
-        if proposals is not None and proposals <= 0:
-            raise InvalidInputError(f"proposals must be positive, got {proposals}")
+    if proposals is not None and proposals <= 0:
+        raise InvalidInputError(f"proposals must be positive, got {proposals}")
+    # random weights from a fixed seed: the same spec builds the same model, so a real run (detection
+    # post-processing keeps the boxes its weights give) counts the same every time; the caller's RNG is untouched
+    with network_blocked(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(INPUT_SEED)
         return _resolve(spec.strip(), input_shape, batch_size, target, allow_unsafe_load, proposals)
