@@ -221,6 +221,8 @@ def test_dot_output_is_accepted_by_graphviz(resnet_graphs, tmp_path):
     done = subprocess.run(["dot", "-Tsvg", str(dot_file)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "<svg" in done.stdout
+    # labels break into lines (name, type, FLOPs): no literal backslash-n reaches the drawing
+    assert ">conv1</text>" in done.stdout and ">Conv2d</text>" in done.stdout and "\\n" not in done.stdout
     write_graph(graph, tmp_path / "g.svg")
     assert (tmp_path / "g.svg").read_text().lstrip().startswith("<?xml")
     assert (

@@ -96,7 +96,8 @@ def to_json(graph: Graph, detail: Graph | None = None) -> str:
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A DOT string: backslashes and quotes escaped, line breaks written as DOT's line-break escape."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def to_dot(graph: Graph, depth: int | None = None) -> str:
@@ -106,7 +107,7 @@ def to_dot(graph: Graph, depth: int | None = None) -> str:
     loose: list[str] = []
     for n in graph.nodes:
         shape = "ellipse" if n.kind == "input" else "box"
-        label = f"{n.name}\\n{n.type}" + (f"\\n{n.flops:,} FLOPs" if n.flops else "")
+        label = f"{n.name}\n{n.type}" + (f"\n{n.flops:,} FLOPs" if n.flops else "")
         line = f"  n{n.id} [label={_quote(label)} shape={shape}];"
         parts = n.module.split(".") if n.module else []
         if n.kind != "input" and parts:
