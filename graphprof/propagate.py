@@ -37,7 +37,7 @@ from graphprof.formulas import TensorMeta
 from graphprof.observers import BackwardAttribution, LiveMemory
 from graphprof.runloop import DataDependentError, Layer, Observer, OpEvent, RunContext, run_model
 
-__all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "DataDependentError", "shapes_of"]
+__all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "DataDependentError", "shapes_of", "to_meta", "op_call"]
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Trace:
     unattributed: TraceKey
 
 
-def _to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
+def to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
     """Tensors -> :class:`TensorMeta`; one tensor passed twice stays one object (so it is read once)."""
     if isinstance(value, torch.Tensor):
         meta = memo.get(id(value))
@@ -85,12 +85,19 @@ def _to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
             meta = memo[id(value)] = TensorMeta(tuple(int(s) for s in value.shape), value.dtype, stride)
         return meta
     if isinstance(value, list):
-        return [_to_meta(v, memo) for v in value]
+        return [to_meta(v, memo) for v in value]
     if isinstance(value, tuple):  # plain tuple also for torch.return_types structs
-        return tuple(_to_meta(v, memo) for v in value)
+        return tuple(to_meta(v, memo) for v in value)
     if isinstance(value, dict):
-        return {k: _to_meta(v, memo) for k, v in value.items()}
+        return {k: to_meta(v, memo) for k, v in value.items()}
     return value
+
+
+def op_call(event: OpEvent) -> OpCall:
+    """An op event reduced to shapes, dtypes and strides: one memo for the inputs (a tensor passed twice
+    is read once), another for the outputs."""
+    memo: dict[int, TensorMeta] = {}
+    return OpCall(event.func, to_meta(event.args, memo), to_meta(event.kwargs, memo), to_meta(event.out, {}), event.phase)
 
 
 def shapes_of(value: Any) -> tuple[tuple[int, ...], ...]:
@@ -132,10 +139,7 @@ class OpRecorder(Observer):
 
     def op(self, event: OpEvent) -> None:
         key = self._key(event.layer) if event.layer is not None else self.unattributed
-        memo: dict[int, TensorMeta] = {}
-        key.calls.append(
-            OpCall(event.func, _to_meta(event.args, memo), _to_meta(event.kwargs, memo), _to_meta(event.out, {}), event.phase)
-        )
+        key.calls.append(op_call(event))
 
     def trace_keys(self) -> list[TraceKey]:
         """The layers in the run's order (the graph's order, or first entry in the eager capture)."""

@@ -38,10 +38,10 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from graphprof.count import op_name, op_record
-from graphprof.formulas import OpStatus, TensorMeta, op_status
+from graphprof.formulas import OpStatus, op_status
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
 from graphprof.hardware import Hardware
-from graphprof.propagate import OpCall
+from graphprof.propagate import op_call
 from graphprof.roofline import roofline_time
 from graphprof.runloop import Layer, Observer, OpEvent, RunContext
 
@@ -57,21 +57,6 @@ def passes_through(func: torch._ops.OpOverload, out: Any) -> bool:
 
 def _tensors(value: Any) -> list[torch.Tensor]:
     return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
-
-
-def _metas(value: Any, memo: dict[int, TensorMeta]) -> Any:
-    """Tensors -> :class:`TensorMeta` (one tensor passed twice stays one record, so it is read once)."""
-    if isinstance(value, torch.Tensor):
-        if id(value) not in memo:
-            memo[id(value)] = TensorMeta(tuple(int(s) for s in value.shape), value.dtype)
-        return memo[id(value)]
-    if isinstance(value, list):
-        return [_metas(v, memo) for v in value]
-    if isinstance(value, tuple):  # plain tuple also for torch.return_types structs
-        return tuple(_metas(v, memo) for v in value)
-    if isinstance(value, dict):
-        return {k: _metas(v, memo) for k, v in value.items()}
-    return value
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -208,12 +193,8 @@ class GraphBuilder(Observer):
         ins = _tensors((event.args, event.kwargs))
         outs = _tensors(event.out)
         record = None
-        if not through:  # the same reduction as the op recorder's: one memo for the inputs, one for the outputs
-            memo: dict[int, TensorMeta] = {}
-            call = OpCall(
-                event.func, _metas(event.args, memo), _metas(event.kwargs, memo), _metas(event.out, {}), "forward"
-            )
-            record = op_record(call)
+        if not through:  # the op recorder's own reduction, so a node costs what the profile's row does
+            record = op_record(op_call(event))
         self._module_op(event, through, ins, outs, record)
         if self.detail:
             self._detail_op(event, through, ins, outs, record)
