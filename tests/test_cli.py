@@ -94,3 +94,25 @@ def test_seed_script_paths(script, args, expect):
     proc = subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     assert expect in proc.stdout
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["sweep", "-h"]])
+def test_help_and_version_do_not_import_torch(argv):
+    code = (
+        "import sys\n"
+        "from graphprof_cli.main import main\n"
+        f"sys.argv = ['graphprof', *{argv!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code in (0, None), exc.code\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
+
+
+@pytest.mark.parametrize("command", [[], ["compare"], ["sweep"], ["validate"], ["hardware"], ["list"]])
+def test_boolean_flags_are_shown_as_flags(command):
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "--help" in result.output
+    assert "<bool>" not in result.output

@@ -11,12 +11,14 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import click
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
 from graphprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
 
-__all__ = ["console", "fail", "run_guarded", "flag", "PIPE_WIDTH"]
+__all__ = ["console", "fail", "run_guarded", "flag", "PIPE_WIDTH", "Command", "Group"]
 
 #: Width of the report when stdout is not a terminal and neither ``--width`` nor ``COLUMNS`` says one:
 #: wide enough for every column of the reports; narrower widths fold cells, never cut them.
@@ -66,3 +68,21 @@ def run_guarded(fn: Callable[[], T], debug: bool = False) -> T:
 def flag(*names: str, help: str) -> Any:  # noqa: A002 - Typer's own keyword
     """A boolean option shown as a flag (``--list``), not as ``--list <bool>``."""
     return typer.Option(*names, help=help, metavar="")
+
+
+class _HelpShownAsFlag:
+    """``-h, --help`` shown as a flag too: Typer gives click's own help option a ``<bool>`` type column."""
+
+    def get_help_option(self, ctx: click.Context) -> click.Option | None:
+        option: click.Option | None = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Group(_HelpShownAsFlag, TyperGroup):
+    """The ``graphprof`` group (``typer.Typer(cls=Group)``)."""
+
+
+class Command(_HelpShownAsFlag, TyperCommand):
+    """A ``graphprof`` subcommand (``app.command(cls=Command)``)."""

@@ -19,10 +19,11 @@ import typer
 
 from graphprof import __version__
 from graphprof.errors import EXIT_CODES
+from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
-from graphprof_cli.common import flag, run_guarded
 
 app = typer.Typer(
+    cls=Group,
     add_completion=False,
     no_args_is_help=False,
     help="graphprof: what a PyTorch model costs (params, MACs, FLOPs, bytes, shapes) per layer, on a dry run.",
@@ -271,7 +272,7 @@ def profile(
             console.print(f"wrote {path}")
 
 
-@app.command("list")
+@app.command("list", cls=Command)
 def list_command(
     filter_: Annotated[str | None, typer.Option("--filter", help="Substring of name or family.")] = None,
 ) -> None:
@@ -279,7 +280,7 @@ def list_command(
     _list_models(filter_)
 
 
-@app.command("compare")
+@app.command("compare", cls=Command)
 def compare_command(
     models: Annotated[list[str], typer.Argument(help="Two or more models, named as for --model.")],
     input_shape: InputShapeOption = None,
@@ -324,7 +325,7 @@ def compare_command(
         raise typer.Exit(code)
 
 
-@app.command("hardware")
+@app.command("hardware", cls=Command)
 def hardware_command(
     name: Annotated[str | None, typer.Argument(help="Show one preset in full (default: list them all).")] = None,
 ) -> None:
@@ -339,8 +340,8 @@ def _register_commands() -> None:
     from graphprof_cli.sweep import sweep_command
     from graphprof_cli.validate import validate_command
 
-    app.command("validate")(validate_command)
-    app.command("sweep")(sweep_command)
+    app.command("validate", cls=Command)(validate_command)
+    app.command("sweep", cls=Command)(sweep_command)
 
 
 _register_commands()

@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from graphprof_cli.common import flag
+
 
 class SweepFormat(str, Enum):
     json = "json"
@@ -53,7 +55,7 @@ def sweep_command(
     set_: Annotated[
         str | None, typer.Option("--set", help="A factory keyword and its values: width=32,64,128.")
     ] = None,
-    measure: Annotated[bool, typer.Option("--measure", help="Also measure time and memory per point (real runs).")] = False,
+    measure: Annotated[bool, flag("--measure", help="Also measure time and memory per point (real runs).")] = False,
     device: Annotated[str | None, typer.Option("--device", help="Device of --measure (default cuda).")] = None,
     hardware: Annotated[
         str | None, typer.Option("--hardware", help="Device preset for the estimated time (see `graphprof hardware`).")
@@ -65,7 +67,7 @@ def sweep_command(
     plot: Annotated[Path | None, typer.Option("--plot", help="Draw the metrics against the axis (log-log): sweep.png.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the sweep to a .json or .csv file.")] = None,
     fmt: Annotated[SweepFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Profile one model along one axis, with growth fits: graphprof sweep --model resnet50 --batch 1:128:x2."""
     from rich.console import Console
