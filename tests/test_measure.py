@@ -198,3 +198,16 @@ def test_cuda_kernels_sum_to_busy_time() -> None:
     r = pm.measure(device="cuda", **RUN)
     assert r.kernel_busy_us is not None and r.memory.reserved_bytes is not None
     assert r.layer_sum_us == pytest.approx(r.kernel_busy_us, rel=0.05)
+
+
+def test_train_peak_counts_the_optimizer_state() -> None:
+    pm = graphprof.prepare(Net(), example_inputs=(torch.randn(2, 3, 16, 16),), mode="train")
+    r = pm.measure(device="cpu", optimizer="adamw", **RUN)
+    mem = r.memory
+    # params (3*8*9+8) + (8*8*9+8) + (2048*10+10) = 21,298 floats = 85,192 B; AdamW keeps two moments of
+    # each (170,384 B) and a float32 step per parameter tensor (6 x 4 B); the input is 2*3*16*16*4 = 6,144 B
+    assert mem.resident_bytes == 85_192 + 2 * 85_192 + 6 * 4 + 6_144
+    assert mem.peak_bytes == mem.resident_bytes + mem.run_peak_bytes
+    # the allocator's peak and MemTracker's, taken on separate steps, agree within 2%
+    assert mem.breakdown is not None and mem.breakdown.optimizer_state >= 2 * 85_192
+    assert abs(mem.peak_bytes - mem.breakdown.peak) <= 0.02 * mem.peak_bytes

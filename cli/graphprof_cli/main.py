@@ -8,6 +8,7 @@ else is a bug and says so (``--debug`` shows the traceback).
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -389,6 +390,11 @@ def join_input_shape(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
+    # torch.profiler's C++ side (Kineto) writes "profiler_start" and, with no GPU, "ERROR ...
+    # gpuGetDeviceCount failed" lines to stderr on every profiled forward of --measure and --trace;
+    # graphprof reports its own errors, so the CLI (its own process, not the library) quiets them
+    # unless the user set a level. Read by Kineto when the first profiler starts.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     args = join_input_shape(sys.argv[1:] if argv is None else argv)
     app(args=args, prog_name="graphprof")
 

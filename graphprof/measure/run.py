@@ -96,6 +96,11 @@ def _state_bytes(model: nn.Module, dtype: torch.dtype | None) -> int:
     return total
 
 
+def _tensor_bytes(tree: Any) -> int:
+    """Bytes of the tensors in a nested structure (inputs, an optimizer's state)."""
+    return sum(t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor))
+
+
 def _materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | None, seed: int) -> tuple[nn.Module, str | None]:
     """A module on ``device`` in ``dtype`` to run: ``model`` itself when it is already there, else a copy.
 
@@ -312,7 +317,6 @@ def measure_prepared(
             instrumented = RuntimeStats.from_samples(wall, [], layer_runs, "perf_counter")
 
             # 5. memory: the allocator's peak for one forward (or training step), then the breakdown
-            resident = _state_bytes(work, None) + sum(t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves((run_args, run_kwargs)) if isinstance(t, torch.Tensor))
             mem_opt = _optimizer(optimizer, [p for p in work.parameters() if p.requires_grad]) if train else None
             saved_params = {p: p.detach().clone() for p in work.parameters()} if train and work is model else {}
             saved_grads = {p: p.grad for p in work.parameters()}
@@ -329,6 +333,8 @@ def measure_prepared(
 
             if train:
                 one_step()  # optimizer state exists before the measured step, as in a training loop
+            # live before the measured step: weights, buffers, inputs and (train) the optimizer's state
+            resident = _state_bytes(work, None) + _tensor_bytes((run_args, run_kwargs)) + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
             run_peak, reserved = peak_during(one_step, dev)
             tracked = None
             if breakdown:
