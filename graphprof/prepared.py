@@ -268,17 +268,24 @@ class PreparedModel:
         args, kwargs, train, run_dtype = self._options(batch_size, input_shape, seq_len, example_inputs, example_kwargs, dtype, mode)
         return self._run(args, kwargs, train, run_dtype, observers).trace
 
-    def graph(self, *, depth: int | None = None, hardware: Any = None, detail: bool = True, **options: Any) -> tuple[Any, Any]:
+    def graph(
+        self, *, depth: int | None = None, hardware: Any = None, detail: bool = True, measurement: Any = None, **options: Any
+    ) -> tuple[Any, Any]:
         """The module graph and (with ``detail``) the operator graph of one run: ``(Graph, Graph | None)``.
 
         ``depth`` folds module-graph nodes into their module at that depth; ``hardware`` (a
-        :class:`~graphprof.hardware.Hardware`) adds roofline estimates; ``options`` as for :meth:`run`.
+        :class:`~graphprof.hardware.Hardware`) adds roofline estimates; ``measurement`` (from
+        :meth:`measure`) adds each module node's measured time; ``options`` as for :meth:`run`.
         """
         from graphprof.graph.build import GraphBuilder
+        from graphprof.graph.measured import with_measured_times
 
         builder = GraphBuilder(depth=depth, hardware=hardware, detail=detail)
         self.run([builder], **options)
-        return builder.module_graph(self.name), builder.detail_graph(self.name)
+        module_graph = builder.module_graph(self.name)
+        if measurement is not None:
+            module_graph = with_measured_times(module_graph, measurement)
+        return module_graph, builder.detail_graph(self.name)
 
     def _options(self, batch_size: Any, input_shape: Any, seq_len: Any, example_inputs: Any, example_kwargs: Any, dtype: Any, mode: Any) -> tuple[tuple[Any, ...], dict[str, Any], bool, torch.dtype | None]:
         if example_inputs is not None or example_kwargs is not None:

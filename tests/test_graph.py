@@ -168,6 +168,9 @@ def test_seed_resnet18_example_runs(tmp_path, monkeypatch):
     assert out.shape == (1, 1000)
     text = (tmp_path / "resnet18_profile_module.txt").read_text()
     assert "[edges]" in text and "total_edges: 77" in text and "layer1.0.add" in text
+    # real weights: the module graph carries each layer's measured forward time, as the edge profiler's does
+    assert "measured_ms: total=" in text
+    assert all(n.measured_ms and n.measured_ms > 0 for n in prof.graph.nodes if n.type in ("Conv2d", "add"))
     assert "total_nodes: 69" in (tmp_path / "resnet18_profile_detail.txt").read_text()  # 68 ops + the input
     # the model is left as found: same weights, no hooks
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
@@ -320,3 +323,52 @@ def test_cli_graph_option_writes_by_suffix(tmp_path):
     done = runner.invoke(app, join_input_shape([*args, "--graph", str(tmp_path / "nope" / "r.dot")]))
     assert done.exit_code == OutputError.exit_code and "does not exist" in done.output
     assert not (tmp_path / "nope").exists()
+
+
+def test_measured_times_on_module_graph_nodes():
+    from graphprof.graph import with_measured_times
+
+    model = torchvision.models.resnet18().eval()
+    pm = graphprof.prepare(model, input_shape=(1, 3, 64, 64), device="cpu")
+    m = pm.measure(device="cpu", iters=3, warmup=1, layer_runs=1, breakdown=False)
+    graph, detail = pm.graph(measurement=m)
+    layer = {t.name: t for t in m.layers}
+    # a module called twice (layer1.0.relu, layer1.0.relu_1) shares its self time between its two nodes
+    relu = layer["layer1.0.relu"]
+    assert relu.calls == 2
+    assert graph.node("layer1.0.relu").measured_ms == graph.node("layer1.0.relu_1").measured_ms == pytest.approx(relu.cpu_us / 2e3)
+    assert graph.node("layer1.0.conv1").measured_ms == pytest.approx(layer["layer1.0.conv1"].cpu_us / 1e3)
+    # the residual `out += identity` runs aten::add_ inside layer1.0: that op's time, not the block's Python
+    add = next(o for o in m.ops if o.layer == "layer1.0" and o.op == "aten::add_")
+    assert graph.node("layer1.0.add").measured_ms == pytest.approx(add.cpu_us / 1e3)
+    assert all(n.measured_ms is not None for n in graph.nodes if n.kind == "module")
+    total_ms = sum(t.cpu_us for t in m.layers) / 1e3
+    assert sum(n.measured_ms or 0.0 for n in graph.nodes) <= total_ms
+    assert detail is not None and all(n.measured_ms is None for n in detail.nodes)  # no op-for-op match
+    # folded at depth 1: layer1's node holds the self time of every layer inside it, and its own
+    builder = GraphBuilder(depth=1)
+    pm.run([builder])
+    folded = with_measured_times(builder.module_graph("resnet18"), m)
+    inside = sum(t.cpu_us for name, t in layer.items() if name == "layer1" or name.startswith("layer1.")) / 1e3
+    assert folded.node("layer1").measured_ms == pytest.approx(inside)
+    # without a measurement, and on the meta device, no node claims a measured time
+    assert all(n.measured_ms is None for n in pm.graph()[0].nodes)
+    with torch.device("meta"):
+        meta_model = torchvision.models.resnet18().eval()
+    prof = Profiler(meta_model, auto_profile=False)
+    prof.profile_once(torch.empty(1, 3, 64, 64, device="meta"))
+    assert all(n.measured_ms is None for n in prof.graph.nodes)
+
+
+def test_cli_measure_puts_measured_times_on_the_graph(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from graphprof_cli.main import app, join_input_shape
+
+    args = ["--model", "resnet18", "--input-shape", "1", "3", "64", "64", "--measure", "--iters", "3", "--warmup", "1"]
+    done = CliRunner().invoke(app, join_input_shape([*args, "--graph", str(tmp_path / "g.json")]))
+    assert done.exit_code == 0, done.output
+    nodes = json.loads((tmp_path / "g.json").read_text())["module_graph"]["nodes"]
+    assert all(n["measured_ms"] > 0 for n in nodes if n["kind"] == "module")

@@ -269,7 +269,7 @@ def profile(
     if graph is not None:
         from graphprof_cli.graphs import write_model_graph
 
-        for path in run_guarded(lambda: write_model_graph(prepared, graph, depth=depth, hardware=roofline.hardware), debug):
+        for path in run_guarded(lambda: write_model_graph(prepared, graph, depth=depth, hardware=roofline.hardware, measurement=result.measurement), debug):
             console.print(f"wrote {path}")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.export import write_graph
+from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import GRAPH_SCHEMA_VERSION, Graph, GraphEdge, GraphNode
 from graphprof.graph.profiler import Profiler
 
-__all__ = ["GRAPH_SCHEMA_VERSION", "Graph", "GraphEdge", "GraphNode", "GraphBuilder", "Profiler", "write_graph"]
+__all__ = ["GRAPH_SCHEMA_VERSION", "Graph", "GraphEdge", "GraphNode", "GraphBuilder", "Profiler", "with_measured_times", "write_graph"]

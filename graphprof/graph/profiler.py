@@ -21,11 +21,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError, OutputError
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.export import check_paths, text_paths, to_text
+from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
 from graphprof.hardware import Hardware
 
@@ -43,7 +45,9 @@ class Profiler(nn.Module):
     ``token_kwarg`` names the keyword argument that carries the tokens (``input_ids``); it must be
     passed to each pass. ``auto_profile`` builds the module graph on the first call of the wrapper;
     ``capture_ops`` builds the operator graph in that same pass. ``hardware`` adds roofline time
-    estimates to the nodes.
+    estimates to the nodes. ``measure`` also runs the model for real in ``profile_once`` and puts each
+    layer's measured time on its module-graph node (:mod:`graphprof.graph.measured`); by default it does
+    so when the weights are real, not on the meta device, as the edge profiler reports forward times.
 
     The wrapper is an ``nn.Module`` so it can replace a submodule (``model.model = Profiler(model.model)``);
     the wrapped model is its child ``model`` and is otherwise untouched.
@@ -59,6 +63,7 @@ class Profiler(nn.Module):
         *,
         depth: int | None = None,
         hardware: Hardware | None = None,
+        measure: bool | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise InvalidInputError(f"Profiler wraps a torch.nn.Module, got {type(model).__name__}")
@@ -74,12 +79,13 @@ class Profiler(nn.Module):
         self.capture_ops = capture_ops
         self.depth = depth
         self.hardware = hardware
+        self.measure = measure
         self.graph: Graph | None = None
         self.detail_graph: Graph | None = None
         self._written: dict[Path, str] = {}
 
     # ---- passes ------------------------------------------------------------------------------------
-    def _pass(self, detail: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> GraphBuilder:
+    def _pass(self, detail: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[GraphBuilder, Any]:
         from graphprof.prepared import prepare
 
         if self.token_kwarg is not None and self.token_kwarg not in kwargs:
@@ -90,20 +96,26 @@ class Profiler(nn.Module):
         builder = GraphBuilder(depth=self.depth, hardware=self.hardware, detail=detail)
         prepared = prepare(self.model, example_inputs=args, example_kwargs=kwargs, model_name=type(self.model).__name__)
         prepared.run([builder])
-        return builder
+        return builder, prepared
 
     def profile_once(self, *args: Any, **kwargs: Any) -> Graph:
-        """One dry run: the module graph (and the operator graph too with ``capture_ops``)."""
-        builder = self._pass(self.capture_ops, args, kwargs)
+        """One dry run: the module graph (and the operator graph too with ``capture_ops``); with
+        ``measure``, a real run that times each layer too."""
+        builder, prepared = self._pass(self.capture_ops, args, kwargs)
         name = type(self.model).__name__
         self.graph = builder.module_graph(name)
+        weights = [*self.model.parameters(), *self.model.buffers()]
+        device = weights[0].device if weights else torch.device("cpu")
+        if self.measure or (self.measure is None and device.type != "meta"):
+            measured = prepared.measure(device=device, iters=10, warmup=2, layer_runs=1, breakdown=False)
+            self.graph = with_measured_times(self.graph, measured)
         if self.capture_ops:
             self.detail_graph = builder.detail_graph(name)
         return self.graph
 
     def profile_detail(self, *args: Any, **kwargs: Any) -> Graph:
         """One more dry run: the operator graph (views, metadata and scalar reads are not nodes)."""
-        builder = self._pass(True, args, kwargs)
+        builder, _ = self._pass(True, args, kwargs)
         name = type(self.model).__name__
         if self.graph is None:
             self.graph = builder.module_graph(name)

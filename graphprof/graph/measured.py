@@ -1,0 +1,79 @@
+"""Measured times on the nodes of a module graph: :func:`with_measured_times`.
+
+A measurement (:meth:`graphprof.PreparedModel.measure`) gives each layer its *self* time (the ops it ran
+itself, not those of the layers inside it) and each aten op its self time within its layer
+(``graphprof.measure.layers``). A module-graph node gets:
+
+* a module call (``layer1.0.relu``, ``layer1.0.relu_1``: two calls of one module): that module's self
+  time, shared equally among its calls;
+* a function a module runs itself (the residual ``layer1.0.add``, whose ``module`` is ``layer1.0``): the
+  self time of that aten op (``aten::add``) within that module, shared equally among the nodes of that
+  op there. The module's own Python (and the run loop's) between its children is no node's time;
+* a node folded at a ``depth``: the self times of every layer folded into it.
+
+The node times therefore sum to a little less than the measured forward. The operator graph's nodes get
+no measured time: the dry run records the ops a ``TorchDispatchMode`` sees (``aten.convolution``), while
+the profiler's time sits in the kernels below them (``aten::mkldnn_convolution``), so an op-for-op match
+would mislead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Any
+
+from graphprof.graph.model import Graph, GraphNode
+
+__all__ = ["with_measured_times"]
+
+#: The name :mod:`graphprof.measure` gives the model's own code (outside every child layer).
+_MODEL = "(model)"
+
+
+def _fold(layer: str, depth: int | None) -> str | None:
+    """The ``module`` key of the nodes that take ``layer``'s time (``None``: top-level nodes)."""
+    if layer == _MODEL:
+        return None
+    if depth is None:
+        return layer
+    parts = layer.split(".")
+    return ".".join(parts[:depth]) if len(parts) >= depth else layer
+
+
+def _functional(name: str) -> str:
+    return name[:-1] if name.endswith("_") else name
+
+
+def with_measured_times(graph: Graph, measurement: Any) -> Graph:
+    """A copy of ``graph`` whose module nodes carry ``measured_ms`` from ``measurement`` (see above).
+
+    ``measurement`` is a :class:`graphprof.measure.Measurement`; times are kernel time on a GPU and
+    host time on the CPU. An operator graph is returned unchanged.
+    """
+    if graph.level != "module":
+        return graph
+    by_module: dict[str | None, list[GraphNode]] = defaultdict(list)
+    for node in graph.nodes:
+        if node.kind == "module":
+            by_module[node.module].append(node)  # a node folded at a depth has its fold as its module
+    measured: dict[int, float] = defaultdict(float)
+
+    def share(nodes: list[GraphNode], us: float) -> None:
+        for node in nodes:
+            measured[node.id] += us / 1e3 / len(nodes)
+
+    for layer in measurement.layers:
+        key = _fold(layer.name, graph.depth)
+        nodes = by_module.get(key, [])
+        if graph.depth is not None and key is not None and any(n.name == key for n in nodes):
+            share([n for n in nodes if n.name == key], layer.time_us)  # folded: the whole module's time
+        else:
+            share([n for n in nodes if n.type == layer.type], layer.time_us)
+    if graph.depth is None:  # functions run by a module itself: their own aten op's time there
+        for op in measurement.ops:
+            kind = _functional(op.op.removeprefix("aten::"))  # `out += x` runs aten::add_ where the graph has add
+            nodes = [n for n in by_module.get(_fold(op.layer, None), []) if _functional(n.type) == kind]
+            share(nodes, op.kernel_us if op.kernel_us is not None else op.cpu_us)
+    nodes = [dataclasses.replace(n, measured_ms=measured[n.id]) if n.id in measured else n for n in graph.nodes]
+    return dataclasses.replace(graph, nodes=nodes)
