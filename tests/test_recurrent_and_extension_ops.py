@@ -254,3 +254,29 @@ def test_mixtral_moe_dry_run_counts_active_experts() -> None:
     (note,) = [n for n in p.notes if n.startswith("mixture of experts")]
     assert "1,572,864 MACs for the active experts" in note
     assert "all 8 experts on every token: 6,291,456 MACs" in note  # x 8 / 2
+
+
+@pytest.mark.parametrize("kind", ["qwen2_moe", "deepseek_v3"])
+def test_other_moe_families_count_routed_experts(kind: str) -> None:
+    transformers = pytest.importorskip("transformers")
+    common = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_attention_heads=4, num_experts_per_tok=2, vocab_size=1000)
+    if kind == "qwen2_moe":
+        config = transformers.Qwen2MoeConfig(
+            **common, num_hidden_layers=2, num_key_value_heads=2, num_experts=8, shared_expert_intermediate_size=64
+        )
+    else:  # the first layer dense, then two MoE layers; multi-head latent attention
+        config = transformers.DeepseekV3Config(
+            **common, num_hidden_layers=3, first_k_dense_replace=1, num_key_value_heads=4, n_routed_experts=8,
+            n_group=2, topk_group=1, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
+            v_head_dim=16,
+        )  # fmt: skip
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    p = graphprof.profile_model(model, example_kwargs={"input_ids": torch.zeros(1, 16, dtype=torch.long, device="meta")})
+    assert p.execution == "dry-run" and not p.unsupported
+    grouped = [r for row in p.layers for r in row.ops if r.op == "aten._grouped_mm"]
+    assert len(grouped) == 4  # gate_up and down in each of the two MoE layers
+    # 16 tokens x top-2 = 32 routed rows; gate_up 64 -> 2*32, down 32 -> 64: 32*64*64 + 32*32*64 = 196,608 per layer
+    assert sum(r.cost.macs for r in grouped) == 2 * 196_608
+    (note,) = [n for n in p.notes if n.startswith("mixture of experts")]
+    assert "393,216 MACs for the active experts" in note and "all 8 experts on every token: 1,572,864 MACs" in note
