@@ -91,7 +91,7 @@ FACTORY_LAYERS_KEY = "num_layers"
 #: The config field an ``hf:`` model's depth goes to.
 HF_LAYERS_KEY = "num_hidden_layers"
 #: Families whose input has an image (or video frames) whose H and W a resolution sweep replaces.
-_IMAGE_FAMILIES = frozenset({"classification", "detection", "segmentation", "video", "optical_flow", "quantized", "yolo"})
+_IMAGE_FAMILIES = frozenset({"classification", "detection", "segmentation", "video", "optical_flow", "quantized", "yolo", "timm"})
 
 
 @dataclass(frozen=True)

@@ -19,3 +19,20 @@ def test_cait_profiles_in_both_modes(mode: str) -> None:
     assert not p.unsupported
     # timm's model card lists cait_xxs24_224 at 2.5 GMACs; forward + backward is about 3 x forward
     assert 2.4e9 < p.total_macs / (3 if mode == "train" else 1) < 2.6e9
+
+
+def test_timm_models_by_name() -> None:
+    p = graphprof.profile_model("timm:resnet10t", batch_size=2)
+    assert p.family == "timm" and p.execution == "dry-run" and not p.unsupported
+    # the default pretrained config's input_size (176 for resnet10t, as timm.data.resolve_data_config gives), batch 2
+    assert p.input_shapes == ((2, *timm.models.get_pretrained_cfg("resnet10t").input_size),) == ((2, 3, 176, 176),)
+    model = timm.create_model("resnet10t", pretrained=False)
+    assert p.total_params == sum(t.numel() for t in model.parameters())
+    with torch.device("meta"):
+        same = graphprof.profile_model(timm.create_model("resnet10t"), input_shape=(2, 3, 176, 176))
+    assert p.total_macs == same.total_macs
+    with pytest.raises(graphprof.errors.ModelNotFoundError, match="did you mean hiera_tiny_224"):
+        graphprof.profile_model("timm:hiera_tiny")
+    # a timm function with keywords is still a factory spec
+    q = graphprof.profile_model("timm:create_model?model_name=resnet10t", input_shape=(2, 3, 176, 176))
+    assert q.total_macs == p.total_macs

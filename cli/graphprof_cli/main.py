@@ -131,7 +131,7 @@ def profile(
     ctx: typer.Context,
     model: Annotated[
         str | None,
-        typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, or package.module:factory."),
+        typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, or package.module:factory."),
     ] = None,
     list_: Annotated[bool, flag("--list", help="List the available models and exit.")] = False,
     filter_: Annotated[

@@ -1,6 +1,6 @@
 """The two records of model resolution and the input helpers every family shares.
 
-A family module (``torchvision_zoo``, ``yolo``, ``hf``, ``user``) turns a spec into a
+A family module (``torchvision_zoo``, ``yolo``, ``hf``, ``timm_zoo``, ``user``) turns a spec into a
 :class:`ResolvedModel`: the module in ``eval()`` mode plus example inputs made here, seeded and
 deterministic, in the shape the family takes. Shapes are checked once, here, so every family
 reports a bad ``input_shape`` or ``batch_size`` with the same one-line :class:`InvalidInputError`.
@@ -35,7 +35,7 @@ class ModelInfo:
     """One row of :func:`graphprof.models.list_models`; building nothing to produce it.
 
     ``family`` is one of ``classification``, ``quantized``, ``detection``, ``segmentation``, ``video``,
-    ``optical_flow``, ``yolo``, ``hf``. ``task`` says what a YOLO model predicts (``detect``,
+    ``optical_flow``, ``yolo``, ``hf``, ``timm``. ``task`` says what a YOLO model predicts (``detect``,
     ``segment``, ``pose``, ``classify``, ``obb``, ``semantic``, ``depth``); it is empty for the other
     families, whose family already says it.
     """

@@ -7,6 +7,7 @@ Spec forms, tried in this order:
 ``path/to/best.pt``                  a local checkpoint (:func:`graphprof.models.yolo.load_checkpoint`);
                                      one that is not on disk is a :class:`DownloadUnavailableError`
 ``yolov8n-seg.yaml``, ``my.yaml``    a YOLO yaml, packaged with ultralytics or local
+``timm:resnet50d``                    timm (:mod:`graphprof.models.timm_zoo`), when timm knows the name
 ``package.module:make_model``        a user's factory or class (:mod:`graphprof.models.user`),
 ``path/to/file.py:MyModel``
 ``resnet18``, ``quantized_resnet18`` torchvision (:mod:`graphprof.models.torchvision_zoo`), case-insensitive
@@ -28,7 +29,7 @@ import torch
 from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.guard import guard_user_code
 from graphprof.inputs import INPUT_SEED
-from graphprof.models import hf, torchvision_zoo, user, yolo
+from graphprof.models import hf, timm_zoo, torchvision_zoo, user, yolo
 from graphprof.models.base import ModelInfo, ResolvedModel
 from graphprof.models.device import parse_device
 from graphprof.models.offline import network_blocked
@@ -85,6 +86,10 @@ def _resolve(
         if arch is None:
             raise _unknown(spec, [f"{name}.yaml" for name in yolo.yolo_architectures()])
         return yolo.resolve_yolo(arch, **options, allow_unsafe_load=allow_unsafe_load)
+    if timm_zoo.is_timm_spec(spec):
+        resolved = timm_zoo.resolve_timm(spec, **options)
+        if resolved is not None:
+            return resolved
     if user.is_user_spec(spec):
         return user.resolve_user(spec, **options)
     if lowered in torchvision_zoo.torchvision_families():
@@ -109,6 +114,8 @@ def spec_family(spec: str) -> str | None:
         return None
     if yolo.yaml_suffix(lowered):
         return "yolo"
+    if timm_zoo.is_timm_spec(spec.strip()):
+        return "timm"
     if user.is_user_spec(spec.strip()):
         return None
     family = torchvision_zoo.torchvision_families().get(lowered)

@@ -1,0 +1,63 @@
+"""timm models by name: ``timm:<name>`` builds ``timm.create_model(name, pretrained=False)``.
+
+No weights are read or downloaded (``pretrained=False``); the default input is the ``input_size`` of the
+model's default pretrained configuration (``1x3x224x224`` for most). A name timm does not know is a
+:class:`ModelNotFoundError` naming the closest ones; a ``timm:`` spec that is not a model name (a
+function of the ``timm`` package, ``timm:create_model?model_name=...``) is left to the user-factory
+resolver. timm is imported here only, when such a spec is resolved.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from graphprof.errors import MissingDependencyError, ModelNotFoundError
+from graphprof.models.base import ResolvedModel, effective_shape, random_tensor
+from graphprof.models.device import build_module
+
+__all__ = ["PREFIX", "is_timm_spec", "resolve_timm"]
+
+PREFIX = "timm:"
+_DEFAULT_INPUT = (3, 224, 224)
+
+
+def is_timm_spec(spec: str) -> bool:
+    """``timm:<name>`` with a bare name (no ``?keywords``): a timm model, not a user's factory."""
+    return spec.lower().startswith(PREFIX) and "?" not in spec and "/" not in spec
+
+
+def _import_timm() -> ModuleType:
+    try:
+        import timm
+    except ImportError as exc:
+        raise MissingDependencyError(f"timm: models need timm: pip install timm ({exc})") from exc
+    return timm
+
+
+def resolve_timm(
+    spec: str, *, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device
+) -> ResolvedModel | None:
+    """Build ``timm:<name>`` with random weights and an image batch for it; ``None`` when ``<name>`` is
+    not a timm model but an attribute of the ``timm`` package (a user's factory spec)."""
+    name = spec[len(PREFIX) :]
+    timm = _import_timm()
+    if not timm.is_model(name):
+        if hasattr(timm, name):
+            return None
+        close = difflib.get_close_matches(name, timm.list_models(), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else " (timm.list_models() lists the names)"
+        raise ModelNotFoundError(f"unknown timm model '{name}'{hint}")
+    config: Any = timm.models.get_pretrained_cfg(name)
+    chw = tuple(getattr(config, "input_size", None) or _DEFAULT_INPUT)
+    shape = effective_shape((1, *chw), input_shape, batch_size, layout="N,C,H,W", model=spec)
+    model, build_notes = build_module(lambda: timm.create_model(name, pretrained=False), device, spec)
+    notes = (f"built with timm.create_model({name!r}, pretrained=False): no weights (random init)", *build_notes)
+    return ResolvedModel(
+        name=spec, family="timm", model=model.eval(), args=(random_tensor(shape, device),), notes=notes
+    )
+
