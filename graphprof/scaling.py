@@ -47,6 +47,7 @@ __all__ = [
     "Knee",
     "Sweep",
     "sweep",
+    "check_sweep",
     "parse_values",
     "find_knee",
     "ScalingExperiment",
@@ -548,6 +549,18 @@ def _is_out_of_memory(exc: BaseException) -> bool:
 # ---- the sweep --------------------------------------------------------------------------------------
 
 
+def check_sweep(model: Any, axis: str | Axis, values: Sequence[float] | str, key: str | None = None) -> tuple[Axis, list[Any], str | None]:
+    """Everything :func:`sweep` checks before any work: ``(axis, values, factory keyword)``, or
+    :class:`InvalidInputError` for bad values, an axis the model lacks, or a factory without the keyword."""
+    chosen_axis = Axis.parse(axis)
+    points = parse_values(values, f"{chosen_axis.value} values") if isinstance(values, str) else list(values)
+    check_values(points, f"{chosen_axis.value} values")
+    if chosen_axis in (Axis.BATCH, Axis.RESOLUTION, Axis.SEQ_LEN):
+        for v in points:
+            _integer(v, chosen_axis.value)
+    return chosen_axis, points, _check_axis(model, chosen_axis, key)
+
+
 def sweep(
     model: nn.Module | str | PreparedModel | Callable[..., nn.Module],
     axis: Axis | str,
@@ -577,13 +590,7 @@ def sweep(
     device out-of-memory stops the sweep and sets :attr:`Sweep.stopped_at`. ``on_point(index, value, row)``
     is called before each point (``row`` ``None``) and after it.
     """
-    chosen_axis = Axis.parse(axis)
-    points = parse_values(values, f"{chosen_axis.value} values") if isinstance(values, str) else list(values)
-    check_values(points, f"{chosen_axis.value} values")
-    if chosen_axis in (Axis.BATCH, Axis.RESOLUTION, Axis.SEQ_LEN):
-        for v in points:
-            _integer(v, chosen_axis.value)
-    chosen_key = _check_axis(model, chosen_axis, key)
+    chosen_axis, points, chosen_key = check_sweep(model, axis, values, key)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     measure_fn = _load_measure() if measure else None
     notes: list[str] = []

@@ -76,12 +76,13 @@ def sweep_command(
     from graphprof.render.files import output_format
     from graphprof.render.plots import require_matplotlib
     from graphprof.render.sweep import render_sweep, write_sweep, write_sweep_plot
-    from graphprof.scaling import Sweep, parse_values, sweep
+    from graphprof.scaling import Sweep, check_sweep, parse_values, sweep
     from graphprof_cli.main import _console, run_guarded
 
     def checked() -> tuple[str, list[float], str | None]:
         axis, text, key = _axis(batch, resolution, seq_len, layers, set_)
         values = parse_values(text, f"--{axis}")
+        check_sweep(model, axis, values, key)  # an axis the model lacks fails here, before the progress bar
         if output is not None:
             output_format(output, fmt.value if fmt else None)
         if plot is not None:
