@@ -7,8 +7,8 @@ Each model is profiled (``graphprof.profile_model``, default settings: build, wa
 real run, count) in its own worker process, ``--workers`` at a time, so one model's state never speeds
 up or slows down the next. The seconds reported are those of the ``profile_model`` call (model build
 included, interpreter start and imports not); the wall time of the whole run is reported beside them.
-timm models are built with ``timm.create_model(name, pretrained=False)`` on the meta device (nothing
-downloaded) and profiled at their ``pretrained_cfg`` input size. Writes a Markdown table and a summary
+timm models are named ``timm:<name>`` (graphprof builds them with ``timm.create_model(name,
+pretrained=False)`` on the meta device, nothing downloaded, at their ``pretrained_cfg`` input size). Writes a Markdown table and a summary
 (median, maximum, models over 5 s and 30 s).
 """
 
@@ -36,23 +36,12 @@ def _one(name: str) -> dict:
     """Profile one model in this process and return what the table needs."""
     import warnings
 
-    import torch
-
     import graphprof
 
     warnings.simplefilter("ignore")
     start = time.perf_counter()
-    if name.startswith("timm:"):
-        import timm
-
-        with torch.device("meta"):
-            model = timm.create_model(name[5:], pretrained=False)
-        size = tuple(model.pretrained_cfg.get("input_size", (3, 224, 224)))
-        profile = graphprof.profile_model(model, input_shape=(1, *size), model_name=name)
-        family = "timm"
-    else:
-        profile = graphprof.profile_model(name)
-        family = profile.family
+    profile = graphprof.profile_model(name)  # timm:<name> too: create_model(pretrained=False) on meta
+    family = profile.family
     seconds = time.perf_counter() - start
     return {
         "name": name,
@@ -90,6 +79,7 @@ def _names(args: argparse.Namespace) -> list[str]:
     names += [f"timm:{n}" for n in TIMM_SAMPLE]
     if args.filter:
         names = [n for n in names if args.filter in n]
+    names = list(dict.fromkeys(names))  # EXTRA repeats two torchvision detectors: each model runs once
     return names[: args.limit] if args.limit else names
 
 
