@@ -262,12 +262,26 @@ class Profile:
             **self._measured_dict(),
         }
 
+    def estimated_memory(self) -> dict[str, int]:
+        """graphprof's own estimate beside a measured peak, in bytes: parameters, buffers and peak activations;
+        in a measured training step also gradients (one per trainable parameter) and the optimizer's state
+        (:data:`graphprof.measure.result.OPTIMIZER_STATE_TENSORS` per trainable parameter)."""
+        estimated = {"param_bytes": self.param_bytes, "buffer_bytes": self.buffer_bytes, "peak_activation_bytes": self.peak_activation_bytes}
+        optimizer = self.measurement.optimizer if self.measurement is not None else None
+        if optimizer is not None and self.total_params:
+            from graphprof.measure.result import OPTIMIZER_STATE_TENSORS
+
+            trainable = self.param_bytes * self.trainable_params // self.total_params  # at the profile's dtype
+            estimated["gradient_bytes"] = trainable
+            estimated["optimizer_state_bytes"] = trainable * OPTIMIZER_STATE_TENSORS[optimizer]
+        return estimated
+
     def _measured_dict(self) -> dict[str, Any]:
         """``runtime``, ``memory`` (``measured`` beside ``estimated``), ``host``, ``timestamp``: with a measurement only."""
         if self.measurement is None:
             return {}
         m = self.measurement.to_dict()
-        estimated = {"param_bytes": self.param_bytes, "buffer_bytes": self.buffer_bytes, "peak_activation_bytes": self.peak_activation_bytes}
+        estimated = self.estimated_memory()
         return {
             "timestamp": m["timestamp"],
             "host": m["host"],

@@ -6,6 +6,7 @@ never absolute times.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -211,3 +212,8 @@ def test_train_peak_counts_the_optimizer_state() -> None:
     # the allocator's peak and MemTracker's, taken on separate steps, agree within 2%
     assert mem.breakdown is not None and mem.breakdown.optimizer_state >= 2 * 85_192
     assert abs(mem.peak_bytes - mem.breakdown.peak) <= 0.02 * mem.peak_bytes
+    # graphprof's estimate beside it: one gradient and two AdamW moments per trainable parameter
+    profile = pm.profile()
+    estimated = dataclasses.replace(profile, measurement=r).estimated_memory()
+    assert estimated["gradient_bytes"] == 85_192 and estimated["optimizer_state_bytes"] == 2 * 85_192
+    assert "gradient_bytes" not in profile.estimated_memory()  # no measured training step, no optimizer

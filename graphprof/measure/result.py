@@ -12,7 +12,12 @@ from typing import Any, cast
 
 from graphprof.measure.timing import RuntimeStats
 
-__all__ = ["OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Host", "Measurement"]
+__all__ = ["OPTIMIZER_STATE_TENSORS", "OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Host", "Measurement"]
+
+#: Parameter-sized tensors an optimizer keeps per trainable parameter, as graphprof's measured training
+#: step builds them: SGD with momentum one buffer, AdamW its two moments (exp_avg, exp_avg_sq). AdamW's
+#: 4-byte ``step`` per parameter tensor is left out of the estimate.
+OPTIMIZER_STATE_TENSORS = {"sgd": 1, "adamw": 2}
 
 #: Name of the pseudo-layer that collects profiler events outside every layer range.
 OUTSIDE = "(outside layers)"

@@ -43,6 +43,14 @@ def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:,.1f} MiB"
 
 
+def _estimated_text(profile: Profile) -> str:
+    e = profile.estimated_memory()
+    text = f"estimated params {_mib(e['param_bytes'])} + buffers {_mib(e['buffer_bytes'])} + peak activations {_mib(e['peak_activation_bytes'])}"
+    if "gradient_bytes" in e and profile.measurement is not None:
+        text += f" + gradients {_mib(e['gradient_bytes'])} + optimizer state {_mib(e['optimizer_state_bytes'])} ({profile.measurement.optimizer})"
+    return text
+
+
 def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group:
     """The measurement's summary, memory (measured beside estimated) and the per-layer table."""
     m = profile.measurement
@@ -68,7 +76,7 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
         Text(
             f"memory: measured peak {_mib(mem.peak_bytes)} (resident {_mib(mem.resident_bytes)} + run {_mib(mem.run_peak_bytes)}"
             f"{', reserved ' + _mib(mem.reserved_bytes) if mem.reserved_bytes is not None else ''}; {mem.source}); "
-            f"estimated params {_mib(profile.param_bytes)} + buffers {_mib(profile.buffer_bytes)} + peak activations {_mib(profile.peak_activation_bytes)}"
+            + _estimated_text(profile)
         )
     )
     if mem.breakdown is not None:
