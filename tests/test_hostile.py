@@ -328,8 +328,11 @@ def test_long_file_name(tmp_path):
 
 
 SLOW_WRITER = """
-import os, sys, time
+import os, signal, sys, time
 from graphprof.render import files
+# Ctrl-C as in a terminal: a runner that starts the tests in the background (``cmd &``) hands its children
+# SIGINT ignored, and Python then installs no KeyboardInterrupt handler of its own
+signal.signal(signal.SIGINT, signal.default_int_handler)
 real_fdopen = os.fdopen
 
 class Slow:
