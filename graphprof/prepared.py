@@ -275,17 +275,18 @@ class PreparedModel:
 
         ``depth`` folds module-graph nodes into their module at that depth; ``hardware`` (a
         :class:`~graphprof.hardware.Hardware`) adds roofline estimates; ``measurement`` (from
-        :meth:`measure`) adds each module node's measured time; ``options`` as for :meth:`run`.
+        :meth:`measure`) adds each node's measured time; ``options`` as for :meth:`run`.
         """
         from graphprof.graph.build import GraphBuilder
         from graphprof.graph.measured import with_measured_times
 
         builder = GraphBuilder(depth=depth, hardware=hardware, detail=detail)
         self.run([builder], **options)
-        module_graph = builder.module_graph(self.name)
+        module_graph, detail_graph = builder.module_graph(self.name), builder.detail_graph(self.name)
         if measurement is not None:
             module_graph = with_measured_times(module_graph, measurement)
-        return module_graph, builder.detail_graph(self.name)
+            detail_graph = with_measured_times(detail_graph, measurement) if detail_graph is not None else None
+        return module_graph, detail_graph
 
     def _options(self, batch_size: Any, input_shape: Any, seq_len: Any, example_inputs: Any, example_kwargs: Any, dtype: Any, mode: Any) -> tuple[tuple[Any, ...], dict[str, Any], bool, torch.dtype | None]:
         if example_inputs is not None or example_kwargs is not None:

@@ -170,6 +170,7 @@ def test_seed_resnet18_example_runs(tmp_path, monkeypatch):
     assert "[edges]" in text and "total_edges: 77" in text and "layer1.0.add" in text
     # real weights: the module graph carries each layer's measured forward time, as the edge profiler's does
     assert "measured_ms: total=" in text
+    assert "measured_ms: total=" in (tmp_path / "resnet18_profile_detail.txt").read_text()
     assert all(n.measured_ms and n.measured_ms > 0 for n in prof.graph.nodes if n.type in ("Conv2d", "add"))
     assert "total_nodes: 69" in (tmp_path / "resnet18_profile_detail.txt").read_text()  # 68 ops + the input
     # the model is left as found: same weights, no hooks
@@ -344,7 +345,17 @@ def test_measured_times_on_module_graph_nodes():
     assert all(n.measured_ms is not None for n in graph.nodes if n.kind == "module")
     total_ms = sum(t.cpu_us for t in m.layers) / 1e3
     assert sum(n.measured_ms or 0.0 for n in graph.nodes) <= total_ms
-    assert detail is not None and all(n.measured_ms is None for n in detail.nodes)  # no op-for-op match
+    # the operator graph: an op's time is that of the calls a dispatch mode sees, everything below them
+    # included: aten::convolution with the mkldnn/slow kernel under it, not the composite aten::conv2d above
+    ops = {(o.layer, o.op): o for o in m.ops}
+    conv = ops[("conv1", "aten::convolution")]
+    assert conv.dispatched_calls == 1 and ops[("conv1", "aten::conv2d")].dispatched_calls == 0
+    assert conv.dispatched_cpu_us >= max(o.cpu_us for (layer, _), o in ops.items() if layer == "conv1")
+    assert detail is not None
+    assert detail.node("conv1:convolution").measured_ms == pytest.approx(conv.dispatched_cpu_us / 1e3)
+    assert detail.node("layer1.0.add:add").measured_ms == pytest.approx(ops[("layer1.0", "aten::add_")].dispatched_cpu_us / 1e3)
+    assert all(n.measured_ms is not None for n in detail.nodes if n.kind == "op")
+    assert sum(n.measured_ms or 0.0 for n in detail.nodes) <= total_ms
     # folded at depth 1: layer1's node holds the self time of every layer inside it, and its own
     builder = GraphBuilder(depth=1)
     pm.run([builder])
@@ -370,5 +381,6 @@ def test_cli_measure_puts_measured_times_on_the_graph(tmp_path):
     args = ["--model", "resnet18", "--input-shape", "1", "3", "64", "64", "--measure", "--iters", "3", "--warmup", "1"]
     done = CliRunner().invoke(app, join_input_shape([*args, "--graph", str(tmp_path / "g.json")]))
     assert done.exit_code == 0, done.output
-    nodes = json.loads((tmp_path / "g.json").read_text())["module_graph"]["nodes"]
-    assert all(n["measured_ms"] > 0 for n in nodes if n["kind"] == "module")
+    graphs = json.loads((tmp_path / "g.json").read_text())
+    assert all(n["measured_ms"] > 0 for n in graphs["module_graph"]["nodes"] if n["kind"] == "module")
+    assert all(n["measured_ms"] > 0 for n in graphs["detail_graph"]["nodes"] if n["kind"] == "op")

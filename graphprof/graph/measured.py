@@ -1,7 +1,7 @@
-"""Measured times on the nodes of a module graph: :func:`with_measured_times`.
+"""Measured times on the nodes of the module and operator graphs: :func:`with_measured_times`.
 
 A measurement (:meth:`graphprof.PreparedModel.measure`) gives each layer its *self* time (the ops it ran
-itself, not those of the layers inside it) and each aten op its self time within its layer
+itself, not those of the layers inside it) and each aten op its times within its layer
 (``graphprof.measure.layers``). A module-graph node gets:
 
 * a module call (``layer1.0.relu``, ``layer1.0.relu_1``: two calls of one module): that module's self
@@ -11,10 +11,13 @@ itself, not those of the layers inside it) and each aten op its self time within
   op there. The module's own Python (and the run loop's) between its children is no node's time;
 * a node folded at a ``depth``: the self times of every layer folded into it.
 
-The node times therefore sum to a little less than the measured forward. The operator graph's nodes get
-no measured time: the dry run records the ops a ``TorchDispatchMode`` sees (``aten.convolution``), while
-the profiler's time sits in the kernels below them (``aten::mkldnn_convolution``), so an op-for-op match
-would mislead.
+The node times therefore sum to a little less than the measured forward.
+
+An operator-graph node (``conv1:convolution``, an op the dry run's dispatch mode saw) gets the inclusive
+time of the calls of that op that a dispatch mode would have seen in the real run, in the same layer:
+``aten::convolution`` with the ``aten::mkldnn_convolution`` below it, not the ``aten::conv2d`` above it
+(:attr:`graphprof.measure.OpTime.dispatched_time_us`), shared equally among the nodes of that op there.
+A node whose op the real run did not dispatch in that layer (a different decomposition) gets none.
 """
 
 from __future__ import annotations
@@ -46,22 +49,25 @@ def _functional(name: str) -> str:
 
 
 def with_measured_times(graph: Graph, measurement: Any) -> Graph:
-    """A copy of ``graph`` whose module nodes carry ``measured_ms`` from ``measurement`` (see above).
-
-    ``measurement`` is a :class:`graphprof.measure.Measurement`; times are kernel time on a GPU and
-    host time on the CPU. An operator graph is returned unchanged.
-    """
-    if graph.level != "module":
-        return graph
+    """A copy of ``graph`` (module or operator graph) whose nodes carry ``measured_ms`` from ``measurement``
+    (see above): a :class:`graphprof.measure.Measurement`; kernel time on a GPU, host time on the CPU."""
     by_module: dict[str | None, list[GraphNode]] = defaultdict(list)
     for node in graph.nodes:
-        if node.kind == "module":
+        if node.kind in ("module", "op"):
             by_module[node.module].append(node)  # a node folded at a depth has its fold as its module
     measured: dict[int, float] = defaultdict(float)
 
     def share(nodes: list[GraphNode], us: float) -> None:
         for node in nodes:
             measured[node.id] += us / 1e3 / len(nodes)
+
+    if graph.level != "module":  # the operator graph: each dispatched op's inclusive time in its layer
+        for op in measurement.ops:
+            if op.dispatched_calls:
+                kind = _functional(op.op.removeprefix("aten::"))
+                nodes = [n for n in by_module.get(_fold(op.layer, None), []) if _functional(n.type.removeprefix("aten.")) == kind]
+                share(nodes, op.dispatched_time_us)
+        return _with(graph, measured)
 
     for layer in measurement.layers:
         key = _fold(layer.name, graph.depth)
@@ -75,5 +81,9 @@ def with_measured_times(graph: Graph, measurement: Any) -> Graph:
             kind = _functional(op.op.removeprefix("aten::"))  # `out += x` runs aten::add_ where the graph has add
             nodes = [n for n in by_module.get(_fold(op.layer, None), []) if _functional(n.type) == kind]
             share(nodes, op.kernel_us if op.kernel_us is not None else op.cpu_us)
+    return _with(graph, measured)
+
+
+def _with(graph: Graph, measured: dict[int, float]) -> Graph:
     nodes = [dataclasses.replace(n, measured_ms=measured[n.id]) if n.id in measured else n for n in graph.nodes]
     return dataclasses.replace(graph, nodes=nodes)

@@ -98,31 +98,42 @@ class Profiler(nn.Module):
         prepared.run([builder])
         return builder, prepared
 
-    def profile_once(self, *args: Any, **kwargs: Any) -> Graph:
-        """One dry run: the module graph (and the operator graph too with ``capture_ops``); with
-        ``measure``, a real run that times each layer too."""
-        builder, prepared = self._pass(self.capture_ops, args, kwargs)
-        name = type(self.model).__name__
-        self.graph = builder.module_graph(name)
+    def _measurement(self, prepared: Any) -> Any:
+        """A real run timing every layer and op, when this profiler measures (``measure``, or by default
+        real weights); ``None`` otherwise. One per pass: the inputs may differ between passes."""
         weights = [*self.model.parameters(), *self.model.buffers()]
         device = weights[0].device if weights else torch.device("cpu")
-        if self.measure or (self.measure is None and device.type != "meta"):
-            measured = prepared.measure(device=device, iters=10, warmup=2, layer_runs=1, breakdown=False)
-            self.graph = with_measured_times(self.graph, measured)
+        if not (self.measure or (self.measure is None and device.type != "meta")):
+            return None
+        return prepared.measure(device=device, iters=10, warmup=2, layer_runs=1, breakdown=False)
+
+    def profile_once(self, *args: Any, **kwargs: Any) -> Graph:
+        """One dry run: the module graph (and the operator graph too with ``capture_ops``); with
+        ``measure``, a real run that times each node too."""
+        builder, prepared = self._pass(self.capture_ops, args, kwargs)
+        name = type(self.model).__name__
+        graph, detail = builder.module_graph(name), builder.detail_graph(name) if self.capture_ops else None
+        measurement = self._measurement(prepared)
+        if measurement is not None:
+            graph = with_measured_times(graph, measurement)
+            detail = with_measured_times(detail, measurement) if detail is not None else None
+        self.graph = graph
         if self.capture_ops:
-            self.detail_graph = builder.detail_graph(name)
+            self.detail_graph = detail
         return self.graph
 
     def profile_detail(self, *args: Any, **kwargs: Any) -> Graph:
-        """One more dry run: the operator graph (views, metadata and scalar reads are not nodes)."""
-        builder, _ = self._pass(True, args, kwargs)
+        """One more dry run: the operator graph (views, metadata and scalar reads are not nodes); with
+        ``measure``, a real run that times each node too."""
+        builder, prepared = self._pass(True, args, kwargs)
         name = type(self.model).__name__
-        if self.graph is None:
-            self.graph = builder.module_graph(name)
         graph = builder.detail_graph(name)
         assert graph is not None
-        self.detail_graph = graph
-        return graph
+        if self.graph is None:
+            self.graph = builder.module_graph(name)
+        measurement = self._measurement(prepared)
+        self.detail_graph = with_measured_times(graph, measurement) if measurement is not None else graph
+        return self.detail_graph
 
     def get_graphs(self) -> dict[str, Graph | None]:
         """``{"module_graph": ..., "detail_graph": ... or None}``."""

@@ -10,6 +10,7 @@ block and its convolutions) are never counted twice and the layers sum to the pr
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from collections.abc import Iterable
@@ -77,6 +78,9 @@ class RunTimes:
     op_cpu_us: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     op_kernel_us: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     op_calls: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    dispatched_cpu_us: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    dispatched_kernel_us: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    dispatched_calls: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     order: list[str] = field(default_factory=list)
 
 
@@ -91,6 +95,40 @@ def _owner(event: Any) -> str:
             return cast(str, e.name[len(RANGE_PREFIX) :])
         e = e.cpu_parent
     return OUTSIDE
+
+
+@functools.cache
+def _composite(name: str) -> bool:
+    """An op that decomposes above a ``TorchDispatchMode`` (``aten::conv2d``, ``aten::linear``): every
+    overload but the ``out=`` ones has a CompositeImplicitAutograd kernel. A profiler event names no
+    overload, so an op some of whose overloads have kernels of their own (``aten::add_``) is not composite."""
+    try:
+        overloads = getattr(torch.ops.aten, name.removeprefix("aten::")).overloads()
+    except (AttributeError, RuntimeError):  # not an aten operator
+        return False
+    found = []
+    for overload in overloads:
+        if overload == "out" or overload.endswith("_out"):
+            continue
+        try:
+            qualified = name if overload == "default" else f"{name}.{overload}"
+            found.append(torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CompositeImplicitAutograd"))
+        except RuntimeError:  # an overload the dispatcher does not register (aten::to.prim_Device)
+            continue
+    return bool(found) and all(found)
+
+
+def _dispatched(event: Any) -> bool:
+    """Whether a dispatch mode sees ``event``'s op: a non-composite aten op called from no other
+    non-composite op's kernel (a mode runs an op's kernel with itself switched off)."""
+    if not event.name.startswith("aten::") or _composite(event.name):
+        return False
+    parent = event.cpu_parent
+    while parent is not None and not parent.name.startswith(RANGE_PREFIX):
+        if parent.name.startswith("aten::") and not _composite(parent.name):
+            return False
+        parent = parent.cpu_parent
+    return True
 
 
 def attribute(events: Iterable[Any]) -> RunTimes:
@@ -116,7 +154,17 @@ def attribute(events: Iterable[Any]) -> RunTimes:
             times.op_cpu_us[key] += e.self_cpu_time_total
             times.op_kernel_us[key] += kernels
             times.op_calls[key] += 1
+            if _dispatched(e):
+                times.dispatched_cpu_us[key] += e.cpu_time_total
+                times.dispatched_kernel_us[key] += _kernels_below(e)
+                times.dispatched_calls[key] += 1
     return times
+
+
+def _kernels_below(event: Any) -> float:
+    """Duration of the GPU kernels launched by ``event`` and every op below it (microseconds)."""
+    own: float = sum(k.duration for k in getattr(event, "kernels", ()))
+    return own + sum(_kernels_below(c) for c in event.cpu_children)
 
 
 def kernel_busy_us(events: Iterable[Any]) -> float:

@@ -47,16 +47,35 @@ class LayerTime:
 
 @dataclass(frozen=True)
 class OpTime:
-    """One aten op within one layer: self time (host) and kernel time, mean per profiled run."""
+    """One aten op within one layer: self time (host) and kernel time, mean per profiled run.
+
+    ``dispatched_calls`` counts the calls that a ``TorchDispatchMode`` (graphprof's dry run) sees as
+    this op: those not made from inside another op's kernel (composite ops such as ``aten::conv2d``
+    decompose above the mode and do not count as "inside"). ``dispatched_cpu_us`` and
+    ``dispatched_kernel_us`` are those calls' inclusive times, everything below them included: what the
+    dry run's op of that name cost.
+    """
 
     layer: str
     op: str
     calls: int
     cpu_us: float
     kernel_us: float | None = None
+    dispatched_calls: int = 0
+    dispatched_cpu_us: float = 0.0
+    dispatched_kernel_us: float | None = None
+
+    @property
+    def dispatched_time_us(self) -> float:
+        """Inclusive time of the dispatched calls: kernel time on a GPU, host time on the CPU."""
+        return self.dispatched_kernel_us if self.dispatched_kernel_us is not None else self.dispatched_cpu_us
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer, "op": self.op, "calls": self.calls, "cpu_us": self.cpu_us, "kernel_us": self.kernel_us}
+        return {
+            "layer": self.layer, "op": self.op, "calls": self.calls, "cpu_us": self.cpu_us, "kernel_us": self.kernel_us,
+            "dispatched_calls": self.dispatched_calls, "dispatched_cpu_us": self.dispatched_cpu_us,
+            "dispatched_kernel_us": self.dispatched_kernel_us,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,9 @@ def _mean_times(runs: list[Any], types: dict[str, str], cuda: bool) -> tuple[tup
             calls=round(sum(r.op_calls.get(k, 0) for r in runs) / n),
             cpu_us=sum(r.op_cpu_us.get(k, 0.0) for r in runs) / n,
             kernel_us=sum(r.op_kernel_us.get(k, 0.0) for r in runs) / n if cuda else None,
+            dispatched_calls=round(sum(r.dispatched_calls.get(k, 0) for r in runs) / n),
+            dispatched_cpu_us=sum(r.dispatched_cpu_us.get(k, 0.0) for r in runs) / n,
+            dispatched_kernel_us=sum(r.dispatched_kernel_us.get(k, 0.0) for r in runs) / n if cuda else None,
         )
         for k in keys
     )
