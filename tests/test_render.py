@@ -37,7 +37,14 @@ from graphprof.render import (
     write_plot,
 )
 from graphprof.render import plots as plots_module
-from graphprof.render.table import auto_depth, format_bytes, format_count, format_seconds
+from graphprof.render.table import (
+    auto_depth,
+    format_bytes,
+    format_count,
+    format_seconds,
+    render_layers,
+    render_top_layers,
+)
 from graphprof.result import LayerRow, ModuleRow, UnsupportedOp
 from graphprof.roofline import classify
 
@@ -295,3 +302,33 @@ def test_missing_matplotlib_is_a_clear_error(tmp_path, tiny, monkeypatch):
     monkeypatch.setattr(plots_module.importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(MissingDependencyError):
         plots_module.require_matplotlib()
+
+
+def test_names_in_full_when_the_table_fits():
+    class Deep(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder_with_a_rather_long_module_name = nn.ModuleList(
+                nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(2)
+            )
+
+        def forward(self, x):
+            for block in self.encoder_with_a_rather_long_module_name:
+                x = block(x)
+            return x
+
+    profile = graphprof.profile_model(Deep(), input_shape=(1, 8))
+    names = [f"encoder_with_a_rather_long_module_name.{i}.0" for i in range(2)]
+
+    def names_drawn(fitted, width: int) -> list[str]:
+        console = Console(width=width, color_system=None, file=io.StringIO())
+        table = fitted._table(console, console.options)
+        column = next(c for c in table.columns if c.header in ("Layer", "Module"))
+        return [str(cell).strip() for cell in column._cells]
+
+    for render in (render_top_layers, render_layers, lambda p: render_tree(p, depth=3)):
+        wide = names_drawn(render(profile), 200)
+        assert set(names) <= set(wide)  # room enough: nothing shortened
+        narrow = [n for n in names_drawn(render(profile), 80) if n.startswith("encoder")]
+        assert not set(names) & set(narrow) and sum("..." in n for n in narrow) >= 4  # shortened: no room,
+        assert len(set(narrow)) == len(narrow)  # and still one distinct name per row

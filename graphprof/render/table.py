@@ -16,10 +16,11 @@ FLOPs/byte reads straight off the columns), times s/ms/us.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -137,6 +138,28 @@ def short_names(names: Sequence[str], width: int) -> list[str]:
     return [s if len(sources[s]) == 1 else abbreviate(n, 10**6) for n, s in zip(names, short, strict=True)]
 
 
+class FullNamesIfTheyFit:
+    """A table drawn with its names in full when it fits the width it is drawn at (a wide terminal, a
+    file), else with the names shortened by :func:`short_names` (still unique among the rows shown).
+
+    ``build(width)`` makes the table: ``width`` is ``None`` for full names, else the name column's width.
+    """
+
+    def __init__(self, build: Callable[[int | None], Table]) -> None:
+        self.build = build
+
+    def _table(self, console: Console, options: ConsoleOptions) -> Table:
+        full = self.build(None)
+        natural = Measurement.get(console, options.update(max_width=10**6), full).maximum  # unclamped
+        return full if natural <= options.max_width else self.build(_NAME_WIDTH)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Table]:
+        yield self._table(console, options)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._table(console, options))
+
+
 def _table(title: str, *, caption: str | None = None, header: bool = True) -> Table:
     return Table(
         title=title,
@@ -207,8 +230,13 @@ def render_tree(
         caption = f"folded at depth {shown} of {deepest} ({folded} deeper modules summed into their parents); --depth N to unfold"
     if hidden:
         caption += f"; {hidden} more rows at this depth not shown (--depth or --verbose)"
+    return FullNamesIfTheyFit(lambda width: _tree_table(profile, rows, caption, show_shapes, width))
+
+
+def _tree_table(profile: Profile, rows: list[ModuleRow], caption: str, show_shapes: bool, width: int | None) -> Table:
     table = _table("Hierarchical graph profile", caption=caption)
-    table.add_column("Module", overflow="fold", max_width=_NAME_WIDTH + 2 * max((m.depth for m in rows), default=0))
+    indent_room = 2 * max((m.depth for m in rows), default=0)
+    table.add_column("Module", overflow="fold", max_width=None if width is None else width + indent_room)
     table.add_column("Type", overflow="fold", max_width=_TYPE_WIDTH)
     table.add_column("Params", justify="right", overflow="fold")
     if show_shapes:
@@ -218,7 +246,8 @@ def render_tree(
     table.add_column("Memory", justify="right", overflow="fold")
     table.add_column("AI", justify="right", overflow="fold")
     shapes = _module_shapes(profile) if show_shapes else {}
-    labels = short_names([m.path for m in rows], _NAME_WIDTH)  # indented by depth, within the column's room
+    paths = [m.path for m in rows]
+    labels = paths if width is None else short_names(paths, width)  # indented by depth, within the column's room
     for module, short in zip(rows, labels, strict=True):
         indent = "  " * module.depth
         label = profile.model_name if module.path == "" else short
@@ -234,12 +263,16 @@ def render_tree(
 # ---- 2. per-layer details ------------------------------------------------------------------------
 def render_layers(profile: Profile, roofline: Roofline | None = None, *, show_shapes: bool = False) -> RenderableType:
     """Every graph node in execution order with its cost, arithmetic intensity, verdict and time estimate."""
-    roofline = _roofline(profile, roofline)
+    checked = _roofline(profile, roofline)
+    return FullNamesIfTheyFit(lambda width: _layers_table(profile, checked, show_shapes, width))
+
+
+def _layers_table(profile: Profile, roofline: Roofline, show_shapes: bool, width: int | None) -> Table:
     timed = roofline.hardware is not None
     total = profile.total
     table = _table(f"Per-layer details ({len(profile.layers)} graph nodes)")
     table.show_footer = True
-    table.add_column("Layer", footer="Total", overflow="fold", max_width=_NAME_WIDTH)
+    table.add_column("Layer", footer="Total", overflow="fold", max_width=width)
     table.add_column("Type", overflow="fold", max_width=_TYPE_WIDTH)
     table.add_column("Params", justify="right", overflow="fold", footer=_num(profile.graph_params))
     if show_shapes:
@@ -251,7 +284,8 @@ def render_layers(profile: Profile, roofline: Roofline | None = None, *, show_sh
     table.add_column("Bound", overflow="fold")
     if timed:
         table.add_column("Est. time", justify="right", overflow="fold", footer=format_seconds(roofline.seconds))
-    names = short_names([row.name for row in profile.layers], _NAME_WIDTH)
+    names = [row.name for row in profile.layers]
+    names = names if width is None else short_names(names, width)
     for row, verdict, name in zip(profile.layers, roofline.layers, names, strict=True):
         cost = row.cost
         cells = [name, row.type, _num(row.params)]
@@ -466,16 +500,20 @@ def render_bottlenecks(profile: Profile, roofline: Roofline | None = None) -> Re
 # ---- 6. top layers -----------------------------------------------------------------------------------
 def render_top_layers(profile: Profile, roofline: Roofline | None = None, *, top: int = DEFAULT_TOP) -> RenderableType:
     """The ``top`` layers by FLOPs with share, memory, arithmetic intensity, verdict and time estimate."""
-    roofline = _roofline(profile, roofline)
-    timed = roofline.hardware is not None
+    checked = _roofline(profile, roofline)
     ranked = sorted(
         (i for i, row in enumerate(profile.layers) if row.cost.flops > 0),
         key=lambda i: -profile.layers[i].cost.flops,
     )[: max(0, top)]
+    return FullNamesIfTheyFit(lambda width: _top_table(profile, checked, ranked, width))
+
+
+def _top_table(profile: Profile, roofline: Roofline, ranked: list[int], width: int | None) -> Table:
+    timed = roofline.hardware is not None
     total = profile.total_flops
     table = _table(f"Top {len(ranked)} layers by FLOPs")
     table.add_column("#", justify="right")
-    table.add_column("Layer", overflow="fold", max_width=_NAME_WIDTH)
+    table.add_column("Layer", overflow="fold", max_width=width)
     table.add_column("Type", overflow="fold", max_width=_TYPE_WIDTH)
     table.add_column("FLOPs", justify="right", overflow="fold")
     table.add_column("Share", justify="right", overflow="fold")
@@ -484,7 +522,8 @@ def render_top_layers(profile: Profile, roofline: Roofline | None = None, *, top
     table.add_column("Bound", overflow="fold")
     if timed:
         table.add_column("Est. time", justify="right", overflow="fold")
-    names = short_names([profile.layers[i].name for i in ranked], _NAME_WIDTH)
+    names = [profile.layers[i].name for i in ranked]
+    names = names if width is None else short_names(names, width)
     for rank, (i, name) in enumerate(zip(ranked, names, strict=True), 1):
         row, verdict = profile.layers[i], roofline.layers[i]
         cost = row.cost
