@@ -36,7 +36,7 @@ from graphprof.errors import InvalidInputError
 if TYPE_CHECKING:
     from torch import fx, nn
 
-__all__ = ["abbreviate", "normalize_path", "module_path", "module_type"]
+__all__ = ["abbreviate", "normalize_path", "module_path", "module_type", "functional_op"]
 
 # The root of a Dynamo source expression: ``L['self']``, ``G['model']`` or a bare ``self``.
 _SOURCE_ROOT = re.compile(r"""^(?:[LG]\[['"][^'"]*['"]\]|self)(?=[.\[]|$)""")
@@ -289,3 +289,13 @@ def _truncate(text: str, max_len: int) -> str:
     keep = max_len - len(_ELLIPSIS)
     tail = (keep + 1) // 2  # the end names the leaf module, so it gets the odd character
     return f"{text[: keep - tail]}{_ELLIPSIS}{text[-tail:]}"
+
+
+def functional_op(name: str) -> str:
+    """An op's name without its in-place underscore, to match a real run's op with the dry run's:
+    ``out += x`` runs ``aten::add_`` where a traced graph has ``add``.
+
+    >>> functional_op("aten::add_"), functional_op("relu"), functional_op("aten._to_copy")
+    ('aten::add', 'relu', 'aten._to_copy')
+    """
+    return name[:-1] if name.endswith("_") else name

@@ -217,3 +217,33 @@ def test_train_peak_counts_the_optimizer_state() -> None:
     estimated = dataclasses.replace(profile, measurement=r).estimated_memory()
     assert estimated["gradient_bytes"] == 85_192 and estimated["optimizer_state_bytes"] == 2 * 85_192
     assert "gradient_bytes" not in profile.estimated_memory()  # no measured training step, no optimizer
+
+
+def test_measured_report_per_layer_and_per_op() -> None:
+    import io
+
+    from rich.console import Console
+
+    from graphprof.render.measured import render_measured
+    from graphprof.roofline import classify
+
+    pm = graphprof.prepare(Net(), example_inputs=(torch.randn(4, 3, 16, 16),))
+    m = pm.measure(device="cpu", breakdown=False, **RUN)
+    profile = dataclasses.replace(pm.profile(), measurement=m)
+
+    def text(p, hardware: str) -> str:
+        console = Console(width=200, record=True, color_system=None, file=io.StringIO())
+        console.print(render_measured(p, classify(p, graphprof.get_hardware(hardware))))
+        return console.export_text()
+
+    out = text(profile, "h100")
+    # an H100 prediction is not held against a CPU run: no predicted column, nothing flagged
+    assert "Predicted" not in out and "worst prediction" not in out
+    # per aten op: both convolutions (conv, block.0), measured over the calls a dispatch mode sees
+    row = next(line for line in out.splitlines() if line.startswith("│ aten.convolution"))
+    dispatched = sum(o.dispatched_cpu_us for o in m.ops if o.op == "aten::convolution")
+    assert row.split("│")[2].strip() == "2" and f"{dispatched:,.1f} us" in row
+    # the same measurement read as a GPU run: predicted beside measured, the worst three flagged
+    as_gpu = dataclasses.replace(profile, measurement=dataclasses.replace(m, device="cuda:0"))
+    out = text(as_gpu, "h100")
+    assert "Predicted" in out and "Meas./pred." in out and out.count("<< worst prediction") == 3

@@ -27,6 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 from graphprof.graph.model import Graph, GraphNode
+from graphprof.names import functional_op
 
 __all__ = ["with_measured_times"]
 
@@ -43,9 +44,6 @@ def _fold(layer: str, depth: int | None) -> str | None:
     parts = layer.split(".")
     return ".".join(parts[:depth]) if len(parts) >= depth else layer
 
-
-def _functional(name: str) -> str:
-    return name[:-1] if name.endswith("_") else name
 
 
 def with_measured_times(graph: Graph, measurement: Any) -> Graph:
@@ -64,8 +62,8 @@ def with_measured_times(graph: Graph, measurement: Any) -> Graph:
     if graph.level != "module":  # the operator graph: each dispatched op's inclusive time in its layer
         for op in measurement.ops:
             if op.dispatched_calls:
-                kind = _functional(op.op.removeprefix("aten::"))
-                nodes = [n for n in by_module.get(_fold(op.layer, None), []) if _functional(n.type.removeprefix("aten.")) == kind]
+                kind = functional_op(op.op.removeprefix("aten::"))
+                nodes = [n for n in by_module.get(_fold(op.layer, None), []) if functional_op(n.type.removeprefix("aten.")) == kind]
                 share(nodes, op.dispatched_time_us)
         return _with(graph, measured)
 
@@ -78,8 +76,8 @@ def with_measured_times(graph: Graph, measurement: Any) -> Graph:
             share([n for n in nodes if n.type == layer.type], layer.time_us)
     if graph.depth is None:  # functions run by a module itself: their own aten op's time there
         for op in measurement.ops:
-            kind = _functional(op.op.removeprefix("aten::"))  # `out += x` runs aten::add_ where the graph has add
-            nodes = [n for n in by_module.get(_fold(op.layer, None), []) if _functional(n.type) == kind]
+            kind = functional_op(op.op.removeprefix("aten::"))  # `out += x` runs aten::add_ where the graph has add
+            nodes = [n for n in by_module.get(_fold(op.layer, None), []) if functional_op(n.type) == kind]
             share(nodes, op.kernel_us if op.kernel_us is not None else op.cpu_us)
     return _with(graph, measured)
 

@@ -2,21 +2,26 @@
 
 Per layer (module path): the estimate is the roofline time of the graph nodes whose innermost module is
 that layer (so a block's own additions sit on the block, as its measured self time does), the measure
-is the layer's self time, and the ratio measured / estimated is its own column.
+is the layer's self time, and the ratio measured / estimated is its own column. With a calibrated
+device (``--hardware h100``) the predicted time and measured / predicted sit beside them, and the layers
+whose prediction is furthest off are flagged. Per aten op: the estimate summed over the op's calls
+beside the measured time of the calls a dispatch mode sees (``OpTime.dispatched_time_us``).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from graphprof.names import functional_op
 from graphprof.result import Profile
-from graphprof.roofline import Roofline
+from graphprof.roofline import Roofline, roofline_time
 
-__all__ = ["estimated_layer_seconds", "render_measured"]
+__all__ = ["estimated_layer_seconds", "predicted_layer_seconds", "render_measured"]
 
 
 def estimated_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
@@ -86,25 +91,111 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
     for note in m.notes:
         lines.append(Text(f"note: {note}", style="dim"))
 
+    return Group(*lines, _layer_table(profile, roofline), _op_table(profile, roofline))
+
+
+#: How many layers the per-layer table flags as those whose prediction is furthest from the measurement.
+WORST_FLAGGED = 3
+#: Rows of the per-op table (the ops that took longest).
+OP_ROWS = 12
+
+
+def _ratio(measured_us: float, estimated_us: float | None) -> str:
+    return f"{measured_us / estimated_us:.1f}x" if estimated_us else "-"
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f} us"
+
+
+def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
+    """Per layer: lower bound, predicted (with a calibration), measured, their ratios; the layers whose
+    prediction is furthest from the measurement (by the size of log(measured / predicted)) flagged."""
+    m = profile.measurement
+    assert m is not None
     estimates = estimated_layer_seconds(profile, roofline)
+    # a prediction is for the device it names: held against a run on another kind of device, it says nothing
+    same_kind = roofline is not None and roofline.hardware is not None and roofline.hardware.target == m.device.split(":")[0]
+    predictions = predicted_layer_seconds(profile, roofline) if same_kind else {}
     where = roofline.hardware.name if roofline is not None and roofline.hardware is not None else None
-    table = Table(title=f"Per layer: estimated{f' ({where} roofline)' if where else ''} vs measured (self time)", title_justify="left")
-    for col, justify in (("Layer", "left"), ("Type", "left"), ("Calls", "right"), ("Estimated", "right"), ("Measured", "right"), ("Ratio", "right"), ("Share", "right")):
+    title = f"Per layer: estimated{f' ({where} roofline)' if where else ''} vs measured (self time)"
+    table = Table(title=title, title_justify="left")
+    columns = [("Layer", "left"), ("Type", "left"), ("Calls", "right"), ("Estimated", "right")]
+    if predictions:
+        columns.append(("Predicted", "right"))
+    columns += [("Measured", "right"), ("Ratio", "right")]
+    if predictions:
+        columns.append(("Meas./pred.", "right"))
+    columns.append(("Share", "right"))
+    for col, justify in columns:
         table.add_column(col, justify=justify, no_wrap=col == "Layer")  # type: ignore[arg-type]
+    worst: set[str] = set()
+    if predictions:
+        misses = {layer.name: abs(math.log(layer.time_us / (predictions[layer.name] * 1e6))) for layer in m.layers if predictions.get(layer.name) and layer.time_us > 0}
+        worst = set(sorted(misses, key=lambda name: -misses[name])[:WORST_FLAGGED])
     total = m.layer_sum_us or 1.0
     for layer in m.layers:
         est = estimates.get(layer.name)
         est_us = est * 1e6 if est is not None else None
-        ratio = f"{layer.time_us / est_us:.1f}x" if est_us else "-"
-        table.add_row(
-            layer.name,
-            layer.type,
-            str(layer.calls),
-            f"{est_us:,.1f} us" if est_us is not None else "-",
-            f"{layer.time_us:,.1f} us",
-            ratio,
-            f"{layer.time_us / total * 100:.1f}%",
-        )
+        cells = [layer.name + ("  << worst prediction" if layer.name in worst else ""), layer.type, str(layer.calls), _us(est_us)]
+        pred = predictions.get(layer.name)
+        pred_us = pred * 1e6 if pred is not None else None
+        if predictions:
+            cells.append(_us(pred_us))
+        cells += [_us(layer.time_us), _ratio(layer.time_us, est_us)]
+        if predictions:
+            cells.append(_ratio(layer.time_us, pred_us))
+        cells.append(f"{layer.time_us / total * 100:.1f}%")
+        table.add_row(*cells)
     est_total = sum(estimates.values()) * 1e6
-    table.add_row("TOTAL", "", "", f"{est_total:,.1f} us" if estimates else "-", f"{m.layer_sum_us:,.1f} us", f"{m.layer_sum_us / est_total:.1f}x" if est_total else "-", "100.0%", style="bold")
-    return Group(*lines, table)
+    pred_total = sum(predictions.values()) * 1e6
+    cells = ["TOTAL", "", "", _us(est_total) if estimates else "-"]
+    if predictions:
+        cells.append(_us(pred_total))
+    cells += [_us(m.layer_sum_us), _ratio(m.layer_sum_us, est_total)]
+    if predictions:
+        cells.append(_ratio(m.layer_sum_us, pred_total))
+    cells.append("100.0%")
+    table.add_row(*cells, style="bold")
+    return table
+
+
+def predicted_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
+    """Predicted seconds per module path, as :func:`estimated_layer_seconds`; empty without a calibration."""
+    if roofline is None:
+        return {}
+    out: dict[str, float] = defaultdict(float)
+    for row, bound in zip(profile.layers, roofline.layers, strict=True):
+        if bound.predicted_seconds is not None:
+            out[row.module or "(model)"] += bound.predicted_seconds
+    return dict(out)
+
+
+
+def _op_table(profile: Profile, roofline: Roofline | None) -> Table:
+    """Per aten op over the whole model: calls, the roofline estimate, the measured time of the calls a
+    dispatch mode sees (their kernels below them included), the ratio; the longest first."""
+    m = profile.measurement
+    assert m is not None
+    estimated: dict[str, float] = defaultdict(float)
+    if roofline is not None and roofline.peak_flops is not None and roofline.bandwidth is not None:
+        for _, op in profile.iter_ops():
+            if op.phase == "forward":
+                estimated[op.op] += roofline_time(op.cost.flops, op.cost.bytes_moved, roofline.peak_flops, roofline.bandwidth)
+    measured: dict[str, float] = defaultdict(float)
+    calls: dict[str, int] = defaultdict(int)
+    names = {functional_op(name): name for name in estimated}  # `out += x` runs aten::add_ where the dry run saw aten.add
+    for t in m.ops:
+        if t.dispatched_calls:
+            op = "aten." + t.op.removeprefix("aten::")
+            name = names.get(functional_op(op), op)
+            measured[name] += t.dispatched_time_us
+            calls[name] += t.dispatched_calls
+    ranked = sorted(measured, key=lambda name: -measured[name])
+    table = Table(title=f"Per aten op: estimated vs measured (the {min(OP_ROWS, len(ranked))} longest of {len(ranked)})", title_justify="left")
+    for col, justify in (("Aten op", "left"), ("Calls", "right"), ("Estimated", "right"), ("Measured", "right"), ("Ratio", "right")):
+        table.add_column(col, justify=justify, no_wrap=col == "Aten op")  # type: ignore[arg-type]
+    for name in ranked[:OP_ROWS]:
+        est_us = estimated[name] * 1e6 if name in estimated else None
+        table.add_row(name, str(calls[name]), _us(est_us), _us(measured[name]), _ratio(measured[name], est_us))
+    return table
