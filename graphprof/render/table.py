@@ -124,13 +124,16 @@ def _shape(shapes: Sequence[tuple[int, ...]]) -> str:
     return text + (f" (+{len(shapes) - 2})" if len(shapes) > 2 else "")
 
 
-def short_names(names: Sequence[str], width: int) -> list[str]:
+def short_names(names: Sequence[str], width: int | None) -> list[str]:
     """Each name abbreviated to ``width`` (:func:`graphprof.names.abbreviate`), unless that would make two
     rows shown together read the same: those keep their full names (folded over lines, never cut).
+    ``width=None`` keeps every name in full.
 
     >>> short_names(["model.layers.0.post_attention_layernorm", "model.layers.1.post_attention_layernorm"], 24)
     ['model.layers.0.post_attention_layernorm', 'model.layers.1.post_attention_layernorm']
     """
+    if width is None:
+        return list(names)
     short = [abbreviate(n, width) for n in names]
     sources: dict[str, set[str]] = {}
     for name, s in zip(names, short, strict=True):
@@ -246,8 +249,7 @@ def _tree_table(profile: Profile, rows: list[ModuleRow], caption: str, show_shap
     table.add_column("Memory", justify="right", overflow="fold")
     table.add_column("AI", justify="right", overflow="fold")
     shapes = _module_shapes(profile) if show_shapes else {}
-    paths = [m.path for m in rows]
-    labels = paths if width is None else short_names(paths, width)  # indented by depth, within the column's room
+    labels = short_names([m.path for m in rows], width)  # indented by depth, within the column's room
     for module, short in zip(rows, labels, strict=True):
         indent = "  " * module.depth
         label = profile.model_name if module.path == "" else short
@@ -284,8 +286,7 @@ def _layers_table(profile: Profile, roofline: Roofline, show_shapes: bool, width
     table.add_column("Bound", overflow="fold")
     if timed:
         table.add_column("Est. time", justify="right", overflow="fold", footer=format_seconds(roofline.seconds))
-    names = [row.name for row in profile.layers]
-    names = names if width is None else short_names(names, width)
+    names = short_names([row.name for row in profile.layers], width)
     for row, verdict, name in zip(profile.layers, roofline.layers, names, strict=True):
         cost = row.cost
         cells = [name, row.type, _num(row.params)]
@@ -522,8 +523,7 @@ def _top_table(profile: Profile, roofline: Roofline, ranked: list[int], width: i
     table.add_column("Bound", overflow="fold")
     if timed:
         table.add_column("Est. time", justify="right", overflow="fold")
-    names = [profile.layers[i].name for i in ranked]
-    names = names if width is None else short_names(names, width)
+    names = short_names([profile.layers[i].name for i in ranked], width)
     for rank, (i, name) in enumerate(zip(ranked, names, strict=True), 1):
         row, verdict = profile.layers[i], roofline.layers[i]
         cost = row.cost
