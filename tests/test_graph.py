@@ -343,6 +343,7 @@ def test_measured_times_on_module_graph_nodes():
     add = next(o for o in m.ops if o.layer == "layer1.0" and o.op == "aten::add_")
     assert graph.node("layer1.0.add").measured_ms == pytest.approx(add.cpu_us / 1e3)
     assert all(n.measured_ms is not None for n in graph.nodes if n.kind == "module")
+    assert f"measured {graph.node('layer1.0.conv1').measured_ms:.3g} ms" in to_dot(graph)  # drawn on the node
     total_ms = sum(t.cpu_us for t in m.layers) / 1e3
     assert sum(n.measured_ms or 0.0 for n in graph.nodes) <= total_ms
     # the operator graph: an op's time is that of the calls a dispatch mode sees, everything below them

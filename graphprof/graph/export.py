@@ -108,6 +108,10 @@ def to_dot(graph: Graph, depth: int | None = None) -> str:
     for n in graph.nodes:
         shape = "ellipse" if n.kind == "input" else "box"
         label = f"{n.name}\n{n.type}" + (f"\n{n.flops:,} FLOPs" if n.flops else "")
+        if n.measured_ms is not None:
+            label += f"\nmeasured {n.measured_ms:.3g} ms"
+        elif n.estimated_ms is not None:
+            label += f"\nestimated {n.estimated_ms:.3g} ms"
         line = f"  n{n.id} [label={_quote(label)} shape={shape}];"
         parts = n.module.split(".") if n.module else []
         if n.kind != "input" and parts:
