@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 
 from rich.console import Group
 from rich.table import Table
@@ -19,20 +20,33 @@ from rich.text import Text
 
 from graphprof.names import functional_op
 from graphprof.result import Profile
-from graphprof.roofline import Roofline, roofline_time
+from graphprof.roofline import LayerBound, Roofline, roofline_time
 
 __all__ = ["estimated_layer_seconds", "predicted_layer_seconds", "render_measured"]
+
+
+def _by_layer(profile: Profile, roofline: Roofline | None, seconds: Callable[[LayerBound], float | None]) -> dict[str, float]:
+    """``seconds(bound)`` summed per module path (``"(model)"`` for nodes at top level)."""
+    out: dict[str, float] = defaultdict(float)
+    if roofline is None:
+        return {}
+    for row, bound in zip(profile.layers, roofline.layers, strict=True):
+        value = seconds(bound)
+        if value is not None:
+            out[row.module or "(model)"] += value
+    return dict(out)
 
 
 def estimated_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
     """Roofline seconds per module path (``"(model)"`` for nodes at top level); empty without a device."""
     if roofline is None or roofline.seconds is None:
         return {}
-    out: dict[str, float] = defaultdict(float)
-    for row, bound in zip(profile.layers, roofline.layers, strict=True):
-        if bound.seconds is not None:
-            out[row.module or "(model)"] += bound.seconds
-    return dict(out)
+    return _by_layer(profile, roofline, lambda bound: bound.seconds)
+
+
+def predicted_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
+    """Predicted seconds per module path, as :func:`estimated_layer_seconds`; empty without a calibration."""
+    return _by_layer(profile, roofline, lambda bound: bound.predicted_seconds)
 
 
 def _ms(stats: object) -> str:
@@ -158,17 +172,6 @@ def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
     cells.append("100.0%")
     table.add_row(*cells, style="bold")
     return table
-
-
-def predicted_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
-    """Predicted seconds per module path, as :func:`estimated_layer_seconds`; empty without a calibration."""
-    if roofline is None:
-        return {}
-    out: dict[str, float] = defaultdict(float)
-    for row, bound in zip(profile.layers, roofline.layers, strict=True):
-        if bound.predicted_seconds is not None:
-            out[row.module or "(model)"] += bound.predicted_seconds
-    return dict(out)
 
 
 
