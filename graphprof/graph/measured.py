@@ -45,7 +45,6 @@ def _fold(layer: str, depth: int | None) -> str | None:
     return ".".join(parts[:depth]) if len(parts) >= depth else layer
 
 
-
 def with_measured_times(graph: Graph, measurement: Any) -> Graph:
     """A copy of ``graph`` (module or operator graph) whose nodes carry ``measured_ms`` from ``measurement``
     (see above): a :class:`graphprof.measure.Measurement`; kernel time on a GPU, host time on the CPU."""
