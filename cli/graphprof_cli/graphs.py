@@ -32,7 +32,7 @@ def check_graph_path(path: Path) -> None:
 def write_model_graph(prepared: Any, path: Path, *, depth: int | None, hardware: Any, measurement: Any = None) -> list[Path]:
     """Build both graphs of the prepared model (one more dry run on its capture), write them; the files written.
 
-    With ``measurement`` (``--measure``) the module graph's nodes carry their measured times too."""
+    With ``measurement`` (``--measure``) the nodes of both graphs carry their measured times too."""
     from graphprof.graph import write_graph
 
     module_graph, detail_graph = prepared.graph(hardware=hardware, measurement=measurement)

@@ -27,9 +27,9 @@ __all__ = ["estimated_layer_seconds", "predicted_layer_seconds", "render_measure
 
 def _by_layer(profile: Profile, roofline: Roofline | None, seconds: Callable[[LayerBound], float | None]) -> dict[str, float]:
     """``seconds(bound)`` summed per module path (``"(model)"`` for nodes at top level)."""
-    out: dict[str, float] = defaultdict(float)
     if roofline is None:
         return {}
+    out: dict[str, float] = defaultdict(float)
     for row, bound in zip(profile.layers, roofline.layers, strict=True):
         value = seconds(bound)
         if value is not None:
@@ -172,7 +172,6 @@ def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
     cells.append("100.0%")
     table.add_row(*cells, style="bold")
     return table
-
 
 
 def _op_table(profile: Profile, roofline: Roofline | None) -> Table:
