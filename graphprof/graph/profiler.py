@@ -45,9 +45,9 @@ class Profiler(nn.Module):
     ``token_kwarg`` names the keyword argument that carries the tokens (``input_ids``); it must be
     passed to each pass. ``auto_profile`` builds the module graph on the first call of the wrapper;
     ``capture_ops`` builds the operator graph in that same pass. ``hardware`` adds roofline time
-    estimates to the nodes. ``measure`` also runs the model for real in ``profile_once`` and puts each
-    layer's measured time on its module-graph node (:mod:`graphprof.graph.measured`); by default it does
-    so when the weights are real, not on the meta device, as the edge profiler reports forward times.
+    estimates to the nodes. ``measure`` also runs the model for real in each pass and puts the measured
+    times on the nodes of the graph it builds (:mod:`graphprof.graph.measured`); by default it does so
+    when the weights are real, not on the meta device, as the edge profiler reports forward times.
 
     The wrapper is an ``nn.Module`` so it can replace a submodule (``model.model = Profiler(model.model)``);
     the wrapped model is its child ``model`` and is otherwise untouched.

@@ -35,7 +35,7 @@ def _import_timm() -> ModuleType:
     try:
         import timm
     except ImportError as exc:
-        raise MissingDependencyError(f"timm: models need timm: pip install timm ({exc})") from exc
+        raise MissingDependencyError(f"timm: models need timm: pip install 'graphprof[timm]' ({exc})") from exc
     return timm
 
 
