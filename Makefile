@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.graphprof-installed
 
-.PHONY: install run test lint bench clean graphviz
+.PHONY: install run test test-fast lint bench clean graphviz
 
 install: $(STAMP)
 
@@ -21,6 +21,10 @@ run: install
 
 test: install
 	$(PY) -m pytest -q
+
+# the fast tier: everything but the tests marked slow (zoo-wide, subprocesses, real runs)
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
 
 # type checking: mypy --strict on graphprof/ (configured in pyproject.toml [tool.mypy])
 lint: install
