@@ -22,9 +22,9 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    "profile_model": "graphprof.api",
-    "compare_models": "graphprof.api",
-    "ModelOutcome": "graphprof.api",
+    "profile_model": "graphprof.profile",
+    "compare_models": "graphprof.profile",
+    "ModelOutcome": "graphprof.profile",
     "prepare": "graphprof.prepared",
     "PreparedModel": "graphprof.prepared",
     "Profile": "graphprof.result",
@@ -53,7 +53,7 @@ _EXPORTS: dict[str, str] = {
     "GraphprofError": "graphprof.errors",
     "sweep": "graphprof.scaling",
     "Sweep": "graphprof.scaling",
-    "ScalingExperiment": "graphprof.scaling",
+    "ScalingExperiment": "graphprof.printing",
     "Profiler": "graphprof.graph",
     "Graph": "graphprof.graph",
     "Measurement": "graphprof.measure",
@@ -86,7 +86,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from graphprof.api import ModelOutcome, compare_models, profile_model  # noqa: F401
     from graphprof.capture import Capture  # noqa: F401
     from graphprof.errors import GraphprofError  # noqa: F401
     from graphprof.formulas import Cost, TensorMeta, register_formula  # noqa: F401
@@ -108,7 +107,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     )
     from graphprof.options import Mode, parse_dtype, parse_shape  # noqa: F401
     from graphprof.prepared import PreparedModel, prepare  # noqa: F401
+    from graphprof.printing import ScalingExperiment  # noqa: F401
+    from graphprof.profile import ModelOutcome, compare_models, profile_model  # noqa: F401
     from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: F401
     from graphprof.roofline import DEFAULT_THRESHOLD, Bound, Roofline, classify  # noqa: F401
     from graphprof.runloop import Observer  # noqa: F401
-    from graphprof.scaling import ScalingExperiment, Sweep, sweep  # noqa: F401
+    from graphprof.scaling import Sweep, sweep  # noqa: F401

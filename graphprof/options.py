@@ -5,12 +5,14 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from graphprof.errors import InvalidInputError
 
-__all__ = ["Mode", "parse_mode", "parse_dtype", "parse_shape"]
+__all__ = ["Mode", "parse_mode", "parse_dtype", "parse_shape", "RunSpec", "KEEP"]
 
 
 class Mode(str, enum.Enum):
@@ -73,3 +75,82 @@ def parse_shape(value: str | Sequence[int] | Sequence[str] | None) -> tuple[int,
     if not shape or any(s <= 0 for s in shape):
         raise InvalidInputError(f"--input-shape (input_shape) must be positive integers, got {shown!r}")
     return shape
+
+
+class _Keep:
+    """The sentinel of :data:`KEEP`: "the prepared model's own value"."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+#: A :class:`RunSpec` field left at ``KEEP`` takes the prepared model's value (its dtype, its mode).
+KEEP: Any = _Keep()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The inputs of one run, in one record: what the seven input keywords of the public API mean.
+
+    ``batch_size`` / ``input_shape`` / ``seq_len`` derive inputs of another size from the prepared ones;
+    ``example_inputs`` / ``example_kwargs`` replace them; ``dtype`` and ``mode`` default (:data:`KEEP`) to
+    the prepared model's. Parsed once, in :meth:`of`; every pass below takes the spec.
+
+    >>> RunSpec.of(batch_size=8, mode="train").mode
+    <Mode.TRAIN: 'train'>
+    """
+
+    batch_size: int | None = None
+    input_shape: tuple[int, ...] | None = None
+    seq_len: int | None = None
+    example_inputs: tuple[Any, ...] | None = None
+    example_kwargs: dict[str, Any] | None = field(default=None, hash=False)
+    dtype: Any = KEEP
+    mode: Any = KEEP
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        batch_size: int | None = None,
+        input_shape: Sequence[int] | str | None = None,
+        seq_len: int | None = None,
+        example_inputs: Any = None,
+        example_kwargs: dict[str, Any] | None = None,
+        dtype: Any = KEEP,
+        mode: Any = KEEP,
+    ) -> RunSpec:
+        """The spec of these keywords, parsed and checked (:class:`InvalidInputError` for a bad one)."""
+        check_batch_size(batch_size)
+        return cls(
+            batch_size=batch_size,
+            input_shape=parse_shape(input_shape),
+            seq_len=seq_len,
+            example_inputs=as_args(example_inputs) if example_inputs is not None else None,
+            example_kwargs=dict(example_kwargs) if example_kwargs is not None else None,
+            dtype=dtype if dtype is KEEP else parse_dtype(dtype),
+            mode=KEEP if mode is KEEP or mode is None else parse_mode(mode),
+        )
+
+    @property
+    def replaces_inputs(self) -> bool:
+        return self.example_inputs is not None or self.example_kwargs is not None
+
+    def resolved(self, dtype: torch.dtype | None, mode: Mode) -> tuple[torch.dtype | None, Mode]:
+        """This spec's dtype and mode, with the prepared ones where it keeps them."""
+        return (dtype if self.dtype is KEEP else self.dtype), (mode if self.mode is KEEP else self.mode)
+
+
+def check_batch_size(batch_size: Any) -> None:
+    """``None`` or a positive integer; else :class:`InvalidInputError`."""
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0):
+        raise InvalidInputError(f"batch size must be a positive integer, got {batch_size!r}")
+
+
+def as_args(example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None) -> tuple[Any, ...]:
+    """``example_inputs`` as a tuple of positional arguments (one tensor is one argument)."""
+    if example_inputs is None:
+        return ()
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    return tuple(example_inputs)

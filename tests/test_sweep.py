@@ -10,10 +10,11 @@ from torch import nn
 from typer.testing import CliRunner
 
 import graphprof
-from graphprof import scaling as sweep_module
+from graphprof import ScalingExperiment
 from graphprof.errors import InvalidInputError
 from graphprof.render.sweep import render_sweep_csv, write_sweep_plot
-from graphprof.scaling import Axis, ScalingExperiment, find_knee, parse_values, sweep
+from graphprof.scaling import Axis, find_knee, parse_values, sweep
+from graphprof.scaling import loop as sweep_module
 from graphprof_cli.main import app
 
 runner = CliRunner()

@@ -36,9 +36,9 @@ def run_compare(
     ``output`` ``-`` the file goes to stdout and the table to stderr.
     """
     import graphprof
-    from graphprof.api import iter_compare
     from graphprof.errors import EXIT_INTERNAL, GraphprofError
     from graphprof.hardware import resolve_hardware
+    from graphprof.profile import iter_compare
     from graphprof.render import (
         STDOUT,
         ModelFailure,

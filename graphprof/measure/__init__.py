@@ -12,7 +12,7 @@ from __future__ import annotations
 from graphprof.measure.layers import RANGE_PREFIX, LayerRanges, attribute
 from graphprof.measure.memory import get_memory_breakdown, memory_stats
 from graphprof.measure.result import Host, LayerTime, MeasuredMemory, Measurement, MemoryBreakdown, MemoryStats, OpTime
-from graphprof.measure.run import MeasurementError, measure_prepared
+from graphprof.measure.run import MeasurementError, MeasureOptions, measure_model
 from graphprof.measure.timing import (
     ProfilingContext,
     RuntimeStats,
@@ -33,7 +33,8 @@ __all__ = [
     "Host",
     "RuntimeStats",
     "MeasurementError",
-    "measure_prepared",
+    "MeasureOptions",
+    "measure_model",
     "benchmark_function",
     "profile_forward",
     "profile_backward",

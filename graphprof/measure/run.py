@@ -1,4 +1,9 @@
-"""The real run of a prepared model: model-level times, per-layer times, memory, traces -> :class:`Measurement`.
+"""The real run of a model: model-level times, per-layer times, memory, traces -> :class:`Measurement`.
+
+It takes plain data (the model, its inputs, the run's mode and dtype, :class:`MeasureOptions`), so it
+stands below :class:`graphprof.prepared.PreparedModel`, whose ``measure()`` calls it. The model-level
+times are :mod:`graphprof.measure.timing`'s ``profile_forward`` / ``profile_backward`` /
+``profile_training_step``, the loops the seed's API documents.
 
 Order of work, so that nothing large is allocated before the options are known to be good:
 
@@ -18,9 +23,9 @@ import copy
 import datetime
 import statistics
 import time
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
@@ -36,18 +41,17 @@ from graphprof.measure.result import LayerTime, MeasuredMemory, Measurement, OpT
 from graphprof.measure.timing import (
     ProfilingContext,
     RuntimeStats,
-    benchmark_function,
     call_model,
     check_runs,
     default_loss,
+    profile_backward,
+    profile_forward,
+    profile_training_step,
 )
 from graphprof.measure.trace import trace_path
 from graphprof.runloop import run_model
 
-if TYPE_CHECKING:
-    from graphprof.prepared import PreparedModel
-
-__all__ = ["MeasurementError", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_prepared"]
+__all__ = ["MeasurementError", "MeasureOptions", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_model"]
 
 OPTIMIZERS = ("sgd", "adamw")
 
@@ -188,176 +192,171 @@ def _optimizer(name: str, params: Any) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=1e-3)
 
 
-def measure_prepared(
-    prepared: PreparedModel,
-    *,
-    device: str | torch.device | None = None,
-    iters: int = 50,
-    warmup: int = 5,
-    layer_runs: int = 3,
-    trace_dir: str | Path | None = None,
-    batch_size: int | None = None,
-    input_shape: Sequence[int] | str | None = None,
-    seq_len: int | None = None,
-    dtype: Any = None,
-    mode: str | None = None,
-    optimizer: str = "sgd",
-    breakdown: bool = True,
-    seed: int = 0,
-) -> Measurement:
-    """Measure ``prepared`` for real on ``device`` (CUDA when present): see the module docstring.
+@dataclass(frozen=True)
+class MeasureOptions:
+    """How to measure: the device (CUDA when present), timed and warm-up iterations, instrumented
+    per-layer runs, a folder for Chrome traces, the optimizer of a training step, the memory breakdown
+    (MemTracker) and the seed of random weights and dropout."""
 
-    ``dtype=None`` keeps the prepared dtype. Raises :class:`InvalidInputError` before allocating anything
-    for bad options, a missing GPU or a model that does not fit, and :class:`MeasurementError` for a CUDA
-    out-of-memory error during the run (naming the batch).
-    """
-    check_runs(iters, warmup)
-    if isinstance(layer_runs, bool) or not isinstance(layer_runs, int) or layer_runs < 1:
-        raise InvalidInputError(f"layer runs must be a positive integer, got {layer_runs!r}")
-    if optimizer not in OPTIMIZERS:
-        raise InvalidInputError(f"unknown optimizer {optimizer!r} (use one of: {', '.join(OPTIMIZERS)})")
-    dev = resolve_device(device)
-    args, kwargs, train, run_dtype = prepared._options(batch_size, input_shape, seq_len, None, None, prepared.dtype if dtype is None else dtype, mode)
-    model = prepared.model
-    batch_text = format_inputs(describe_inputs(args, kwargs, run_dtype))
+    device: str | torch.device | None = None
+    iters: int = 50
+    warmup: int = 5
+    layer_runs: int = 3
+    trace_dir: str | Path | None = None
+    optimizer: str = "sgd"
+    breakdown: bool = True
+    seed: int = 0
 
-    # 1. does it fit? parameters and buffers (a copy when the model is elsewhere), inputs, gradients and
-    # optimizer state in train mode; activations are the dry run's estimate, added by the caller's profile
-    state = _state_bytes(model, run_dtype)
-    input_bytes = sum(t.numel() * (run_dtype.itemsize if run_dtype is not None and t.is_floating_point() else t.element_size()) for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+    def check(self) -> torch.device:
+        """The device to measure on, once every option is known to be good (:class:`InvalidInputError`)."""
+        check_runs(self.iters, self.warmup)
+        if isinstance(self.layer_runs, bool) or not isinstance(self.layer_runs, int) or self.layer_runs < 1:
+            raise InvalidInputError(f"layer runs must be a positive integer, got {self.layer_runs!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise InvalidInputError(f"unknown optimizer {self.optimizer!r} (use one of: {', '.join(OPTIMIZERS)})")
+        return resolve_device(self.device)
+
+
+class _Bound(nn.Module):
+    """A model called with positional inputs and fixed keyword ones, for the seed-style timing helpers."""
+
+    def __init__(self, model: nn.Module, kwargs: dict[str, Any]) -> None:
+        super().__init__()
+        self.model = model
+        self._kwargs = kwargs
+
+    def forward(self, *args: Any) -> Any:
+        return self.model(*args, **self._kwargs)
+
+
+def _batch(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[nn.Module, Any]:
+    """``(module, batch)`` such that ``call_model(module, batch)`` is ``work(*args, **kwargs)``."""
+    if not kwargs:
+        return work, args
+    if not args:
+        return work, kwargs
+    return _Bound(work, kwargs), args
+
+
+def _check_fits(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, dev: torch.device, dtype: torch.dtype | None, train: bool, optimizer: str) -> None:
+    """Refuse, before allocating anything, a run whose weights, inputs (and, in train mode, gradients
+    and optimizer state) exceed the device's free memory."""
+    state = _state_bytes(model, dtype)
+    input_bytes = sum(t.numel() * (dtype.itemsize if dtype is not None and t.is_floating_point() else t.element_size()) for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
     need = state + input_bytes + (state * (3 if optimizer == "adamw" else 2) if train else 0)
     free = free_memory(dev)
-    if trace_dir is not None:
-        try:
-            Path(trace_dir).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise OutputError(f"cannot create the trace directory {trace_dir}: {exc}") from exc
     if free is not None and need > free:
         raise InvalidInputError(
-            f"measuring {prepared.name} on {dev} needs at least {_gib(need)} (weights, inputs"
+            f"measuring {name} on {dev} needs at least {_gib(need)} (weights, inputs"
             f"{', gradients and optimizer state' if train else ''}) but only {_gib(free)} is free"
         )
 
-    notes: list[str] = []
+
+def _trace_folder(trace_dir: str | Path | None) -> None:
+    if trace_dir is None:
+        return
     try:
-        work, note = _materialized(model, dev, run_dtype, seed)
-        if note:
-            notes.append(note)
-        run_args, run_kwargs = _cast_inputs(args, dev, run_dtype), _cast_inputs(kwargs, dev, run_dtype)
-        batch = run_kwargs if not run_args else (run_args if not run_kwargs else None)
+        Path(trace_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the trace directory {trace_dir}: {exc}") from exc
 
-        def forward() -> Any:
-            if batch is None:
-                return work(*run_args, **run_kwargs)
-            return call_model(work, batch)
 
-        cuda = dev.type == "cuda"
-        with ProfilingContext(work, disable_dropout=True, eval_mode=not train, seed=seed):
-            # 3. model level, no instrumentation
-            grad = torch.enable_grad if train else torch.no_grad
+@dataclass
+class _ModelTimes:
+    forward: RuntimeStats
+    backward: RuntimeStats | None = None
+    training_step: RuntimeStats | None = None
 
-            def plain_forward() -> None:
-                with grad():
-                    forward()
 
-            fwd = benchmark_function(plain_forward, num_runs=iters, warmup_runs=warmup, device=dev)
-            bwd = step = None
-            opt_name = None
-            if train:
-                saved_grads = {p: p.grad for p in work.parameters()}
-                bwd = benchmark_function(lambda loss: loss.backward(), num_runs=iters, warmup_runs=warmup, device=dev, setup=lambda: (default_loss(forward()),))
-                opt = _optimizer(optimizer, [p for p in work.parameters() if p.requires_grad])
-                saved = {k: v.detach().clone() for k, v in work.state_dict(keep_vars=True).items()} if work is model else None
-
-                def training_step() -> None:
-                    opt.zero_grad(set_to_none=True)
-                    default_loss(forward()).backward()
-                    opt.step()
-
-                step = benchmark_function(training_step, num_runs=iters, warmup_runs=warmup, device=dev)
-                opt_name = optimizer
-                if saved is not None:
-                    with torch.no_grad():
-                        for k, v in work.state_dict(keep_vars=True).items():
-                            v.copy_(saved[k])
-                for p, g in saved_grads.items():
-                    p.grad = g
-
-            # 4. per layer: forwards on the run loop, ranges per module, under the profiler
-            from torch.profiler import ProfilerActivity, profile
-
-            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-            eager = CapturedGraph("eager", None)
-            ranges = LayerRanges()
-            runs, busy, wall, traces = [], [], [], []
-            run_model(eager, work, run_args, run_kwargs, [], fake=False)  # warm the hooks' path once
-            for i in range(layer_runs):
-                with profile(activities=activities, record_shapes=trace_dir is not None) as prof:
-                    if cuda:
-                        torch.cuda.synchronize(dev)
-                    t = time.perf_counter()
-                    try:
-                        run_model(eager, work, run_args, run_kwargs, [ranges], fake=False)
-                    finally:
-                        ranges.close()
-                    if cuda:
-                        torch.cuda.synchronize(dev)
-                        wall.append((time.perf_counter() - t) * 1e3)
-                    else:  # the forward the layer ranges cover, without the run loop's set-up around it
-                        wall.append(ranges.span_seconds * 1e3)
-                events = prof.events()
-                runs.append(attribute(events))
-                if cuda:
-                    busy.append(kernel_busy_us(events))
-                if trace_dir is not None:
-                    path = trace_path(trace_dir, prepared.name, i + 1)
-                    try:
-                        prof.export_chrome_trace(str(path))
-                    except OSError as exc:
-                        raise OutputError(f"cannot write the trace {path}: {exc}") from exc
-                    traces.append(str(path))
-            layers, ops = _mean_times(runs, ranges.types, cuda)
-            instrumented = RuntimeStats.from_samples(wall, [], layer_runs, "perf_counter")
-
-            # 5. memory: the allocator's peak for one forward (or training step), then the breakdown
-            mem_opt = _optimizer(optimizer, [p for p in work.parameters() if p.requires_grad]) if train else None
-            saved_params = {p: p.detach().clone() for p in work.parameters()} if train and work is model else {}
-            saved_grads = {p: p.grad for p in work.parameters()}
-
-            def one_step() -> None:
-                if not train:
-                    with torch.no_grad():
-                        forward()
-                    return
-                assert mem_opt is not None
-                default_loss(forward()).backward()
-                mem_opt.step()
-                mem_opt.zero_grad(set_to_none=True)
-
-            if train:
-                one_step()  # optimizer state exists before the measured step, as in a training loop
-            # live before the measured step: weights, buffers, inputs and (train) the optimizer's state
-            resident = _state_bytes(work, None) + _tensor_bytes((run_args, run_kwargs)) + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
-            run_peak, reserved = peak_during(one_step, dev)
-            tracked = None
-            if breakdown:
-                try:
-                    tracked = tracked_breakdown(work, one_step, dev, mem_opt)
-                except Exception as exc:  # MemTracker is private API: its failure costs the breakdown only
-                    if cuda and isinstance(exc, torch.cuda.OutOfMemoryError):
-                        raise
-                    notes.append(f"no memory breakdown: MemTracker failed ({type(exc).__name__}: {exc})")
-            with torch.no_grad():
-                for p, v in saved_params.items():
-                    p.copy_(v)
-            for p, g in saved_grads.items():
-                p.grad = g
-    except torch.cuda.OutOfMemoryError as exc:
-        raise _oom(exc, f"{prepared.name} with batch {batch_text}") from exc
-
+def _model_times(work: nn.Module, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dev: torch.device, train: bool, options: MeasureOptions) -> _ModelTimes:
+    """Forward (with grad in train mode), then in train mode backward alone and a whole training step,
+    uninstrumented. A training step on the user's own model puts its parameters back afterwards."""
+    module, batch = _batch(work, args, kwargs)
+    runs = {"num_runs": options.iters, "warmup_runs": options.warmup, "device": dev}
+    times = _ModelTimes(profile_forward(module, batch, grad=train, **runs))
     if train:
-        notes.append("per-layer times are of the forward pass")
-    memory = MeasuredMemory(
+        times.backward = profile_backward(module, batch, **runs)
+        opt = _optimizer(options.optimizer, [p for p in work.parameters() if p.requires_grad])
+        times.training_step = profile_training_step(module, batch, opt, restore=work is model, **runs)
+    return times
+
+
+def _layer_times(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dev: torch.device, name: str, options: MeasureOptions) -> tuple[tuple[LayerTime, ...], tuple[OpTime, ...], RuntimeStats, float | None, tuple[str, ...]]:
+    """``layer_runs`` forwards on the run loop with :class:`LayerRanges` under ``torch.profiler`` (a
+    Chrome trace each when asked): mean layer and op times, the instrumented forward, the GPU's busy time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = dev.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    eager = CapturedGraph("eager", None)
+    ranges = LayerRanges()
+    runs, busy, wall, traces = [], [], [], []
+    run_model(eager, work, args, kwargs, [], fake=False)  # warm the hooks' path once
+    for i in range(options.layer_runs):
+        with profile(activities=activities, record_shapes=options.trace_dir is not None) as prof:
+            if cuda:
+                torch.cuda.synchronize(dev)
+            t = time.perf_counter()
+            try:
+                run_model(eager, work, args, kwargs, [ranges], fake=False)
+            finally:
+                ranges.close()
+            if cuda:
+                torch.cuda.synchronize(dev)
+            # on the CPU, the forward the layer ranges cover, without the run loop's set-up around it
+            wall.append((time.perf_counter() - t) * 1e3 if cuda else ranges.span_seconds * 1e3)
+        events = prof.events()
+        runs.append(attribute(events))
+        if cuda:
+            busy.append(kernel_busy_us(events))
+        if options.trace_dir is not None:
+            traces.append(_export_trace(prof, options.trace_dir, name, i + 1))
+    layers, ops = _mean_times(runs, ranges.types, cuda)
+    instrumented = RuntimeStats.from_samples(wall, [], options.layer_runs, "perf_counter")
+    return layers, ops, instrumented, (statistics.fmean(busy) if busy else None), tuple(traces)
+
+
+def _export_trace(prof: Any, trace_dir: str | Path, name: str, index: int) -> str:
+    path = trace_path(trace_dir, name, index)
+    try:
+        prof.export_chrome_trace(str(path))
+    except OSError as exc:
+        raise OutputError(f"cannot write the trace {path}: {exc}") from exc
+    return str(path)
+
+
+def _memory(work: nn.Module, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dev: torch.device, train: bool, options: MeasureOptions, notes: list[str]) -> MeasuredMemory:
+    """The allocator's peak for one forward (or training step), then MemTracker's breakdown; parameters
+    and gradients of the user's own model are put back afterwards."""
+    cuda = dev.type == "cuda"
+    mem_opt = _optimizer(options.optimizer, [p for p in work.parameters() if p.requires_grad]) if train else None
+    saved_params = {p: p.detach().clone() for p in work.parameters()} if train and work is model else {}
+    saved_grads = {p: p.grad for p in work.parameters()}
+    module, batch = _batch(work, args, kwargs)
+
+    def one_step() -> None:
+        if mem_opt is None:
+            with torch.no_grad():
+                call_model(module, batch)
+            return
+        default_loss(call_model(module, batch)).backward()
+        mem_opt.step()
+        mem_opt.zero_grad(set_to_none=True)
+
+    try:
+        if mem_opt is not None:
+            one_step()  # optimizer state exists before the measured step, as in a training loop
+        # live before the measured step: weights, buffers, inputs and (train) the optimizer's state
+        resident = _state_bytes(work, None) + _tensor_bytes((args, kwargs)) + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
+        run_peak, reserved = peak_during(one_step, dev)
+        tracked = _breakdown(work, one_step, dev, mem_opt, notes) if options.breakdown else None
+    finally:
+        with torch.no_grad():
+            for p, v in saved_params.items():
+                p.copy_(v)
+        for p, g in saved_grads.items():
+            p.grad = g
+    return MeasuredMemory(
         device=str(dev),
         peak_bytes=resident + run_peak,
         run_peak_bytes=run_peak,
@@ -366,24 +365,69 @@ def measure_prepared(
         source="torch.cuda.max_memory_allocated" if cuda else "torch.profiler allocator events (profile_memory=True)",
         breakdown=tracked,
     )
+
+
+def _breakdown(work: nn.Module, step: Any, dev: torch.device, opt: torch.optim.Optimizer | None, notes: list[str]) -> Any:
+    try:
+        return tracked_breakdown(work, step, dev, opt)
+    except Exception as exc:  # MemTracker is private API: its failure costs the breakdown only
+        if dev.type == "cuda" and isinstance(exc, torch.cuda.OutOfMemoryError):
+            raise
+        notes.append(f"no memory breakdown: MemTracker failed ({type(exc).__name__}: {exc})")
+        return None
+
+
+def measure_model(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    name: str,
+    train: bool = False,
+    dtype: torch.dtype | None = None,
+    options: MeasureOptions = MeasureOptions(),
+) -> Measurement:
+    """Measure ``model(*args, **kwargs)`` for real: see the module docstring.
+
+    Raises :class:`InvalidInputError` before allocating anything for bad options, a missing GPU or a
+    model that does not fit, and :class:`MeasurementError` for a CUDA out-of-memory error during the run
+    (naming the batch). The model is left as found (a copy is measured when it lives elsewhere).
+    """
+    dev = options.check()
+    batch_text = format_inputs(describe_inputs(args, kwargs, dtype))
+    _check_fits(model, args, kwargs, name, dev, dtype, train, options.optimizer)
+    _trace_folder(options.trace_dir)
+    notes: list[str] = []
+    try:
+        work, note = _materialized(model, dev, dtype, options.seed)
+        notes += [note] if note else []
+        run_args, run_kwargs = _cast_inputs(args, dev, dtype), _cast_inputs(kwargs, dev, dtype)
+        with ProfilingContext(work, disable_dropout=True, eval_mode=not train, seed=options.seed):
+            times = _model_times(work, model, run_args, run_kwargs, dev, train, options)
+            layers, ops, instrumented, busy, traces = _layer_times(work, run_args, run_kwargs, dev, name, options)
+            memory = _memory(work, model, run_args, run_kwargs, dev, train, options, notes)
+    except torch.cuda.OutOfMemoryError as exc:
+        raise _oom(exc, f"{name} with batch {batch_text}") from exc
+    if train:
+        notes.append("per-layer times are of the forward pass")
     return Measurement(
-        model_name=prepared.name,
+        model_name=name,
         device=str(dev),
-        dtype=str(run_dtype or next((p.dtype for p in work.parameters()), torch.float32)).removeprefix("torch."),
+        dtype=str(dtype or next((p.dtype for p in work.parameters()), torch.float32)).removeprefix("torch."),
         mode="train" if train else "eval",
         inputs=batch_text,
         timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         host=detect_host(dev),
-        forward=fwd,
+        forward=times.forward,
         instrumented_forward=instrumented,
         layers=layers,
         ops=ops,
         memory=memory,
-        backward=bwd,
-        training_step=step,
-        optimizer=opt_name,
-        kernel_busy_us=statistics.fmean(busy) if busy else None,
-        layer_runs=layer_runs,
-        traces=tuple(traces),
+        backward=times.backward,
+        training_step=times.training_step,
+        optimizer=options.optimizer if train else None,
+        kernel_busy_us=busy,
+        layer_runs=options.layer_runs,
+        traces=traces,
         notes=tuple(notes),
     )

@@ -220,12 +220,14 @@ def _device_of(model: nn.Module) -> torch.device:
     return next((t.device for t in model.parameters()), torch.device("cpu"))
 
 
-def profile_forward(model: nn.Module, batch: Any, num_runs: int = 100, warmup_runs: int = 10, **options: Any) -> RuntimeStats:
-    """Time ``model(batch)`` under ``torch.no_grad()`` (seed 004). ``options`` go to :func:`benchmark_function`."""
+def profile_forward(model: nn.Module, batch: Any, num_runs: int = 100, warmup_runs: int = 10, *, grad: bool = False, **options: Any) -> RuntimeStats:
+    """Time ``model(batch)`` under ``torch.no_grad()`` (seed 004), or with autograd recording when
+    ``grad`` (the forward of a training step). ``options`` go to :func:`benchmark_function`."""
     options.setdefault("device", _device_of(model))
+    mode = torch.enable_grad if grad else torch.no_grad
 
     def forward() -> None:
-        with torch.no_grad():
+        with mode():
             call_model(model, batch)
 
     return benchmark_function(forward, num_runs=num_runs, warmup_runs=warmup_runs, **options)

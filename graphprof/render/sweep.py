@@ -1,4 +1,4 @@
-"""Renderers of a :class:`graphprof.scaling.Sweep`: a Rich table, the growth fits, JSON/CSV, a log-log chart.
+"""Renderers of a :class:`graphprof.scaling.result.Sweep`: a Rich table, the growth fits, JSON/CSV, a log-log chart.
 
 Pure functions of the sweep: nothing here runs a model. matplotlib is imported only when a chart is
 drawn (:func:`graphprof.render.plots.require_matplotlib`).
@@ -19,7 +19,8 @@ from graphprof.errors import OutputError
 from graphprof.render.files import csv_text, output_format, write_atomic
 from graphprof.render.plots import PLOT_FORMATS, _figure, _save, require_matplotlib
 from graphprof.render.table import format_bytes, format_count, format_seconds
-from graphprof.scaling import METRICS, Axis, Sweep
+from graphprof.scaling.axis import Axis
+from graphprof.scaling.result import METRICS, Sweep
 
 __all__ = ["render_sweep", "render_sweep_json", "render_sweep_csv", "write_sweep", "render_sweep_plot", "write_sweep_plot"]
 

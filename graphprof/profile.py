@@ -1,0 +1,212 @@
+"""The dry-run profile: a session's run counted, aggregated by module and assembled into a :class:`Profile`.
+
+The pipeline above the session: run with observers (dry run) -> count cost -> aggregate by module ->
+:class:`~graphprof.result.Profile`. Classification (roofline) and rendering consume the profile
+afterwards. ``profile_model`` (one model) and ``compare_models`` (several, side by side) are the
+one-call API over it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from graphprof import __version__
+from graphprof.aggregate import aggregate_modules
+from graphprof.capture import DEFAULT_METHODS
+from graphprof.count import count_costs
+from graphprof.errors import GraphprofError
+from graphprof.guard import guard_user_code
+from graphprof.inputs import describe_inputs
+from graphprof.lowering import Lowering
+from graphprof.moe import moe_note
+from graphprof.options import Mode, RunSpec
+from graphprof.params import parameter_tensors
+from graphprof.result import Profile
+from graphprof.runloop import Observer
+from graphprof.session import Session, SessionRun, open_session
+
+__all__ = ["profile_session", "build_profile", "profile_model", "compare_models", "iter_compare", "ModelOutcome"]
+
+
+def profile_session(session: Session, spec: RunSpec | None = None, observers: Sequence[Observer] = ()) -> Profile:
+    """The cost of one forward (and, in train mode, backward) pass of ``session`` at ``spec``'s inputs.
+
+    The first profile at the prepared inputs reuses the run that validated the capture."""
+    args, kwargs, train, dtype = session.resolve(spec or RunSpec())
+    first = session.first
+    if (
+        first is not None and not observers and args is session.args and kwargs is session.kwargs
+        and train == (session.mode is Mode.TRAIN) and dtype == session.dtype
+    ):  # fmt: skip
+        run = first
+    else:
+        start = time.perf_counter()
+        run = session.run_inputs(args, kwargs, train, dtype, observers)
+        if not run.timings:
+            run.timings.append(("propagate", time.perf_counter() - start))
+    return build_profile(session, run, args, kwargs, train, dtype)
+
+
+def _versions() -> tuple[tuple[str, str], ...]:
+    versions = [("graphprof", __version__), ("torch", torch.__version__)]
+    try:
+        import torchvision
+
+        versions.append(("torchvision", torchvision.__version__))
+    except ImportError:  # pragma: no cover - torchvision is a dependency
+        pass
+    return tuple(versions)
+
+
+def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.dtype | None) -> list[str]:
+    notes = list(session.notes) + run.notes
+    if session.methods == DEFAULT_METHODS and run.capture.graph.method == "eager":
+        notes.append("Dynamo export skipped (tens of seconds where symbolic tracing fails): rows are modules; --capture dynamo forces it")
+    notes.extend(n for n in (moe_note(rows, session.model),) if n)
+    graph_params = sum(r.params for r in rows)
+    total_params = sum(p.numel() for p in parameter_tensors(session.model))
+    if graph_params != total_params:
+        notes.append(f"{total_params - graph_params:,} parameters are not used by the captured forward pass")
+    if run_dtype is not None:
+        notes.append(f"counted as {str(run_dtype).removeprefix('torch.')} (the model itself was not converted)")
+    return notes
+
+
+def build_profile(session: Session, run: SessionRun, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, run_dtype: torch.dtype | None) -> Profile:
+    """Count ``run``'s ops, aggregate them by module and assemble the :class:`Profile`."""
+    t = time.perf_counter()
+    rows, unsupported = count_costs(run.trace)
+    modules = aggregate_modules(rows, session.model)
+    params = parameter_tensors(session.model)
+    count_seconds = time.perf_counter() - t
+    cap = run.capture
+    param_dtype = run_dtype or (params[0].dtype if params else torch.float32)
+    timings = [*(session.timings if run is session.first else ()), *run.timings, ("count", count_seconds)]
+    return Profile(
+        model_name=session.name,
+        family=session.family,
+        mode=Mode.TRAIN.value if train else Mode.EVAL.value,
+        dtype=str(param_dtype).removeprefix("torch."),
+        inputs=describe_inputs(args, kwargs, run_dtype),
+        capture_method=cap.graph.method,
+        capture_attempts=tuple(cap.graph.attempts),
+        capture_reused=run.reused,
+        execution=cap.execution,
+        execution_note=cap.execution_note,
+        lowering=session.lowering.value if cap.execution == "dry-run" else Lowering.CPU.value,
+        layers=tuple(rows),
+        modules=tuple(modules),
+        total_params=sum(p.numel() for p in params),
+        trainable_params=sum(p.numel() for p in params if p.requires_grad),
+        param_bytes=sum(p.numel() * (run_dtype.itemsize if run_dtype and p.is_floating_point() else p.element_size()) for p in params),
+        buffer_bytes=sum(b.numel() * b.element_size() for b in session.model.buffers()),
+        graph_params=sum(r.params for r in rows),
+        input_bytes=run.trace.input_bytes,
+        output_bytes=run.trace.output_bytes,
+        peak_activation_bytes=run.trace.peak_activation_bytes,
+        num_subgraphs=cap.graph.num_subgraphs,
+        unsupported=tuple(unsupported),
+        notes=tuple(_notes(session, run, rows, run_dtype)),
+        versions=_versions(),
+        timings=tuple(timings),
+    )
+
+
+@guard_user_code
+def profile_model(
+    model: nn.Module | str,
+    *,
+    input_shape: Sequence[int] | str | None = None,
+    example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
+    example_kwargs: dict[str, Any] | None = None,
+    batch_size: int | None = None,
+    dtype: str | torch.dtype | None = None,
+    mode: Mode | str = Mode.EVAL,
+    model_name: str | None = None,
+    methods: Sequence[str] | None = None,
+    allow_unsafe_load: bool = False,
+    target: str | None = None,
+    proposals: int | None = None,
+) -> Profile:
+    """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
+
+    >>> import graphprof
+    >>> p = graphprof.profile_model("resnet18")
+    >>> p.total_params, p.capture_method
+    (11689512, 'fx.symbolic_trace')
+
+    ``methods`` forces capture methods, tried in order (see :data:`graphprof.capture.METHODS`); by
+    default symbolic tracing, then the eager capture (Dynamo only when asked for).
+
+    A model object needs ``input_shape`` (a float input of that shape: a dry run, so nothing is
+    allocated and no random numbers are drawn) or ``example_inputs``/``example_kwargs``. The model is
+    left exactly as it was found. Equivalent to ``prepare(...).profile()``.
+
+    ``target`` (``"cpu"`` by default, or ``"cuda"``) is the device the costs are for: for ``"cuda"`` the
+    dry run records the fused attention kernels a GPU runs (see :mod:`graphprof.lowering`);
+    :attr:`Profile.lowering` says which was used.
+
+    ``proposals`` sets a two-stage detector's region proposals per image (a model named from the
+    torchvision zoo; default: the model's maximum, which a note states).
+
+    ``allow_unsafe_load=True`` lets a named file run code as it loads (a pickled ``.pt`` unpickled with
+    ``weights_only=False``, a YOLO yaml whose fields ultralytics evaluates); only for files you trust.
+    """
+    session = open_session(
+        model, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs,
+        batch_size=batch_size, dtype=dtype, mode=mode, methods=methods, model_name=model_name,
+        allow_unsafe_load=allow_unsafe_load, target=target, proposals=proposals,
+    )  # fmt: skip
+    return profile_session(session)
+
+
+@dataclass(frozen=True)
+class ModelOutcome:
+    """One model of :func:`compare_models`: its profile, or the error that stopped it."""
+
+    spec: str
+    profile: Profile | None
+    error: Exception | None
+
+    @property
+    def ok(self) -> bool:
+        return self.profile is not None
+
+
+def compare_models(
+    models: Sequence[str | nn.Module],
+    *,
+    on_result: Callable[[ModelOutcome], None] | None = None,
+    **options: Any,
+) -> list[ModelOutcome]:
+    """Profile each model with the same ``options`` (as :func:`profile_model` takes them).
+
+    A model that fails does not stop the others: its :class:`ModelOutcome` holds the error (a
+    :class:`~graphprof.errors.GraphprofError` for a mistake graphprof can name, any other exception
+    for a bug).
+    ``on_result`` is called after each model (a progress display, say).
+    """
+    outcomes = []
+    for outcome in iter_compare(models, **options):
+        outcomes.append(outcome)
+        if on_result is not None:
+            on_result(outcome)
+    return outcomes
+
+
+def iter_compare(models: Sequence[str | nn.Module], **options: Any) -> Iterator[ModelOutcome]:
+    """:func:`compare_models` one model at a time."""
+    for model in models:
+        spec = model if isinstance(model, str) else type(model).__name__
+        try:
+            yield ModelOutcome(spec, profile_model(model, **options), None)
+        except GraphprofError as exc:
+            yield ModelOutcome(spec, None, exc)
+        except Exception as exc:  # not graphprof's own error: a bug, or the model's code; the others go on
+            yield ModelOutcome(spec, None, exc)

@@ -1,0 +1,214 @@
+"""What a sweep varies and at which values: the :class:`Axis`, range parsing, and the checks a sweep
+makes before any work (an axis the model lacks, a factory without the keyword, bad values)."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from graphprof.errors import InvalidInputError
+from graphprof.prepared import PreparedModel
+from graphprof.scaling.factory import check_keyword, user_factory
+
+__all__ = ["Axis", "FACTORY_LAYERS_KEY", "HF_LAYERS_KEY", "parse_values", "check_values", "check_sweep", "point_options", "with_option"]
+
+
+class Axis(str, enum.Enum):
+    """What a sweep varies."""
+
+    BATCH = "batch"
+    RESOLUTION = "resolution"  # H and W of an image (or video) input, square
+    SEQ_LEN = "seq-len"  # the sequence dimension of a transformer's token inputs
+    LAYERS = "layers"  # a config override (hf: num_hidden_layers) or a factory's num_layers
+    SET = "set"  # any keyword of a user's factory
+
+    @classmethod
+    def parse(cls, axis: Axis | str) -> Axis:
+        if isinstance(axis, Axis):
+            return axis
+        text = str(axis).strip().lower().replace("_", "-")
+        for member in cls:
+            if text == member.value:
+                return member
+        raise InvalidInputError(f"unknown sweep axis {axis!r}: choose one of {', '.join(m.value for m in cls)}")
+
+
+#: The keyword a factory's depth goes to on the ``layers`` axis (the seed framework's name).
+FACTORY_LAYERS_KEY = "num_layers"
+#: The config field an ``hf:`` model's depth goes to.
+HF_LAYERS_KEY = "num_hidden_layers"
+#: Families whose input has an image (or video frames) whose H and W a resolution sweep replaces.
+_IMAGE_FAMILIES = frozenset({"classification", "detection", "segmentation", "video", "optical_flow", "quantized", "yolo", "timm"})
+
+
+# ---- values ---------------------------------------------------------------------------------------
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidInputError(f"{what}: {text!r} is not a number") from None
+    return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+
+
+def parse_values(text: str, what: str = "sweep values") -> list[float]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; ``"1:256:x2"`` -> powers of two from 1 to 256; ``"128:512:+128"``
+    (or ``"128:512:128"``) -> ``[128, 256, 384, 512]``. The values are checked by :func:`check_values`.
+
+    >>> parse_values("1:16:x2"), parse_values("100:300:+100")
+    ([1, 2, 4, 8, 16], [100, 200, 300])
+    """
+    text = text.strip()
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise InvalidInputError(f"{what}: a range is START:STOP:xFACTOR or START:STOP:+STEP, got {text!r}")
+        start, stop = _number(parts[0], what), _number(parts[1], what)
+        step = parts[2].strip().lower()
+        values: list[float] = []
+        if step.startswith("x") or step.startswith("*"):
+            factor = _number(step[1:], what)
+            if factor <= 1:
+                raise InvalidInputError(f"{what}: the factor of {text!r} must be above 1")
+            if start <= 0:
+                raise InvalidInputError(f"{what}: values must be positive, got {start}")
+            value = start
+            while value <= stop * (1 + 1e-12):
+                values.append(value)
+                value = value * factor
+        else:
+            increment = _number(step.lstrip("+"), what)
+            if increment <= 0:
+                raise InvalidInputError(f"{what}: the step of {text!r} must be positive")
+            value = start
+            while value <= stop * (1 + 1e-12):
+                values.append(value)
+                value = value + increment
+        if not values:
+            raise InvalidInputError(f"{what}: the range {text!r} is empty")
+    else:
+        values = [_number(part, what) for part in text.split(",") if part.strip()]
+    check_values(values, what)
+    return values
+
+
+def check_values(values: Sequence[float], what: str = "sweep values") -> None:
+    """Non-empty, positive, strictly increasing: else a one-line :class:`InvalidInputError`."""
+    if not values:
+        raise InvalidInputError(f"{what}: the list is empty")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise InvalidInputError(f"{what}: {v!r} is not a number")
+        if v <= 0:
+            raise InvalidInputError(f"{what}: values must be positive, got {v}")
+    for a, b in zip(values[:-1], values[1:], strict=True):
+        if b <= a:
+            raise InvalidInputError(f"{what}: values must be sorted and distinct, got {a} then {b}")
+
+
+# ---- the model --------------------------------------------------------------------------------------
+
+
+
+
+def with_option(spec: str, key: str, value: Any) -> str:
+    """``spec`` with ``?key=value`` set (replacing the same key if the query has it)."""
+    base, _, query = spec.partition("?")
+    kept = [part for part in query.split("&") if part and part.split("=", 1)[0] != key]
+    return f"{base}?{'&'.join([*kept, f'{key}={value}'])}"
+
+
+def _check_axis(model: Any, axis: Axis, key: str | None) -> str | None:
+    """Refuse an axis the model cannot have, before any work; returns the keyword for ``layers``/``set``."""
+    from graphprof.models import spec_family
+
+    if isinstance(model, str):
+        family = spec_family(model)
+        what = model
+        if axis is Axis.SEQ_LEN and family is not None and family != "hf":
+            raise InvalidInputError(f"{what} ({family}) has no sequence length: seq-len sweeps are for transformers (hf:...)")
+        if axis is Axis.RESOLUTION and family == "hf":
+            raise InvalidInputError(f"{what} takes token ids, not images: it has no resolution (sweep seq-len)")
+        if axis is Axis.RESOLUTION and family is not None and family not in _IMAGE_FAMILIES:
+            raise InvalidInputError(f"{what} ({family}) has no image input to change the resolution of")
+        if axis is Axis.LAYERS:
+            if family == "hf":
+                return key or HF_LAYERS_KEY
+            if family is None and ":" in model:
+                check_keyword(user_factory(model), key or FACTORY_LAYERS_KEY, model)
+                return key or FACTORY_LAYERS_KEY
+            raise InvalidInputError(f"{what} has no depth to set: a layers sweep needs an hf: model or a factory with num_layers")
+        if axis is Axis.SET:
+            if not key:
+                raise InvalidInputError("a set sweep needs the factory keyword: --set key=v1,v2")
+            check_keyword(user_factory(model), key, model)
+            return key
+        return None
+    if axis in (Axis.LAYERS, Axis.SET):
+        if isinstance(model, (nn.Module, PreparedModel)) or not callable(model):
+            raise InvalidInputError(f"a {axis.value} sweep builds the model at every point: pass a factory or a name, not a built model")
+        chosen = key or (FACTORY_LAYERS_KEY if axis is Axis.LAYERS else None)
+        if not chosen:
+            raise InvalidInputError("a set sweep needs the factory keyword (key=...)")
+        check_keyword(model, chosen, getattr(model, "__name__", "the factory"))
+        return chosen
+    return None
+
+
+def _resolution_shape(pm: PreparedModel, size: int) -> tuple[int, ...]:
+    """The first input's shape (``N, C, H, W``; video ``N, C, T, H, W``) with H = W = ``size``."""
+    args, kwargs = pm.inputs()
+    first: Any = next((a for a in args if isinstance(a, torch.Tensor | list)), None)
+    if first is None:
+        first = next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
+    if isinstance(first, list) and first and isinstance(first[0], torch.Tensor):
+        shape = (len(first), *first[0].shape)
+    elif isinstance(first, torch.Tensor):
+        shape = tuple(first.shape)
+    else:
+        raise InvalidInputError(f"{pm.name} has no tensor input to change the resolution of")
+    if len(shape) < 4 or not (isinstance(size, int) and size > 0):
+        raise InvalidInputError(f"{pm.name} has no image input (N, C, H, W) to change the resolution of; its input is {shape}")
+    return (*shape[:-2], size, size)
+
+
+def point_options(pm: PreparedModel, axis: Axis, value: Any) -> dict[str, Any]:
+    if axis is Axis.BATCH:
+        return {"batch_size": _integer(value, "batch size")}
+    if axis is Axis.RESOLUTION:
+        return {"input_shape": _resolution_shape(pm, _integer(value, "resolution"))}
+    if axis is Axis.SEQ_LEN:
+        return {"seq_len": _integer(value, "sequence length")}
+    return {}
+
+
+def _integer(value: Any, what: str) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"a {what} must be a whole number, got {value!r}")
+    return value
+
+
+
+# ---- all of it, before any work -------------------------------------------------------------------
+
+
+def check_sweep(model: Any, axis: str | Axis, values: Sequence[float] | str, key: str | None = None) -> tuple[Axis, list[Any], str | None]:
+    """Everything :func:`sweep` checks before any work: ``(axis, values, factory keyword)``, or
+    :class:`InvalidInputError` for bad values, an axis the model lacks, or a factory without the keyword."""
+    chosen_axis = Axis.parse(axis)
+    points = parse_values(values, f"{chosen_axis.value} values") if isinstance(values, str) else list(values)
+    check_values(points, f"{chosen_axis.value} values")
+    if chosen_axis in (Axis.BATCH, Axis.RESOLUTION, Axis.SEQ_LEN):
+        for v in points:
+            _integer(v, chosen_axis.value)
+    return chosen_axis, points, _check_axis(model, chosen_axis, key)
+
+

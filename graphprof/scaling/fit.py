@@ -1,0 +1,112 @@
+"""Growth fits of a sweep's metrics: a power law on log-log axes, exact linear + quadratic terms, and the
+knee where a measured sweep stops being launch-bound. Pure arithmetic on numbers (numpy)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["GrowthFit", "QuadraticFit", "Knee", "find_knee", "r2"]
+
+
+@dataclass(frozen=True)
+class GrowthFit:
+    """``metric ~ coefficient * value ** exponent``: a least-squares line through (log value, log metric)."""
+
+    metric: str
+    exponent: float
+    coefficient: float
+    r2: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "exponent": self.exponent, "coefficient": self.coefficient, "r2": self.r2}
+
+
+@dataclass(frozen=True)
+class QuadraticFit:
+    """``metric = constant + linear * S + quadratic * S**2``, least squares (exact for a count that is
+    a polynomial of degree 2 in S, such as a transformer's MACs in its sequence length)."""
+
+    metric: str
+    constant: float
+    linear: float
+    quadratic: float
+    r2: float
+
+    def quadratic_share(self, value: float) -> float:
+        """The share (0..1) of the fitted metric at ``value`` that is the quadratic term (attention, for S)."""
+        total = self.constant + self.linear * value + self.quadratic * value * value
+        return self.quadratic * value * value / total if total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "constant": self.constant,
+            "linear": self.linear,
+            "quadratic": self.quadratic,
+            "r2": self.r2,
+        }
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Where measured time stops being flat (launch-bound) and starts growing with the axis.
+
+    Found by fitting ``log t = a + slope * max(0, log x - log knee)`` (a hinge) at each point and keeping
+    the best; ``slope`` is the growth exponent past the knee.
+    """
+
+    value: float
+    index: int
+    slope: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "index": self.index, "slope": self.slope}
+
+
+def r2(y: Any, predicted: Any) -> float:
+    import numpy as np
+
+    residual = float(np.sum((y - predicted) ** 2))
+    total = float(np.sum((y - np.mean(y)) ** 2))
+    if total == 0.0:
+        return 1.0 if residual <= 1e-24 else 0.0
+    return 1.0 - residual / total
+
+
+#: Past the knee, time must grow at least this fast (log-log slope) for the flat part to count as launch-bound.
+KNEE_MIN_SLOPE = 0.5
+#: Before the knee, time may grow at most this fast.
+KNEE_FLAT_SLOPE = 0.25
+
+
+def find_knee(values: Sequence[float], seconds: Sequence[float]) -> Knee | None:
+    """The point where ``seconds`` stops being flat in ``values`` (see :class:`Knee`); ``None`` when the
+    sweep is launch-bound throughout or never was (fewer than 3 points, or no flat start).
+
+    >>> find_knee([1, 2, 4, 8, 16, 32], [1.0, 1.0, 1.0, 2.0, 4.0, 8.0]).value
+    4
+    """
+    import numpy as np
+
+    if len(values) < 3 or len(values) != len(seconds) or any(s is None or s <= 0 for s in seconds):
+        return None
+    x = np.log(np.asarray(values, dtype=float))
+    y = np.log(np.asarray(seconds, dtype=float))
+    best: tuple[float, int, float] | None = None
+    for k in range(1, len(x) - 1):  # a knee with at least one point on each side of it
+        hinge = np.maximum(0.0, x - x[k])
+        design = np.stack([np.ones_like(x), hinge], axis=1)
+        coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+        error = float(np.sum((design @ coef - y) ** 2))
+        if best is None or error < best[0] - 1e-12:
+            best = (error, k, float(coef[1]))
+    if best is None:
+        return None
+    _, k, slope = best
+    flat = (y[k] - y[0]) / (x[k] - x[0])
+    if slope < KNEE_MIN_SLOPE or flat > KNEE_FLAT_SLOPE:
+        return None
+    return Knee(values[k], k, slope)
+

@@ -1,0 +1,392 @@
+"""The session at the bottom of every pass: a model resolved, warmed up and captured once, then run.
+
+:class:`Session` is the one place where a model object is handled: built (once), warmed up, captured,
+and run by :func:`graphprof.runloop.run_model` with whatever observers a pass brings
+(:meth:`Session.run`). It knows nothing of the passes above it: the dry-run profile
+(:mod:`graphprof.profile`), measurement (:mod:`graphprof.measure`), graphs (:mod:`graphprof.graph`) and
+sweeps (:mod:`graphprof.sweep`) each take a session (or plain data) and bring their own observers.
+:func:`graphprof.prepare` opens a session with those passes as methods
+(:class:`graphprof.prepared.PreparedModel`).
+
+Another batch size, resolution or sequence length reuses the capture where the graph allows it: an FX
+graph is shape-generic and the eager capture has no graph; a Dynamo export is redone only when its
+guards fail (:meth:`graphprof.capture.CapturedGraph.accepts`). A run says when it had to capture again
+(:attr:`SessionRun.reused`).
+
+>>> s = open_session("resnet18")
+>>> s.run([]).output_bytes   # the logits of one image, float32
+4000
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+from graphprof.capture import (
+    CapturedGraph,
+    capture_graph,
+    default_methods,
+    preserved_state,
+    slice_batch,
+    warm_up,
+)
+from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
+from graphprof.guard import guard_user_code
+from graphprof.inputs import materialize, resize_inputs
+from graphprof.lowering import Lowering, lowering_context, parse_lowering
+from graphprof.options import Mode, RunSpec, parse_shape
+from graphprof.propagate import DataDependentError, Trace, propagate
+from graphprof.runloop import Observer
+
+__all__ = ["Session", "SessionRun", "open_session", "model_device", "REAL_VALUE_FAMILIES"]
+
+#: Families whose forward pass reads tensor values, so a model built on the meta device cannot be
+#: propagated: detection post-processing (nonzero, nms: data-dependent shapes, run for real) and YOLO
+#: (its detect head reads its ``stride`` buffer with ``.item()``; FakeTensors made from real tensors
+#: keep such small constants, meta tensors do not). They are built on the CPU straight away.
+REAL_VALUE_FAMILIES = frozenset({"detection", "yolo"})
+
+#: Above this many input elements the warm-up materialises only the first sample of a placeholder batch.
+_WARM_UP_ELEMENTS = 1 << 24
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter (or buffer); CPU for a model without either."""
+    for t in model.parameters():
+        return t.device
+    for b in model.buffers():
+        return b.device
+    return torch.device("cpu")
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    """The message on one line; a very long one ends at a word, never mid-word."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+@dataclass
+class _Capture:
+    """A capture that propagated, and how its run goes (``dry-run`` or ``real``)."""
+
+    graph: CapturedGraph
+    execution: str
+    execution_note: str
+
+
+@dataclass
+class SessionRun:
+    """One run of a session: its trace, the capture it ran on (reused or fresh), notes and stage times."""
+
+    trace: Trace
+    capture: _Capture
+    reused: bool
+    notes: list[str]
+    timings: list[tuple[str, float]]
+
+
+@dataclass(eq=False)
+class Session:
+    """A model resolved, warmed up and captured once. See the module docstring.
+
+    ``model``/``args``/``kwargs`` are the model as built (or given) and its example inputs; ``family``
+    is a model family (``classification``, ``yolo``, ``hf``, ...) or ``custom`` for a module object.
+    ``first`` is the run that validated the capture, kept so that the first profile costs nothing more.
+    """
+
+    name: str
+    family: str
+    model: nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    mode: Mode
+    dtype: torch.dtype | None
+    methods: tuple[str, ...]
+    allow_real: bool
+    lowering: Lowering = Lowering.CPU
+    warm: bool = True
+    notes: tuple[str, ...] = ()
+    timings: tuple[tuple[str, float], ...] = ()
+    _captures: dict[bool, _Capture] = field(default_factory=dict, repr=False)
+    first: SessionRun | None = field(default=None, repr=False)
+
+    @property
+    def device(self) -> torch.device:
+        return model_device(self.model)
+
+    @property
+    def capture_method(self) -> str:
+        cap = self._captures.get(self.mode is Mode.TRAIN)
+        return cap.graph.method if cap else "-"
+
+    # ---- inputs ------------------------------------------------------------------------------------
+    def inputs(
+        self,
+        *,
+        batch_size: int | None = None,
+        input_shape: Sequence[int] | str | None = None,
+        seq_len: int | None = None,
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The example inputs with another batch size, input shape or sequence length (nothing is built)."""
+        return resize_inputs(
+            self.args, self.kwargs, batch_size=batch_size, input_shape=parse_shape(input_shape), seq_len=seq_len, what=self.name
+        )
+
+    def resolve(self, spec: RunSpec) -> tuple[tuple[Any, ...], dict[str, Any], bool, torch.dtype | None]:
+        """The inputs, train flag and dtype of one run of ``spec``: ``(args, kwargs, train, dtype)``.
+
+        With neither ``example_inputs`` nor a size change, the prepared inputs themselves (the same
+        objects, so the first profile reuses the validating run)."""
+        if spec.replaces_inputs:
+            args, kwargs = spec.example_inputs or (), dict(spec.example_kwargs or {})
+            sized = resize_inputs(args, kwargs, batch_size=spec.batch_size, input_shape=spec.input_shape, seq_len=spec.seq_len, what=self.name)
+            args, kwargs = sized
+        else:
+            args, kwargs = self.inputs(batch_size=spec.batch_size, input_shape=spec.input_shape, seq_len=spec.seq_len)
+        dtype, mode = spec.resolved(self.dtype, self.mode)
+        return args, kwargs, mode is Mode.TRAIN, dtype
+
+    # ---- runs --------------------------------------------------------------------------------------
+    def run(self, observers: Sequence[Observer], spec: RunSpec | None = None) -> Trace:
+        """One dry run (or real run, where the model needs values) with ``observers`` riding along.
+
+        The model is left as found."""
+        args, kwargs, train, dtype = self.resolve(spec or RunSpec())
+        return self.run_inputs(args, kwargs, train, dtype, observers).trace
+
+    def run_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer]) -> SessionRun:
+        """One run on these inputs, capturing first where no capture (or no fitting one) exists yet."""
+        timings: list[tuple[str, float]] = []
+        notes: list[str] = []
+        with preserved_state(self.model):
+            cap = self._captures.get(train)
+            if cap is None:
+                self._warm_up(args, kwargs, notes, timings)
+                self.model.train(train)
+                cap, trace = self._capture(args, kwargs, train, dtype, observers, timings)
+                self._captures[train] = cap
+                return SessionRun(trace, cap, False, notes, timings)
+            self.model.train(train)
+            reused = self._rerun(cap, args, kwargs, train, dtype, observers, timings) if cap.graph.accepts(args, kwargs) else None
+            if isinstance(reused, SessionRun):
+                return reused
+            why = reused or f"the {cap.graph.method} graph is specialised to other input shapes (its guards failed)"
+            notes.append(f"captured again: {why}")
+            self._warm_up(args, kwargs, notes, timings)
+            self.model.train(train)
+            fresh, trace = self._capture(args, kwargs, train, dtype, observers, timings)
+            return SessionRun(trace, fresh, False, notes, timings)
+
+    def _rerun(self, cap: _Capture, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], timings: list[tuple[str, float]]) -> SessionRun | str:
+        """Run an existing capture again; the reason to capture again when its graph does not propagate."""
+        t = time.perf_counter()
+        try:
+            cap, trace = self._propagate(cap, args, kwargs, train, dtype, observers)
+        except ShapePropagationError as exc:
+            if isinstance(exc, DataDependentError):
+                raise
+            return f"the {cap.graph.method} graph did not propagate for these inputs ({_short(exc)})"
+        timings.append(("propagate", time.perf_counter() - t))
+        return SessionRun(trace, cap, True, [], timings)
+
+    def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], timings: list[tuple[str, float]], attempts: list[tuple[str, str]] | None = None) -> tuple[_Capture, Trace]:
+        """Capture with the first method that works *and* whose graph propagates; a graph that captures
+        but cannot be run (a traced constant the code mutates, say) moves on to the next method."""
+        attempts = list(attempts or [])
+        remaining = self.methods
+        while True:
+            captured = capture_graph(self.model, args, kwargs, methods=remaining)
+            captured.attempts[:0] = attempts
+            timings.append(("capture", captured.seconds))
+            t = time.perf_counter()
+            try:
+                cap, trace = self._propagate(
+                    _Capture(captured, "dry-run", "FakeTensor: shapes only, no arithmetic, no weights read"),
+                    args, kwargs, train, dtype, observers,
+                )  # fmt: skip
+            except ShapePropagationError as exc:
+                later = remaining[remaining.index(captured.method) + 1 :]
+                if isinstance(exc, DataDependentError) or not later:
+                    raise
+                attempts = [*captured.attempts, (captured.method, f"captured, but shape propagation failed: {_short(exc)}")]
+                remaining = later
+                continue
+            timings.append(("propagate", time.perf_counter() - t))
+            return cap, trace
+
+    def _propagate(self, cap: _Capture, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer]) -> tuple[_Capture, Trace]:
+        """One run of ``cap``; a dry run that needs real values runs for real when that is allowed."""
+        if cap.execution == "dry-run":
+            try:
+                modes = [lowering_context(self.lowering)]
+                return cap, propagate(cap.graph, self.model, args, kwargs, train=train, dtype=dtype, observers=observers, modes=modes)
+            except DataDependentError as exc:
+                if not self.allow_real or self.device.type == "meta":
+                    raise
+                note = f"ran for real on the given input: the dry run cannot go on ({_short(exc)})"
+                cap = _Capture(cap.graph, "real", note)
+        device = self.device
+        real_args, real_kwargs = materialize(args, device), materialize(kwargs, device)
+        trace = propagate(cap.graph, self.model, real_args, real_kwargs, train=train, dtype=dtype, fake=False, observers=observers)
+        return cap, trace
+
+    def _warm_up(self, args: tuple[Any, ...], kwargs: dict[str, Any], notes: list[str], timings: list[tuple[str, float]]) -> None:
+        """One real forward before a capture (lazy state such as YOLO's anchors); the caller restores the
+        model. Meta placeholders get values, the whole batch only when it is small."""
+        if not self.warm:
+            return
+        t = time.perf_counter()
+        device = self.device
+        whole = sum(x.numel() for x in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor))
+        warm = (args, kwargs) if whole <= _WARM_UP_ELEMENTS else (slice_batch(args), slice_batch(kwargs))
+        note = warm_up(self.model, materialize(warm[0], device), materialize(warm[1], device))
+        if note:
+            notes.append(note)
+        timings.append(("warm-up", time.perf_counter() - t))
+
+
+S = TypeVar("S", bound=Session)
+
+
+@guard_user_code
+def open_session(
+    model_or_name: nn.Module | str,
+    *,
+    input_shape: Sequence[int] | str | None = None,
+    example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
+    example_kwargs: dict[str, Any] | None = None,
+    batch_size: int | None = None,
+    dtype: str | torch.dtype | None = None,
+    mode: Mode | str = Mode.EVAL,
+    methods: Sequence[str] | None = None,
+    model_name: str | None = None,
+    device: str | None = None,
+    allow_unsafe_load: bool = False,
+    target: str | None = None,
+    proposals: int | None = None,
+    cls: type[S] = Session,  # type: ignore[assignment]  # the default is the base class itself
+) -> S:
+    """Resolve (build) a model, warm it up and capture it once: a ``cls`` (a :class:`Session`).
+
+    The arguments are :func:`graphprof.prepare`'s (which documents them); ``cls`` is the session class
+    to open (``prepare`` opens a :class:`~graphprof.prepared.PreparedModel`).
+    """
+    spec = RunSpec.of(
+        batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs,
+        example_kwargs=example_kwargs, dtype=dtype, mode=mode,
+    )  # fmt: skip
+    run_dtype, run_mode = spec.resolved(None, Mode.EVAL)
+    options = _BuildOptions(cls, parse_lowering(target), tuple(methods) if methods is not None else None, model_name)
+    if isinstance(model_or_name, str):
+        return _open_by_name(model_or_name, spec, run_dtype, run_mode, options, device, allow_unsafe_load, proposals)
+    if not isinstance(model_or_name, nn.Module):
+        raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
+    if proposals is not None:
+        raise InvalidInputError("proposals applies to a model named from the zoo; set your own model's attributes")
+    args, kwargs = _module_inputs(spec)
+    name = model_name or type(model_or_name).__name__
+    methods_used = options.methods or default_methods(model_or_name)
+    return _open_module(options, model_or_name, args, kwargs, name, "custom", [], run_dtype, run_mode, methods_used, [])
+
+
+@dataclass(frozen=True)
+class _BuildOptions:
+    cls: type[Session]
+    lowering: Lowering
+    methods: tuple[str, ...] | None
+    model_name: str | None
+
+
+def _module_inputs(spec: RunSpec) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The example inputs of a model object: given ones, or a meta placeholder of ``input_shape``."""
+    if spec.replaces_inputs:
+        args, kwargs = spec.example_inputs or (), dict(spec.example_kwargs or {})
+        if spec.batch_size is not None:
+            args, kwargs = resize_inputs(args, kwargs, batch_size=spec.batch_size)
+        return args, kwargs
+    if spec.input_shape is None:
+        raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
+    shape = spec.input_shape if spec.batch_size is None else (spec.batch_size, *spec.input_shape[1:])
+    # a placeholder on the meta device: the dry run makes it a FakeTensor on the model's device, and
+    # only a warm-up or a real run gives it values (seeded, never the global RNG)
+    return (torch.empty(shape, device="meta"),), {}
+
+
+def _open_by_name(
+    spec_text: str,
+    spec: RunSpec,
+    run_dtype: torch.dtype | None,
+    mode: Mode,
+    options: _BuildOptions,
+    device: str | None,
+    allow_unsafe_load: bool,
+    proposals: int | None,
+) -> Any:
+    """Build the named model on the meta device when its family allows it (no weights allocated, no
+    init cost); when the dry run needs real values there, build it again on the CPU and run for real."""
+    from graphprof.models import resolve_model, spec_family
+
+    last_error: Exception | None = None
+    family = spec_family(spec_text)
+    first = "meta" if device is None and family not in REAL_VALUE_FAMILIES else device
+    for build_device in dict.fromkeys((first, device)):
+        start = time.perf_counter()
+        resolved = resolve_model(
+            spec_text, input_shape=spec.input_shape, batch_size=spec.batch_size, device=build_device,
+            allow_unsafe_load=allow_unsafe_load, proposals=proposals,
+        )  # fmt: skip
+        args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
+        if spec.replaces_inputs:
+            args, kwargs = spec.example_inputs or (), dict(spec.example_kwargs or {})
+        on_meta = model_device(resolved.model).type == "meta"
+        notes = list(resolved.notes)
+        if on_meta:
+            notes.append("built on the meta device: no weights allocated, nothing computed")
+        elif last_error is not None:
+            notes.append(f"built on the CPU: the dry run on the meta device failed ({_short(last_error)})")
+        try:
+            return _open_module(
+                options, resolved.model, args, kwargs, options.model_name or resolved.name, resolved.family, notes,
+                run_dtype, mode, options.methods or default_methods(resolved.model), [("resolve", time.perf_counter() - start)],
+                allow_real=not on_meta, warm=resolved.family != "detection",
+            )  # fmt: skip
+        except (DataDependentError, ShapePropagationError, ModelBuildError, CaptureError) as exc:
+            if not on_meta or build_device == device:
+                raise
+            last_error = exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _open_module(
+    options: _BuildOptions,
+    module: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    name: str,
+    family: str,
+    notes: list[str],
+    run_dtype: torch.dtype | None,
+    mode: Mode,
+    methods: tuple[str, ...],
+    timings: list[tuple[str, float]],
+    *,
+    allow_real: bool = True,
+    warm: bool = True,
+) -> Any:
+    """Warm up and capture one built model (the first run validates the capture); leaves it as found.
+
+    ``warm=False`` skips the warm-up, for graphprof's own builds that hold no lazily built state
+    (torchvision detection models, whose real run would otherwise run twice)."""
+    session = options.cls(name, family, module, args, kwargs, mode, run_dtype, methods, allow_real, options.lowering, warm)
+    run = session.run_inputs(args, kwargs, mode is Mode.TRAIN, run_dtype, ())
+    session.notes = tuple(notes + run.notes)
+    session.timings = tuple(timings + run.timings)
+    run.notes, run.timings = [], []
+    session.first = run
+    return session
