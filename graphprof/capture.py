@@ -249,6 +249,33 @@ def slice_batch(value: Any) -> Any:
     return value
 
 
+#: Families whose first forward builds state that later forwards reuse: YOLO's detect head computes its
+#: anchors and strides when it first sees an input shape, so its steady-state forward skips that work.
+WARM_UP_FAMILIES = frozenset({"yolo"})
+
+
+def warm_up_reason(model: nn.Module, family: str) -> str | None:
+    """Why ``model`` needs one real forward before its dry run, or ``None`` when it does not.
+
+    A model needs one when a family is known to build state on its first call (:data:`WARM_UP_FAMILIES`)
+    or when it holds lazy modules whose parameters take their shapes from the first input
+    (``nn.LazyLinear``, ``nn.LazyConv2d``, ...). Any other model is profiled without running its arithmetic.
+
+    >>> warm_up_reason(nn.LazyLinear(4), "custom")
+    "lazy modules take their shapes from the first input ('' is a LazyLinear)"
+    >>> warm_up_reason(nn.Linear(2, 4), "custom") is None
+    True
+    """
+    if family in WARM_UP_FAMILIES:
+        return f"{family} models build their anchors and strides on the first forward"
+    from torch.nn.modules.lazy import LazyModuleMixin
+
+    for name, module in model.named_modules():
+        if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[no-untyped-call]
+            return f"lazy modules take their shapes from the first input ({name!r} is a {type(module).__name__})"
+    return None
+
+
 def warm_up(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     """Run one forward pass in eval mode without gradients, on the first sample of the batch.
 

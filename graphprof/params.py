@@ -4,12 +4,18 @@ A quantized ``torch.ao.nn.quantized`` convolution or linear layer keeps its weig
 a ``torch.classes.quantized`` object, so ``module.parameters()`` does not see them; they are still the
 layer's parameters (the published counts of quantized torchvision models include them). Here they are
 unpacked (``module.weight()``, ``module.bias()``), which reads no data beyond the packed tensors.
+
+Unpacking is not free (a 64x4d ResNeXt convolution takes milliseconds, and the module tree asks for
+each layer's parameters once per ancestor), so each packed object is unpacked once: the tensors are
+kept beside it, keyed weakly by the module and checked against the packed object they came from, so a
+layer whose weights are set again is unpacked again.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -17,15 +23,31 @@ from torch import nn
 __all__ = ["parameter_tensors", "count_parameters"]
 
 
+#: module -> (the packed object, its unpacked tensors)
+_UNPACKED: weakref.WeakKeyDictionary[nn.Module, tuple[Any, list[torch.Tensor]]] = weakref.WeakKeyDictionary()
+
+
 def _packed(module: nn.Module) -> list[torch.Tensor]:
     packed = getattr(module, "_packed_params", None)
     if packed is None or not callable(getattr(module, "weight", None)):
         return []
-    tensors = [cast(Callable[[], torch.Tensor], module.weight)()]
-    bias = cast(Callable[[], torch.Tensor], module.bias)() if callable(getattr(module, "bias", None)) else None
-    if isinstance(bias, torch.Tensor):
-        tensors.append(bias)
-    return tensors
+    cached = _UNPACKED.get(module)
+    if cached is not None and cached[0] is packed:
+        return list(cached[1])
+    tensors = _unpack(module)
+    _UNPACKED[module] = (packed, tensors)
+    return list(tensors)
+
+
+def _unpack(module: nn.Module) -> list[torch.Tensor]:
+    """Weight and bias, from one unpacking where the layer offers both at once (``_weight_bias``)."""
+    both = getattr(module, "_weight_bias", None)
+    if callable(both):
+        weight, bias = both()
+    else:
+        weight = cast(Callable[[], torch.Tensor], module.weight)()
+        bias = cast(Callable[[], torch.Tensor], module.bias)() if callable(getattr(module, "bias", None)) else None
+    return [weight] + ([bias] if isinstance(bias, torch.Tensor) else [])
 
 
 def parameter_tensors(module: nn.Module, recurse: bool = True) -> list[torch.Tensor]:

@@ -35,6 +35,7 @@ from graphprof.capture import (
     preserved_state,
     slice_batch,
     warm_up,
+    warm_up_reason,
 )
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
 from graphprof.guard import guard_user_code
@@ -98,6 +99,8 @@ class Session:
     ``model``/``args``/``kwargs`` are the model as built (or given) and its example inputs; ``family``
     is a model family (``classification``, ``yolo``, ``hf``, ...) or ``custom`` for a module object.
     ``first`` is the run that validated the capture, kept so that the first profile costs nothing more.
+    ``warm`` says why one real forward runs before each capture (:func:`~graphprof.capture.warm_up_reason`),
+    or is ``None``: then nothing of the model's arithmetic runs on a dry run.
     """
 
     name: str
@@ -110,7 +113,7 @@ class Session:
     methods: tuple[str, ...]
     allow_real: bool
     lowering: Lowering = Lowering.CPU
-    warm: bool = True
+    warm: str | None = None
     notes: tuple[str, ...] = ()
     timings: tuple[tuple[str, float], ...] = ()
     _captures: dict[bool, _Capture] = field(default_factory=dict, repr=False)
@@ -239,15 +242,14 @@ class Session:
     def _warm_up(self, args: tuple[Any, ...], kwargs: dict[str, Any], notes: list[str], timings: list[tuple[str, float]]) -> None:
         """One real forward before a capture (lazy state such as YOLO's anchors); the caller restores the
         model. Meta placeholders get values, the whole batch only when it is small."""
-        if not self.warm:
+        if self.warm is None:
             return
         t = time.perf_counter()
         device = self.device
         whole = sum(x.numel() for x in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor))
         warm = (args, kwargs) if whole <= _WARM_UP_ELEMENTS else (slice_batch(args), slice_batch(kwargs))
         note = warm_up(self.model, materialize(warm[0], device), materialize(warm[1], device))
-        if note:
-            notes.append(note)
+        notes.append(note or f"warmed up with one real forward: {self.warm}")
         timings.append(("warm-up", time.perf_counter() - t))
 
 
@@ -354,7 +356,7 @@ def _open_by_name(
             return _open_module(
                 options, resolved.model, args, kwargs, options.model_name or resolved.name, resolved.family, notes,
                 run_dtype, mode, options.methods or default_methods(resolved.model), [("resolve", time.perf_counter() - start)],
-                allow_real=not on_meta, warm=resolved.family != "detection",
+                allow_real=not on_meta,
             )  # fmt: skip
         except (DataDependentError, ShapePropagationError, ModelBuildError, CaptureError) as exc:
             if not on_meta or build_device == device:
@@ -377,12 +379,12 @@ def _open_module(
     timings: list[tuple[str, float]],
     *,
     allow_real: bool = True,
-    warm: bool = True,
 ) -> Any:
-    """Warm up and capture one built model (the first run validates the capture); leaves it as found.
-
-    ``warm=False`` skips the warm-up, for graphprof's own builds that hold no lazily built state
-    (torchvision detection models, whose real run would otherwise run twice)."""
+    """Warm up (only a model that needs it) and capture one built model (the first run validates the
+    capture); leaves it as found."""
+    warm = warm_up_reason(module, family)
+    if warm is None and model_device(module).type != "meta":
+        notes = [*notes, "no warm-up: nothing in the model initialises lazily, so none of its arithmetic ran before the dry run"]
     session = options.cls(name, family, module, args, kwargs, mode, run_dtype, methods, allow_real, options.lowering, warm)
     run = session.run_inputs(args, kwargs, mode is Mode.TRAIN, run_dtype, ())
     session.notes = tuple(notes + run.notes)

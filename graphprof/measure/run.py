@@ -272,12 +272,12 @@ def _model_times(work: nn.Module, model: nn.Module, args: tuple[Any, ...], kwarg
     """Forward (with grad in train mode), then in train mode backward alone and a whole training step,
     uninstrumented. A training step on the user's own model puts its parameters back afterwards."""
     module, batch = _batch(work, args, kwargs)
-    runs = {"num_runs": options.iters, "warmup_runs": options.warmup, "device": dev}
-    times = _ModelTimes(profile_forward(module, batch, grad=train, **runs))
+    n, warm = options.iters, options.warmup
+    times = _ModelTimes(profile_forward(module, batch, num_runs=n, warmup_runs=warm, grad=train, device=dev))
     if train:
-        times.backward = profile_backward(module, batch, **runs)
+        times.backward = profile_backward(module, batch, num_runs=n, warmup_runs=warm, device=dev)
         opt = _optimizer(options.optimizer, [p for p in work.parameters() if p.requires_grad])
-        times.training_step = profile_training_step(module, batch, opt, restore=work is model, **runs)
+        times.training_step = profile_training_step(module, batch, opt, num_runs=n, warmup_runs=warm, restore=work is model, device=dev)
     return times
 
 
