@@ -323,8 +323,32 @@ def _quiet_torch_logs() -> Iterator[None]:
             lg.setLevel(level)
 
 
+class _CallSiteTracer(torch.fx.Tracer):
+    """``torch.fx.symbolic_trace``'s tracer, except that a module reachable under several paths (one
+    object held by two parents) is named by the path under the parent that called it: FX's own tracer
+    names every call by the first path, which would give the first parent all of the shared module's cost.
+    """
+
+    def __init__(self, root: nn.Module) -> None:
+        super().__init__()
+        self._paths: dict[int, list[str]] = {}
+        for name, module in root.named_modules(remove_duplicate=False):
+            self._paths.setdefault(id(module), []).append(name)
+
+    def path_of_module(self, mod: nn.Module) -> str:
+        candidates = self._paths.get(id(mod), [])
+        if len(candidates) > 1 and self.module_stack:
+            parent = next(reversed(self.module_stack.values()))[0]  # the calling module's path
+            for path in candidates:
+                if path.rpartition(".")[0] == parent:
+                    return path
+        return super().path_of_module(mod)
+
+
 def _symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
-    gm = torch.fx.symbolic_trace(model)
+    tracer = _CallSiteTracer(model)
+    graph = tracer.trace(model)
+    gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
     gm._graphprof_signature = inspect.signature(model.forward)  # type: ignore[assignment]
     return gm
 

@@ -45,7 +45,7 @@ from graphprof.options import Mode, RunSpec, parse_shape
 from graphprof.propagate import DataDependentError, Trace, propagate
 from graphprof.runloop import Observer
 
-__all__ = ["Session", "SessionRun", "open_session", "model_device", "REAL_VALUE_FAMILIES"]
+__all__ = ["Session", "SessionRun", "open_session", "model_device", "unwrap_model", "REAL_VALUE_FAMILIES"]
 
 #: Families whose forward pass reads tensor values, so a model built on the meta device cannot be
 #: propagated: detection post-processing (nonzero, nms: data-dependent shapes, run for real) and YOLO
@@ -256,6 +256,16 @@ class Session:
 S = TypeVar("S", bound=Session)
 
 
+def unwrap_model(model: nn.Module) -> tuple[nn.Module, list[str]]:
+    """The module a ``DataParallel`` / ``DistributedDataParallel`` wrapper holds (what it runs on each
+    replica: on one device, ``DataParallel`` simply calls it), with a note; any other model as it is."""
+    notes = []
+    while isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+        notes.append(f"profiled the module inside {type(model).__name__} (its .module): the wrapper adds no arithmetic")
+        model = model.module
+    return model, notes
+
+
 @guard_user_code
 def open_session(
     model_or_name: nn.Module | str,
@@ -292,7 +302,7 @@ def open_session(
     if proposals is not None:
         raise InvalidInputError("proposals applies to a model named from the zoo; set your own model's attributes")
     args, kwargs = _module_inputs(spec)
-    name = model_name or type(model_or_name).__name__
+    name = model_name or type(unwrap_model(model_or_name)[0]).__name__
     methods_used = options.methods or default_methods(model_or_name)
     return _open_module(options, model_or_name, args, kwargs, name, "custom", [], run_dtype, run_mode, methods_used, [])
 
@@ -382,6 +392,8 @@ def _open_module(
 ) -> Any:
     """Warm up (only a model that needs it) and capture one built model (the first run validates the
     capture); leaves it as found."""
+    module, unwrapped = unwrap_model(module)
+    notes = [*notes, *unwrapped]
     warm = warm_up_reason(module, family)
     if warm is None and model_device(module).type != "meta":
         notes = [*notes, "no warm-up: nothing in the model initialises lazily, so none of its arithmetic ran before the dry run"]
