@@ -155,7 +155,7 @@ def test_seed_resnet18_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = torchvision.models.resnet18().eval()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    prof = Profiler(model, granularity="module", auto_profile=False, capture_ops=False)
+    prof = Profiler(model, granularity="layer", auto_profile=False, capture_ops=False)
     x = torch.randn(1, 3, 224, 224)
     prof.profile_once(x)
     prof.export("resnet18_profile", module_include_edges=True, include_stats=True, overwrite_module=True)
@@ -179,6 +179,20 @@ def test_seed_resnet18_example_runs(tmp_path, monkeypatch):
     assert set(prof.get_graphs()) == {"module_graph", "detail_graph"}
 
 
+def test_seed_module_granularity_groups_by_top_level_submodules(tmp_path, monkeypatch, capsys):
+    """The edge profiler's README: "module" is the coarser grouping by high-level submodules, and
+    ``prof.graph.stats()`` prints the stats (and returns them)."""
+    monkeypatch.chdir(tmp_path)
+    prof = Profiler(torchvision.models.resnet18().eval(), granularity="module", auto_profile=False, measure=False)
+    graph = prof.profile_once(torch.randn(1, 3, 224, 224))
+    names = [n.name for n in graph.nodes]
+    assert names == ["input", "conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4", "avgpool", "flatten", "fc"]
+    stats = prof.graph.stats()
+    printed = capsys.readouterr().out
+    assert stats["nodes"] == 12 and "total_nodes: 12" in printed and "total_edges: 11" in printed  # a chain
+    assert prof.graph.stats(echo=False) == stats and capsys.readouterr().out == ""
+
+
 def test_seed_llama_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = _tiny_llama("cpu")
@@ -191,7 +205,10 @@ def test_seed_llama_example_runs(tmp_path, monkeypatch):
     model.model.profile_detail(**dry_inputs)
     model.model.export("llama_profile", detail_include_edges=True, include_stats=True, overwrite_module=False)
     module_text = (tmp_path / "llama_profile_module.txt").read_text()
-    assert "layers.1.mlp.down_proj" in module_text and "[stats]" in module_text
+    # "module": the decoder layers (through the ModuleList that holds them), not their leaves
+    names = [n.name for n in model.model.graph.nodes]
+    assert "layers.0" in names and "layers.1" in names and not any("down_proj" in n for n in names)
+    assert "layers.1" in module_text and "[stats]" in module_text
     assert (tmp_path / "llama_profile_detail.txt").stat().st_size > 0
     assert model(**dry_inputs).logits.shape == (1, 8, 128)
 
@@ -207,9 +224,11 @@ def test_export_refuses_bad_paths_and_writes_nothing(tmp_path):
         prof.export(tmp_path / "missing" / "p")
     existing = tmp_path / "p_module.txt"
     existing.write_text("keep me")
-    with pytest.raises(OutputError, match="overwrite_module=True"):
-        prof.export(tmp_path / "p")
-    assert existing.read_text() == "keep me" and not (tmp_path / "p_detail.txt").exists()
+    # overwrite_module=False (the default): the existing module file stays, the detail file is written
+    assert prof.export(tmp_path / "p") == [tmp_path / "p_detail.txt"]
+    assert existing.read_text() == "keep me" and "[edges]" in (tmp_path / "p_detail.txt").read_text()
+    with pytest.raises(graphprof.GraphprofError, match="base path"):
+        prof.export("")
     prof.export(tmp_path / "p", overwrite_module=True)
     assert "[nodes]" in existing.read_text() and "[edges]" in (tmp_path / "p_detail.txt").read_text()
     with pytest.raises(OutputError, match="unknown graph format"):

@@ -114,6 +114,10 @@ class _Level:
         )  # fmt: skip
 
 
+#: Module types that only hold others (no forward of their own): a fold's depth looks through them.
+_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
+
+
 class GraphBuilder(Observer):
     """Builds the module graph (and, with ``detail=True``, the operator graph) of one forward pass.
 
@@ -205,10 +209,18 @@ class GraphBuilder(Observer):
         return not self.eager or not self.has_children.get(layer.module or "", True)
 
     def _fold(self, module: str | None) -> str | None:
-        if self.depth is None or module is None:
+        """``module``'s ancestor at ``depth``, counting levels through plain containers (a ``ModuleList``
+        or ``ModuleDict`` has no forward of its own): ``layers.1.mlp`` at depth 1 is ``layers.1``."""
+        if self.depth is None or module is None or self.depth <= 0:
             return None
-        parts = module.split(".")
-        return ".".join(parts[: self.depth]) if len(parts) >= self.depth and self.depth > 0 else None
+        parts, level = module.split("."), 0
+        for i in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            if self.types.get(prefix) not in _CONTAINERS:
+                level += 1
+            if level == self.depth:
+                return prefix
+        return None
 
     def _layer_key(self, layer: Layer) -> str:
         return self._fold(layer.module) or layer.name

@@ -7,6 +7,7 @@ so an edge list reads as ``3 -> 7``.
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,7 +131,18 @@ class Graph:
             parent[find(e.src)] = find(e.dst)
         return len({find(n.id) for n in self.nodes})
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, *, echo: bool = True) -> dict[str, Any]:
+        """The edge profiler's ``graph.stats()``: prints the stats section (:meth:`stats_text`) to standard
+        output, as the edge profiler does, and returns :meth:`summary`. ``echo=False`` only returns it.
+
+        This seed API is documented to print; ``echo`` is its one switch (the rest of the library never prints).
+        """
+        summary = self.summary()
+        if echo:
+            sys.stdout.write(self.stats_text() + "\n")
+        return summary
+
+    def summary(self) -> dict[str, Any]:
         """Node and edge counts, and cost and time aggregates (times over the nodes that have one)."""
         by_kind: dict[str, int] = defaultdict(int)
         for n in self.nodes:
@@ -158,7 +170,7 @@ class Graph:
 
     def stats_text(self) -> str:
         """:meth:`stats` as the lines of the text export's stats section."""
-        s = self.stats()
+        s = self.summary()
         lines = [
             f"total_nodes: {s['nodes']}",
             f"total_edges: {s['edges']}",
@@ -185,5 +197,5 @@ class Graph:
             "hardware": self.hardware,
             "nodes": [n.to_dict() for n in self.nodes],
             "edges": [e.to_dict() for e in self.edges],
-            "stats": self.stats(),
+            "stats": self.summary(),
         }

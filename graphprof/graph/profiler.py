@@ -10,9 +10,9 @@ Example (the edge profiler's ResNet18 walk-through with the import changed)::
 
     >>> import torch, torchvision
     >>> from graphprof import Profiler
-    >>> prof = Profiler(torchvision.models.resnet18().eval(), auto_profile=False)
+    >>> prof = Profiler(torchvision.models.resnet18().eval(), granularity="layer", auto_profile=False)
     >>> g = prof.profile_once(torch.randn(1, 3, 224, 224))
-    >>> g.stats()["edges"]
+    >>> g.summary()["edges"]
     77
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.errors import InvalidInputError, OutputError
+from graphprof.errors import InvalidInputError
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.export import check_paths, text_paths, to_text
 from graphprof.graph.measured import with_measured_times
@@ -40,8 +40,9 @@ class Profiler(nn.Module):
     """Wraps ``model``; builds its module graph and operator graph on dry runs.
 
     ``granularity``: ``"layer"`` makes every layer a node (each leaf module call and each Python-level
-    function such as a residual ``add``); ``"module"`` does the same unless ``depth`` is given, which
-    folds the layers into their ancestor module at that depth (``depth=2``: ``layer1.0``).
+    function such as a residual ``add``); ``"module"`` groups them by the model's top-level submodules,
+    as the edge profiler does (``depth=1``: ``layer1``); ``depth`` chooses another level
+    (``depth=2``: ``layer1.0``).
     ``token_kwarg`` names the keyword argument that carries the tokens (``input_ids``); it must be
     passed to each pass. ``auto_profile`` builds the module graph on the first call of the wrapper;
     ``capture_ops`` builds the operator graph in that same pass. ``hardware`` adds roofline time
@@ -77,12 +78,11 @@ class Profiler(nn.Module):
         self.token_kwarg = token_kwarg
         self.auto_profile = auto_profile
         self.capture_ops = capture_ops
-        self.depth = depth
+        self.depth = depth if depth is not None or granularity == "layer" else 1
         self.hardware = hardware
         self.measure = measure
         self.graph: Graph | None = None
         self.detail_graph: Graph | None = None
-        self._written: dict[Path, str] = {}
 
     # ---- passes ------------------------------------------------------------------------------------
     def _pass(self, detail: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[GraphBuilder, Any]:
@@ -150,21 +150,19 @@ class Profiler(nn.Module):
     ) -> list[Path]:
         """Write ``<base>_module.txt`` and, once there is a detail graph, ``<base>_detail.txt``.
 
-        An existing module file is replaced only with ``overwrite_module=True``, except the one this
-        profiler wrote itself for the same graph, which is left as it is (so the edge profiler's
-        two-step export runs as written). The detail file is rewritten on each export. Every path is
-        checked first: a missing directory or a file in the way raises :class:`OutputError` and
+        An existing module file is replaced only with ``overwrite_module=True``; otherwise it is kept as
+        it is (the edge profiler's second export, of the detail graph, leaves the first one's module file
+        alone) and only the detail file is written. The detail file is rewritten on each export. Every
+        path is checked first: a missing directory or a file in the way raises :class:`OutputError` and
         nothing is written. Returns the files written.
         """
         if self.graph is None:
             raise InvalidInputError("nothing to export yet: call profile_once (or profile_detail) first")
+        if not str(base_path).strip():
+            raise InvalidInputError("export needs a base path (the files are <base>_module.txt and <base>_detail.txt)")
         module_path, detail_path = text_paths(base_path)
         module_text = to_text(self.graph, include_edges=module_include_edges, include_stats=include_stats)
-        write_module = True
-        if module_path.exists() and not overwrite_module:
-            if self._written.get(module_path.resolve()) != module_text:
-                raise OutputError(f"{module_path} exists; pass overwrite_module=True to replace it")
-            write_module = False
+        write_module = overwrite_module or not module_path.exists()
         targets = [module_path] if write_module else []
         detail_text = None
         if self.detail_graph is not None:
@@ -173,7 +171,6 @@ class Profiler(nn.Module):
         check_paths(targets, overwrite=True)
         if write_module:
             module_path.write_text(module_text)
-            self._written[module_path.resolve()] = module_text
         if detail_text is not None:
             detail_path.write_text(detail_text)
         return targets

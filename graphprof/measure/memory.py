@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.result import CATEGORIES, MemoryBreakdown, MemoryStats
 from graphprof.measure.timing import _grads_kept, call_model, default_loss
 
@@ -66,7 +67,7 @@ def peak_during(fn: Callable[[], Any], device: torch.device | str) -> tuple[int,
         return torch.cuda.max_memory_allocated(dev) - before, torch.cuda.max_memory_reserved(dev)
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_kineto(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     fd, path = tempfile.mkstemp(suffix=".json", prefix="graphprof-mem-")
     os.close(fd)

@@ -35,6 +35,7 @@ from graphprof.capture import CapturedGraph
 from graphprof.errors import InvalidInputError, MeasurementError, OutputError
 from graphprof.inputs import describe_inputs, format_inputs, materialize
 from graphprof.measure.host import detect_host
+from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import LayerRanges, attribute, kernel_busy_us
 from graphprof.measure.memory import peak_during, tracked_breakdown
 from graphprof.measure.result import LayerTime, MeasuredMemory, Measurement, OpTime
@@ -293,7 +294,7 @@ def _layer_times(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
     runs, busy, wall, traces = [], [], [], []
     run_model(eager, work, args, kwargs, [], fake=False)  # warm the hooks' path once
     for i in range(options.layer_runs):
-        with profile(activities=activities, record_shapes=options.trace_dir is not None) as prof:
+        with quiet_kineto(), profile(activities=activities, record_shapes=options.trace_dir is not None) as prof:
             if cuda:
                 torch.cuda.synchronize(dev)
             t = time.perf_counter()
