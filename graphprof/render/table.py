@@ -196,13 +196,22 @@ def auto_depth(modules: Sequence[ModuleRow], max_rows: int = DEFAULT_TREE_ROWS) 
 
 
 def _module_shapes(profile: Profile) -> dict[str, tuple[tuple[int, ...], ...]]:
-    """Each module's output shape, read as the output of the last graph node inside it."""
+    """Each module's output shape: its own output where the module is a layer itself (every module in the
+    eager capture, a leaf's call in a graph), else that of its last child called as a module (YOLO's
+    ``model`` Sequential, whose children its parent calls one by one), else the output of the last graph
+    node inside it."""
     shapes: dict[str, tuple[tuple[int, ...], ...]] = {}
+    child: dict[str, tuple[tuple[int, ...], ...]] = {}
+    own: dict[str, tuple[tuple[int, ...], ...]] = {}
     for row in profile.layers:
         if row.output_shapes:
             for path in ancestors(row.module):
                 shapes[path] = row.output_shapes
-    return shapes
+            if row.name == (row.module or "(model)"):
+                own[row.module or ""] = row.output_shapes
+                if row.module:
+                    child[row.module.rpartition(".")[0]] = row.output_shapes
+    return {**shapes, **child, **own}
 
 
 def render_tree(
