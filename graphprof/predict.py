@@ -264,11 +264,11 @@ def kernel_seconds(op: Any, dtype: str, hardware: Hardware, calibration: Calibra
     klass = op_class(op.op, op.input_shapes)
     rates = calibration.rates_for(dtype, klass)
     peak = hardware.peak_flops(dtype)
-    flops = op.cost.flops * op.work_fraction
-    nbytes = op.cost.bytes_moved
+    flops = float(op.cost.flops * op.work_fraction)
+    nbytes = float(op.cost.bytes_moved)
     compute = flops / (peak * rates.efficiency(reduction_depth(op.op, op.input_shapes)))
     memory = calibration.memory_seconds(nbytes, hardware) / rates.memory_fraction
-    bound = max(op.cost.flops / peak, nbytes / hardware.bandwidth)
+    bound = max(float(op.cost.flops) / peak, nbytes / hardware.bandwidth)
     return max(bound, rates.latency_s + max(compute, memory))
 
 

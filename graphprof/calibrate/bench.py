@@ -43,7 +43,7 @@ class _CostRecorder(TorchDispatchMode):
     """Sum graphprof's cost of every aten call made inside the mode; remember the costliest call."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.flops = 0
         self.bytes = 0
         self.main: tuple[int, str, list[list[int]]] = (-1, "", [])
