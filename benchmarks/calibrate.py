@@ -15,13 +15,9 @@ Two modes:
 Either way the table lands in ``graphprof/calibration/<preset>.json`` (package data; ``--out`` to write
 elsewhere) and the fit's accuracy on its own records is printed and stored in the table.
 
-The model is the one :func:`graphprof.roofline.kernel_seconds` evaluates, per op class and dtype::
-
-    kernel = latency + max(work_flops / (peak * compute_fraction), bytes / (bandwidth * memory_fraction))
-
-fitted to each record's back-to-back time (``stream_s``: launches overlapped) as ``max(launch, kernel)``,
-where ``launch`` is the back-to-back time of a one-element add. The fit is a grid search minimising the
-sum of absolute log errors (robust to the one odd shape). ``host_per_kernel_s``, the floor of one eager
+The model is :mod:`graphprof.predict`'s and the fit :func:`graphprof.calibrate.fit.fit_op_table`, the
+same procedure `graphprof calibrate` applies to the local machine's table, here on each record's
+back-to-back time (``stream_s``: launches overlapped). ``host_per_kernel_s``, the floor of one eager
 kernel inside a model's forward, is measured on the device (a chain of small layers, eager, batch 1);
 a file without it uses the one-call time of the one-element add (``median_s``: launch exposed).
 """
@@ -37,114 +33,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graphprof.formulas.attention import causal_work_fraction  # noqa: E402
+from graphprof.calibrate.fit import fit_op_table, records_from_opbench  # noqa: E402
 from graphprof.hardware import get_hardware  # noqa: E402
-
-#: The op class of each benchmark record (graphprof.roofline.op_class names the aten ops the same way).
-RECORD_CLASS = {
-    "mm": "matmul", "bmm": "matmul", "sdpa": "attention", "sdpa_causal": "attention", "conv2d": "conv",
-    "conv2d_dw": "conv_depthwise", "add": "elementwise", "add_tiny": "elementwise", "relu": "elementwise",
-    "gelu": "elementwise", "silu": "elementwise", "mul_broadcast": "elementwise", "to_copy": "elementwise",
-    "softmax": "reduction", "sum": "reduction", "layer_norm": "norm", "batch_norm_eval": "norm",
-    "max_pool2d": "pooling", "adaptive_avg_pool2d": "pooling", "embedding": "gather",
-}  # fmt: skip
-
-_COMPUTE = np.geomspace(0.002, 1.0, 90)
-_MEMORY = np.geomspace(0.02, 1.0, 60)
-_LATENCY = np.arange(0.0, 60e-6 + 1e-12, 1e-6)
-
-
-def work_flops(record: dict[str, Any]) -> float:
-    """FLOPs the kernel executes: a causal attention record counts the full square, the kernel about half."""
-    if record["op"] == "sdpa_causal":
-        q_shape, k_shape = record["shapes"][0], record["shapes"][1]
-        return record["flops"] * causal_work_fraction(q_shape[-2], k_shape[-2])
-    return float(record["flops"])
-
-
-def predict(flops: np.ndarray, nbytes: np.ndarray, peak: float, bandwidth: float, rates: dict[str, float], launch: float) -> np.ndarray:
-    kernel = rates["latency_s"] + np.maximum(
-        flops / (peak * rates["compute_fraction"]), nbytes / (bandwidth * rates["memory_fraction"])
-    )
-    return np.maximum(launch, kernel)
-
-
-def fit_class(flops: np.ndarray, nbytes: np.ndarray, seconds: np.ndarray, peak: float, bandwidth: float, launch: float) -> dict[str, float]:
-    """Grid search over (compute fraction, memory fraction, latency) minimising sum |log(pred / measured)|."""
-    fc = _COMPUTE[:, None, None, None]
-    fm = _MEMORY[None, :, None, None]
-    lat = _LATENCY[None, None, :, None]
-    kernel = lat + np.maximum(flops / (peak * fc), nbytes / (bandwidth * fm))
-    pred = np.maximum(launch, kernel)
-    loss = np.abs(np.log(pred / seconds)).sum(axis=-1)
-    # ties (a fraction the records cannot pin down): prefer the highest fractions, the least latency
-    i, j, k = np.unravel_index(np.argmin(loss + 1e-9 * (-np.log(fc[..., 0]) - np.log(fm[..., 0]) + lat[..., 0] * 1e3)), loss.shape)
-    return {"compute_fraction": float(_COMPUTE[i]), "memory_fraction": float(_MEMORY[j]), "latency_s": float(_LATENCY[k])}
 
 
 def fit(raw: dict[str, Any], preset: str) -> dict[str, Any]:
+    """The table of ``preset`` fitted to opbench-style records by graphprof's one fitting procedure."""
     hardware = get_hardware(preset)
-    records = [r for r in raw["records"] if "error" not in r and r["op"] in RECORD_CLASS]
-    floors = {r["dtype"]: r["stream_s"] for r in records if r["op"] == "add_tiny"}
-    # a record far below the launch floor launched no kernel (``x.float()`` of a float32 tensor is x)
-    dropped = [r for r in records if r["stream_s"] < 0.5 * floors.get(r["dtype"], 0.0)]
-    records = [r for r in records if r not in dropped]
-    table: dict[str, Any] = {"rates": {}}
-    errors: list[tuple[float, dict[str, Any]]] = []
-    launch = {}
-    host = {}
-    for dtype in sorted({r["dtype"] for r in records}):
-        tiny = [r for r in records if r["dtype"] == dtype and r["op"] == "add_tiny"]
-        launch[dtype] = tiny[0]["stream_s"] if tiny else 0.0
-        host[dtype] = raw.get("host_per_kernel_s") or (tiny[0]["median_s"] if tiny else launch[dtype])
-        peak = hardware.peak_flops(dtype)
-        table["rates"][dtype] = {}
-        for klass in sorted(set(RECORD_CLASS.values())):
-            chosen = [r for r in records if r["dtype"] == dtype and RECORD_CLASS[r["op"]] == klass and r["op"] != "add_tiny"]
-            if not chosen:
-                continue
-            flops = np.array([work_flops(r) for r in chosen])
-            nbytes = np.array([float(r["bytes"]) for r in chosen])
-            seconds = np.array([r["stream_s"] for r in chosen])
-            rates = fit_class(flops, nbytes, seconds, peak, hardware.bandwidth, launch[dtype])
-            table["rates"][dtype][klass] = rates
-            pred = predict(flops, nbytes, peak, hardware.bandwidth, rates, launch[dtype])
-            errors += [((p - s) / s, r) for p, s, r in zip(pred, seconds, chosen, strict=True)]
-    absolute = sorted(abs(e) for e, _ in errors)
-    worst = max(errors, key=lambda item: abs(item[0]))
-    accuracy = {
-        "records": len(errors),
-        "dropped": [f"{r['op']} {r['shapes']} {r['dtype']}: below half the launch floor (no kernel)" for r in dropped],
-        "median_abs_error": statistics.median(absolute),
-        "p90_abs_error": absolute[int(0.9 * (len(absolute) - 1))],
-        "max_abs_error": absolute[-1],
-        "worst": f"{worst[1]['op']} {worst[1]['shapes']} {worst[1]['dtype']}: {worst[0]:+.0%}",
-        "per_class_median_abs_error": {
-            klass: statistics.median(abs(e) for e, r in errors if RECORD_CLASS[r["op"]] == klass)
-            for klass in sorted({RECORD_CLASS[r["op"]] for _, r in errors})
-        },
-    }
-    dtype_key = "bfloat16" if "bfloat16" in launch else next(iter(launch))
-    return {
-        "preset": preset,
-        "kind": "cuda",
-        "device": raw.get("device", ""),
-        "bandwidth_gbs": hardware.bandwidth_gbs,
-        "launch_s": launch[dtype_key],
-        "host_per_kernel_s": host[dtype_key],
-        "host_per_kernel_source": "measured: eager chain of small layers"
+    source = f"fitted by graphprof.calibrate.fit from {raw.get('device', '?')} timings (torch {raw.get('torch', '?')})"
+    table = fit_op_table(records_from_opbench(raw), hardware, preset=preset, kind="cuda", source=source).to_dict()
+    table["device"] = raw.get("device", "")
+    table["host_per_kernel_source"] = (
+        "measured: eager chain of small layers"
         if raw.get("host_per_kernel_s")
-        else "provisional: one eager op call with its launch exposed (median_s of a one-element add)",
-        "source": f"fitted by benchmarks/calibrate.py from {raw.get('device', '?')} timings "
-        f"(torch {raw.get('torch', '?')}, {len(errors)} records)",
-        "accuracy": accuracy,
-        **table,
-    }
+        else "provisional: one eager op call with its launch exposed (median_s of a one-element add)"
+    )
+    return table
 
 
 # ---- measuring (on the device) ---------------------------------------------------------------------

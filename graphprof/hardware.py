@@ -275,15 +275,22 @@ def list_hardware() -> tuple[Hardware, ...]:
 
 
 def get_hardware(name: str) -> Hardware:
-    """The preset called ``name`` (case-insensitive; ``_`` and ``-`` alike), or :class:`InvalidInputError`."""
+    """The preset called ``name`` (case-insensitive; ``_`` and ``-`` alike), or :class:`InvalidInputError`.
+
+    ``"local"`` is the machine ``graphprof calibrate`` measured; without its file, an error says to run it.
+    """
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     key = _ALIASES.get(key, key)
+    if key == "local":  # the machine `graphprof calibrate` measured (graphprof.calibrate.store)
+        from graphprof.calibrate.store import require_local
+
+        return Hardware(**require_local()["hardware"])
     if key in HARDWARE:
         return HARDWARE[key]
     close = difflib.get_close_matches(key, list(HARDWARE) + list(_ALIASES), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise InvalidInputError(
-        f"unknown hardware {name!r}{hint} (presets: {', '.join(HARDWARE)}; `graphprof hardware` lists them)"
+        f"unknown hardware {name!r}{hint} (presets: {', '.join(HARDWARE)}, local; `graphprof hardware` lists them)"
     )
 
 

@@ -20,32 +20,20 @@ The estimate is a lower bound under ideal conditions (datasheet peak rates, no l
 run one after the other); it is not a measurement.
 
 **Predicted time.** Beside the lower bound, a device with a calibration table (``graphprof/calibration/
-<preset>.json``, fitted by ``benchmarks/calibrate.py`` from single-kernel timings) gets a *predicted*
-time, summed over kernels (every counted or unsupported aten call; views and other zero-cost ops launch
-nothing)::
-
-    kernel    = latency[class] + max(work_flops / (peak * compute_fraction[class]),
-                                     bytes / (bandwidth * memory_fraction[class]))
-    predicted = sum over kernels of max(host_per_kernel, kernel)
-
-``class`` is the op's family (:func:`op_class`: matmul, attention, conv, depthwise conv, norm,
-reduction, pooling, elementwise, ...), the fractions are what that family reaches of the datasheet peak
-on the device, ``host_per_kernel`` is the floor an eager kernel cannot beat (the host launching it), and
-``work_flops`` is the work the kernel really does: a causal flash kernel skips the tiles above the
-diagonal (:attr:`~graphprof.result.OpRecord.work_fraction`), while the MACs keep their convention.
+<preset>.json``, or the ``local`` preset written by ``graphprof calibrate``) gets a *predicted* time:
+every recorded aten call is a host demand and a kernel demand, combined on a timeline whose overlap is
+fitted per device. The model is :mod:`graphprof.predict`; each layer's predicted time is its calls'
+share of the timeline, never below its roofline bound.
 """
 
 from __future__ import annotations
 
 import enum
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 from graphprof.hardware import Hardware
+from graphprof.predict import Calibration, ClassRates, kernel_seconds, load_calibration, op_class, predict_ops
 from graphprof.result import Profile
 
 __all__ = [
@@ -236,31 +224,21 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
     calibration = load_calibration(hardware.name) if hardware is not None else None
     if calibration is not None and hardware is not None and calibration.bandwidth_gbs != hardware.bandwidth_gbs:
         calibration = None  # figures overridden on the command line: the table is for the preset
+    predicted: list[float | None] = [None] * len(profile.layers)
+    if calibration is not None and hardware is not None:
+        ops = [(i, op) for i, row in enumerate(profile.layers) for op in row.ops]
+        shares = predict_ops([op for _, op in ops], profile.dtype, hardware, calibration)
+        predicted = [0.0] * len(profile.layers)
+        for (i, _), share in zip(ops, shares, strict=True):
+            predicted[i] = (predicted[i] or 0.0) + share
     layers = []
-    for row in profile.layers:
+    for row, layer_predicted in zip(profile.layers, predicted, strict=True):
         cost = row.cost
-        seconds = predicted = None
+        seconds = None
         if peak is not None and bandwidth is not None:
             seconds = roofline_time(cost.flops, cost.bytes_moved, peak, bandwidth)
-        if calibration is not None and hardware is not None:
-            predicted = sum(
-                (
-                    max(calibration.host_per_kernel_s, kernel_seconds(op, profile.dtype, hardware, calibration))
-                    for op in row.ops
-                    if op.status != "zero_cost"
-                ),
-                0.0,
-            )
-        layers.append(
-            LayerBound(
-                row.name,
-                cost.flops,
-                cost.bytes_moved,
-                classify_layer(cost.flops, cost.bytes_moved, limit),
-                seconds,
-                predicted,
-            )
-        )
+        bound = classify_layer(cost.flops, cost.bytes_moved, limit)
+        layers.append(LayerBound(row.name, cost.flops, cost.bytes_moved, bound, seconds, layer_predicted))
     return Roofline(
         hardware=hardware,
         dtype=profile.dtype,
@@ -272,135 +250,3 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
         notes=tuple(notes),
         calibration=calibration,
     )
-
-
-# ---- predicted time ------------------------------------------------------------------------------
-
-_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "matmul", "linear", "_int_mm"})
-_CONV = frozenset({"convolution", "_convolution", "conv2d", "conv1d", "conv3d", "cudnn_convolution", "convolution_backward"})
-_NORM = frozenset({
-    "native_layer_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-    "native_group_norm", "_fused_rms_norm", "rms_norm", "layer_norm", "batch_norm", "group_norm",
-    "native_layer_norm_backward", "native_batch_norm_backward", "native_group_norm_backward",
-})  # fmt: skip
-_REDUCTION = frozenset({
-    "sum", "mean", "amax", "amin", "max", "min", "_softmax", "softmax", "_log_softmax", "log_softmax",
-    "_safe_softmax", "var", "std", "var_mean", "std_mean", "norm", "linalg_vector_norm", "argmax", "argmin",
-    "cumsum", "logsumexp", "prod", "all", "any", "_softmax_backward_data",
-})  # fmt: skip
-_GATHER = frozenset({"embedding", "index_select", "index", "gather", "embedding_bag", "_embedding_bag"})
-
-#: The op families a calibration table lists rates for.
-OP_CLASSES = ("matmul", "attention", "conv", "conv_depthwise", "norm", "reduction", "pooling", "gather", "elementwise")
-
-
-def op_class(op: str, input_shapes: tuple[tuple[int, ...], ...] = ()) -> str:
-    """The family an aten op's kernel belongs to: ``"aten.addmm"`` -> ``"matmul"``.
-
-    A convolution whose weight has one input channel per group (``(C, 1, kh, kw)``) is depthwise.
-    """
-    name = op.rsplit(".", 1)[-1]
-    if name in _MATMUL:
-        return "matmul"
-    if "attention" in name:
-        return "attention"
-    if name in _CONV:
-        weight = input_shapes[1] if len(input_shapes) > 1 else ()
-        return "conv_depthwise" if len(weight) >= 3 and weight[1] == 1 and weight[0] > 1 else "conv"
-    if name in _NORM:
-        return "norm"
-    if name in _REDUCTION:
-        return "reduction"
-    if "pool" in name:
-        return "pooling"
-    if name in _GATHER:
-        return "gather"
-    return "elementwise"
-
-
-@dataclass(frozen=True)
-class ClassRates:
-    """What one op family reaches on a device: fractions of the datasheet peak and bandwidth, and a
-    fixed latency per kernel (wave quantisation, tail, setup)."""
-
-    compute_fraction: float
-    memory_fraction: float
-    latency_s: float
-
-    def to_dict(self) -> dict[str, float]:
-        return {"compute_fraction": self.compute_fraction, "memory_fraction": self.memory_fraction, "latency_s": self.latency_s}
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """A fitted table for one hardware preset (package data ``graphprof/calibration/<preset>.json``).
-
-    ``rates[dtype][op class]``; a dtype the table lacks uses ``bfloat16`` for 2-byte types and
-    ``float32`` otherwise. ``accuracy`` is the fit's error on its own records (see ``benchmarks/calibrate.py``).
-    """
-
-    preset: str
-    kind: str
-    bandwidth_gbs: float
-    launch_s: float
-    host_per_kernel_s: float
-    rates: Mapping[str, Mapping[str, ClassRates]] = field(hash=False)
-    accuracy: Mapping[str, Any] = field(hash=False, default_factory=dict)
-    source: str = ""
-
-    def rates_for(self, dtype: str, klass: str) -> ClassRates:
-        table = self.rates.get(dtype) or self.rates.get("bfloat16" if dtype in ("float16", "bfloat16") else "float32")
-        if table is None:
-            table = next(iter(self.rates.values()))
-        return table.get(klass) or table["elementwise"]
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "preset": self.preset,
-            "launch_s": self.launch_s,
-            "host_per_kernel_s": self.host_per_kernel_s,
-            "accuracy": dict(self.accuracy),
-            "source": self.source,
-            "formula": "sum over kernels of max(host_per_kernel, latency[class] + max(work_flops / "
-            "(peak * compute_fraction[class]), bytes / (bandwidth * memory_fraction[class])))",
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
-        rates = {
-            dtype: {klass: ClassRates(**values) for klass, values in table.items()}
-            for dtype, table in data["rates"].items()
-        }
-        return cls(
-            preset=data["preset"],
-            kind=data.get("kind", "cuda"),
-            bandwidth_gbs=float(data["bandwidth_gbs"]),
-            launch_s=float(data["launch_s"]),
-            host_per_kernel_s=float(data["host_per_kernel_s"]),
-            rates=rates,
-            accuracy=data.get("accuracy", {}),
-            source=data.get("source", ""),
-        )
-
-
-@cache
-def load_calibration(preset: str) -> Calibration | None:
-    """The shipped calibration table of a hardware preset, or ``None`` when it has none."""
-    path = resources.files("graphprof") / "calibration" / f"{preset}.json"
-    if not path.is_file():
-        return None
-    return Calibration.from_dict(json.loads(path.read_text()))
-
-
-def kernel_seconds(op: Any, dtype: str, hardware: Hardware, calibration: Calibration) -> float:
-    """Predicted device time of one kernel (an :class:`~graphprof.result.OpRecord`), launch floor excluded.
-
-    ``latency + max(work_flops / (peak * compute_fraction), bytes / (bandwidth * memory_fraction))``.
-    """
-    klass = op_class(op.op, op.input_shapes)
-    rates = calibration.rates_for(dtype, klass)
-    peak = hardware.peak_flops(dtype)
-    flops = op.cost.flops * op.work_fraction
-    return rates.latency_s + cast(float, max(
-        flops / (peak * rates.compute_fraction), op.cost.bytes_moved / (hardware.bandwidth * rates.memory_fraction)
-    ))

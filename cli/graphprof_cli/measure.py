@@ -7,21 +7,18 @@ from pathlib import Path
 from typing import Any
 
 
-def measure_hardware(hardware: Any, device: Any) -> Any:
-    """The device whose roofline gives the estimate: the one asked for, else a preset for the measured device."""
-    from graphprof.hardware import get_hardware
-
+def measure_hardware(hardware: Any, device: Any) -> tuple[Any, str | None]:
+    """The device whose roofline gives the estimate, and a line saying which when none was asked for."""
     if hardware is not None:
-        return hardware
+        return hardware, None
+    from graphprof.calibrate import measure_default_hardware
+
+    name = None
     if device.type == "cuda":
         import torch
 
-        name = torch.cuda.get_device_name(device).lower()
-        for key in ("h200", "h100", "a100", "l4", "t4"):
-            if key in name:
-                return get_hardware(key)
-        return None
-    return get_hardware("cpu")
+        name = torch.cuda.get_device_name(device)
+    return measure_default_hardware(device.type, name)
 
 
 def check_measure_options(*, device: str | None, iters: int, warmup: int, optimizer: str) -> Any:
@@ -49,4 +46,7 @@ def run_measure(
 ) -> tuple[Any, Any]:
     """The real run beside the dry run's ``profile``: (profile with its measurement, the hardware the estimate is for)."""
     measurement = prepared.measure(device=device, iters=iters, warmup=warmup, trace_dir=trace, optimizer=optimizer)
-    return dataclasses.replace(profile, measurement=measurement), measure_hardware(hardware, device)
+    chosen, note = measure_hardware(hardware, device)
+    if note is not None:  # which device the estimate is for, or that there is none (never chosen silently)
+        measurement = dataclasses.replace(measurement, notes=(*measurement.notes, note))
+    return dataclasses.replace(profile, measurement=measurement), chosen

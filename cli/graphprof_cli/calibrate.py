@@ -1,0 +1,57 @@
+"""``graphprof calibrate``: measure this machine and write the ``local`` preset (a progress bar meanwhile).
+
+Parses options, calls :func:`graphprof.calibrate.calibrate`, renders its summary; nothing is computed here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from graphprof_cli.common import console as make_console
+from graphprof_cli.common import run_guarded
+
+
+def _summary(preset: Any) -> list[str]:
+    hw, cal, dev = preset.hardware, preset.calibration, preset.device
+    peaks = ", ".join(f"{dtype} {tf * 1e3:,.1f} GFLOP/s" for dtype, tf in hw.peak_tflops.items())
+    acc = cal.accuracy
+    memory = f", {cal.memory.far_gbs:,.1f} GB/s beyond {cal.memory.cache_bytes / 2**20:,.1f} MiB" if cal.memory else ""
+    return [
+        f"calibrated {hw.label} in {dev.get('seconds')} s (load {dev.get('loadavg_before')} -> {dev.get('loadavg_after')})",
+        f"  peak     {peaks}",
+        f"  memory   {hw.bandwidth_gbs:,.1f} GB/s at best{memory}",
+        f"  floors   {cal.host_per_kernel_s * 1e6:.1f} us per eager op in a module, {cal.launch_s * 1e6:.1f} us bare, "
+        f"{cal.view_s * 1e6:.1f} us per view; host/kernel overlap {cal.overlap:.1f}",
+        f"  fit      median |error| {acc['median_abs_error']:.0%} on its {acc['records']} records (worst {acc['worst']})",
+        f"wrote {preset.path}; use it with --hardware local (and --measure compares against it)",
+    ]
+
+
+def calibrate_command(
+    device: Annotated[str, typer.Option("--device", help="cpu, or cuda (the current GPU).")] = "cpu",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Where to write the preset (default: ~/.cache/graphprof/local.json).")
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", min=1, help="torch threads while measuring (default: torch's own); recorded.")
+    ] = None,
+) -> None:
+    """Measure this machine (matrix products, convolutions, bandwidth, per-op floor) and write the `local` preset."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from graphprof.calibrate import calibrate
+
+    console = make_console(None)
+    with Progress(TextColumn("calibrating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console, transient=True) as bar:  # fmt: skip
+        task = bar.add_task("", total=None)
+
+        def progress(done: int, total: int, what: str) -> None:
+            bar.update(task, completed=done, total=total, description=what)
+
+        preset = run_guarded(lambda: calibrate(device, output=output, progress=progress, threads=threads))
+    for line in _summary(preset):
+        console.print(line, highlight=False)

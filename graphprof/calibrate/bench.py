@@ -1,0 +1,277 @@
+"""Measure the local device's op table: single aten calls over a grid of shapes, timed back to back.
+
+Each record is one benchmark (a matrix product, a convolution, an element-wise op...) run eagerly
+under ``torch.no_grad`` as graphprof's ``--measure`` runs a forward. Its FLOPs and bytes are not
+written by hand: the call is run once under :class:`_CostRecorder`, which applies graphprof's own
+formula registry (:func:`graphprof.formulas.op_cost`) to every aten call it makes, so the table is
+costed exactly as a profile is. The record keeps the main aten op and its input shapes, from which
+:func:`graphprof.predict.op_class` and :func:`graphprof.predict.reduction_depth` read its family.
+
+Timing (:func:`time_call`): calls run in back-to-back chunks of about ``chunk_s`` seconds; the
+per-call time is the median over chunks. On the CPU that is one call after another; on CUDA the
+chunk ends with a synchronise, so launches overlap with running kernels, as in a model's forward.
+The median, not the mean, because the machine may be shared: one descheduled chunk moves it little.
+
+Besides the table, three floors: ``floor_s`` (a one-element add: the dispatcher and launch alone),
+``view_s`` (a view: the dispatcher without a kernel) and ``host_per_kernel_s`` (a chain of small
+layers at batch 1: one eager op inside a module's forward, module call included).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from graphprof.count import op_name
+from graphprof.formulas import OpStatus, op_cost, op_status
+
+__all__ = ["Benchmark", "benchmarks", "time_call", "cost_of", "measure_floors", "measure_op_table", "Progress"]
+
+#: ``progress(done, total, what)``: how a caller hears about a long measurement (the library never prints).
+Progress = Callable[[int, int, str], None]
+
+
+class _CostRecorder(TorchDispatchMode):
+    """Sum graphprof's cost of every aten call made inside the mode; remember the costliest call."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.flops = 0
+        self.bytes = 0
+        self.main: tuple[int, str, list[list[int]]] = (-1, "", [])
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if op_status(func) is OpStatus.COUNTED:
+            cost = op_cost(func, args, kwargs, out)
+            if cost is not None:
+                self.flops += cost.flops
+                self.bytes += cost.bytes_moved
+                weight = cost.flops + cost.bytes_moved
+                if weight > self.main[0]:
+                    shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+                    self.main = (weight, op_name(func), shapes)
+        return out
+
+
+def cost_of(fn: Callable[[], Any]) -> tuple[str, list[list[int]], int, int]:
+    """(main aten op, its input shapes, FLOPs, bytes) of one call of ``fn``, by graphprof's formulas."""
+    with torch.no_grad(), _CostRecorder() as recorder:
+        fn()
+    return recorder.main[1], recorder.main[2], recorder.flops, recorder.bytes
+
+
+def time_call(fn: Callable[[], Any], sync: Callable[[], None], chunk_s: float = 0.004, chunks: int = 5) -> float:
+    """Median per-call seconds of ``fn`` over ``chunks`` back-to-back chunks of about ``chunk_s`` each."""
+    fn()
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    once = max(time.perf_counter() - start, 1e-7)
+    calls = max(1, min(2000, int(chunk_s / once)))
+    per_call = []
+    for _ in range(chunks if once < 0.05 else 3):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        per_call.append((time.perf_counter() - start) / calls)
+    return statistics.median(per_call)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One entry of the grid: a label, a dtype and a factory returning the call to time."""
+
+    label: str
+    dtype: torch.dtype
+    make: Callable[[torch.device], Callable[[], Any]]
+
+
+def _mm(m: int, n: int, k: int, dt: torch.dtype) -> Benchmark:
+    def make(dev: torch.device) -> Callable[[], Any]:
+        a, b = torch.randn(m, k, device=dev, dtype=dt), torch.randn(k, n, device=dev, dtype=dt)
+        return lambda: a @ b
+
+    return Benchmark(f"mm {m}x{k}x{n}", dt, make)
+
+
+def _linear(batch: int, fin: int, fout: int, dt: torch.dtype) -> Benchmark:
+    def make(dev: torch.device) -> Callable[[], Any]:
+        x = torch.randn(batch, fin, device=dev, dtype=dt)
+        w, b = torch.randn(fout, fin, device=dev, dtype=dt), torch.randn(fout, device=dev, dtype=dt)
+        return lambda: F.linear(x, w, b)
+
+    return Benchmark(f"linear {batch}x{fin}->{fout}", dt, make)
+
+
+def _bmm(b: int, m: int, n: int, k: int, dt: torch.dtype) -> Benchmark:
+    def make(dev: torch.device) -> Callable[[], Any]:
+        x, y = torch.randn(b, m, k, device=dev, dtype=dt), torch.randn(b, k, n, device=dev, dtype=dt)
+        return lambda: torch.bmm(x, y)
+
+    return Benchmark(f"bmm {b}x{m}x{k}x{n}", dt, make)
+
+
+def _conv(x: tuple[int, ...], cout: int, kernel: int, groups: int, stride: int, dt: torch.dtype) -> Benchmark:
+    def make(dev: torch.device) -> Callable[[], Any]:
+        inp = torch.randn(x, device=dev, dtype=dt)
+        w = torch.randn(cout, x[1] // groups, kernel, kernel, device=dev, dtype=dt)
+        bias = torch.randn(cout, device=dev, dtype=dt)
+        return lambda: F.conv2d(inp, w, bias, stride=stride, padding=kernel // 2, groups=groups)
+
+    kind = "dw" if groups == x[1] and groups > 1 else (f"g{groups}" if groups > 1 else "")
+    return Benchmark(f"conv{kind} {kernel}x{kernel}/{stride} {list(x)}->{cout}", dt, make)
+
+
+def _unary(name: str, numel: int, dt: torch.dtype, fn: Callable[[torch.Tensor], Any]) -> Benchmark:
+    def make(dev: torch.device) -> Callable[[], Any]:
+        x = torch.randn(max(numel // 1024, 1), min(numel, 1024), device=dev, dtype=dt)
+        return lambda: fn(x)
+
+    return Benchmark(f"{name} {numel}", dt, make)
+
+
+def _add(numel: int, dt: torch.dtype) -> Benchmark:
+    def make(dev: torch.device) -> Callable[[], Any]:
+        x, y = torch.randn(numel, device=dev, dtype=dt), torch.randn(numel, device=dev, dtype=dt)
+        return lambda: x + y
+
+    return Benchmark(f"add {numel}", dt, make)
+
+
+def _image(name: str, shape: tuple[int, ...], dt: torch.dtype, fn: Callable[[torch.Tensor], Any]) -> Benchmark:
+    def make(dev: torch.device) -> Callable[[], Any]:
+        x = torch.randn(shape, device=dev, dtype=dt)
+        return lambda: fn(x)
+
+    return Benchmark(f"{name} {list(shape)}", dt, make)
+
+
+def _batch_norm(x: torch.Tensor) -> Any:
+    c = x.shape[1]
+    ones = torch.ones(c, dtype=x.dtype, device=x.device)
+    return F.batch_norm(x, ones, ones, ones, ones, training=False)
+
+
+def _sdpa(b: int, heads: int, seq: int, dim: int, dt: torch.dtype) -> Benchmark:
+    def make(dev: torch.device) -> Callable[[], Any]:
+        q = torch.randn(b, heads, seq, dim, device=dev, dtype=dt)
+        return lambda: F.scaled_dot_product_attention(q, q, q)
+
+    return Benchmark(f"sdpa {b}x{heads}x{seq}x{dim}", dt, make)
+
+
+def benchmarks(full: bool = False) -> Iterator[Benchmark]:
+    """The grid: matrix products, convolutions (dense, 1x1, grouped, depthwise, stem), memory-bound ops.
+
+    Sizes span the shapes of image and transformer models at batch 1 to 8; ``full`` adds larger ones
+    (for a GPU, where the small ones are all launch floor).
+    """
+    f32, bf16 = torch.float32, torch.bfloat16
+    scale = 4 if full else 1
+    for dt in (f32, bf16):
+        for m, n, k in ((1, 1000, 512), (1, 1024, 1024), (64, 256, 256), (196, 768, 768), (256, 1024, 256), (512, 512, 512), (1024, 1024, 1024)):
+            yield _mm(m * (scale if m > 1 else 1), n, k, dt)
+    for batch, fin, fout in ((1, 768, 3072), (8, 1280, 1000), (1576, 768, 768), (392, 384, 1536)):
+        yield _linear(batch, fin, fout, f32)
+    for b, m, n, k in ((12, 197, 197, 64), (96, 49, 49, 32), (12, 197, 64, 197)):
+        yield _bmm(b * scale, m, n, k, f32)
+    yield _sdpa(1, 12, 197, 64, f32)
+    for x, cout, kernel, groups, stride in (
+        ((1, 64, 56, 56), 64, 3, 1, 1), ((8, 64, 56, 56), 64, 3, 1, 1), ((1, 128, 28, 28), 128, 3, 1, 1),
+        ((1, 256, 14, 14), 256, 3, 1, 1), ((1, 512, 7, 7), 512, 3, 1, 1), ((8, 512, 7, 7), 512, 3, 1, 1),
+        ((1, 3, 224, 224), 64, 7, 1, 2), ((8, 3, 224, 224), 32, 3, 1, 2), ((1, 3, 224, 224), 96, 4, 1, 4),
+        ((1, 256, 56, 56), 64, 1, 1, 1), ((1, 64, 56, 56), 256, 1, 1, 1), ((8, 64, 56, 56), 256, 1, 1, 1),
+        ((1, 1024, 14, 14), 256, 1, 1, 1), ((8, 512, 7, 7), 2048, 1, 1, 1), ((1, 16, 112, 112), 16, 1, 1, 1),
+        ((1, 64, 56, 56), 64, 3, 8, 1), ((1, 224, 28, 28), 224, 3, 14, 1), ((8, 104, 28, 28), 104, 3, 13, 1),
+        ((1, 32, 112, 112), 32, 3, 32, 1), ((8, 96, 56, 56), 96, 3, 96, 1), ((1, 672, 14, 14), 672, 5, 672, 1),
+        ((1, 96, 56, 56), 96, 7, 96, 1), ((1, 144, 56, 56), 144, 3, 144, 2), ((1, 1152, 7, 7), 1152, 5, 1152, 1),
+    ):  # fmt: skip
+        yield _conv((x[0] * scale, *x[1:]), cout, kernel, groups, stride, f32)
+    yield _conv((1, 64, 56, 56), 64, 3, 1, 1, bf16)
+    yield _conv((1, 256, 56, 56), 64, 1, 1, 1, bf16)
+    for dt in (f32, bf16):
+        for numel in (4096, 65536, 1 << 20, 1 << 23):
+            numel *= scale
+            yield _add(numel, dt)
+            yield _unary("relu", numel, dt, torch.relu)
+            if dt is f32:
+                yield _unary("gelu", numel, dt, F.gelu)
+                yield _unary("mul", numel, dt, lambda x: x * 0.5)
+                yield _unary("softmax", numel, dt, lambda x: x.softmax(-1))
+                yield _unary("layer_norm", numel, dt, lambda x: F.layer_norm(x, x.shape[-1:]))
+                yield _unary("sum", numel, dt, lambda x: x.sum(-1))
+    for shape in ((1, 64, 112, 112), (8, 64, 112, 112), (1, 256, 14, 14)):
+        yield _image("batch_norm", (shape[0] * scale, *shape[1:]), f32, _batch_norm)
+    for shape in ((1, 64, 112, 112), (8, 64, 112, 112)):
+        yield _image("max_pool2d", (shape[0] * scale, *shape[1:]), f32, lambda x: F.max_pool2d(x, 3, 2, 1))
+    for shape in ((1, 512, 7, 7), (8, 960, 7, 7), (1, 1280, 14, 14)):
+        yield _image("adaptive_avg_pool2d", (shape[0] * scale, *shape[1:]), f32, lambda x: F.adaptive_avg_pool2d(x, 1))
+    for shape in ((1, 96, 56, 56), (8, 256, 28, 28)):
+        yield _image("hardswish", (shape[0] * scale, *shape[1:]), f32, F.hardswish)
+
+
+def _sync_for(dev: torch.device) -> Callable[[], None]:
+    return torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+
+def _record(bench: Benchmark, dev: torch.device) -> dict[str, Any]:
+    call = bench.make(dev)
+    op, shapes, flops, nbytes = cost_of(call)
+    with torch.no_grad():
+        seconds = time_call(call, _sync_for(dev))
+    dtype = str(bench.dtype).removeprefix("torch.")
+    return {"label": bench.label, "op": op, "shapes": shapes, "dtype": dtype, "flops": flops, "bytes": nbytes, "seconds": seconds}
+
+
+def measure_floors(dev: torch.device) -> dict[str, float]:
+    """The per-op floors: a one-element add, a view, and one op of a chain of small layers (batch 1)."""
+    sync = _sync_for(dev)
+    one = torch.zeros(1, device=dev)
+    blocks = 40
+    chain = nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU()) for _ in range(blocks)]).to(dev).eval()
+    x = torch.randn(1, 16, device=dev)
+    with torch.no_grad():
+        floor = time_call(lambda: one + one, sync)
+        view = time_call(lambda: one.view(1, 1), sync)
+        # a Linear at batch 1 is a view of its weight (t) and one addmm: 3 kernels and 1 view per block
+        chained = time_call(lambda: chain(x), sync, chunk_s=0.02)
+    return {"floor_s": floor, "view_s": view, "host_per_kernel_s": max((chained - blocks * view) / (3 * blocks), floor)}
+
+
+def measure_op_table(device: str | torch.device = "cpu", progress: Progress | None = None, full: bool | None = None) -> dict[str, Any]:
+    """Measure every benchmark of :func:`benchmarks` and the floors on ``device``: the raw op table.
+
+    Returns ``{"floors": {...}, "records": [...]}`` (each record: label, main aten op, its input shapes,
+    dtype, FLOPs and bytes by graphprof's formulas, median seconds per call). A benchmark the device
+    cannot run (a dtype without a kernel) is left out with its error in ``"skipped"``.
+    """
+    dev = torch.device(device)
+    grid = list(benchmarks(full=dev.type == "cuda" if full is None else full))
+    total = len(grid) + 1
+    if progress is not None:
+        progress(0, total, "per-op floors")
+    floors = measure_floors(dev)
+    records: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for i, bench in enumerate(grid, start=1):
+        if progress is not None:
+            progress(i, total, bench.label)
+        try:
+            records.append(_record(bench, dev))
+        except RuntimeError as exc:  # e.g. no bfloat16 kernel for this op on this device
+            skipped.append(f"{bench.label} {bench.dtype}: {str(exc).splitlines()[0]}")
+    if progress is not None:
+        progress(total, total, "done")
+    return {"floors": floors, "records": records, "skipped": skipped}

@@ -1,0 +1,168 @@
+"""``graphprof calibrate``: measure this machine, fit the prediction model, store the ``local`` preset.
+
+Example::
+
+    >>> from graphprof.calibrate import calibrate          # doctest: +SKIP
+    >>> preset = calibrate()                               # ~10-60 s on a CPU; writes ~/.cache/graphprof/local.json
+    >>> preset.hardware.peak_flops("float32")              # the fastest FLOP rate this machine showed
+
+The preset's peak per dtype is the fastest FLOP rate any benchmark reached, and its bandwidth the fastest
+byte rate: so its roofline is a lower bound that no op measured here beat. The prediction model
+(:mod:`graphprof.predict`) is fitted to the same table by :func:`graphprof.calibrate.fit.fit_op_table`.
+The thread count (``torch.get_num_threads()``) and the load average before and after are stored with
+it: a prediction holds for that thread count, and a loaded machine measures slow.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from graphprof.calibrate.bench import Progress, measure_op_table
+from graphprof.calibrate.fit import fit_op_table
+from graphprof.calibrate.store import LOCAL, missing_local_message, read_local, write_preset
+from graphprof.errors import InvalidInputError
+from graphprof.hardware import PRECISIONS, Hardware, get_hardware
+from graphprof.predict import Calibration
+
+__all__ = ["LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local", "measure_default_hardware"]
+
+
+@dataclass(frozen=True)
+class LocalPreset:
+    """The calibrated machine: its :class:`Hardware`, the fitted :class:`Calibration`, what was measured."""
+
+    hardware: Hardware
+    calibration: Calibration
+    device: Mapping[str, Any]
+    path: Path | None = None
+
+    def to_dict(self, table: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        out = {"hardware": self.hardware.to_dict(), "calibration": self.calibration.to_dict(), "device": dict(self.device)}
+        return out if table is None else {**out, "table": dict(table)}
+
+
+def loadavg() -> str | None:
+    """The 1, 5 and 15 minute load averages (`/proc/loadavg`), or None where there is none."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return None
+
+
+def _device_name(dev: torch.device) -> str:
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any]) -> LocalPreset:
+    """The ``local`` preset of a measured op table: peaks and bandwidth from its fastest records, then the fit."""
+    peaks: dict[str, float] = {}
+    best_bytes = 0.0
+    for r in table["records"]:
+        if r["dtype"] in PRECISIONS:
+            peaks[r["dtype"]] = max(peaks.get(r["dtype"], 0.0), r["flops"] / r["seconds"] / 1e12)
+        best_bytes = max(best_bytes, r["bytes"] / r["seconds"] / 1e9)
+    if "float32" not in peaks or best_bytes <= 0:
+        raise InvalidInputError("the op table has no float32 records: nothing to calibrate from")
+    threads = device.get("threads")
+    hardware = Hardware(
+        name=LOCAL,
+        label=f"{device.get('name', 'this machine')} (calibrated, {threads} threads)",
+        kind=f"local {device.get('type', 'cpu')}",
+        peak_tflops=peaks,
+        bandwidth_gbs=best_bytes,
+        source=f"measured by `graphprof calibrate` at {device.get('measured_at', '?')} (load {device.get('loadavg_before', '?')}): "
+        "the fastest FLOP and byte rates of its op table",
+    )
+    calibration = fit_op_table(
+        table, hardware, preset=LOCAL, kind=str(device.get("type", "cpu")),
+        source=f"fitted by graphprof.calibrate from {len(table['records'])} records on {hardware.label}",
+    )  # fmt: skip
+    return LocalPreset(hardware, calibration, device)
+
+
+def calibrate(
+    device: str | torch.device = "cpu",
+    *,
+    output: Path | None = None,
+    progress: Progress | None = None,
+    threads: int | None = None,
+) -> LocalPreset:
+    """Measure ``device`` (CPU, or CUDA when present), fit, and write the ``local`` preset to ``output``
+    (default ``$XDG_CACHE_HOME/graphprof/local.json``). ``threads`` sets torch's thread count while
+    measuring (restored after); it is recorded either way."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidInputError("--device cuda: no CUDA device here (calibrate the CPU with --device cpu)")
+    if dev.type not in ("cpu", "cuda"):
+        raise InvalidInputError(f"cannot calibrate a {dev.type!r} device (cpu or cuda)")
+    if threads is not None and (isinstance(threads, bool) or threads < 1):
+        raise InvalidInputError(f"threads must be a positive integer, got {threads!r}")
+    before_threads = torch.get_num_threads()
+    load_before = loadavg()
+    start = time.perf_counter()
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        table = measure_op_table(dev, progress=progress)
+        used_threads = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before_threads)
+    info = {
+        "type": dev.type, "name": _device_name(dev) if dev.type == "cuda" else _cpu_name(), "threads": used_threads,
+        "cpu_count": os.cpu_count(), "torch": torch.__version__, "loadavg_before": load_before, "loadavg_after": loadavg(),
+        "seconds": round(time.perf_counter() - start, 1),
+        "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }  # fmt: skip
+    preset = preset_from_table(table, info)
+    path = write_preset(preset.to_dict(table), output)
+    return LocalPreset(preset.hardware, preset.calibration, preset.device, path)
+
+
+def load_local(path: Path | None = None) -> LocalPreset | None:
+    """The stored ``local`` preset, or ``None`` when ``graphprof calibrate`` has not been run."""
+    data = read_local(path)
+    if data is None:
+        return None
+    return LocalPreset(Hardware(**data["hardware"]), Calibration.from_dict(data["calibration"]), data.get("device", {}), path)
+
+
+def measure_default_hardware(device_type: str, device_name: str | None = None) -> tuple[Hardware | None, str]:
+    """The device a measurement without ``--hardware`` is compared with, and one line saying which and why.
+
+    The ``local`` preset when it was calibrated on this kind of device (and, for CUDA, this GPU); else,
+    on CUDA, the preset whose name the GPU's contains; else ``None``, with the line saying how to get one.
+    """
+    preset = load_local()
+    if preset is not None:
+        same = preset.device.get("type") == device_type and (device_type != "cuda" or preset.device.get("name") == device_name)
+        if same:
+            threads = preset.device.get("threads")
+            now = torch.get_num_threads() if device_type == "cpu" else threads
+            extra = f"; calibrated with {threads} threads, this run has {now}" if now != threads else ""
+            return preset.hardware, f"estimate and prediction: the local calibration ({preset.device.get('measured_at')}{extra}); --hardware picks another device"
+    if device_type == "cuda" and device_name:
+        for key in ("h200", "h100", "a100", "l4", "t4"):
+            if key in device_name.lower():
+                return get_hardware(key), f"estimate and prediction: the {key} preset, matched to {device_name} by name; `graphprof calibrate --device cuda` measures this GPU itself"
+    return None, missing_local_message() + " for an estimate and a predicted time on this device; --hardware picks a preset"

@@ -1,0 +1,185 @@
+"""graphprof calibrate and the one prediction model (graphprof.predict, graphprof.calibrate)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from graphprof.calibrate import fit as fit_module
+from graphprof.calibrate.local import LocalPreset, load_local, measure_default_hardware, preset_from_table
+from graphprof.calibrate.store import local_path, read_local, write_preset
+from graphprof.errors import InvalidInputError
+from graphprof.formulas import Cost
+from graphprof.hardware import Hardware, get_hardware
+from graphprof.predict import (
+    Calibration,
+    ClassRates,
+    MemoryCurve,
+    kernel_seconds,
+    reduction_depth,
+    steady_seconds,
+    timeline,
+)
+
+HW = Hardware(name="synthetic", label="synthetic CPU", kind="test", peak_tflops={"float32": 0.1}, bandwidth_gbs=50.0, source="test")
+TRUE_CURVE = MemoryCurve(near_gbs=50.0, far_gbs=5.0, cache_bytes=2**20)
+TRUE_MATMUL = ClassRates(compute_fraction=0.8, memory_fraction=1.0, latency_s=2e-6, half_depth=32.0)
+FLOOR = 1e-6
+
+
+def _op(op: str, shapes: list[list[int]], flops: float, nbytes: int) -> SimpleNamespace:
+    return SimpleNamespace(op=op, input_shapes=shapes, cost=Cost(flops=int(flops), bytes_read=nbytes), work_fraction=1.0, status="counted")
+
+
+def synthetic_table(overlap: float) -> dict[str, Any]:
+    """Records timed by the model itself with known parameters (streaming adds, matrix products of many depths)."""
+    truth = Calibration("synthetic", "cpu", 50.0, FLOOR, FLOOR, {"float32": {"matmul": TRUE_MATMUL, "elementwise": ClassRates(1.0, 1.0, 0.0)}},
+                        overlap=overlap, memory=TRUE_CURVE)  # fmt: skip
+    records = []
+    for numel in (1024, 16384, 2**18, 2**20, 2**22, 2**24):
+        op = _op("aten.add", [[numel], [numel]], numel, 12 * numel)
+        records.append({"op": op.op, "shapes": op.input_shapes, "dtype": "float32", "flops": numel, "bytes": 12 * numel})
+    for m, k in ((1, 256), (64, 8), (64, 16), (64, 64), (128, 128), (256, 512), (512, 1024), (8, 4), (256, 32)):
+        n = 256
+        op = _op("aten.mm", [[m, k], [k, n]], 2 * m * n * k, 4 * (m * k + k * n + m * n))
+        records.append({"op": op.op, "shapes": op.input_shapes, "dtype": "float32", "flops": op.cost.flops, "bytes": op.cost.bytes_moved})
+    for r in records:
+        op = _op(r["op"], r["shapes"], r["flops"], r["bytes"])
+        r["seconds"] = steady_seconds(FLOOR, kernel_seconds(op, "float32", HW, truth), overlap)
+    return {"floors": {"floor_s": FLOOR, "view_s": 0.5e-6, "host_per_kernel_s": 5e-6}, "records": records}
+
+
+@pytest.mark.parametrize("overlap", [0.0, 1.0])
+def test_fit_recovers_known_parameters(overlap: float) -> None:
+    cal = fit_module.fit_op_table(synthetic_table(overlap), HW, preset="synthetic", kind="cpu")
+    # the overlap is pinned only by the smallest records, where floor and kernel are alike: it trades off
+    # against the near (cache) bandwidth, so only its side is recovered (a CPU adds, a GPU overlaps)
+    assert cal.overlap <= 0.5 if overlap == 0.0 else cal.overlap >= 0.5
+    matmul = cal.rates["float32"]["matmul"]
+    # grid steps are ~15% for the fractions, a factor of 2 for half_depth: recovered within one step
+    assert matmul.compute_fraction == pytest.approx(0.8, rel=0.16)
+    assert 16 <= matmul.half_depth <= 64
+    assert cal.memory is not None and cal.memory.far_gbs == pytest.approx(5.0, rel=0.3)
+    assert cal.accuracy["median_abs_error"] < 0.08
+    assert cal.host_per_kernel_s == 5e-6 and cal.view_s == 0.5e-6
+
+
+def test_overlap_limits() -> None:
+    host = 10e-6
+    # short kernels: the host floor dominates, whatever the overlap
+    for overlap in (0.0, 0.5, 1.0):
+        assert steady_seconds(host, 1e-9, overlap) == pytest.approx(host, rel=1e-3)
+    # long kernels: the kernel time dominates (plus the floor once when nothing overlaps: 1 ms + 10 us)
+    assert steady_seconds(host, 1e-3, 1.0) == pytest.approx(1e-3)
+    assert steady_seconds(host, 1e-3, 0.0) == pytest.approx(1.01e-3)
+    # a CPU adds, a GPU overlaps: 10 us + 5 us against max(10, 5) us
+    assert steady_seconds(host, 5e-6, 0.0) == pytest.approx(15e-6) and steady_seconds(host, 5e-6, 1.0) == pytest.approx(10e-6)
+
+
+@pytest.mark.parametrize("overlap", [0.0, 0.3, 0.7, 1.0])
+@pytest.mark.parametrize("kernel", [2e-6, 10e-6, 40e-6])
+def test_timeline_of_repeated_op_is_the_steady_formula(overlap: float, kernel: float) -> None:
+    shares = timeline([(10e-6, kernel)] * 400, overlap)
+    # every op's share is at least its kernel time; far from the start, each is the steady per-op time
+    assert min(shares) >= kernel * (1 - 1e-9)
+    assert shares[-1] == pytest.approx(steady_seconds(10e-6, kernel, overlap), rel=1e-6)
+
+
+def test_timeline_views_cost_host_time_only() -> None:
+    assert timeline([(1e-6, 0.0), (1e-6, 0.0)], 0.0) == pytest.approx([1e-6, 1e-6])
+    # on a GPU a view issued behind a long kernel hides in it: 5 us kernel, then a 1 us view = 6 us, not 7
+    assert sum(timeline([(1e-6, 5e-6), (1e-6, 0.0), (1e-6, 1e-6)], 1.0)) == pytest.approx(7e-6)
+
+
+def test_reduction_depth() -> None:
+    assert reduction_depth("aten.mm", [[4, 96], [96, 8]]) == 96
+    assert reduction_depth("aten.addmm", [[8], [4, 96], [96, 8]]) == 96
+    assert reduction_depth("aten.convolution", [[1, 64, 8, 8], [64, 1, 3, 3]]) == 9  # depthwise: 1 * 3 * 3
+    assert reduction_depth("aten.convolution", [[1, 64, 8, 8], [128, 64, 3, 3]]) == 576  # 64 * 3 * 3
+    assert reduction_depth("aten.relu", [[4, 4]]) == 1
+
+
+def _preset(tmp_path: Path) -> LocalPreset:
+    table = synthetic_table(0.0)
+    for r in table["records"]:
+        r["label"] = r["op"]
+    return preset_from_table(table, {"type": "cpu", "name": "synthetic CPU", "threads": 1, "measured_at": "now"})
+
+
+def test_preset_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    preset = _preset(tmp_path)
+    path = write_preset(preset.to_dict())
+    assert path == local_path() == tmp_path / "graphprof" / "local.json"
+    loaded = load_local()
+    assert loaded is not None
+    assert loaded.hardware == preset.hardware and loaded.calibration == preset.calibration
+    assert get_hardware("local") == preset.hardware
+    # its peak is the fastest record's rate: no record beat the lower bound
+    table = synthetic_table(0.0)
+    assert all(r["flops"] / preset.hardware.peak_flops("float32") <= r["seconds"] * (1 + 1e-9) for r in table["records"])
+    hardware, note = measure_default_hardware("cpu")
+    assert hardware == preset.hardware and "local calibration" in note
+
+
+def test_missing_local_preset_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert read_local() is None and load_local() is None
+    with pytest.raises(InvalidInputError, match="run `graphprof calibrate`"):
+        get_hardware("local")
+    hardware, note = measure_default_hardware("cpu")
+    assert hardware is None and "no local calibration" in note and "graphprof calibrate" in note
+    (tmp_path / "graphprof").mkdir()
+    (tmp_path / "graphprof" / "local.json").write_text("{not json")
+    with pytest.raises(InvalidInputError, match="unreadable"):
+        get_hardware("local")
+
+
+def test_lower_bound_stays_below_prediction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import graphprof
+    from graphprof.roofline import classify
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    write_preset(_preset(tmp_path).to_dict())
+    profile = graphprof.profile_model("resnet18", input_shape=(1, 3, 64, 64))
+    roofline = classify(profile, get_hardware("local"))
+    assert roofline.predicted_seconds is not None and roofline.seconds is not None
+    for layer in roofline.layers:
+        assert layer.predicted_seconds is not None and layer.seconds is not None
+        assert layer.predicted_seconds >= layer.seconds * (1 - 1e-9)
+    # the layers' shares sum to the model's prediction, which covers every kernel's host floor (overlap 0)
+    kernels = sum(1 for _, op in profile.iter_ops() if op.status != "zero_cost")
+    assert roofline.predicted_seconds >= kernels * 5e-6
+    assert math.isclose(sum(layer.predicted_seconds or 0.0 for layer in roofline.layers), roofline.predicted_seconds)
+
+
+def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from graphprof.calibrate import local
+    from graphprof_cli.main import app
+
+    def fake_table(device: Any, progress: Any = None, full: Any = None) -> dict[str, Any]:
+        progress(1, 1, "done")
+        return synthetic_table(0.0)
+
+    monkeypatch.setattr(local, "measure_op_table", fake_table)
+    out = tmp_path / "preset.json"
+    result = CliRunner().invoke(app, ["calibrate", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"wrote {out}" in result.output.replace("\n", "")
+    assert read_local(out) is not None
+
+
+@pytest.mark.slow
+def test_real_calibration_of_this_cpu(tmp_path: Path) -> None:
+    from graphprof.calibrate import calibrate
+
+    preset = calibrate("cpu", output=tmp_path / "local.json", threads=1)
+    assert preset.device["threads"] == 1 and preset.device["seconds"] < 60
+    assert preset.hardware.peak_flops("float32") > 0 and preset.calibration.accuracy["records"] > 50
+    assert 0.0 <= preset.calibration.overlap <= 1.0
