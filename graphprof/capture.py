@@ -48,23 +48,40 @@ __all__ = [
     "DEFAULT_METHODS",
     "Capture",
     "default_methods",
+    "dynamo_skip_reason",
+    "DYNAMO_SKIPPED",
 ]
 
 #: Every capture method, in the order :func:`capture_graph` tries them when given no ``methods``.
 METHODS = ("fx.symbolic_trace", "dynamo.export", "eager")
 
-#: The order :func:`graphprof.profile_model` uses by default: symbolic tracing (a fraction of a second
-#: where it works), then the eager capture. Dynamo export is not in it: where symbolic tracing fails it
-#: costs tens of seconds before anything is counted (measured on a shared 2-core machine: timm
-#: mobilevit_xxs 40.9 s of capture against 0.6 s of propagation, efficientvit_m0 42.9 s, yolov8n 11.3 s,
-#: and 35-60 s on torchvision detection models before it fails on data-dependent box counts; about 0.5 s
-#: per decoder layer on transformers), and the eager capture counts the same aten calls on the same
-#: FakeTensors, attributed to the module that issued them. ``methods=("dynamo.export",)``
-#: (``--capture dynamo``) still gives the Dynamo graph, with its per-call rows.
-DEFAULT_METHODS = ("fx.symbolic_trace", "eager")
+#: The order :func:`graphprof.profile_model` uses by default (``--capture auto``): symbolic tracing (a
+#: fraction of a second where it works), then Dynamo export (a whole graph with true shapes where Python
+#: control flow defeats symbolic tracing), then the eager capture (every module a layer, always works).
+DEFAULT_METHODS = METHODS
 
-#: The order for Hugging Face transformers models (the default order; kept as a public name).
+#: The order for Hugging Face transformers models (kept as a public name).
 TRANSFORMERS_METHODS = DEFAULT_METHODS
+
+#: Families whose Dynamo export is decided against before it is tried, and why. Where symbolic tracing
+#: fails, Dynamo costs tens of seconds before anything is counted (measured on a shared 2-core machine:
+#: timm mobilevit_xxs 40.9 s of capture against 0.6 s of propagation, efficientvit_m0 42.9 s, yolov8n
+#: 11.3 s, 35-60 s on torchvision detection models before it fails on data-dependent box counts, about
+#: 0.5 s per decoder layer on transformers), and for these families the eager capture counts the same
+#: aten calls on the same FakeTensors, attributed to the module that issued them.
+DYNAMO_SKIPPED = {
+    "detection": "torchvision's detectors have data-dependent box counts, on which Dynamo export fails after tens of seconds",
+    "hf": "transformers models take about 0.5 s per decoder layer to export; the eager capture gives the same counts per module",
+    "yolo": "YOLO exports in tens of seconds; the eager capture gives the same counts and true shapes per module",
+    "timm": "timm models whose symbolic trace fails take 40 s and more to export; the eager capture gives the same counts",
+}
+
+
+def dynamo_skip_reason(family: str, methods: tuple[str, ...]) -> str | None:
+    """Why ``auto`` does not try Dynamo export for a model of ``family``, or ``None`` when it does."""
+    if "dynamo.export" not in methods or methods != DEFAULT_METHODS:
+        return None
+    return DYNAMO_SKIPPED.get(family)
 
 
 class Capture(str, enum.Enum):
@@ -225,7 +242,7 @@ def preserved_state(model: nn.Module) -> Iterator[None]:
         for param, flag in requires_grad.items():
             param.requires_grad_(flag)
         for (module, name), (buf, saved) in buffers.items():
-            if module._buffers.get(name) is not buf:
+            if dict(module._buffers.items()).get(name) is not buf:  # a TorchScript module's is a read-only wrapper
                 module._buffers[name] = buf
             if buf is not None and saved is not None and not torch.equal(buf, saved):
                 with torch.no_grad():

@@ -18,7 +18,6 @@ from torch import nn
 
 from graphprof import __version__
 from graphprof.aggregate import aggregate_modules
-from graphprof.capture import DEFAULT_METHODS
 from graphprof.count import count_costs
 from graphprof.errors import GraphprofError
 from graphprof.guard import guard_user_code
@@ -66,8 +65,9 @@ def _versions() -> tuple[tuple[str, str], ...]:
 
 def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.dtype | None) -> list[str]:
     notes = list(session.notes) + run.notes
-    if session.methods == DEFAULT_METHODS and run.capture.graph.method == "eager":
-        notes.append("Dynamo export skipped (tens of seconds where symbolic tracing fails): rows are modules; --capture dynamo forces it")
+    skipped = dict(run.capture.graph.attempts).get("dynamo.export", "")
+    if run.capture.graph.method == "eager" and skipped.startswith("not tried: "):
+        notes.append(f"Dynamo export {skipped} (rows are modules; --capture dynamo forces it)")
     notes.extend(n for n in (moe_note(rows, session.model),) if n)
     graph_params = sum(r.params for r in rows)
     total_params = sum(p.numel() for p in parameter_tensors(session.model))

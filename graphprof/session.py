@@ -29,9 +29,11 @@ import torch
 from torch import nn
 
 from graphprof.capture import (
+    METHODS,
     CapturedGraph,
     capture_graph,
     default_methods,
+    dynamo_skip_reason,
     preserved_state,
     slice_batch,
     warm_up,
@@ -201,11 +203,13 @@ class Session:
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], timings: list[tuple[str, float]], attempts: list[tuple[str, str]] | None = None) -> tuple[_Capture, Trace]:
         """Capture with the first method that works *and* whose graph propagates; a graph that captures
         but cannot be run (a traced constant the code mutates, say) moves on to the next method."""
-        attempts = list(attempts or [])
-        remaining = self.methods
+        skipped = dynamo_skip_reason(self.family, self.methods)
+        attempts = list(attempts or []) + ([("dynamo.export", f"not tried: {skipped}")] if skipped else [])
+        remaining = tuple(m for m in self.methods if not (skipped and m == "dynamo.export"))
         while True:
             captured = capture_graph(self.model, args, kwargs, methods=remaining)
             captured.attempts[:0] = attempts
+            captured.attempts.sort(key=lambda a: METHODS.index(a[0]) if a[0] in METHODS else len(METHODS))
             timings.append(("capture", captured.seconds))
             t = time.perf_counter()
             try:

@@ -61,7 +61,7 @@ def test_python_loop_falls_back_to_dynamo():
 def test_data_dependent_model_is_captured_eagerly_and_run_for_real():
     p = graphprof.profile_model(DataDependent(), input_shape=(1, 3, 8, 8))
     assert p.capture_method == "eager"
-    assert [m for m, _ in p.capture_attempts] == ["fx.symbolic_trace"]  # Dynamo only when asked for
+    assert [m for m, _ in p.capture_attempts] == ["fx.symbolic_trace", "dynamo.export"]  # auto: FX, then Dynamo, then eager
     assert p.execution in ("dry-run", "real")
     assert p.total_macs > 0
 

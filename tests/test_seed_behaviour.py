@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
+from torch import nn
 
 import graphprof
+from graphprof.capture import DEFAULT_METHODS, dynamo_skip_reason
 from graphprof.render.table import _module_shapes
 
 
@@ -16,3 +19,33 @@ def test_yolov8n_output_shape_is_the_models_real_one() -> None:
     shapes = _module_shapes(p)
     assert shapes["model.22"][0] == (1, 84, 8400)
     assert shapes[""][0] == (1, 84, 8400) and shapes["model"][0] == (1, 84, 8400)
+    attempts = dict(p.capture_attempts)
+    assert p.capture_method == "eager" and attempts["dynamo.export"].startswith("not tried: YOLO")
+
+
+class _ShapeLoop(nn.Module):
+    """A Python loop over a dimension: symbolic tracing cannot take it, Dynamo unrolls it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(x.shape[0]):
+            x = self.l(x)
+        return x
+
+
+def test_auto_is_fx_then_dynamo_then_eager() -> None:
+    """Seed 001's design: FX, with Dynamo as the fallback; the report says why each earlier one failed."""
+    p = graphprof.profile_model(_ShapeLoop(), input_shape=(3, 8))
+    assert p.capture_method == "dynamo.export"
+    assert [m for m, _ in p.capture_attempts] == ["fx.symbolic_trace"]
+    assert p.total_macs == 3 * (3 * 8 * 8)  # three calls, each 3 rows x 8 in x 8 out
+
+
+def test_families_where_dynamo_must_fail_or_crawl_skip_it_with_the_reason() -> None:
+    assert dynamo_skip_reason("detection", DEFAULT_METHODS) is not None
+    assert dynamo_skip_reason("hf", DEFAULT_METHODS) is not None
+    assert dynamo_skip_reason("classification", DEFAULT_METHODS) is None
+    assert dynamo_skip_reason("detection", ("dynamo.export",)) is None  # --capture dynamo forces it
