@@ -60,12 +60,16 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
-def _spec(prompt_len: Any, new_tokens: Any, batch_size: Any, dtype: Any, kv_dtype: Any, cache: Any, hardware: Any) -> GenerationSpec:
+def _spec(
+    prompt_len: Any, new_tokens: Any, batch_size: Any, dtype: Any, kv_dtype: Any, cache: Any, hardware: Any
+) -> GenerationSpec:
     run = parse_dtype(dtype) or DEFAULT_DTYPE
     try:
         kind = CacheKind(cache)
     except ValueError as exc:
-        raise InvalidInputError(f"unknown cache {cache!r}; choose from {', '.join(k.value for k in CacheKind)}") from exc
+        raise InvalidInputError(
+            f"unknown cache {cache!r}; choose from {', '.join(k.value for k in CacheKind)}"
+        ) from exc
     device = get_hardware(hardware) if isinstance(hardware, str) else hardware
     return GenerationSpec(
         _positive("prompt length", prompt_len), _positive("new tokens", new_tokens), _positive("batch size", batch_size),
@@ -83,20 +87,28 @@ def prepare_generation(model: nn.Module | str, spec: GenerationSpec, **options: 
         pm = prepare(model, example_kwargs={"input_ids": ids}, dtype=spec.dtype, target=target, **options)
     config = getattr(pm.model, "config", None)
     if config is None or getattr(config, "is_encoder_decoder", False) or not hasattr(pm.model, "generate"):
-        raise InvalidInputError(f"{pm.name}: generation profiles need a transformers decoder-only causal LM (one with generate())")
+        raise InvalidInputError(
+            f"{pm.name}: generation profiles need a transformers decoder-only causal LM (one with generate())"
+        )
     return pm
 
 
-def _decode_profiles(pm: PreparedModel, spec: GenerationSpec, kv: KVCacheSpec, layers_path: str, contexts: list[int]) -> list[tuple[int, Profile]]:
+def _decode_profiles(
+    pm: PreparedModel, spec: GenerationSpec, kv: KVCacheSpec, layers_path: str, contexts: list[int]
+) -> list[tuple[int, Profile]]:
     out = []
     for context in contexts:
         profile = profile_decode(pm, context=context, batch=spec.batch, kind=spec.cache, kv_dtype=spec.dtype)
-        profile = reprice_kv(profile, layers_path, kv, context=context, new=1, batch=spec.batch, run=spec.dtype, kv=spec.kv_dtype)
+        profile = reprice_kv(
+            profile, layers_path, kv, context=context, new=1, batch=spec.batch, run=spec.dtype, kv=spec.kv_dtype
+        )
         out.append((context, profile))
     return out
 
 
-def _decode(pm: PreparedModel, spec: GenerationSpec, kv: KVCacheSpec, traffic: KVTraffic) -> tuple[Phase | None, Phase | None, Phase | None, str]:
+def _decode(
+    pm: PreparedModel, spec: GenerationSpec, kv: KVCacheSpec, traffic: KVTraffic
+) -> tuple[Phase | None, Phase | None, Phase | None, str]:
     """The first and last decode steps and their sum, and how the sum was taken."""
     steps, first = spec.new_tokens - 1, spec.prompt_len
     if steps == 0:
@@ -139,7 +151,9 @@ def _latency(prefill: Phase, total: Phase | None, batch: int, pick: str) -> Late
     return Latency(ttft_s=ttft, tpot_s=tpot, tokens_per_s=rate, total_s=ttft + (steps_s or 0.0))
 
 
-def _fit(pm: PreparedModel, prefill: Profile, spec: GenerationSpec, kv: KVCacheSpec, memory_bytes: int | None) -> MemoryFit | None:
+def _fit(
+    pm: PreparedModel, prefill: Profile, spec: GenerationSpec, kv: KVCacheSpec, memory_bytes: int | None
+) -> MemoryFit | None:
     if spec.hardware is None:
         return None
     capacity = device_memory(spec.hardware, memory_bytes)
@@ -161,7 +175,9 @@ def _notes(spec: GenerationSpec, how: str, fit: MemoryFit | None, hardware: Hard
         "the prefill gives the first new token; each decode step one more; the last token never enters the cache",
     ]
     if spec.kv_dtype != spec.dtype:
-        notes.append("the dry run keeps the cache in the compute dtype; its reads and writes are re-priced at the KV dtype")
+        notes.append(
+            "the dry run keeps the cache in the compute dtype; its reads and writes are re-priced at the KV dtype"
+        )
     if hardware is not None and fit is None:
         notes.append(f"will it fit: no memory figure for {hardware.label} (pass memory_bytes)")
     return tuple(notes)
@@ -192,8 +208,19 @@ def profile_generation(
     kv = kv_spec(pm.model.config)
     layers_path = decoder_list(pm.model)
     traffic = KVTraffic(kv, layers_path, spec.batch, spec.kv_dtype)
-    prefill_profile = profile_prefill(pm, prompt=spec.prompt_len, batch=spec.batch, kind=spec.cache, kv_dtype=spec.dtype)
-    prefill_profile = reprice_kv(prefill_profile, layers_path, kv, context=0, new=spec.prompt_len, batch=spec.batch, run=spec.dtype, kv=spec.kv_dtype)
+    prefill_profile = profile_prefill(
+        pm, prompt=spec.prompt_len, batch=spec.batch, kind=spec.cache, kv_dtype=spec.dtype
+    )
+    prefill_profile = reprice_kv(
+        prefill_profile,
+        layers_path,
+        kv,
+        context=0,
+        new=spec.prompt_len,
+        batch=spec.batch,
+        run=spec.dtype,
+        kv=spec.kv_dtype,
+    )
     prefill = single_phase("prefill", prefill_profile, spec.hardware, traffic, context=0, new=spec.prompt_len)
     first, last, total, how = _decode(pm, spec, kv, traffic)
     fit = _fit(pm, prefill_profile, spec, kv, memory_bytes)

@@ -22,7 +22,17 @@ GB = 10**9
 #: PCIe 80GB, H200 141GB, L4 24GB, T4 16GB, RTX 4090 24GB, Jetson AGX Orin 64GB shared with the CPU,
 #: M1 Max up to 64GB unified). The generic desktop CPU has none: the host's memory is used.
 DEVICE_MEMORY_GB = MappingProxyType(
-    {"a100": 80, "h100": 80, "h100-pcie": 80, "h200": 141, "l4": 24, "t4": 16, "rtx4090": 24, "jetson-orin": 64, "apple-m1-max": 64}
+    {
+        "a100": 80,
+        "h100": 80,
+        "h100-pcie": 80,
+        "h200": 141,
+        "l4": 24,
+        "t4": 16,
+        "rtx4090": 24,
+        "jetson-orin": 64,
+        "apple-m1-max": 64,
+    }
 )
 
 

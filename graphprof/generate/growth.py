@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from graphprof.errors import ShapePropagationError
 from graphprof.formulas import Cost
-from graphprof.result import LayerRow, OpRecord, Profile
+from graphprof.result import LayerRow, Profile
 
 __all__ = ["AffineDecode", "NotAffineError", "fit_affine", "scale", "minus"]
 
@@ -81,7 +81,9 @@ class AffineDecode:
         return _plus(scale(self.base.total, steps), scale(slope, steps * (steps - 1) // 2))
 
     def row_total(self, index: int, steps: int) -> Cost:
-        return _plus(scale(self.base.layers[index].cost, steps), scale(self.row_slopes[index], steps * (steps - 1) // 2))
+        return _plus(
+            scale(self.base.layers[index].cost, steps), scale(self.row_slopes[index], steps * (steps - 1) // 2)
+        )
 
 
 def _check_same_graph(a: Profile, b: Profile) -> None:
@@ -111,7 +113,9 @@ def fit_affine(first: Profile, context: int, next_: Profile, far: Profile, far_c
     extra = far_context - context
     for index, row in enumerate(far.layers):
         if row.cost != fitted.row_cost(index, far_context):
-            raise NotAffineError(f"{row.name}: its cost at context {far_context} is off the line through {context} and {context + 1}")
+            raise NotAffineError(
+                f"{row.name}: its cost at context {far_context} is off the line through {context} and {context + 1}"
+            )
         base_ops = first.layers[index].ops
         for op, base_op, slope in zip(row.ops, base_ops, op_slopes[index], strict=True):
             if op.cost != _plus(base_op.cost, scale(slope, extra)):

@@ -66,7 +66,12 @@ class KVCacheSpec:
         return self.bytes_per_token(dtype) * tokens * batch
 
     def to_dict(self) -> dict[str, int]:
-        return {"layers": self.layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim, "attention_heads": self.attention_heads}
+        return {
+            "layers": self.layers,
+            "kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "attention_heads": self.attention_heads,
+        }
 
 
 def _text_config(config: Any) -> Any:
@@ -116,7 +121,10 @@ def make_cache(config: Any, kind: CacheKind, *, context: int, step: int, batch: 
     if kind is CacheKind.DYNAMIC:
         if context == 0:
             return transformers.DynamicCache(config=config)
-        data = [(torch.empty(shape, dtype=dtype, device="meta"), torch.empty(shape, dtype=dtype, device="meta")) for _ in range(spec.layers)]
+        data = [
+            (torch.empty(shape, dtype=dtype, device="meta"), torch.empty(shape, dtype=dtype, device="meta"))
+            for _ in range(spec.layers)
+        ]
         return transformers.DynamicCache(ddp_cache_data=data, config=config)
     cache = transformers.StaticCache(config=config, max_cache_len=context + step)
     one = torch.empty((batch, spec.kv_heads, 1, spec.head_dim), dtype=dtype, device="meta")
