@@ -64,8 +64,9 @@ class AffineDecode:
     def row_at(self, index: int, context: int) -> LayerRow:
         """Row ``index`` (forward only, as a decode step is) at ``context`` cached tokens."""
         row, extra = self.base.layers[index], context - self.base_context
+        zero = Cost()
         ops = tuple(
-            dataclasses.replace(op, cost=_plus(op.cost, scale(slope, extra)))
+            op if slope == zero else dataclasses.replace(op, cost=_plus(op.cost, scale(slope, extra)))
             for op, slope in zip(row.ops, self.op_slopes[index], strict=True)
         )
         return dataclasses.replace(row, forward=self.row_cost(index, context), backward=Cost(), ops=ops)
