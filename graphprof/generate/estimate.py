@@ -60,6 +60,16 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
+#: KV cache dtypes beyond :func:`graphprof.options.parse_dtype`'s (a float8 cache with bfloat16 compute).
+_KV_DTYPES = {"float8": torch.float8_e4m3fn, "fp8": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+
+
+def _kv_dtype(value: str | torch.dtype | None, run: torch.dtype) -> torch.dtype:
+    if isinstance(value, str) and value.strip().lower() in _KV_DTYPES:
+        return _KV_DTYPES[value.strip().lower()]
+    return parse_dtype(value) or run
+
+
 def _spec(
     prompt_len: Any, new_tokens: Any, batch_size: Any, dtype: Any, kv_dtype: Any, cache: Any, hardware: Any
 ) -> GenerationSpec:
@@ -73,7 +83,7 @@ def _spec(
     device = get_hardware(hardware) if isinstance(hardware, str) else hardware
     return GenerationSpec(
         _positive("prompt length", prompt_len), _positive("new tokens", new_tokens), _positive("batch size", batch_size),
-        run, parse_dtype(kv_dtype) or run, kind, device,
+        run, _kv_dtype(kv_dtype, run), kind, device,
     )  # fmt: skip
 
 
