@@ -435,7 +435,9 @@ def prepare(
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
     if proposals is not None:
         raise InvalidInputError("proposals applies to a model named from the zoo; set your own model's attributes")
-    module = model_or_name
+    from graphprof.models.compiled import unwrap_compiled
+
+    module, compiled = unwrap_compiled(model_or_name)
     if example_inputs is not None or example_kwargs is not None:
         args, kwargs = as_args(example_inputs), dict(example_kwargs or {})
         if batch_size is not None:
@@ -450,7 +452,7 @@ def prepare(
         raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
     name = model_name or type(module).__name__
     return _prepare_module(
-        module, args, kwargs, name, "custom", [], run_dtype, run_mode, forced or default_methods(module), [], lowering=lowering
+        module, args, kwargs, name, "custom", [compiled] if compiled else [], run_dtype, run_mode, forced or default_methods(module), [], lowering=lowering
     )
 
 
