@@ -16,7 +16,7 @@ import torch
 import graphprof
 from graphprof.errors import InvalidInputError, UnsafeLoadError
 from graphprof.formulas import Cost
-from graphprof.generate import CacheKind, kv_spec, profile_generation
+from graphprof.generate import kv_spec, profile_generation
 from graphprof.generate.blocks import decoder_list
 from graphprof.generate.estimate import _decode_profiles, _spec, prepare_generation
 from graphprof.generate.phases import KVTraffic, exact_phase
@@ -86,7 +86,9 @@ def test_affine_sum_equals_every_step_profiled():
     pm = prepare_generation("hf:llama", spec)
     kv, path = kv_spec(pm.model.config), decoder_list(pm.model)
     traffic = KVTraffic(kv, path, 1, spec.kv_dtype)
-    every = exact_phase("decode_total", _decode_profiles(pm, spec, kv, path, list(range(32, 37))), spec.hardware, traffic)
+    every = exact_phase(
+        "decode_total", _decode_profiles(pm, spec, kv, path, list(range(32, 37))), spec.hardware, traffic
+    )
     summed = profile_generation("hf:llama", prompt_len=32, new_tokens=6, hardware="h100").decode_total
     assert summed is not None and summed.forwards == every.forwards == 5
     assert summed.total.cost == every.total.cost
@@ -99,7 +101,7 @@ def test_graph_writes_one_token_per_step_into_the_static_cache():
     spec = _spec(32, 2, 2, None, None, "static", None)
     pm = prepare_generation("hf:llama", spec)
     kv, path = kv_spec(pm.model.config), decoder_list(pm.model)
-    (_, profile), = _decode_profiles(pm, spec, kv, path, [32])
+    ((_, profile),) = _decode_profiles(pm, spec, kv, path, [32])
     written = sum(op.cost.bytes_written for _, op in profile.iter_ops() if op.op == "aten.index_copy_")
     assert written == kv.bytes_per_token(torch.bfloat16) * 2  # batch 2, one token each
 
@@ -145,7 +147,22 @@ def test_cli_generate_json():
 
     from graphprof_cli.main import app
 
-    result = CliRunner().invoke(app, ["--model", "hf:llama", "--generate", "--prompt-len", "16", "--new-tokens", "3", "--hardware", "h100", "--output", "-"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "--model",
+            "hf:llama",
+            "--generate",
+            "--prompt-len",
+            "16",
+            "--new-tokens",
+            "3",
+            "--hardware",
+            "h100",
+            "--output",
+            "-",
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["kv_cache"]["bytes_per_token"] == 2048 and data["decode_steps"] == 2
@@ -157,7 +174,9 @@ def test_cli_generate_report():
 
     from graphprof_cli.main import app
 
-    result = CliRunner().invoke(app, ["--model", "hf:llama", "--generate", "--prompt-len", "16", "--new-tokens", "2", "--width", "160"])
+    result = CliRunner().invoke(
+        app, ["--model", "hf:llama", "--generate", "--prompt-len", "16", "--new-tokens", "2", "--width", "160"]
+    )
     assert result.exit_code == 0, result.output
     assert "KV cache per token" in result.stdout and "model.layers.0-3 (x4, each)" in result.stdout
 

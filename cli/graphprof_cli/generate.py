@@ -27,17 +27,28 @@ __all__ = [
 ]
 
 GenerateOption = Annotated[
-    bool, flag("--generate", help="Profile generate(): prefill and decode with a KV cache, per layer; time to first token, per token, will it fit.")
+    bool,
+    flag(
+        "--generate",
+        help="Profile generate(): prefill and decode with a KV cache, per layer; time to first token, per token, will it fit.",
+    ),
 ]
-PromptLenOption = Annotated[int, typer.Option("--prompt-len", min=1, help="With --generate: prompt tokens (the prefill).")]
+PromptLenOption = Annotated[
+    int, typer.Option("--prompt-len", min=1, help="With --generate: prompt tokens (the prefill).")
+]
 NewTokensOption = Annotated[int, typer.Option("--new-tokens", min=1, help="With --generate: tokens to generate.")]
 KVDtypeOption = Annotated[
-    str | None, typer.Option("--kv-dtype", help="With --generate: the KV cache's dtype (default: --dtype, else bfloat16).")
+    str | None,
+    typer.Option("--kv-dtype", help="With --generate: the KV cache's dtype (default: --dtype, else bfloat16)."),
 ]
 CacheOption = Annotated[
     str,
-    typer.Option("--cache", help="With --generate: static (K/V written in place) or dynamic (transformers' DynamicCache, torch.cat each step)."),
+    typer.Option(
+        "--cache",
+        help="With --generate: static (K/V written in place) or dynamic (transformers' DynamicCache, torch.cat each step).",
+    ),
 ]
+
 
 def run_generate(
     *,
@@ -56,10 +67,9 @@ def run_generate(
     debug: bool,
 ) -> None:
     """Profile (and with ``measure`` run) generation, print the report, write ``--output`` as JSON."""
-    from graphprof.render.generate import render_generation
-
     from graphprof.generate import profile_generation
     from graphprof.generate.measure import with_measurement
+    from graphprof.render.generate import render_generation
 
     options = {
         "prompt_len": prompt_len, "new_tokens": new_tokens, "batch_size": batch_size or 1, "dtype": dtype,

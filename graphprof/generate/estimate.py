@@ -61,7 +61,12 @@ def _positive(name: str, value: object) -> int:
 
 
 #: KV cache dtypes beyond :func:`graphprof.options.parse_dtype`'s (a float8 cache with bfloat16 compute).
-_KV_DTYPES = {"float8": torch.float8_e4m3fn, "fp8": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+_KV_DTYPES = {
+    "float8": torch.float8_e4m3fn,
+    "fp8": torch.float8_e4m3fn,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
+}
 
 
 def _kv_dtype(value: str | torch.dtype | None, run: torch.dtype) -> torch.dtype:

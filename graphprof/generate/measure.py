@@ -41,7 +41,9 @@ class _Clock:
         return scores
 
 
-def _model(model: nn.Module | str, batch: int, prompt: int, device: torch.device, dtype: torch.dtype) -> tuple[nn.Module, str]:
+def _model(
+    model: nn.Module | str, batch: int, prompt: int, device: torch.device, dtype: torch.dtype
+) -> tuple[nn.Module, str]:
     if isinstance(model, str):
         from graphprof.models import resolve_model
 
@@ -52,7 +54,9 @@ def _model(model: nn.Module | str, batch: int, prompt: int, device: torch.device
         raise InvalidInputError("a model on the meta device has no weights to run; build it on the CPU to measure")
     if all(t.device == device and (t.dtype == dtype or not t.is_floating_point()) for t in tensors):
         return model, type(model).__name__
-    return copy.deepcopy(model).to(device=device, dtype=dtype).eval(), type(model).__name__  # the user's model untouched
+    return copy.deepcopy(model).to(device=device, dtype=dtype).eval(), type(
+        model
+    ).__name__  # the user's model untouched
 
 
 def _generate(model: nn.Module, ids: torch.Tensor, new_tokens: int, cache: CacheKind, clock: Any) -> None:
@@ -146,7 +150,9 @@ def host_hardware(device: str | torch.device | None) -> Hardware:
     raise AssertionError("unreachable: the cpu preset exists")  # pragma: no cover
 
 
-def with_measurement(model: nn.Module | str, *, device: str | None = None, runs: int = 3, **options: Any) -> GenerationProfile:
+def with_measurement(
+    model: nn.Module | str, *, device: str | None = None, runs: int = 3, **options: Any
+) -> GenerationProfile:
     """:func:`~graphprof.generate.profile_generation` (``options``; hardware defaulting to
     :func:`host_hardware`) with a real ``generate()`` of the same model, dtype, cache and sizes beside it."""
     from graphprof.generate.estimate import profile_generation
@@ -159,4 +165,3 @@ def with_measurement(model: nn.Module | str, *, device: str | None = None, runs:
         dtype=getattr(torch, result.dtype), cache=CacheKind(result.cache), device=device or "cpu", runs=runs,
     )  # fmt: skip
     return dataclasses.replace(result, measurement=measured)
-

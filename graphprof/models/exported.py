@@ -88,7 +88,12 @@ def _placeholder_inputs(ep: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 def resolve_pt2(
-    spec: str, *, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device, allow_unsafe_load: bool = False
+    spec: str,
+    *,
+    input_shape: Sequence[int] | None,
+    batch_size: int | None,
+    device: torch.device,
+    allow_unsafe_load: bool = False,
 ) -> ResolvedModel:
     """Load ``spec`` (a ``.pt2`` path) as an unflattened module with its example inputs."""
     path = Path(spec).expanduser()
@@ -103,7 +108,9 @@ def resolve_pt2(
         raise ModelBuildError(f"could not load {spec} with torch.export.load: {type(exc).__name__}: {exc}") from exc
     saved = ep.example_inputs
     args, kwargs = (tuple(saved[0]), dict(saved[1])) if saved is not None else _placeholder_inputs(ep)
-    args, kwargs = resize_inputs(args, kwargs, batch_size=batch_size, input_shape=tuple(input_shape) if input_shape else None, what=spec)
+    args, kwargs = resize_inputs(
+        args, kwargs, batch_size=batch_size, input_shape=tuple(input_shape) if input_shape else None, what=spec
+    )
     notes = (
         "an ExportedProgram loaded with torch.export.load after checking nothing in it is unpickled as code"
         if not allow_unsafe_load

@@ -16,7 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.generate.result import BlockCost, GenerationMeasurement, GenerationProfile, Latency, Phase
+from graphprof.generate.result import BlockCost, GenerationMeasurement, GenerationProfile, Latency
 from graphprof.render.table import format_bytes, format_count, format_seconds
 
 __all__ = ["render_generation"]
@@ -64,7 +64,10 @@ def _latency_rows(table: Table, label: str, lat: Latency | None, unit: str) -> N
     if lat is None:
         return
     rate = "-" if lat.tokens_per_s is None else f"{lat.tokens_per_s:,.0f} tokens/s"
-    table.add_row(f"{label} ({unit})", f"TTFT {format_seconds(lat.ttft_s)}, TPOT {format_seconds(lat.tpot_s)}, {rate}, total {format_seconds(lat.total_s)}")
+    table.add_row(
+        f"{label} ({unit})",
+        f"TTFT {format_seconds(lat.ttft_s)}, TPOT {format_seconds(lat.tpot_s)}, {rate}, total {format_seconds(lat.total_s)}",
+    )
 
 
 def _summary(g: GenerationProfile) -> Table:
@@ -76,7 +79,9 @@ def _summary(g: GenerationProfile) -> Table:
         "KV cache per token",
         f"{g.kv_bytes_per_token:,} B = 2 x {kv.layers} layers x {kv.kv_heads} KV heads x {kv.head_dim} x {g.kv_bytes_per_token // kv.elements_per_token} B",
     )
-    table.add_row("KV cache at the end", f"{format_bytes(g.kv_cache_bytes)} ({g.final_context:,} tokens x batch {g.batch})")
+    table.add_row(
+        "KV cache at the end", f"{format_bytes(g.kv_cache_bytes)} ({g.final_context:,} tokens x batch {g.batch})"
+    )
     _latency_rows(table, "time", g.lower_bound, "lower bound")
     _latency_rows(table, "time", g.predicted, "predicted")
     if g.fit is not None:
@@ -94,7 +99,9 @@ def _summary(g: GenerationProfile) -> Table:
 
 
 def _phases(g: GenerationProfile) -> Table:
-    table = _table("Phases (estimates)", caption="KV read: cached tokens attention reads; KV written: tokens the step adds")
+    table = _table(
+        "Phases (estimates)", caption="KV read: cached tokens attention reads; KV written: tokens the step adds"
+    )
     for name, justify in (("Phase", "left"), ("Context", "right"), ("Forwards", "right"), ("MACs", "right"), ("Bytes", "right"),
                           ("KV read", "right"), ("KV written", "right"), ("FLOP/B", "right"), ("Bound", "left"),
                           ("Lower bound", "right"), ("Predicted", "right")):  # fmt: skip
@@ -131,9 +138,17 @@ def _folded(prefill: Sequence[BlockCost], decode: Sequence[BlockCost] | None) ->
 
 def _alike(prefill: Sequence[BlockCost], decode: Sequence[BlockCost] | None, i: int, j: int) -> bool:
     def same(a: BlockCost, b: BlockCost) -> bool:
-        return (a.cost, a.kv_bytes_read, a.kv_bytes_written, a.bound) == (b.cost, b.kv_bytes_read, b.kv_bytes_written, b.bound)
+        return (a.cost, a.kv_bytes_read, a.kv_bytes_written, a.bound) == (
+            b.cost,
+            b.kv_bytes_read,
+            b.kv_bytes_written,
+            b.bound,
+        )
 
-    if prefill[i].name.rpartition(".")[0] != prefill[j].name.rpartition(".")[0] or not prefill[j].name.rpartition(".")[2].isdigit():
+    if (
+        prefill[i].name.rpartition(".")[0] != prefill[j].name.rpartition(".")[0]
+        or not prefill[j].name.rpartition(".")[2].isdigit()
+    ):
         return False
     return same(prefill[i], prefill[j]) and (decode is None or same(decode[i], decode[j]))
 
@@ -143,7 +158,23 @@ def _blocks(g: GenerationProfile) -> Table:
         "Per block: prefill | one decode step (the first) | every decode step",
         caption="Time: the roofline lower bound on the device; x N, each: N consecutive layers alike, one shown",
     )
-    for name in ("Block", "MACs", "Bytes", "FLOP/B", "Bound", "Time", "|", "MACs ", "Bytes ", "KV read", "FLOP/B ", "Bound ", "Time ", "| ", "Time  "):
+    for name in (
+        "Block",
+        "MACs",
+        "Bytes",
+        "FLOP/B",
+        "Bound",
+        "Time",
+        "|",
+        "MACs ",
+        "Bytes ",
+        "KV read",
+        "FLOP/B ",
+        "Bound ",
+        "Time ",
+        "| ",
+        "Time  ",
+    ):
         justify = "left" if name.startswith(("Block", "Bound", "|")) else "right"
         table.add_column(name.strip() if name.strip() != "|" else "", justify=justify, no_wrap=True)  # type: ignore[arg-type]
     first = g.decode_first.blocks if g.decode_first is not None else None
@@ -169,7 +200,9 @@ def _ratio(measured: float, estimate: float | None) -> str:
 
 
 def _measured(g: GenerationProfile, m: GenerationMeasurement) -> Table:
-    caption = f"{m.runs} runs of generate() on {m.device} ({m.host}); load {m.load}: a shared machine's timings are noisy"
+    caption = (
+        f"{m.runs} runs of generate() on {m.device} ({m.host}); load {m.load}: a shared machine's timings are noisy"
+    )
     table = _table("Measured beside estimated", caption=caption)
     for name in ("", "Measured", "Lower bound", "Measured / bound", "Predicted", "Measured / predicted"):
         table.add_column(name, justify="left" if not name else "right", no_wrap=True)
