@@ -88,15 +88,20 @@ def kv_spec(config: Any) -> KVCacheSpec:
     131072
     """
     text = _text_config(config)
-    layers = getattr(text, "num_hidden_layers", None)
-    heads = getattr(text, "num_attention_heads", None)
-    hidden = getattr(text, "hidden_size", None)
-    if not all(isinstance(v, int) and v > 0 for v in (layers, heads, hidden)):
+    layers, heads, hidden = (
+        getattr(text, k, None) for k in ("num_hidden_layers", "num_attention_heads", "hidden_size")
+    )
+    if not (
+        isinstance(layers, int)
+        and isinstance(heads, int)
+        and isinstance(hidden, int)
+        and min(layers, heads, hidden) > 0
+    ):
         raise InvalidInputError(
             f"{type(config).__name__} names no layers / attention heads / hidden size: not a decoder graphprof can cache"
         )
-    kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    head_dim = getattr(text, "head_dim", None) or hidden // heads
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
     return KVCacheSpec(layers=layers, kv_heads=kv_heads, head_dim=head_dim, attention_heads=heads)
 
 

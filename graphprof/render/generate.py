@@ -176,7 +176,7 @@ def _blocks(g: GenerationProfile) -> Table:
         "Time  ",
     ):
         justify = "left" if name.startswith(("Block", "Bound", "|")) else "right"
-        table.add_column(name.strip() if name.strip() != "|" else "", justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        table.add_column(name.strip() if name.strip() != "|" else "", justify=justify, overflow="fold")  # type: ignore[arg-type]
     first = g.decode_first.blocks if g.decode_first is not None else None
     total = g.decode_total.blocks if g.decode_total is not None else None
     for label, i, _count in _folded(g.prefill.blocks, first):
