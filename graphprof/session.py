@@ -261,13 +261,22 @@ S = TypeVar("S", bound=Session)
 
 
 def unwrap_model(model: nn.Module) -> tuple[nn.Module, list[str]]:
-    """The module a ``DataParallel`` / ``DistributedDataParallel`` wrapper holds (what it runs on each
-    replica: on one device, ``DataParallel`` simply calls it), with a note; any other model as it is."""
+    """The module inside the wrappers users hand over, with a note each: ``DataParallel`` /
+    ``DistributedDataParallel`` (what they run on each replica: on one device, ``DataParallel`` simply
+    calls it) and ``torch.compile``'s ``OptimizedModule`` (:func:`graphprof.models.compiled.unwrap_compiled`);
+    any other model as it is."""
+    from graphprof.models.compiled import unwrap_compiled
+
     notes = []
-    while isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
-        notes.append(f"profiled the module inside {type(model).__name__} (its .module): the wrapper adds no arithmetic")
-        model = model.module
-    return model, notes
+    while True:
+        if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+            notes.append(f"profiled the module inside {type(model).__name__} (its .module): the wrapper adds no arithmetic")
+            model = model.module
+            continue
+        inner, note = unwrap_compiled(model)
+        if note is None:
+            return model, notes
+        model, notes = inner, [*notes, note]
 
 
 @guard_user_code

@@ -22,6 +22,7 @@ from graphprof import __version__
 from graphprof.errors import EXIT_CODES
 from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
+from graphprof_cli.generate import CacheOption, GenerateOption, KVDtypeOption, NewTokensOption, PromptLenOption
 
 app = typer.Typer(
     cls=Group,
@@ -175,6 +176,11 @@ def profile(
         Path | None,
         typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt."),
     ] = None,
+    generate: GenerateOption = False,
+    prompt_len: PromptLenOption = 1024,
+    new_tokens: NewTokensOption = 256,
+    kv_dtype: KVDtypeOption = None,
+    cache: CacheOption = "static",
     debug: DebugOption = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
@@ -204,6 +210,15 @@ def profile(
     from graphprof.render.plots import require_matplotlib
     from graphprof.roofline import classify
 
+    if generate:
+        from graphprof_cli.generate import run_generate
+
+        run_generate(
+            model=model, prompt_len=prompt_len, new_tokens=new_tokens, batch_size=batch_size, dtype=dtype, kv_dtype=kv_dtype,
+            cache=cache, hardware=run_guarded(lambda: resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs), debug),
+            measure=measure, device=device, output=output, console=_console(width), debug=debug,
+        )  # fmt: skip
+        return
     to_stdout = output is not None and str(output) == STDOUT
     console = _console(width, stderr=to_stdout)  # with --output -, stdout carries the file alone
     chosen: list[str] = []

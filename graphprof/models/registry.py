@@ -29,7 +29,7 @@ import torch
 from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.guard import guard_user_code
 from graphprof.inputs import INPUT_SEED
-from graphprof.models import hf, timm_zoo, torchvision_zoo, user, yolo
+from graphprof.models import exported, hf, timm_zoo, torchvision_zoo, user, yolo
 from graphprof.models.base import ModelInfo, ResolvedModel
 from graphprof.models.device import parse_device
 from graphprof.models.offline import network_blocked
@@ -79,6 +79,8 @@ def _resolve(
     lowered = spec.lower()
     if lowered.startswith(hf.PREFIX):
         return hf.resolve_hf(spec, **options)
+    if lowered.endswith(exported.SUFFIX):
+        return exported.resolve_pt2(spec, **options, allow_unsafe_load=allow_unsafe_load)
     if lowered.endswith(CHECKPOINT_SUFFIXES):
         return yolo.load_checkpoint(spec, **options, allow_unsafe_load=allow_unsafe_load)
     if yolo.yaml_suffix(spec):
