@@ -9,107 +9,171 @@ Public API::
     pm = graphprof.prepare("yolov8n")                  # resolve, warm up, capture: once
     [pm.profile(batch_size=b) for b in (1, 2, 4, 8)]   # each a dry run on the same capture
 
-The names below are imported on first use, so ``import graphprof.errors`` (what the command line needs
-to answer ``--help`` and ``--version``) does not import torch.
+The names in ``__all__`` are imported on first use, so ``import graphprof.errors`` (what the command
+line needs to answer ``--help`` and ``--version``) does not import torch; a type checker reads them
+from the imports under ``TYPE_CHECKING``, so a user's ``mypy --strict`` sees each with its real type.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-#: public name -> the module that defines it
-_EXPORTS: dict[str, str] = {
-    "profile_model": "graphprof.profile",
-    "compare_models": "graphprof.profile",
-    "ModelOutcome": "graphprof.profile",
-    "prepare": "graphprof.prepared",
-    "PreparedModel": "graphprof.prepared",
-    "Profile": "graphprof.result",
-    "LayerRow": "graphprof.result",
-    "ModuleRow": "graphprof.result",
-    "OpRecord": "graphprof.result",
-    "UnsupportedOp": "graphprof.result",
-    "InputSpec": "graphprof.inputs",
-    "Cost": "graphprof.formulas",
-    "TensorMeta": "graphprof.formulas",
-    "register_formula": "graphprof.formulas",
-    "Mode": "graphprof.options",
-    "parse_dtype": "graphprof.options",
-    "parse_shape": "graphprof.options",
-    "Capture": "graphprof.capture",
-    "Observer": "graphprof.runloop",
-    "Hardware": "graphprof.hardware",
-    "get_hardware": "graphprof.hardware",
-    "list_hardware": "graphprof.hardware",
-    "resolve_hardware": "graphprof.hardware",
-    "custom_hardware": "graphprof.hardware",
-    "Roofline": "graphprof.roofline",
-    "Bound": "graphprof.roofline",
-    "classify": "graphprof.roofline",
-    "DEFAULT_THRESHOLD": "graphprof.roofline",
-    "GraphprofError": "graphprof.errors",
-    "sweep": "graphprof.scaling",
-    "Sweep": "graphprof.scaling",
-    "ScalingExperiment": "graphprof.printing",
-    "Profiler": "graphprof.graph",
-    "Graph": "graphprof.graph",
-    "Measurement": "graphprof.measure",
-    "MemoryStats": "graphprof.measure",
-    "ProfilingContext": "graphprof.measure",
-    "RuntimeStats": "graphprof.measure",
-    "benchmark_function": "graphprof.measure",
-    "capture_model": "graphprof.measure",
-    "get_memory_breakdown": "graphprof.measure",
-    "parse_model_trace": "graphprof.measure",
-    "profile_backward": "graphprof.measure",
-    "profile_forward": "graphprof.measure",
-    "profile_training_step": "graphprof.measure",
-}
+__all__ = [
+    "__version__",
+    "profile_model",
+    "compare_models",
+    "ModelOutcome",
+    "prepare",
+    "PreparedModel",
+    "Profile",
+    "LayerRow",
+    "ModuleRow",
+    "OpRecord",
+    "UnsupportedOp",
+    "InputSpec",
+    "Cost",
+    "TensorMeta",
+    "register_formula",
+    "Mode",
+    "parse_dtype",
+    "parse_shape",
+    "Capture",
+    "Observer",
+    "Hardware",
+    "get_hardware",
+    "list_hardware",
+    "resolve_hardware",
+    "custom_hardware",
+    "Roofline",
+    "Bound",
+    "classify",
+    "DEFAULT_THRESHOLD",
+    "GraphprofError",
+    "sweep",
+    "Sweep",
+    "ScalingExperiment",
+    "Profiler",
+    "Graph",
+    "Measurement",
+    "MemoryStats",
+    "ProfilingContext",
+    "RuntimeStats",
+    "benchmark_function",
+    "capture_model",
+    "get_memory_breakdown",
+    "parse_model_trace",
+    "profile_backward",
+    "profile_forward",
+    "profile_training_step",
+]
 
-__all__ = ["__version__", *_EXPORTS]
+if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: every name with its type
+    from graphprof.capture import Capture as Capture
+    from graphprof.errors import GraphprofError as GraphprofError
+    from graphprof.formulas import Cost as Cost
+    from graphprof.formulas import TensorMeta as TensorMeta
+    from graphprof.formulas import register_formula as register_formula
+    from graphprof.graph import Graph as Graph
+    from graphprof.graph import Profiler as Profiler
+    from graphprof.hardware import Hardware as Hardware
+    from graphprof.hardware import custom_hardware as custom_hardware
+    from graphprof.hardware import get_hardware as get_hardware
+    from graphprof.hardware import list_hardware as list_hardware
+    from graphprof.hardware import resolve_hardware as resolve_hardware
+    from graphprof.inputs import InputSpec as InputSpec
+    from graphprof.measure import Measurement as Measurement
+    from graphprof.measure import MemoryStats as MemoryStats
+    from graphprof.measure import ProfilingContext as ProfilingContext
+    from graphprof.measure import RuntimeStats as RuntimeStats
+    from graphprof.measure import benchmark_function as benchmark_function
+    from graphprof.measure import capture_model as capture_model
+    from graphprof.measure import get_memory_breakdown as get_memory_breakdown
+    from graphprof.measure import parse_model_trace as parse_model_trace
+    from graphprof.measure import profile_backward as profile_backward
+    from graphprof.measure import profile_forward as profile_forward
+    from graphprof.measure import profile_training_step as profile_training_step
+    from graphprof.options import Mode as Mode
+    from graphprof.options import parse_dtype as parse_dtype
+    from graphprof.options import parse_shape as parse_shape
+    from graphprof.prepared import PreparedModel as PreparedModel
+    from graphprof.prepared import prepare as prepare
+    from graphprof.printing import ScalingExperiment as ScalingExperiment
+    from graphprof.profile import ModelOutcome as ModelOutcome
+    from graphprof.profile import compare_models as compare_models
+    from graphprof.profile import profile_model as profile_model
+    from graphprof.result import LayerRow as LayerRow
+    from graphprof.result import ModuleRow as ModuleRow
+    from graphprof.result import OpRecord as OpRecord
+    from graphprof.result import Profile as Profile
+    from graphprof.result import UnsupportedOp as UnsupportedOp
+    from graphprof.roofline import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
+    from graphprof.roofline import Bound as Bound
+    from graphprof.roofline import Roofline as Roofline
+    from graphprof.roofline import classify as classify
+    from graphprof.runloop import Observer as Observer
+    from graphprof.scaling import Sweep as Sweep
+    from graphprof.scaling import sweep as sweep
+else:  # what runs: each name imported from its module on first use (PEP 562)
+    import importlib
 
+    #: public name -> the module that defines it (the imports above, as data)
+    _EXPORTS: dict[str, str] = {
+        "profile_model": "graphprof.profile",
+        "compare_models": "graphprof.profile",
+        "ModelOutcome": "graphprof.profile",
+        "prepare": "graphprof.prepared",
+        "PreparedModel": "graphprof.prepared",
+        "Profile": "graphprof.result",
+        "LayerRow": "graphprof.result",
+        "ModuleRow": "graphprof.result",
+        "OpRecord": "graphprof.result",
+        "UnsupportedOp": "graphprof.result",
+        "InputSpec": "graphprof.inputs",
+        "Cost": "graphprof.formulas",
+        "TensorMeta": "graphprof.formulas",
+        "register_formula": "graphprof.formulas",
+        "Mode": "graphprof.options",
+        "parse_dtype": "graphprof.options",
+        "parse_shape": "graphprof.options",
+        "Capture": "graphprof.capture",
+        "Observer": "graphprof.runloop",
+        "Hardware": "graphprof.hardware",
+        "get_hardware": "graphprof.hardware",
+        "list_hardware": "graphprof.hardware",
+        "resolve_hardware": "graphprof.hardware",
+        "custom_hardware": "graphprof.hardware",
+        "Roofline": "graphprof.roofline",
+        "Bound": "graphprof.roofline",
+        "classify": "graphprof.roofline",
+        "DEFAULT_THRESHOLD": "graphprof.roofline",
+        "GraphprofError": "graphprof.errors",
+        "sweep": "graphprof.scaling",
+        "Sweep": "graphprof.scaling",
+        "ScalingExperiment": "graphprof.printing",
+        "Profiler": "graphprof.graph",
+        "Graph": "graphprof.graph",
+        "Measurement": "graphprof.measure",
+        "MemoryStats": "graphprof.measure",
+        "ProfilingContext": "graphprof.measure",
+        "RuntimeStats": "graphprof.measure",
+        "benchmark_function": "graphprof.measure",
+        "capture_model": "graphprof.measure",
+        "get_memory_breakdown": "graphprof.measure",
+        "parse_model_trace": "graphprof.measure",
+        "profile_backward": "graphprof.measure",
+        "profile_forward": "graphprof.measure",
+        "profile_training_step": "graphprof.measure",
+    }
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'graphprof' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    def __getattr__(name: str) -> object:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'graphprof' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
 
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from graphprof.capture import Capture  # noqa: F401
-    from graphprof.errors import GraphprofError  # noqa: F401
-    from graphprof.formulas import Cost, TensorMeta, register_formula  # noqa: F401
-    from graphprof.graph import Graph, Profiler  # noqa: F401
-    from graphprof.hardware import Hardware, custom_hardware, get_hardware, list_hardware, resolve_hardware  # noqa: F401
-    from graphprof.inputs import InputSpec  # noqa: F401
-    from graphprof.measure import (  # noqa: F401
-        Measurement,
-        MemoryStats,
-        ProfilingContext,
-        RuntimeStats,
-        benchmark_function,
-        capture_model,
-        get_memory_breakdown,
-        parse_model_trace,
-        profile_backward,
-        profile_forward,
-        profile_training_step,
-    )
-    from graphprof.options import Mode, parse_dtype, parse_shape  # noqa: F401
-    from graphprof.prepared import PreparedModel, prepare  # noqa: F401
-    from graphprof.printing import ScalingExperiment  # noqa: F401
-    from graphprof.profile import ModelOutcome, compare_models, profile_model  # noqa: F401
-    from graphprof.result import LayerRow, ModuleRow, OpRecord, Profile, UnsupportedOp  # noqa: F401
-    from graphprof.roofline import DEFAULT_THRESHOLD, Bound, Roofline, classify  # noqa: F401
-    from graphprof.runloop import Observer  # noqa: F401
-    from graphprof.scaling import Sweep, sweep  # noqa: F401
+    def __dir__() -> list[str]:
+        return sorted(__all__)

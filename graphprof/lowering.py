@@ -183,6 +183,54 @@ def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return mask.to(dtype)
 
 
+def _mha_projections(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    embed_dim: int,
+    in_proj_weight: torch.Tensor | None,
+    in_proj_bias: torch.Tensor | None,
+    separate: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None] | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The query, key and value projections of ``F.multi_head_attention_forward`` (sequence first).
+
+    ``separate`` holds the three weights of ``use_separate_proj_weight``; else ``in_proj_weight`` packs
+    them, as one projection split by a copy for self-attention, or three for cross-attention.
+    """
+    if separate is not None:
+        q_proj_weight, k_proj_weight, v_proj_weight = separate
+        assert q_proj_weight is not None and k_proj_weight is not None and v_proj_weight is not None
+        b_q, b_k, b_v = in_proj_bias.chunk(3) if in_proj_bias is not None else (None, None, None)
+        return F.linear(query, q_proj_weight, b_q), F.linear(key, k_proj_weight, b_k), F.linear(value, v_proj_weight, b_v)
+    assert in_proj_weight is not None
+    if query is key and key is value:  # self-attention: one packed projection, split by a copy
+        packed = F.linear(query, in_proj_weight, in_proj_bias)
+        packed = packed.unflatten(-1, (3, embed_dim)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+        return packed[0], packed[1], packed[2]
+    w_q, w_k, w_v = in_proj_weight.chunk(3)
+    b_q, b_k, b_v = in_proj_bias.chunk(3) if in_proj_bias is not None else (None, None, None)
+    return F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+
+
+def _mha_mask(
+    attn_mask: torch.Tensor | None,
+    key_padding_mask: torch.Tensor | None,
+    dtype: torch.dtype,
+    shape: tuple[int, int, int, int],
+) -> torch.Tensor | None:
+    """One additive mask for SDPA from ``attn_mask`` and ``key_padding_mask``; ``shape`` is
+    ``(batch, heads, query length, key length)``."""
+    batch, num_heads, q_len, kv_len = shape
+    mask = None
+    if attn_mask is not None:
+        mask = _additive(attn_mask, dtype)
+        mask = mask.view(batch, num_heads, q_len, kv_len) if mask.dim() == 3 else mask
+    if key_padding_mask is not None:
+        padding = _additive(key_padding_mask, dtype).view(batch, 1, 1, kv_len)
+        mask = padding if mask is None else mask + padding
+    return mask
+
+
 def _fused_mha_forward(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -244,34 +292,14 @@ def _fused_mha_forward(
         if fast is not None:
             return fast.transpose(0, 1), None
     head_dim = embed_dim // num_heads
-    if use_separate_proj_weight:
-        assert q_proj_weight is not None and k_proj_weight is not None and v_proj_weight is not None
-        b_q, b_k, b_v = in_proj_bias.chunk(3) if in_proj_bias is not None else (None, None, None)
-        q = F.linear(query, q_proj_weight, b_q)
-        k = F.linear(key, k_proj_weight, b_k)
-        v = F.linear(value, v_proj_weight, b_v)
-    elif query is key and key is value:  # self-attention: one packed projection, split by a copy
-        assert in_proj_weight is not None
-        packed = F.linear(query, in_proj_weight, in_proj_bias)
-        packed = packed.unflatten(-1, (3, embed_dim)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
-        q, k, v = packed[0], packed[1], packed[2]
-    else:
-        assert in_proj_weight is not None
-        w_q, w_k, w_v = in_proj_weight.chunk(3)
-        b_q, b_k, b_v = in_proj_bias.chunk(3) if in_proj_bias is not None else (None, None, None)
-        q, k, v = F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+    separate = (q_proj_weight, k_proj_weight, v_proj_weight) if use_separate_proj_weight else None
+    q, k, v = _mha_projections(query, key, value, embed_dim, in_proj_weight, in_proj_bias, separate)
 
     def heads(x: torch.Tensor, length: int) -> torch.Tensor:
         return x.view(length, batch * num_heads, head_dim).transpose(0, 1).view(batch, num_heads, length, head_dim)
 
-    mask = None
     causal = is_causal and key_padding_mask is None and attn_mask is None
-    if attn_mask is not None:
-        mask = _additive(attn_mask, q.dtype)
-        mask = mask.view(batch, num_heads, q_len, kv_len) if mask.dim() == 3 else mask
-    if key_padding_mask is not None:
-        padding = _additive(key_padding_mask, q.dtype).view(batch, 1, 1, kv_len)
-        mask = padding if mask is None else mask + padding
+    mask = _mha_mask(attn_mask, key_padding_mask, q.dtype, (batch, num_heads, q_len, kv_len))
     out = _fused_sdpa(
         heads(q, q_len), heads(k, kv_len), heads(v, kv_len), mask, dropout_p if training else 0.0, causal
     )

@@ -1,12 +1,13 @@
 """Shape propagation: run the captured graph on FakeTensors and record every aten call per layer.
 
-This is the dry run. It is one run of :func:`graphprof.runloop.run_model` with three observers: the
-:class:`OpRecorder` below (every aten call, reduced to shapes and dtypes, per layer), the live-memory
-tracker and, in train mode, the backward attribution (:mod:`graphprof.observers`). Parameters, buffers
-and inputs are FakeTensors, so no arithmetic is done and no activation memory is allocated: a batch of
-64 or a model on the ``meta`` device costs about as much to propagate as a batch of 1. Where a model
-needs real values (data-dependent shapes, such as detection post-processing), :func:`propagate` is
-called with ``fake=False`` and runs the same graph on real tensors; the caller says so in the output.
+This is the dry run. It is one run of :func:`graphprof.runloop.run_model` with two observers: the
+:class:`OpRecorder` below (every aten call, reduced to shapes and dtypes, per layer, backward ops
+under the forward layer the loop attributes them to) and the live-memory tracker
+(:mod:`graphprof.observers`). Parameters, buffers and inputs are FakeTensors, so no arithmetic is done
+and no activation memory is allocated: a batch of 64 or a model on the ``meta`` device costs about as
+much to propagate as a batch of 1. Where a model needs real values (data-dependent shapes, such as
+detection post-processing), :func:`propagate` is called with ``fake=False`` and runs the same graph on
+real tensors; the caller says so in the output.
 
 The pass writes nothing to the graph's ``node.meta``; it returns a :class:`Trace`.
 
@@ -34,7 +35,7 @@ from torch.utils._pytree import tree_flatten
 
 from graphprof.capture import CapturedGraph
 from graphprof.formulas import TensorMeta
-from graphprof.observers import BackwardAttribution, LiveMemory
+from graphprof.observers import LiveMemory
 from graphprof.runloop import DataDependentError, Layer, Observer, OpEvent, RunContext, run_model
 
 __all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "DataDependentError", "shapes_of", "to_meta", "op_call"]
@@ -168,9 +169,8 @@ def propagate(
     other failure.
     """
     recorder, memory = OpRecorder(), LiveMemory()
-    standard: list[Observer] = [BackwardAttribution()] if train else []
     outcome = run_model(
-        captured, model, args, kwargs, [*standard, recorder, memory, *observers],
+        captured, model, args, kwargs, [recorder, memory, *observers],
         train=train, dtype=dtype, fake=fake, modes=modes,
     )  # fmt: skip
     return Trace(

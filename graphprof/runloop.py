@@ -1,21 +1,26 @@
 """The run loop: run a captured graph (or the eager model) once and tell observers what happened.
 
-Every pass that needs to see the model run (the op recorder that costs, the live-memory tracker, the
-backward attribution, a timer, an edge builder) is an :class:`Observer`. The loop knows nothing about
-what observers do with the events, and an observer knows nothing about the others. The events:
+Every pass that needs to see the model run (the op recorder that costs, the live-memory tracker, a
+timer, an edge builder) is an :class:`Observer`. The loop knows nothing about what observers do with
+the events, and an observer knows nothing about the others: every observer sees the same events in the
+same order, and an :class:`OpEvent` is frozen, so the order of the observers does not matter. The
+events:
 
 * :meth:`Observer.started`: the run's tensors are ready (:class:`RunContext`: inputs, parameters and
   buffers as this run sees them, the layers known up front);
 * :meth:`Observer.layer_entered` / :meth:`Observer.layer_left`: a layer (a graph node, or a module in
   the eager capture) starts and ends, with its output;
-* :meth:`Observer.op`: an aten call ran (:class:`OpEvent`: the call, its outputs, and for each input
-  tensor the op or graph input that produced it);
+* :meth:`Observer.op`: an aten call ran (:class:`OpEvent`: the call, its outputs, the layer it
+  belongs to, and for each input tensor the op or graph input that produced it). In backward, the
+  layer is the forward layer whose autograd node runs: the loop attributes it before any observer
+  sees the event;
 * :meth:`Observer.phase_started`: ``"forward"``, then ``"backward"`` in train mode;
 * :meth:`Observer.finished`: the model's outputs.
 
 Ops are seen by a ``TorchDispatchMode`` below autograd, installed only when some observer has
-``wants_ops``; producers are tracked only when some observer has ``wants_producers``. A run with
-neither (a timer) pays nothing per op.
+``wants_ops``; producers are tracked only when some observer has ``wants_producers``; the backward
+attribution (a walk of the autograd graph at each layer's exit) runs only in train mode with some
+``wants_ops`` observer. A run with neither (a timer) installs no dispatch mode and pays nothing per op.
 
 The run itself: parameters, buffers and inputs are swapped for ``FakeTensor``s on a dry run
 (``fake=True``: no arithmetic, no memory) through ``torch.func.functional_call``, so nothing of the
@@ -100,14 +105,15 @@ class Producer:
     name: str = ""
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class OpEvent:
     """One aten call. ``args``/``kwargs``/``out`` hold the run's tensors (fake on a dry run).
 
     ``producers`` has one entry per tensor among ``(args, kwargs)`` in pytree order (``None`` for a
     tensor made outside the run, such as a constant); it is empty unless an observer asked for it.
     ``layer`` is the layer running; in backward it is the forward layer whose autograd node runs
-    (set by the backward attribution, which sees each event first), else ``None``.
+    (attributed by the loop before any observer sees the event), else ``None``. The event is frozen:
+    every observer sees the same one.
     """
 
     index: int
@@ -198,18 +204,67 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-class _Loop:
-    """Fans events out to the observers and keeps the current layer and the producers of tensors."""
+#: The key under which a forward layer is written into an autograd node's ``metadata``.
+_TAG = "graphprof_layer"
 
-    def __init__(self, observers: Sequence[Observer]) -> None:
+
+class _BackwardTags:
+    """Each backward aten call belongs to the forward layer that created its autograd node.
+
+    When a forward layer is left, the autograd nodes reachable from its output and not yet tagged are
+    tagged in their ``metadata`` (the run's own nodes, never the user's); during backward,
+    ``torch._C._current_autograd_node()`` names the node running, and its tag names the layer.
+    """
+
+    def __init__(self) -> None:
+        self.layers: dict[int, Layer] = {}
+
+    def tag(self, layer: Layer, output: Any) -> None:
+        tag = id(layer)
+        self.layers[tag] = layer
+        leaves = tree_flatten(output)[0]
+        stack: list[torch.autograd.graph.Node | None] = [
+            t.grad_fn for t in leaves if isinstance(t, torch.Tensor) and t.grad_fn is not None
+        ]
+        while stack:
+            fn = stack.pop()
+            # torch declares Node.metadata a method; it is a property returning a dict
+            if fn is None or _TAG in fn.metadata:  # type: ignore[operator]
+                continue
+            fn.metadata[_TAG] = tag  # type: ignore[index]
+            stack.extend(next_fn for next_fn, _ in fn.next_functions)
+
+    def current(self) -> Layer | None:
+        node = torch._C._current_autograd_node()
+        tag = None if node is None else node.metadata.get(_TAG)  # type: ignore[attr-defined]
+        return self.layers.get(tag) if tag is not None else None
+
+
+class _Loop:
+    """Fans events out to the observers and keeps the current layer and the producers of tensors.
+
+    In train mode with some op observer, it also attributes each backward op to its forward layer
+    (:class:`_BackwardTags`) before building the event, so no observer depends on another.
+    """
+
+    def __init__(self, observers: Sequence[Observer], train: bool = False) -> None:
         self.observers = list(observers)
         self.op_observers = [o for o in self.observers if o.wants_ops]
         self.track = any(o.wants_producers for o in self.observers)
+        self.tags = _BackwardTags() if train and self.op_observers else None
         self.producers: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.layer: Layer | None = None
         self.phase = "forward"
         self.count = 0
         self.paused = False
+
+    def start(self, ctx: RunContext) -> None:
+        for o in self.observers:
+            o.started(ctx)
+
+    def finish(self, outputs: Any) -> None:
+        for o in self.observers:
+            o.finished(outputs)
 
     def set_phase(self, phase: str) -> None:
         self.phase = phase
@@ -221,6 +276,8 @@ class _Loop:
             o.layer_entered(layer)
 
     def leave(self, layer: Layer, output: Any) -> None:
+        if self.tags is not None and self.phase == "forward":
+            self.tags.tag(layer, output)
         for o in self.observers:
             o.layer_left(layer, output)
 
@@ -236,7 +293,11 @@ class _Loop:
         if self.track:
             leaves = tree_flatten((args, kwargs))[0]
             producers = tuple(self.producers.get(t) for t in leaves if isinstance(t, torch.Tensor))
-        event = OpEvent(self.count, func, args, kwargs, out, self.phase, self.layer if self.phase == "forward" else None, producers)
+        if self.phase == "forward":
+            layer = self.layer
+        else:
+            layer = self.tags.current() if self.tags is not None else None
+        event = OpEvent(self.count, func, args, kwargs, out, self.phase, layer, producers)
         if self.track:
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):
@@ -497,50 +558,15 @@ def run_model(
     named.update(dict(root.named_buffers(remove_duplicate=False)))
     if fake:
         named.update(_small_tensor_attributes(root))
-
-    fake_mode = None
-    if fake:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
-        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-
-    home = next((t.device for t in named.values() if not t.is_meta), None)
-
-    def convert(t: torch.Tensor) -> torch.Tensor:
-        if fake_mode is not None and t.is_meta and home is not None:
-            # a meta input to a model with real weights stands for a tensor on the model's device
-            out = torch.empty(t.shape, dtype=t.dtype, device=home)
-        elif fake_mode is not None and _small_constant(t):
-            # small real buffers (YOLO's strides) keep their values, so a forward that reads them
-            # (``.item()``, ``torch.full(..., stride)``) still runs on a dry run
-            out = fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, t, make_constant=True)
-        else:
-            out = fake_mode.from_tensor(t) if fake_mode is not None else t
-        if dtype is not None and out.is_floating_point() and out.dtype != dtype:
-            with torch.no_grad():
-                out = out.to(dtype)
-            if isinstance(t, nn.Parameter):
-                out.requires_grad_(t.requires_grad and train)
-        return out
-
+    convert = _Converter(named, fake, dtype, train)
     layers: dict[str, Layer] = {} if gm is None else graph_layers(gm, model, captured.method == "dynamo.export")
-    loop = _Loop(observers)
+    loop = _Loop(observers, train)
 
     with contextlib.ExitStack() as stack:
-        if fake_mode is not None:
-            stack.enter_context(fake_mode)
-        memo: dict[int, Any] = {}
-
-        def convert_memo(t: Any) -> Any:
-            if isinstance(t, torch.Tensor):
-                if id(t) not in memo:
-                    memo[id(t)] = convert(t)
-                return memo[id(t)]
-            return t
-
-        state = {name: convert_memo(t) for name, t in named.items()}
-        call_args = tree_map(convert_memo, args)
-        call_kwargs = tree_map(convert_memo, kwargs)
+        if convert.fake_mode is not None:
+            stack.enter_context(convert.fake_mode)
+        state = {name: convert(t) for name, t in named.items()}
+        call_args, call_kwargs = tree_map(convert, args), tree_map(convert, kwargs)
         run_state = state if (fake or dtype is not None) else dict(named)
         leaves_in = [t for t in tree_flatten((call_args, call_kwargs))[0] if isinstance(t, torch.Tensor)]
         for i, t in enumerate(leaves_in):
@@ -548,38 +574,22 @@ def run_model(
         for name, t in run_state.items():
             loop.mark(t, Producer("state", name=name))
 
-        ctx = RunContext(model, captured, fake, train, (call_args, call_kwargs), run_state, layers)
-        for o in loop.observers:
-            o.started(ctx)
+        loop.start(RunContext(model, captured, fake, train, (call_args, call_kwargs), run_state, layers))
         stack.enter_context(torch.enable_grad() if train else torch.no_grad())
         for mode in modes:
             stack.enter_context(mode)
-        if loop.op_observers:
+        if loop.op_observers:  # no observer wants ops: no dispatch mode, nothing paid per op
             stack.enter_context(_OpTap(loop))
         loop.set_phase("forward")
-
         if gm is not None:
-            flat = captured.flat_inputs(call_args, call_kwargs)
-            executor = _Executor(gm, loop, layers)
-            prefixed = {f"gm.{k}": v for k, v in state.items()}
-            outputs = torch.func.functional_call(executor, prefixed, tuple(flat), strict=False)
+            outputs = _run_graph(captured, gm, loop, layers, state, call_args, call_kwargs)
         else:
-            stack.enter_context(_module_layers(model, loop, layers))
-            try:
-                outputs = torch.func.functional_call(
-                    model, state if run_state is state else {}, call_args, call_kwargs, strict=False
-                )
-            except Exception as exc:
-                reason = needs_values(exc) if fake else None
-                if reason:
-                    raise DataDependentError(reason) from exc
-                raise ShapePropagationError(f"running the model failed: {type(exc).__name__}: {exc}") from exc
-
+            swap = state if run_state is state else {}
+            outputs = _run_eager(model, loop, layers, swap, call_args, call_kwargs, fake)
         out_leaves = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]
         if train:
             _backward(loop, out_leaves, [t for t in run_state.values() if t.requires_grad], leaves_in)
-        for o in loop.observers:
-            o.finished(outputs)
+        loop.finish(outputs)
 
     return RunOutcome(
         outputs=outputs,
@@ -587,6 +597,85 @@ def run_model(
         input_bytes=sum(_nbytes(t) for t in leaves_in),
         output_bytes=sum(_nbytes(t) for t in out_leaves),
     )
+
+
+class _Converter:
+    """The run's copy of each tensor: a FakeTensor on a dry run, cast to ``dtype`` if given; each
+    tensor converted once (a parameter shared by two modules stays one tensor). Call it inside the
+    fake mode."""
+
+    def __init__(self, named: dict[str, torch.Tensor], fake: bool, dtype: torch.dtype | None, train: bool) -> None:
+        self.fake_mode = None
+        if fake:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.home = next((t.device for t in named.values() if not t.is_meta), None)
+        self.dtype = dtype
+        self.train = train
+        self.memo: dict[int, Any] = {}
+
+    def __call__(self, t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        if id(t) not in self.memo:
+            self.memo[id(t)] = self._convert(t)
+        return self.memo[id(t)]
+
+    def _convert(self, t: torch.Tensor) -> torch.Tensor:
+        fake_mode = self.fake_mode
+        if fake_mode is not None and t.is_meta and self.home is not None:
+            # a meta input to a model with real weights stands for a tensor on the model's device
+            out = torch.empty(t.shape, dtype=t.dtype, device=self.home)
+        elif fake_mode is not None and _small_constant(t):
+            # small real buffers (YOLO's strides) keep their values, so a forward that reads them
+            # (``.item()``, ``torch.full(..., stride)``) still runs on a dry run
+            out = fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, t, make_constant=True)
+        else:
+            out = fake_mode.from_tensor(t) if fake_mode is not None else t
+        if self.dtype is not None and out.is_floating_point() and out.dtype != self.dtype:
+            with torch.no_grad():
+                out = out.to(self.dtype)
+            if isinstance(t, nn.Parameter):
+                out.requires_grad_(t.requires_grad and self.train)
+        return out
+
+
+def _run_graph(
+    captured: CapturedGraph,
+    gm: torch.fx.GraphModule,
+    loop: _Loop,
+    layers: dict[str, Layer],
+    state: dict[str, torch.Tensor],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """The forward of a captured graph, node by node, with the run's parameters and buffers."""
+    flat = captured.flat_inputs(args, kwargs)
+    executor = _Executor(gm, loop, layers)
+    prefixed = {f"gm.{k}": v for k, v in state.items()}
+    return torch.func.functional_call(executor, prefixed, tuple(flat), strict=False)
+
+
+def _run_eager(
+    model: nn.Module,
+    loop: _Loop,
+    layers: dict[str, Layer],
+    swap: dict[str, torch.Tensor],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    fake: bool,
+) -> Any:
+    """The forward of the model itself (the eager capture), its modules as layers; ``swap`` replaces
+    its parameters and buffers for the run (empty: run on its own)."""
+    with _module_layers(model, loop, layers):
+        try:
+            return torch.func.functional_call(model, swap, args, kwargs, strict=False)
+        except Exception as exc:
+            reason = needs_values(exc) if fake else None
+            if reason:
+                raise DataDependentError(reason) from exc
+            raise ShapePropagationError(f"running the model failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _backward(loop: _Loop, outputs: list[torch.Tensor], params: list[torch.Tensor], inputs: list[Any]) -> None:

@@ -89,6 +89,7 @@ def test_list_and_filter():
         ("cli/discover_models.py", ["--filter", "mobilenet"], "mobilenet_v2"),
     ],
 )
+@pytest.mark.slow  # subprocesses running the seed scripts, about 25 s
 def test_seed_script_paths(script, args, expect):
     env = {**os.environ, "COLUMNS": "200"}  # a width that shows every name whole (narrower ones fold names over lines)
     proc = subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
@@ -97,6 +98,7 @@ def test_seed_script_paths(script, args, expect):
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["sweep", "-h"]])
+@pytest.mark.slow  # a subprocess each
 def test_help_and_version_do_not_import_torch(argv):
     code = (
         "import sys\n"

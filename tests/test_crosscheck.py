@@ -230,6 +230,7 @@ def test_resnet18_agrees_exactly_both_ways():
     assert t.difference == 0 and t.reference_count == 2 * c.macs
 
 
+@pytest.mark.slow  # about 4 s
 def test_mobilenet_v3_small_agrees():
     # hardswish / squeeze-excitation: the SE pools are AdaptiveAvgPool2d(1), a mean at dispatch
     c = crosscheck_model("mobilenet_v3_small", input_shape=(1, 3, 64, 64))
@@ -382,6 +383,7 @@ def test_cli_against_torch_and_errors():
     assert unknown.exit_code == 3 and "did you mean" in unknown.output
 
 
+@pytest.mark.slow  # a subprocess with parallel jobs, about 25 s
 def test_seed_script_path_with_parallel_jobs(tmp_path):
     script = ROOT / "cli" / "profile_graph_with_fvcore.py"
     out = tmp_path / "v.json"

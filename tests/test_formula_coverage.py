@@ -149,6 +149,7 @@ _OPTIONAL = {"yolov8n": "ultralytics", "llama": "transformers"}
 
 
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.slow  # zoo-wide: a model of each family in both modes, about 45 s
 def test_every_op_is_counted_or_zero_cost(case: str) -> None:
     base = case.split("[")[0]
     if base in _OPTIONAL:

@@ -151,6 +151,7 @@ def test_llama_detail_graph_crosses_both_residual_paths():
     assert len(detail.edges) > len(detail.nodes)
 
 
+@pytest.mark.slow  # real runs of resnet18 through the Profiler, about 60 s
 def test_seed_resnet18_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = torchvision.models.resnet18().eval()
@@ -193,6 +194,7 @@ def test_seed_module_granularity_groups_by_top_level_submodules(tmp_path, monkey
     assert prof.graph.stats(echo=False) == stats and capsys.readouterr().out == ""
 
 
+@pytest.mark.slow  # the seed example, about 2 s
 def test_seed_llama_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = _tiny_llama("cpu")
@@ -291,6 +293,7 @@ def _connected(graph) -> None:
         ),
     ],
 )
+@pytest.mark.slow  # about 5 s
 def test_yolov8n_graphs_are_connected(methods):
     pytest.importorskip("ultralytics")
     pm = graphprof.prepare("yolov8n", input_shape=(1, 3, 64, 64), methods=methods)
@@ -305,6 +308,7 @@ def test_yolov8n_graphs_are_connected(methods):
     assert sum(n.params for n in graph.nodes) == sum(n.params for n in detail.nodes) == total
 
 
+@pytest.mark.slow  # a real run of a detection model, about 13 s
 def test_detection_model_eager_real_run_graph_is_connected():
     pm = graphprof.prepare(
         "fasterrcnn_mobilenet_v3_large_320_fpn", input_shape=(1, 3, 128, 128), methods=["eager"], device="cpu"
@@ -322,6 +326,7 @@ def test_detection_model_eager_real_run_graph_is_connected():
     assert any("box_roi_pool:log2" in detail.nodes[e.dst].name for e in detail.outgoing(constants.id))
 
 
+@pytest.mark.slow  # about 6 s
 def test_cli_graph_option_writes_by_suffix(tmp_path):
     import json
 
@@ -345,6 +350,7 @@ def test_cli_graph_option_writes_by_suffix(tmp_path):
     assert not (tmp_path / "nope").exists()
 
 
+@pytest.mark.slow  # a real measurement, about 10 s
 def test_measured_times_on_module_graph_nodes():
     from graphprof.graph import with_measured_times
 
@@ -391,6 +397,7 @@ def test_measured_times_on_module_graph_nodes():
     assert all(n.measured_ms is None for n in prof.graph.nodes)
 
 
+@pytest.mark.slow  # a real measurement, about 12 s
 def test_cli_measure_puts_measured_times_on_the_graph(tmp_path):
     import json
 

@@ -354,6 +354,7 @@ files.write_atomic(sys.argv[1], "x" * 1000)
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.slow  # a subprocess killed mid-write, about 10 s
 def test_signal_during_write_leaves_no_temporary_file(tmp_path, sig):
     target = tmp_path / "p.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")])}

@@ -43,6 +43,7 @@ def test_params_equal_numel(resnet_profile):
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small"])
+@pytest.mark.slow  # several batch sizes of two models, about 10 s
 def test_macs_scale_linearly_with_batch(name):
     m = getattr(torchvision.models, name)().eval()
     one = graphprof.profile_model(m, input_shape=(1, 3, 64, 64))

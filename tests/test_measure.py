@@ -135,6 +135,7 @@ def test_profile_json_has_runtime_memory_host() -> None:
     assert d["memory"]["measured"]["breakdown"]["parameters"] == 144 == d["memory"]["estimated"]["param_bytes"]
 
 
+@pytest.mark.slow  # a real measurement, about 2 s
 def test_measure_train_mode_times_backward_and_step() -> None:
     pm = graphprof.prepare(Net(), example_inputs=(torch.randn(2, 3, 16, 16),), mode="train")
     r = pm.measure(device="cpu", optimizer="adamw", breakdown=False, **RUN)
@@ -201,6 +202,7 @@ def test_cuda_kernels_sum_to_busy_time() -> None:
     assert r.layer_sum_us == pytest.approx(r.kernel_busy_us, rel=0.05)
 
 
+@pytest.mark.slow  # a real measurement, about 6 s
 def test_train_peak_counts_the_optimizer_state() -> None:
     pm = graphprof.prepare(Net(), example_inputs=(torch.randn(2, 3, 16, 16),), mode="train")
     r = pm.measure(device="cpu", optimizer="adamw", **RUN)
@@ -219,6 +221,7 @@ def test_train_peak_counts_the_optimizer_state() -> None:
     assert "gradient_bytes" not in profile.estimated_memory()  # no measured training step, no optimizer
 
 
+@pytest.mark.slow  # a real measurement, about 2 s
 def test_measured_report_per_layer_and_per_op() -> None:
     import io
 

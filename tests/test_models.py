@@ -135,6 +135,7 @@ def test_filter_is_a_case_insensitive_substring_of_name_family_or_task():
         assert {i.task for i in list_models("pose") if i.family == "yolo"} == {"pose"}
 
 
+@pytest.mark.slow  # a subprocess, about 18 s
 def test_listing_is_fast_and_imports_neither_ultralytics_nor_transformers():
     code = textwrap.dedent(
         """
@@ -196,6 +197,7 @@ def test_quantized_architecture_matches_published_weights(name):
         assert _count(model) == meta["num_params"]
 
 
+@pytest.mark.slow  # a real run of a quantized model, about 4 s
 def test_quantized_model_builds_on_cpu_and_runs():
     resolved = resolve_model("quantized_resnet18", device="meta")
     assert any("device 'meta' ignored" in note for note in resolved.notes)
@@ -230,6 +232,7 @@ def test_quantized_model_builds_on_cpu_and_runs():
         ("hf:llama", None, lambda out: out.logits.shape == (1, 128, 32000)),
     ],
 )
+@pytest.mark.slow  # real forward passes of a zoo sample, about 20 s
 def test_sample_builds_and_runs_with_its_default_input(spec, input_shape, check):
     if spec.startswith("hf:"):
         pytest.importorskip("transformers")
@@ -249,6 +252,7 @@ def test_inputs_are_seeded_and_deterministic():
 
 
 @needs_ultralytics
+@pytest.mark.slow  # about 4 s
 def test_yolo_counts_match_ultralytics_reports():
     assert _count(resolve_model("yolov8n").model) == 3_157_200  # "YOLOv8n summary: 225 layers, 3157200 parameters"
     assert _count(resolve_model("yolov8n.yaml").model) == 3_157_200
@@ -344,6 +348,7 @@ def test_hf_local_config_dir(tmp_path):
 # ---------------------------------------------------------------- meta device
 
 
+@pytest.mark.slow  # about 8 s
 def test_meta_device_where_the_family_allows_it():
     resolved = resolve_model("regnet_y_128gf", device="meta")  # its builder needs real tensors for its widths
     assert _count(resolved.model) == _published("regnet_y_128gf")["num_params"]
@@ -378,6 +383,7 @@ def test_missing_checkpoint_is_refused_at_once():
 
 
 @pytest.mark.skipif(not HAS_ULTRALYTICS, reason="needs ultralytics")
+@pytest.mark.slow  # about 7 s
 def test_absent_named_checkpoint_is_built_from_its_packaged_yaml():
     resolved = resolve_model("yolov8n.pt", device="meta")
     # yolov8n: 3,157,200 parameters (Ultralytics' model table, 3.2M; same as the yolov8n.yaml build)
@@ -406,6 +412,7 @@ def test_local_ultralytics_checkpoint(tmp_path):
 
 
 @needs_ultralytics
+@pytest.mark.slow  # about 8 s
 def test_local_yaml_and_case(tmp_path):
     local = tmp_path / "my-yolov8s.yaml"
     local.write_text(yolo_architectures()["yolov8s"].path.read_text())

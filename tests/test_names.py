@@ -126,6 +126,7 @@ def test_normalize_path(path: str, expected: str) -> None:
     assert normalize_path(path) == expected
 
 
+@pytest.mark.slow  # about 6 s
 def test_seed_example_decodes_to_a_yolo11_module() -> None:
     tasks = pytest.importorskip("ultralytics.nn.tasks")
     modules = dict(tasks.DetectionModel("yolo11n.yaml", verbose=False).named_modules())
@@ -244,6 +245,7 @@ def _check_paths(model: nn.Module, graph: fx.GraphModule) -> set[str]:
     return seen
 
 
+@pytest.mark.slow  # a Dynamo export, about 8 s
 def test_module_path_resnet18_dynamo(resnet18_graph: tuple[nn.Module, fx.GraphModule]) -> None:
     model, graph = resnet18_graph
     seen = _check_paths(model, graph)
@@ -252,6 +254,7 @@ def test_module_path_resnet18_dynamo(resnet18_graph: tuple[nn.Module, fx.GraphMo
     assert {"conv1.weight", "layer2.0.downsample.0.weight", "layer4.1.bn2.running_var"} <= names
 
 
+@pytest.mark.slow  # a Dynamo export of YOLO, about 40 s
 def test_module_path_yolov8n_dynamo(yolov8n_graph: tuple[nn.Module, fx.GraphModule]) -> None:
     model, graph = yolov8n_graph
     seen = _check_paths(model, graph)

@@ -35,6 +35,7 @@ def flop_counter_macs(model: torch.nn.Module, args: tuple, kwargs: dict, *, fast
 
 
 @pytest.mark.parametrize("name", CLASSIFICATION)
+@pytest.mark.slow  # zoo-wide: every classification model against FlopCounterMode, about 4 min
 def test_macs_equal_flop_counter_mode(name):
     resolved = resolve_model(name, device="meta")
     model = resolved.model.eval()
@@ -72,6 +73,7 @@ def test_llama_macs_equal_analytic_count():
 
 
 @pytest.mark.parametrize("name", ["yolov8n", "yolo11n"])
+@pytest.mark.slow  # YOLO against FlopCounterMode, about 10 s each
 def test_yolo_macs_equal_flop_counter_mode(name):
     resolved = resolve_model(name)
     model = resolved.model.eval()
@@ -82,6 +84,7 @@ def test_yolo_macs_equal_flop_counter_mode(name):
     assert profile.total_macs == flop_counter_macs(model, resolved.args, {})
 
 
+@pytest.mark.slow  # Ultralytics' own counter, about 13 s
 def test_yolo_agrees_with_ultralytics_own_count():
     """Ultralytics reports GFLOPs from thop (2 x its MACs, plus some element-wise work): within 2%."""
     from ultralytics.utils.torch_utils import get_flops

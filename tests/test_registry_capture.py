@@ -22,6 +22,7 @@ SAMPLE = [
 
 
 @pytest.mark.parametrize("spec,shape,methods,execution", SAMPLE, ids=[s[0] for s in SAMPLE])
+@pytest.mark.slow  # zoo-wide: a sample of each family, about 40 s
 def test_family_sample_is_captured_and_counted(spec, shape, methods, execution):
     p = graphprof.profile_model(spec, input_shape=shape)
     assert p.capture_method in methods

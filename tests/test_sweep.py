@@ -258,6 +258,7 @@ def test_cli_bad_input_one_line(argv, code, message):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow  # a real measured sweep, about 6 s
 def test_cli_measured_sweep_on_the_cpu(tmp_path):
     out = tmp_path / "s.json"
     argv = ["sweep", "--model", "resnet18", "--input-shape", "1,3,32,32", "--batch", "1,2", "--measure", "--device", "cpu"]

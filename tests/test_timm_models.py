@@ -11,6 +11,7 @@ timm = pytest.importorskip("timm")
 
 
 @pytest.mark.parametrize("mode", ["eval", "train"])
+@pytest.mark.slow  # about 13 s
 def test_cait_profiles_in_both_modes(mode: str) -> None:
     # issue 13 reported AssertionError "Expected gradient function to be set" here
     with torch.device("meta"):

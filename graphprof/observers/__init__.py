@@ -1,12 +1,12 @@
-"""Observers of the run loop (:mod:`graphprof.runloop`), one job each.
+"""Standard observers of the run loop (:mod:`graphprof.runloop`), one job each.
 
-* :class:`LiveMemory`: bytes of live activation storages and their peak;
-* :class:`BackwardAttribution`: in train mode, names the forward layer each backward op belongs to.
+* :class:`LiveMemory`: bytes of live activation storages and their peak.
 
-The op recorder that feeds the cost count is :class:`graphprof.propagate.OpRecorder`.
+The op recorder that feeds the cost count is :class:`graphprof.propagate.OpRecorder`. The backward
+attribution is no observer: the loop names each backward op's forward layer before any observer sees
+the event (:attr:`graphprof.runloop.OpEvent.layer`).
 """
 
-from graphprof.observers.backward import BackwardAttribution
 from graphprof.observers.memory import LiveMemory
 
-__all__ = ["LiveMemory", "BackwardAttribution"]
+__all__ = ["LiveMemory"]

@@ -1,0 +1,223 @@
+"""The floor plan, checked from the source's own imports: no import cycle between files, no long function.
+
+Both trees count: the library (``graphprof/``) and the command line (``cli/graphprof_cli/``). Every
+import counts, wherever it is written (module level, inside a function, under ``TYPE_CHECKING``): a
+lazy or type-only import still ties the two files together, so each file must sit on one floor.
+
+Two rules keep the graph about files rather than about Python's import machinery:
+
+* ``from pkg import name``, where ``pkg/__init__.py`` re-exports ``name`` from a module, depends on
+  that module (the facade is a doorway, not a floor);
+* a package's ``__init__.py`` importing its own children is that re-export, not a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TREES = (ROOT / "graphprof", ROOT / "cli" / "graphprof_cli")
+
+#: The longest function body allowed, in lines, docstring aside (STYLE.md).
+MAX_BODY = 60
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    where: str  # path:line of the import
+
+
+def _modules(trees: tuple[Path, ...]) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` under each tree (a tree is a top-level package)."""
+    found: dict[str, Path] = {}
+    for tree in trees:
+        for path in sorted(tree.rglob("*.py")):
+            parts = list(path.relative_to(tree.parent).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+
+
+def _package_of(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    """The module an ``ImportFrom`` names, with a relative import resolved against ``package``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _known(name: str, modules: dict[str, Path]) -> str | None:
+    """The deepest module of ours that ``name`` (``a.b.c``) refers to, or ``None`` for a foreign one."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _reexports(modules: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """For each package: the names its ``__init__.py`` imports from a module of ours -> that module."""
+    out: dict[str, dict[str, str]] = {}
+    for name, path in modules.items():
+        if path.name != "__init__.py":
+            continue
+        table = out.setdefault(name, {})
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                source = _known(_absolute(node, name), modules)
+                if source is not None and source != name:
+                    for alias in node.names:
+                        table[alias.asname or alias.name] = source
+    return out
+
+
+def _targets(
+    node: ast.Import | ast.ImportFrom, package: str, modules: dict[str, Path], reexports: dict[str, dict[str, str]]
+) -> Iterator[str]:
+    """The modules of ours that one import statement depends on."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            target = _known(alias.name, modules)
+            if target is not None:
+                yield target
+        return
+    base = _absolute(node, package)
+    for alias in node.names:
+        submodule = _known(f"{base}.{alias.name}", modules)
+        if submodule == f"{base}.{alias.name}":
+            yield submodule  # ``from pkg import module``
+            continue
+        through = reexports.get(base, {}).get(alias.name)
+        target = through or _known(base, modules)
+        if target is not None:
+            yield target
+
+
+def import_graph(trees: tuple[Path, ...] = TREES) -> list[Edge]:
+    """Every import between two of our files, as written in the source."""
+    modules = _modules(trees)
+    reexports = _reexports(modules)
+    edges: list[Edge] = []
+    for name, path in modules.items():
+        package = _package_of(name, path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for target in _targets(node, package, modules, reexports):
+                own_child = path.name == "__init__.py" and target.startswith(name + ".")
+                if target != name and not own_child:
+                    edges.append(Edge(name, target, f"{_shown(path)}:{node.lineno}"))
+    return edges
+
+
+def cycles(edges: list[Edge]) -> list[list[str]]:
+    """The strongly connected groups of two or more files (Tarjan's algorithm), each sorted."""
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        graph.setdefault(e.source, set()).add(e.target)
+        graph.setdefault(e.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(groups)
+
+
+def long_functions(trees: tuple[Path, ...] = TREES, limit: int = MAX_BODY) -> list[str]:
+    """``path:line name: N lines`` for every function (methods and nested ones too) whose body, from its
+    first statement after the docstring to its last line, is longer than ``limit`` lines."""
+    found: list[str] = []
+    for path in _modules(trees).values():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            body = node.body
+            if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                body = body[1:]  # the docstring
+            lines = (body[-1].end_lineno or body[-1].lineno) - body[0].lineno + 1
+            if lines > limit:
+                found.append(f"{_shown(path)}:{node.lineno} {node.name}: {lines} lines")
+    return sorted(found)
+
+
+def _describe(group: list[str], edges: list[Edge]) -> str:
+    inside = sorted({(e.source, e.target, e.where) for e in edges if e.source in group and e.target in group})
+    return " <-> ".join(group) + "".join(f"\n    {s} imports {t} ({where})" for s, t, where in inside)
+
+
+def test_no_import_cycle_between_files() -> None:
+    edges = import_graph()
+    found = cycles(edges)
+    report = "\n".join(_describe(group, edges) for group in found)
+    assert not found, f"{len(found)} import cycle(s) between files:\n{report}"
+
+
+def test_no_function_body_over_the_limit() -> None:
+    found = long_functions()
+    assert not found, f"{len(found)} function(s) with a body over {MAX_BODY} lines:\n" + "\n".join(found)
+
+
+# ---- the checker itself, on a planted tree ---------------------------------------------------------------
+
+
+def test_the_checker_sees_every_kind_of_import_and_a_long_body(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg.low import helper\nfrom pkg.sub import deep\n")  # re-exports only
+    (pkg / "low.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pkg.high import High\n"  # type-only: still an edge
+        "def helper():\n" + "    x = 1\n" * (MAX_BODY + 1)  # one line too many
+    )
+    (pkg / "high.py").write_text("def run():\n    from . import low\n    return low\n")  # lazy and relative
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "deep.py").write_text("from pkg import helper\n")  # through the facade: to pkg.low
+    (pkg / "sub" / "other.py").write_text("from ..sub import deep\nimport os\n")
+    edges = import_graph((pkg,))
+    assert {(e.source, e.target) for e in edges} == {
+        ("pkg.low", "pkg.high"),
+        ("pkg.high", "pkg.low"),
+        ("pkg.sub.deep", "pkg.low"),
+        ("pkg.sub.other", "pkg.sub.deep"),
+    }
+    assert cycles(edges) == [["pkg.high", "pkg.low"]]
+    (found,) = long_functions((pkg,))
+    assert found.endswith(f"low.py:4 helper: {MAX_BODY + 1} lines")
