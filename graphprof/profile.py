@@ -71,7 +71,7 @@ def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.
     notes.extend(n for n in (moe_note(rows, session.model),) if n)
     graph_params = sum(r.params for r in rows)
     total_params = sum(p.numel() for p in parameter_tensors(session.model))
-    if graph_params != total_params:
+    if graph_params != total_params and not isinstance(session.model, torch.jit.ScriptModule):
         notes.append(f"{total_params - graph_params:,} parameters are not used by the captured forward pass")
     if run_dtype is not None:
         notes.append(f"counted as {str(run_dtype).removeprefix('torch.')} (the model itself was not converted)")

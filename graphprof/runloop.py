@@ -624,21 +624,40 @@ class _Converter:
 
     def _convert(self, t: torch.Tensor) -> torch.Tensor:
         fake_mode = self.fake_mode
+        if fake_mode is not None and t.layout != torch.strided:
+            # FakeTensors of sparse layouts cannot be made from real ones (no storage to describe)
+            raise DataDependentError(f"a {str(t.layout).removeprefix('torch.')} tensor of shape {tuple(t.shape)} cannot be a FakeTensor")
         if fake_mode is not None and t.is_meta and self.home is not None:
             # a meta input to a model with real weights stands for a tensor on the model's device
             out = torch.empty(t.shape, dtype=t.dtype, device=self.home)
-        elif fake_mode is not None and _small_constant(t):
-            # small real buffers (YOLO's strides) keep their values, so a forward that reads them
-            # (``.item()``, ``torch.full(..., stride)``) still runs on a dry run
-            out = fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, t, make_constant=True)
+        elif fake_mode is not None:
+            out = self._fake(fake_mode, t)
         else:
-            out = fake_mode.from_tensor(t) if fake_mode is not None else t
+            out = t
         if self.dtype is not None and out.is_floating_point() and out.dtype != self.dtype:
             with torch.no_grad():
                 out = out.to(self.dtype)
             if isinstance(t, nn.Parameter):
                 out.requires_grad_(t.requires_grad and self.train)
         return out
+
+
+    @staticmethod
+    def _fake(fake_mode: Any, t: torch.Tensor) -> torch.Tensor:
+        """``t`` as a FakeTensor. Small real tensors (YOLO's strides) keep their values as constants, so a
+        forward that reads them (``.item()``, ``torch.full(..., stride)``) still runs on a dry run; a view
+        is copied first (a constant cannot share its base's storage). Any failure of the conversion asks
+        for a real run, naming the tensor."""
+        try:
+            if _small_constant(t):
+                from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+                with unset_fake_temporarily():  # the copy is a real tensor, made outside the fake mode
+                    own = t.clone() if t._base is not None else t
+                return cast(torch.Tensor, fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, own, make_constant=True))
+            return cast(torch.Tensor, fake_mode.from_tensor(t))
+        except Exception as exc:
+            raise DataDependentError(f"a {t.dtype} tensor of shape {tuple(t.shape)} cannot be a FakeTensor ({type(exc).__name__}: {exc})") from exc
 
 
 def _run_graph(
@@ -670,6 +689,10 @@ def _run_eager(
     its parameters and buffers for the run (empty: run on its own)."""
     with _module_layers(model, loop, layers):
         try:
+            if isinstance(model, torch.jit.ScriptModule):
+                # the stateless API refuses TorchScript; its ops still reach the dispatcher (and the fake
+                # mode converts its real parameters on the fly), so it runs on its own state
+                return model(*args, **kwargs)
             return torch.func.functional_call(model, swap, args, kwargs, strict=False)
         except Exception as exc:
             reason = needs_values(exc) if fake else None

@@ -407,6 +407,11 @@ def _open_module(
     capture); leaves it as found."""
     module, unwrapped = unwrap_model(module)
     notes = [*notes, *unwrapped]
+    if isinstance(module, torch.jit.ScriptModule):
+        notes.append(
+            "a TorchScript module: its aten calls were recorded as it ran (hooks cannot see inside it, so its "
+            "cost is one row and its parameters are not attributed to layers)"
+        )
     warm = warm_up_reason(module, family)
     if warm is None and model_device(module).type != "meta":
         notes = [*notes, "no warm-up: nothing in the model initialises lazily, so none of its arithmetic ran before the dry run"]

@@ -47,3 +47,55 @@ def test_shared_module_gives_each_parent_its_own_call_whatever_the_capture() -> 
         macs = {m.path: m.forward.macs for m in p.modules}
         # each call: 2 rows x 4 in x 4 out = 32 MACs
         assert macs["a"] == macs["b"] == 32 and macs[""] == 64, (p.capture_method, macs)
+
+
+def test_torchscript_modules_are_counted_as_they_run() -> None:
+    m = torchvision.models.resnet18().eval()
+    plain = graphprof.profile_model(m, input_shape=(1, 3, 64, 64)).total_macs
+    scripted = graphprof.profile_model(torch.jit.script(m), input_shape=(1, 3, 64, 64))
+    traced = graphprof.profile_model(torch.jit.trace(m, torch.randn(1, 3, 64, 64)), input_shape=(1, 3, 64, 64))
+    assert scripted.total_macs == traced.total_macs == plain == 148_557_824
+    assert scripted.execution == "dry-run" and any("TorchScript" in n for n in scripted.notes)
+
+
+def test_a_small_input_that_is_a_view_is_profiled() -> None:
+    x = torch.randn(10, 4)
+    p = graphprof.profile_model(nn.Linear(4, 2), example_inputs=(x[:4],))
+    assert p.total_macs == 4 * 4 * 2  # 4 rows x 4 in x 2 out
+    batch = torch.arange(3).repeat_interleave(2)  # a PyG-style batch vector, built from a view
+    p = graphprof.profile_model(_Pool(), example_inputs=(torch.randn(6, 4), batch))
+    assert p.total_macs == 6 * 4 * 4  # the Linear(4, 4) on 6 rows; the scatter is not a product
+
+
+class _Pool(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(3, 4).index_add(0, batch, self.l(x))
+        return out
+
+
+def _sparse_adjacency(n: int = 10) -> torch.Tensor:
+    rows = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 5])
+    cols = torch.tensor([1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 5, 0])
+    return torch.sparse_coo_tensor(torch.stack([rows, cols]), torch.ones(12), (n, n)).coalesce()
+
+
+class _SpMM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(16, 8)
+
+    def forward(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.sparse.mm(adj, self.l(x))
+
+
+def test_sparse_inputs_run_for_real_with_a_note() -> None:
+    adj, x = _sparse_adjacency(), torch.randn(10, 16)
+    for a in (adj, adj.to_sparse_csr(), adj.t()):
+        p = graphprof.profile_model(_SpMM(), example_inputs=(a, x))
+        assert p.execution == "real" and "cannot be a FakeTensor" in p.execution_note
+        dense_macs = 10 * 16 * 8  # the Linear on 10 rows
+        assert p.total_macs >= dense_macs

@@ -30,14 +30,14 @@ class LiveMemory(Observer):
         self.peak = 0
 
     def started(self, ctx: RunContext) -> None:
-        self.static = {StorageWeakRef(t.untyped_storage()) for t in ctx.state.values()}
+        self.static = {StorageWeakRef(t.untyped_storage()) for t in _dense_parts(ctx.state.values())}
         self.add(ctx.inputs)
 
     def op(self, event: OpEvent) -> None:
         self.add(event.out)
 
     def add(self, value: Any) -> None:
-        for t in tree_flatten(value)[0]:
+        for t in _dense_parts(tree_flatten(value)[0]):
             if isinstance(t, torch.Tensor):
                 ref = StorageWeakRef(t.untyped_storage())
                 if ref not in self.static and ref not in self.live:
@@ -47,3 +47,19 @@ class LiveMemory(Observer):
         for ref in [r for r in self.live if r.expired()]:
             self.current -= self.live.pop(ref)
         self.peak = max(self.peak, self.current)
+
+
+def _dense_parts(values: Any) -> list[Any]:
+    """``values`` with each sparse tensor replaced by the dense tensors that hold it (COO: indices and
+    values; CSR/CSC/BSR/BSC: compressed and plain indices and values), whose storages are what it occupies."""
+    out: list[Any] = []
+    for t in values:
+        if not isinstance(t, torch.Tensor) or t.layout == torch.strided:
+            out.append(t)
+        elif t.layout == torch.sparse_coo:
+            out += [t._indices(), t._values()]
+        elif t.layout in (torch.sparse_csr, torch.sparse_bsr):
+            out += [t.crow_indices(), t.col_indices(), t.values()]
+        else:  # sparse_csc, sparse_bsc
+            out += [t.ccol_indices(), t.row_indices(), t.values()]
+    return out
