@@ -99,3 +99,30 @@ def test_sparse_inputs_run_for_real_with_a_note() -> None:
         assert p.execution == "real" and "cannot be a FakeTensor" in p.execution_note
         dense_macs = 10 * 16 * 8  # the Linear on 10 rows
         assert p.total_macs >= dense_macs
+
+
+_FACTORIES = """
+import torch, torchvision
+from torch import nn
+
+
+def data_parallel():
+    return nn.DataParallel(torchvision.models.resnet18())
+
+
+def scripted():
+    return torch.jit.script(torchvision.models.resnet18().eval())
+"""
+
+
+def test_cli_profiles_factories_that_return_wrapped_or_scripted_models(tmp_path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from graphprof_cli.main import app
+
+    (tmp_path / "handed_over.py").write_text(_FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for factory in ("data_parallel", "scripted"):
+        result = CliRunner().invoke(app, ["--model", f"handed_over:{factory}", "--input-shape", "1,3,64,64", "--output", "-", "--format", "json"])
+        assert result.exit_code == 0, result.output
+        assert '"total_macs": 148557824' in result.output, factory
