@@ -21,9 +21,10 @@ ultralytics' own yaml handling, for files the user trusts.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -32,7 +33,7 @@ import torch
 
 from graphprof.errors import ModelBuildError, UnsafeLoadError
 
-__all__ = ["ALLOW_HINT", "load_pickle", "check_yolo_yaml"]
+__all__ = ["ALLOW_HINT", "load_pickle", "check_yolo_yaml", "restricted_build"]
 
 ALLOW_HINT = "pass --allow-unsafe-load (allow_unsafe_load=True) only if you trust the file"
 
@@ -181,3 +182,33 @@ def check_yolo_yaml(cfg: dict[str, Any], where: str, tasks: ModuleType) -> None:
                     f"{where}: {section}[{index}] names {str(layer[2])[:80]!r}, which is not an nn.Module class "
                     f"ultralytics knows, and ultralytics would call it; {ALLOW_HINT}"
                 )
+            base_model = getattr(tasks, "BaseModel", None)
+            if isinstance(base_model, type) and issubclass(cls, base_model):
+                # a whole model as a layer is built from a nested config (a dict or another yaml) whose own
+                # activation ultralytics evaluates: refused rather than checked level by level
+                raise UnsafeLoadError(
+                    f"{where}: {section}[{index}] is a whole model ({cls.__name__}) used as a layer, which ultralytics "
+                    f"builds from a nested config it evaluates; {ALLOW_HINT}"
+                )
+
+
+@contextlib.contextmanager
+def restricted_build(tasks: ModuleType) -> Iterator[None]:
+    """Ultralytics' own restricted model construction for the span of a build: ``parse_model`` resolves
+    ``activation:`` without ``eval`` and accepts only known layer classes, at every level of nesting.
+
+    It is the per-thread switch behind ``ULTRALYTICS_SAFE_LOAD`` (``_SafeLoad._local.active``), set and
+    put back here, so the process-wide flag and other threads are left alone. Where this ultralytics has
+    no such switch, :func:`check_yolo_yaml` is the only guard.
+    """
+    safe = getattr(tasks, "_SafeLoad", None)
+    local = getattr(safe, "_local", None)
+    if safe is None or local is None or not getattr(safe, "SUPPORTED", False):
+        yield
+        return
+    before = getattr(local, "active", False)
+    local.active = True
+    try:
+        yield
+    finally:
+        local.active = before

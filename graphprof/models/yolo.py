@@ -18,6 +18,7 @@ are trained and reported at 224). For a ``.pt`` checkpoint: its ``train_args["im
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import errno
@@ -46,7 +47,7 @@ from graphprof.errors import (
 )
 from graphprof.models.base import ModelInfo, ResolvedModel, a_type, effective_shape, format_shape, random_tensor
 from graphprof.models.device import build_module
-from graphprof.models.trust import check_yolo_yaml, load_pickle
+from graphprof.models.trust import check_yolo_yaml, load_pickle, restricted_build
 
 __all__ = [
     "YoloArchitecture",
@@ -195,8 +196,17 @@ def list_yolo() -> list[ModelInfo]:
 
 
 def find_yolo_architecture(spec: str) -> YoloArchitecture | None:
-    """The architecture ``spec`` names (``yolov8n``, ``yolov8n.yaml``, ``path/to/my.yaml``), or None."""
+    """The architecture ``spec`` names (``yolov8n``, ``yolov8n.yaml``, ``path/to/my.yaml``), or None.
+
+    A bare name (no folder) is the packaged yaml when ultralytics ships one, even if a file of that name
+    lies in the current folder: a cloned repository cannot shadow a packaged model. A spec with a folder
+    (``./yolov8n.yaml``) is the user's own file. The path used is in the profile's notes.
+    """
     path = Path(spec)
+    bare = yaml_suffix(spec) and os.sep not in spec and "/" not in spec
+    packaged = yolo_architectures().get(path.stem.lower()) if bare else None
+    if packaged is not None:
+        return packaged
     if yaml_suffix(spec) and path.is_file():
         try:
             return next(_architectures_of(path, expand_scales=False))
@@ -282,7 +292,7 @@ def resolve_yolo(
     cfg["scale"] = arch.scale
     cfg["yaml_file"] = f"{arch.name}.yaml"
     scale_text = f" at scale {arch.scale!r}" if arch.scale else ""
-    notes = [f"built from {arch.path.name}{scale_text}, without weights (random init)"]
+    notes = [f"built from {arch.path}{scale_text}, without weights (random init)"]
     if _without_torchvision_weights(cfg):
         notes.append("its torchvision backbone is built without pretrained weights")
     tasks = _import_tasks()
@@ -293,7 +303,8 @@ def resolve_yolo(
     cls = _model_class(tasks, arch)
 
     def make() -> torch.nn.Module:
-        with _quiet_ultralytics():
+        restricted = contextlib.nullcontext() if allow_unsafe_load else restricted_build(tasks)
+        with _quiet_ultralytics(), restricted:
             return cls(copy.deepcopy(cfg), verbose=False)
 
     model, build_notes = build_module(make, device, arch.name)
