@@ -26,19 +26,8 @@ import time
 
 import torch
 
-LLAMA_8B = dict(
-    hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
-    intermediate_size=14336, vocab_size=128256,
-)  # fmt: skip
-
-
-def _best(fn, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_cost import LLAMA_8B, _best  # noqa: E402  (the same model and timer as the earlier cost benchmark)
 
 
 def _load() -> str:

@@ -23,7 +23,6 @@ training flag and every buffer are restored afterwards (see :func:`preserved_sta
 from __future__ import annotations
 
 import contextlib
-import enum
 import inspect
 import logging
 import time
@@ -34,6 +33,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from graphprof.choices import Capture
 from graphprof.errors import CaptureError, ModelBuildError
 from graphprof.inputs import materialize
 
@@ -82,28 +82,6 @@ def dynamo_skip_reason(family: str, methods: tuple[str, ...]) -> str | None:
     if "dynamo.export" not in methods or methods != DEFAULT_METHODS:
         return None
     return DYNAMO_SKIPPED.get(family)
-
-
-class Capture(str, enum.Enum):
-    """The capture setting shared by the API and the CLI (``--capture``).
-
-    ``auto`` is :func:`default_methods`; the others force one method.
-    """
-
-    AUTO = "auto"
-    FX = "fx"
-    DYNAMO = "dynamo"
-    EAGER = "eager"
-
-    @property
-    def methods(self) -> tuple[str, ...] | None:
-        """The methods for ``profile_model(methods=...)``; ``None`` means the model's default order."""
-        return {
-            "auto": None,
-            "fx": ("fx.symbolic_trace",),
-            "dynamo": ("dynamo.export",),
-            "eager": ("eager",),
-        }[self.value]
 
 
 def default_methods(model: nn.Module) -> tuple[str, ...]:
@@ -288,7 +266,7 @@ def warm_up_reason(model: nn.Module, family: str) -> str | None:
     from torch.nn.modules.lazy import LazyModuleMixin
 
     for name, module in model.named_modules():
-        if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[no-untyped-call]
+        if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[misc]
             return f"lazy modules take their shapes from the first input ({name!r} is a {type(module).__name__})"
     return None
 
@@ -397,6 +375,10 @@ def capture_graph(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     attempts: list[tuple[str, str]] = []
     start = time.perf_counter()
     for method in methods:
+        if method == "dynamo.export" and any(why.startswith("RecursionError") for _, why in attempts):
+            # a model that nests too deeply for symbolic tracing costs Dynamo minutes before it fails too
+            attempts.append((method, "not tried: the model nests too deeply to trace (symbolic tracing hit the recursion limit)"))
+            continue
         try:
             if method == "fx.symbolic_trace":
                 gm: torch.fx.GraphModule | None = _symbolic_trace(model)

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
+from graphprof.choices import Mode
 from graphprof.errors import InvalidInputError
 
-__all__ = ["Mode", "parse_mode", "parse_dtype", "parse_shape", "RunSpec", "KEEP"]
-
-
-class Mode(str, enum.Enum):
-    """What is counted: inference (``eval``, no grad) or a training step (``train``: forward + backward)."""
-
-    EVAL = "eval"
-    TRAIN = "train"
+__all__ = ["Mode", "parse_mode", "parse_dtype", "parse_shape", "RunSpec", "KEEP", "ModelOptions"]
 
 
 def parse_mode(value: Mode | str) -> Mode:
@@ -154,3 +147,22 @@ def as_args(example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None) -
     if isinstance(example_inputs, torch.Tensor):
         return (example_inputs,)
     return tuple(example_inputs)
+
+
+class ModelOptions(TypedDict, total=False):
+    """The keywords that build, warm up and capture a model, shared by :func:`graphprof.prepare`,
+    :func:`graphprof.profile_model` and :func:`graphprof.session.open_session` (typed for ``**options``;
+    see :func:`graphprof.prepare` for what each means)."""
+
+    input_shape: Sequence[int] | str | None
+    example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None
+    example_kwargs: dict[str, Any] | None
+    batch_size: int | None
+    dtype: str | torch.dtype | None
+    mode: Mode | str
+    methods: Sequence[str] | None
+    model_name: str | None
+    device: str | None
+    allow_unsafe_load: bool
+    target: str | None
+    proposals: int | None

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from typing_extensions import Unpack
 
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.measured import with_measured_times
@@ -29,7 +30,7 @@ from graphprof.guard import guard_user_code
 from graphprof.hardware import Hardware
 from graphprof.measure.result import Measurement
 from graphprof.measure.run import MeasureOptions, measure_model
-from graphprof.options import KEEP, Mode, RunSpec
+from graphprof.options import KEEP, Mode, ModelOptions, RunSpec
 from graphprof.profile import profile_session
 from graphprof.result import Profile
 from graphprof.runloop import Observer
@@ -122,26 +123,13 @@ class PreparedModel(Session):
 
 
 @guard_user_code
-def prepare(
-    model_or_name: nn.Module | str,
-    *,
-    input_shape: Sequence[int] | str | None = None,
-    example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
-    example_kwargs: dict[str, Any] | None = None,
-    batch_size: int | None = None,
-    dtype: str | torch.dtype | None = None,
-    mode: Mode | str = Mode.EVAL,
-    methods: Sequence[str] | None = None,
-    model_name: str | None = None,
-    device: str | None = None,
-    allow_unsafe_load: bool = False,
-    target: str | None = None,
-    proposals: int | None = None,
-) -> PreparedModel:
+def prepare(model_or_name: nn.Module | str, **options: Unpack[ModelOptions]) -> PreparedModel:
     """Resolve (build) a model, warm it up and capture it once; see :class:`PreparedModel`.
 
     ``model_or_name`` is a name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``)
-    or an ``nn.Module`` with ``input_shape`` or ``example_inputs``/``example_kwargs``. Named models are
+    or an ``nn.Module`` with ``input_shape`` or ``example_inputs``/``example_kwargs`` (the keywords are
+    :class:`~graphprof.options.ModelOptions`; ``batch_size``, ``dtype`` and ``mode`` as for
+    :meth:`PreparedModel.spec`, ``model_name`` to name a module object). Named models are
     built on the meta device when the family allows it; ``device="cpu"`` builds them with weights
     (what a real run or a reference counter needs). ``methods`` forces capture methods, tried in order.
     ``allow_unsafe_load=True`` lets a named file run code as it loads, and ``target="cuda"`` costs the
@@ -149,8 +137,4 @@ def prepare(
     detector's region proposals per image (a model named from the torchvision zoo).
     The user's model is left exactly as it was found.
     """
-    return open_session(
-        model_or_name, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs,
-        batch_size=batch_size, dtype=dtype, mode=mode, methods=methods, model_name=model_name, device=device,
-        allow_unsafe_load=allow_unsafe_load, target=target, proposals=proposals, cls=PreparedModel,
-    )  # fmt: skip
+    return open_session(model_or_name, cls=PreparedModel, **options)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from typing_extensions import Unpack
 
 from graphprof import __version__
 from graphprof.aggregate import aggregate_modules
@@ -24,7 +25,7 @@ from graphprof.guard import guard_user_code
 from graphprof.inputs import describe_inputs
 from graphprof.lowering import Lowering
 from graphprof.moe import moe_note
-from graphprof.options import Mode, RunSpec
+from graphprof.options import Mode, ModelOptions, RunSpec
 from graphprof.params import parameter_tensors
 from graphprof.result import Profile
 from graphprof.runloop import Observer
@@ -119,21 +120,7 @@ def build_profile(session: Session, run: SessionRun, args: tuple[Any, ...], kwar
 
 
 @guard_user_code
-def profile_model(
-    model: nn.Module | str,
-    *,
-    input_shape: Sequence[int] | str | None = None,
-    example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
-    example_kwargs: dict[str, Any] | None = None,
-    batch_size: int | None = None,
-    dtype: str | torch.dtype | None = None,
-    mode: Mode | str = Mode.EVAL,
-    model_name: str | None = None,
-    methods: Sequence[str] | None = None,
-    allow_unsafe_load: bool = False,
-    target: str | None = None,
-    proposals: int | None = None,
-) -> Profile:
+def profile_model(model: nn.Module | str, **options: Unpack[ModelOptions]) -> Profile:
     """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
 
     >>> import graphprof
@@ -158,11 +145,7 @@ def profile_model(
     ``allow_unsafe_load=True`` lets a named file run code as it loads (a pickled ``.pt`` unpickled with
     ``weights_only=False``, a YOLO yaml whose fields ultralytics evaluates); only for files you trust.
     """
-    session = open_session(
-        model, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs,
-        batch_size=batch_size, dtype=dtype, mode=mode, methods=methods, model_name=model_name,
-        allow_unsafe_load=allow_unsafe_load, target=target, proposals=proposals,
-    )  # fmt: skip
+    session: Session = open_session(model, **options)
     return profile_session(session)
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "ModuleRow",
     "UnsupportedOp",
     "Profile",
+    "cost_dict",
 ]
 
 #: Version of the dictionary layout produced by :meth:`Profile.to_dict` (and so of the JSON file).
@@ -52,7 +53,7 @@ class OpRecord:
             "op": self.op,
             "status": self.status,
             "phase": self.phase,
-            **_cost_dict(self.cost),
+            **cost_dict(self.cost),
             "work_fraction": self.work_fraction,
             "input_shapes": [list(s) for s in self.input_shapes],
             "output_shapes": [list(s) for s in self.output_shapes],
@@ -92,9 +93,9 @@ class LayerRow:
             "type": self.type,
             "params": self.params,
             "output_shapes": [list(s) for s in self.output_shapes],
-            **_cost_dict(self.cost),
-            "forward": _cost_dict(self.forward),
-            "backward": _cost_dict(self.backward),
+            **cost_dict(self.cost),
+            "forward": cost_dict(self.forward),
+            "backward": cost_dict(self.backward),
             "ops": [op.to_dict() for op in self.ops],
         }
 
@@ -126,7 +127,7 @@ class ModuleRow:
             "depth": self.depth,
             "params": self.params,
             "nodes": self.nodes,
-            **_cost_dict(self.cost),
+            **cost_dict(self.cost),
         }
 
 
@@ -251,8 +252,8 @@ class Profile:
             "total_bytes_read": self.total.bytes_read,
             "total_bytes_written": self.total.bytes_written,
             "arithmetic_intensity": self.arithmetic_intensity,
-            "forward": _cost_dict(self.forward),
-            "backward": _cost_dict(self.backward),
+            "forward": cost_dict(self.forward),
+            "backward": cost_dict(self.backward),
             "unsupported_ops": [u.to_dict() for u in self.unsupported],
             "notes": list(self.notes),
             "versions": dict(self.versions),
@@ -290,12 +291,14 @@ class Profile:
         }
 
 
-def _cost_dict(cost: Cost) -> dict[str, Any]:
+def cost_dict(cost: Cost, *, bytes_key: str = "memory") -> dict[str, Any]:
+    """A cost's counts for JSON: MACs, FLOPs, bytes read and written, bytes moved (under ``bytes_key``:
+    ``memory`` in a profile, as the seeds name it) and arithmetic intensity."""
     return {
         "macs": cost.macs,
         "flops": cost.flops,
         "bytes_read": cost.bytes_read,
         "bytes_written": cost.bytes_written,
-        "memory": cost.bytes_moved,
+        bytes_key: cost.bytes_moved,
         "arithmetic_intensity": cost.arithmetic_intensity,
     }

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import torch
 from torch import nn
+from typing_extensions import Unpack
 
 from graphprof.capture import (
     METHODS,
@@ -43,7 +44,7 @@ from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, S
 from graphprof.guard import guard_user_code
 from graphprof.inputs import materialize, resize_inputs
 from graphprof.lowering import Lowering, lowering_context, parse_lowering
-from graphprof.options import Mode, RunSpec, parse_shape
+from graphprof.options import Mode, ModelOptions, RunSpec, parse_shape
 from graphprof.propagate import DataDependentError, Trace, propagate
 from graphprof.runloop import Observer
 
@@ -280,44 +281,33 @@ def unwrap_model(model: nn.Module) -> tuple[nn.Module, list[str]]:
 
 
 @guard_user_code
-def open_session(
-    model_or_name: nn.Module | str,
-    *,
-    input_shape: Sequence[int] | str | None = None,
-    example_inputs: tuple[Any, ...] | list[Any] | torch.Tensor | None = None,
-    example_kwargs: dict[str, Any] | None = None,
-    batch_size: int | None = None,
-    dtype: str | torch.dtype | None = None,
-    mode: Mode | str = Mode.EVAL,
-    methods: Sequence[str] | None = None,
-    model_name: str | None = None,
-    device: str | None = None,
-    allow_unsafe_load: bool = False,
-    target: str | None = None,
-    proposals: int | None = None,
-    cls: type[S] = Session,  # type: ignore[assignment]  # the default is the base class itself
-) -> S:
+def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **options: Unpack[ModelOptions]) -> S:  # type: ignore[assignment]  # the default is the base class itself
     """Resolve (build) a model, warm it up and capture it once: a ``cls`` (a :class:`Session`).
 
-    The arguments are :func:`graphprof.prepare`'s (which documents them); ``cls`` is the session class
+    ``options`` are :func:`graphprof.prepare`'s (which documents them); ``cls`` is the session class
     to open (``prepare`` opens a :class:`~graphprof.prepared.PreparedModel`).
     """
+    unknown = sorted(set(options) - set(ModelOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r} (the model options are: {', '.join(ModelOptions.__annotations__)})")
     spec = RunSpec.of(
-        batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs,
-        example_kwargs=example_kwargs, dtype=dtype, mode=mode,
+        batch_size=options.get("batch_size"), input_shape=options.get("input_shape"), example_inputs=options.get("example_inputs"),
+        example_kwargs=options.get("example_kwargs"), dtype=options.get("dtype"), mode=options.get("mode", Mode.EVAL),
     )  # fmt: skip
     run_dtype, run_mode = spec.resolved(None, Mode.EVAL)
-    options = _BuildOptions(cls, parse_lowering(target), tuple(methods) if methods is not None else None, model_name)
+    methods = options.get("methods")
+    build = _BuildOptions(cls, parse_lowering(options.get("target")), tuple(methods) if methods is not None else None, options.get("model_name"))
+    proposals = options.get("proposals")
     if isinstance(model_or_name, str):
-        return _open_by_name(model_or_name, spec, run_dtype, run_mode, options, device, allow_unsafe_load, proposals)
+        return _open_by_name(model_or_name, spec, run_dtype, run_mode, build, options.get("device"), options.get("allow_unsafe_load", False), proposals)  # type: ignore[no-any-return]
     if not isinstance(model_or_name, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
     if proposals is not None:
         raise InvalidInputError("proposals applies to a model named from the zoo; set your own model's attributes")
     args, kwargs = _module_inputs(spec)
-    name = model_name or type(unwrap_model(model_or_name)[0]).__name__
-    methods_used = options.methods or default_methods(model_or_name)
-    return _open_module(options, model_or_name, args, kwargs, name, "custom", [], run_dtype, run_mode, methods_used, [])
+    name = build.model_name or type(unwrap_model(model_or_name)[0]).__name__
+    methods_used = build.methods or default_methods(model_or_name)
+    return _open_module(build, model_or_name, args, kwargs, name, "custom", [], run_dtype, run_mode, methods_used, [])  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)

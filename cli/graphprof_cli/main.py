@@ -12,17 +12,38 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from graphprof import __version__
+from graphprof.choices import Capture, Mode, Optimizer
 from graphprof.errors import EXIT_CODES
 from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
 from graphprof_cli.generate import CacheOption, GenerateOption, KVDtypeOption, NewTokensOption, PromptLenOption
+from graphprof_cli.options import (
+    AllowUnsafeOption,
+    BandwidthOption,
+    BatchSizeOption,
+    CaptureOption,
+    DebugOption,
+    DeviceOption,
+    DtypeOption,
+    FormatOption,
+    HardwareOption,
+    InputShapeOption,
+    IterationsOption,
+    MeasureOption,
+    ModelOption,
+    ModeOption,
+    OptimizerOption,
+    OutputOption,
+    PeakOption,
+    WarmupOption,
+    WidthOption,
+)
 
 app = typer.Typer(
     cls=Group,
@@ -33,71 +54,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     epilog="Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items()),
 )
-
-
-class ModeChoice(str, Enum):
-    eval = "eval"
-    train = "train"
-
-
-class CaptureChoice(str, Enum):
-    """The values of :class:`graphprof.Capture` (kept here so that ``--help`` imports no torch)."""
-
-    auto = "auto"
-    fx = "fx"
-    dynamo = "dynamo"
-    eager = "eager"
-
-    @property
-    def methods(self) -> tuple[str, ...] | None:
-        from graphprof.capture import Capture
-
-        return Capture(self.value).methods
-
-
-class FormatChoice(str, Enum):
-    json = "json"
-    csv = "csv"
-
-
-# ---- options shared by the profiling command and `compare` -------------------------------------------
-InputShapeOption = Annotated[str | None, typer.Option("--input-shape", help="Input shape: 1 3 384 384 or 1,3,384,384.")]
-BatchSizeOption = Annotated[int | None, typer.Option("--batch-size", "-b", help="Override the batch dimension.")]
-DtypeOption = Annotated[str | None, typer.Option("--dtype", help="Count as this dtype: float32, float16, bfloat16.")]
-ModeOption = Annotated[ModeChoice, typer.Option("--mode", help="eval: inference; train: forward + backward.")]
-CaptureOption = Annotated[
-    CaptureChoice,
-    typer.Option("--capture", help="Graph capture: auto (fx, then eager), fx, dynamo or eager."),
-]
-HardwareOption = Annotated[
-    str | None, typer.Option("--hardware", help="Device preset for the roofline (see `graphprof hardware`).")
-]
-PeakOption = Annotated[
-    float | None, typer.Option("--peak-tflops", help="Custom device: peak TFLOP/s (or override the preset's).")
-]
-BandwidthOption = Annotated[
-    float | None,
-    typer.Option("--bandwidth-gbs", help="Custom device: memory bandwidth in GB/s (or override the preset's)."),
-]
-OutputOption = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Also write a .json or .csv file; - writes it to stdout.")
-]
-AllowUnsafeOption = Annotated[
-    bool,
-    flag(
-        "--allow-unsafe-load",
-        help="Let a model file run code as it loads: unpickle a .pt/.pth with weights_only=False (any Python it "
-        "names runs) and let ultralytics eval a YOLO yaml's activation/layer fields. Only for files you trust.",
-    ),
-]
-FormatOption = Annotated[
-    FormatChoice | None, typer.Option("--format", help="Format of --output (default: from its suffix).")
-]
-DebugOption = Annotated[bool, flag("--debug", help="Show tracebacks.")]
-WidthOption = Annotated[
-    int | None,
-    typer.Option("--width", min=40, help="Report width in columns (default: the terminal's, else COLUMNS, else 160)."),
-]
 
 
 def _console(width: int | None = None, *, stderr: bool = False) -> Any:
@@ -130,10 +86,7 @@ def _list_models(filter_text: str | None) -> None:
 @app.callback(invoke_without_command=True)
 def profile(
     ctx: typer.Context,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, or package.module:factory."),
-    ] = None,
+    model: ModelOption = None,
     list_: Annotated[bool, flag("--list", help="List the available models and exit.")] = False,
     filter_: Annotated[
         str | None, typer.Option("--filter", help="With --list: only models whose name or family contains this.")
@@ -141,8 +94,8 @@ def profile(
     input_shape: InputShapeOption = None,
     batch_size: BatchSizeOption = None,
     dtype: DtypeOption = None,
-    mode: ModeOption = ModeChoice.eval,
-    capture: CaptureOption = CaptureChoice.auto,
+    mode: ModeOption = Mode.EVAL,
+    capture: CaptureOption = Capture.AUTO,
     proposals: Annotated[
         int | None,
         typer.Option("--proposals", min=1, help="Two-stage detectors: proposals per image (default: the model's maximum)."),
@@ -166,12 +119,12 @@ def profile(
         ),
     ] = None,
     width: WidthOption = None,
-    measure: Annotated[bool, flag("--measure", help="Also run the model for real: times, memory, per-layer measured vs estimated.")] = False,
-    device: Annotated[str | None, typer.Option("--device", help="With --measure: cpu or cuda (default: cuda when present).")] = None,
-    iters: Annotated[int, typer.Option("--iters", help="With --measure: at most this many timed iterations (stops early once stable).")] = 50,
-    warmup: Annotated[int, typer.Option("--warmup", help="With --measure: warm-up iterations, reported apart.")] = 5,
+    measure: MeasureOption = False,
+    device: DeviceOption = None,
+    iters: IterationsOption = 50,
+    warmup: WarmupOption = 5,
     trace: Annotated[Path | None, typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory.")] = None,
-    optimizer: Annotated[str, typer.Option("--optimizer", help="With --measure --mode train: sgd or adamw.")] = "sgd",
+    optimizer: OptimizerOption = Optimizer.SGD,
     graph: Annotated[
         Path | None,
         typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt."),
@@ -195,97 +148,32 @@ def profile(
     if model is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
-
-    import graphprof
-    from graphprof.hardware import resolve_hardware
-    from graphprof.render import (
-        STDOUT,
-        check_output,
-        parse_plot_spec,
-        render_output,
-        render_report,
-        write_output,
-        write_plot,
-    )
-    from graphprof.render.plots import require_matplotlib
-    from graphprof.roofline import classify
-
     if generate:
         from graphprof_cli.generate import run_generate
 
         run_generate(
             model=model, prompt_len=prompt_len, new_tokens=new_tokens, batch_size=batch_size, dtype=dtype, kv_dtype=kv_dtype,
-            cache=cache, hardware=run_guarded(lambda: resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs), debug),
-            measure=measure, device=device, output=output, console=_console(width), debug=debug,
+            cache=cache, hardware=_hardware(hardware, peak_tflops, bandwidth_gbs, debug), measure=measure, device=device,
+            output=output, console=_console(width), debug=debug,
         )  # fmt: skip
         return
-    to_stdout = output is not None and str(output) == STDOUT
-    console = _console(width, stderr=to_stdout)  # with --output -, stdout carries the file alone
-    chosen: list[str] = []
+    from graphprof_cli.profile_run import ProfileRequest, run_profile
 
-    def work() -> Any:
-        # Everything that can be checked without the model is checked first, so a typo costs no profiling.
-        device_hw = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
-        graphprof.parse_shape(input_shape)
-        if output is not None:
-            chosen.append(check_output(output, fmt.value if fmt else None))
-        for spec in plot or []:
-            parse_plot_spec(spec)
-        if plot:
-            require_matplotlib()
-        if graph is not None:
-            from graphprof_cli.graphs import check_graph_path
+    run_profile(
+        ProfileRequest(
+            model=model, input_shape=input_shape, batch_size=batch_size, dtype=dtype, mode=mode, capture=capture,
+            proposals=proposals, showshape=showshape, verbose=verbose, depth=depth, top=top, hardware=hardware,
+            peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, output=output, fmt=fmt, allow_unsafe_load=allow_unsafe_load,
+            plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace,
+            optimizer=optimizer, graph=graph, debug=debug,
+        )  # fmt: skip
+    )
 
-            check_graph_path(graph)
-        measuring = None
-        if measure:  # measurement options and the device are checked before anything is built
-            from graphprof_cli.measure import check_measure_options
 
-            measuring = check_measure_options(device=device, iters=iters, warmup=warmup, optimizer=optimizer)
-        # the target the costs are for: the device measured, else the hardware preset's kind
-        target = "cuda" if measuring is not None and measuring.type == "cuda" else (device_hw.target if device_hw is not None else None)
-        with console.status(f"profiling {model} ...", spinner="dots"):
-            prepared = graphprof.prepare(
-                model,
-                input_shape=input_shape,
-                batch_size=batch_size,
-                dtype=dtype,
-                mode=mode.value,
-                methods=capture.methods,
-                allow_unsafe_load=allow_unsafe_load,
-                target=target,
-                proposals=proposals,
-            )
-            result = prepared.profile()
-        if measuring is not None:
-            from graphprof_cli.measure import run_measure
+def _hardware(hardware: str | None, peak_tflops: float | None, bandwidth_gbs: float | None, debug: bool) -> Any:
+    from graphprof.hardware import resolve_hardware
 
-            with console.status(f"measuring {model} on {measuring} ...", spinner="dots"):
-                result, device_hw = run_measure(
-                    prepared, result, hardware=device_hw, device=measuring, iters=iters, warmup=warmup, trace=trace, optimizer=optimizer
-                )  # fmt: skip
-        return prepared, result, classify(result, device_hw)
-
-    prepared, result, roofline = run_guarded(work, debug)
-    console.print(render_report(result, roofline, show_shapes=showshape, verbose=verbose, depth=depth, top=top))
-    if result.measurement is not None:
-        from graphprof.render.measured import render_measured
-
-        console.print(render_measured(result, roofline))
-    if to_stdout:
-        sys.stdout.write(run_guarded(lambda: render_output(result, chosen[0], roofline), debug))
-        sys.stdout.flush()
-    elif output is not None:
-        run_guarded(lambda: write_output(result, output, fmt.value if fmt else None, roofline), debug)
-        console.print(f"wrote {output}")
-    for spec in plot or []:
-        path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), debug)
-        console.print(f"wrote {path}")
-    if graph is not None:
-        from graphprof_cli.graphs import write_model_graph
-
-        for path in run_guarded(lambda: write_model_graph(prepared, graph, depth=depth, hardware=roofline.hardware, measurement=result.measurement), debug):
-            console.print(f"wrote {path}")
+    return run_guarded(lambda: resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs), debug)
 
 
 @app.command("list", cls=Command)
@@ -302,8 +190,8 @@ def compare_command(
     input_shape: InputShapeOption = None,
     batch_size: BatchSizeOption = None,
     dtype: DtypeOption = None,
-    mode: ModeOption = ModeChoice.eval,
-    capture: CaptureOption = CaptureChoice.auto,
+    mode: ModeOption = Mode.EVAL,
+    capture: CaptureOption = Capture.AUTO,
     hardware: HardwareOption = None,
     peak_tflops: PeakOption = None,
     bandwidth_gbs: BandwidthOption = None,

@@ -7,18 +7,26 @@ the model lacks and a factory without the keyword are one line on stderr (exit 2
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from graphprof_cli.common import flag
-
-
-class SweepFormat(str, Enum):
-    json = "json"
-    csv = "csv"
+from graphprof.choices import Mode
+from graphprof_cli.common import console as make_console
+from graphprof_cli.common import run_guarded
+from graphprof_cli.options import (
+    BatchSizeOption,
+    DebugOption,
+    DeviceOption,
+    DtypeOption,
+    FormatOption,
+    HardwareOption,
+    InputShapeOption,
+    MeasureOption,
+    ModeOption,
+    OutputOption,
+)
 
 
 def _axis(batch: str | None, resolution: str | None, seq_len: str | None, layers: str | None, set_: str | None) -> tuple[str, str, str | None]:
@@ -55,19 +63,17 @@ def sweep_command(
     set_: Annotated[
         str | None, typer.Option("--set", help="A factory keyword and its values: width=32,64,128.")
     ] = None,
-    measure: Annotated[bool, flag("--measure", help="Also measure time and memory per point (real runs).")] = False,
-    device: Annotated[str | None, typer.Option("--device", help="Device of --measure (default cuda).")] = None,
-    hardware: Annotated[
-        str | None, typer.Option("--hardware", help="Device preset for the estimated time (see `graphprof hardware`).")
-    ] = None,
-    input_shape: Annotated[str | None, typer.Option("--input-shape", help="Base input shape: 1 3 224 224.")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Base batch size (other axes).")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="Count as this dtype: float32, float16, bfloat16.")] = None,
-    mode: Annotated[str, typer.Option("--mode", help="eval: inference; train: forward + backward.")] = "eval",
+    measure: MeasureOption = False,
+    device: DeviceOption = None,
+    hardware: HardwareOption = None,
+    input_shape: InputShapeOption = None,
+    batch_size: BatchSizeOption = None,
+    dtype: DtypeOption = None,
+    mode: ModeOption = Mode.EVAL,
     plot: Annotated[Path | None, typer.Option("--plot", help="Draw the metrics against the axis (log-log): sweep.png.")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the sweep to a .json or .csv file.")] = None,
-    fmt: Annotated[SweepFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")] = None,
-    debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
+    output: OutputOption = None,
+    fmt: FormatOption = None,
+    debug: DebugOption = False,
 ) -> None:
     """Profile one model along one axis, with growth fits: graphprof sweep --model resnet50 --batch 1:128:x2."""
     from rich.console import Console
@@ -77,7 +83,6 @@ def sweep_command(
     from graphprof.render.plots import require_matplotlib
     from graphprof.render.sweep import render_sweep, write_sweep, write_sweep_plot
     from graphprof.scaling import Sweep, check_sweep, parse_values, sweep
-    from graphprof_cli.main import _console, run_guarded
 
     def checked() -> tuple[str, list[float], str | None]:
         axis, text, key = _axis(batch, resolution, seq_len, layers, set_)
@@ -90,7 +95,7 @@ def sweep_command(
         return axis, values, key
 
     axis, values, key = run_guarded(checked, debug)
-    console = _console()
+    console = make_console()
 
     def work() -> Sweep:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -105,7 +110,7 @@ def sweep_command(
 
             return sweep(
                 model, axis, values, key=key, measure=measure, device=device, hardware=hardware,
-                input_shape=input_shape, batch_size=batch_size, dtype=dtype, mode=mode, on_point=on_point,
+                input_shape=input_shape, batch_size=batch_size, dtype=dtype, mode=mode.value, on_point=on_point,
             )  # fmt: skip
 
     result = run_guarded(work, debug)

@@ -7,28 +7,21 @@ every model agrees within ``--tolerance`` once the explained differences are acc
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from graphprof.choices import Reference
 from graphprof.errors import EXIT_DISAGREE as DISAGREE_EXIT
 from graphprof_cli.common import flag
+from graphprof_cli.options import DebugOption, FormatOption
 
 DEFAULT_TOLERANCE = 1.0  # graphprof.crosscheck.DEFAULT_TOLERANCE; the library is imported only when the command runs
 
 
-class AgainstChoice(str, Enum):
-    """The values of :class:`graphprof.crosscheck.Reference` (like ``ModeChoice`` mirrors ``graphprof.Mode``)."""
-
-    fvcore = "fvcore"
-    torch = "torch"
-
-
-class OutputFormat(str, Enum):
-    json = "json"
-    csv = "csv"
+#: The references (:class:`graphprof.choices.Reference`), under the name this command has always used.
+AgainstChoice = Reference
 
 
 def validate_command(
@@ -51,7 +44,7 @@ def validate_command(
             "--against",
             help="fvcore: FlopCountAnalysis (1 flop per MAC); torch: FlopCounterMode (contractions, 2 per MAC).",
         ),
-    ] = AgainstChoice.fvcore,
+    ] = Reference.FVCORE,
     tolerance: Annotated[
         float,
         typer.Option(
@@ -67,10 +60,8 @@ def validate_command(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Also write the comparison to a .json or .csv file.")
     ] = None,
-    fmt: Annotated[
-        OutputFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")
-    ] = None,
-    debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
+    fmt: FormatOption = None,
+    debug: DebugOption = False,
 ) -> None:
     """Cross-check graphprof against fvcore's FlopCountAnalysis (or --against torch), model by model."""
     from rich.console import Console

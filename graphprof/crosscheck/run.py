@@ -8,7 +8,6 @@ the batch. :func:`select_models` turns names, ``--family`` and ``--all`` into th
 
 from __future__ import annotations
 
-import enum
 import multiprocessing
 import os
 import time
@@ -20,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.choices import Reference
 from graphprof.crosscheck.compare import compare_counts
 from graphprof.crosscheck.conventions import CONVENTIONS
 from graphprof.crosscheck.references import REFERENCES
@@ -45,13 +45,6 @@ DEFAULT_MODEL = "resnet18"
 
 DEFAULT_TOLERANCE = 1.0
 """Percent of the reference's count within which a model agrees (after the explained differences)."""
-
-
-class Reference(str, enum.Enum):
-    """The counter graphprof is checked against."""
-
-    FVCORE = "fvcore"  # fvcore.nn.FlopCountAnalysis: 1 flop per MAC, plus its per-element counts
-    TORCH = "torch"  # torch.utils.flop_counter.FlopCounterMode: contractions only, 2 FLOPs per MAC
 
 
 @guard_user_code

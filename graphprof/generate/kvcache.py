@@ -14,29 +14,24 @@ figure would be four times larger.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from graphprof.choices import KVCache
 from graphprof.errors import InvalidInputError, MissingDependencyError
 
 __all__ = ["CacheKind", "KVCacheSpec", "kv_spec", "make_cache"]
 
 
-class CacheKind(str, enum.Enum):
-    """How the decode graph keeps its cache.
-
-    ``static``: a preallocated cache sized to the context (transformers' ``StaticCache`` with
-    ``max_cache_len = context + new tokens of the step``): a step writes its new token's K and V in place
-    (``index_copy_``) and attention reads the cached tokens once, as a paged-attention server does.
-    ``dynamic``: transformers' default ``DynamicCache``, which grows by ``torch.cat``: every step also
-    reads and rewrites the whole cache, as eager ``generate()`` does.
-    """
-
-    STATIC = "static"
-    DYNAMIC = "dynamic"
+#: How the decode graph keeps its cache (:class:`graphprof.choices.KVCache`). ``static``: a preallocated
+#: cache sized to the context (transformers' ``StaticCache`` with ``max_cache_len = context + new tokens of
+#: the step``): a step writes its new token's K and V in place (``index_copy_``) and attention reads the
+#: cached tokens once, as a paged-attention server does. ``dynamic``: transformers' default
+#: ``DynamicCache``, which grows by ``torch.cat``: every step also reads and rewrites the whole cache, as
+#: eager ``generate()`` does.
+CacheKind = KVCache
 
 
 @dataclass(frozen=True)

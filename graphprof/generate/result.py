@@ -15,19 +15,9 @@ from typing import Any
 from graphprof.formulas import Cost
 from graphprof.generate.kvcache import KVCacheSpec
 from graphprof.hardware import Hardware
+from graphprof.result import cost_dict
 
 __all__ = ["BlockCost", "Phase", "Latency", "MemoryFit", "GenerationMeasurement", "GenerationProfile"]
-
-
-def _cost_dict(cost: Cost) -> dict[str, Any]:
-    return {
-        "macs": cost.macs,
-        "flops": cost.flops,
-        "bytes_read": cost.bytes_read,
-        "bytes_written": cost.bytes_written,
-        "bytes": cost.bytes_moved,
-        "arithmetic_intensity": cost.arithmetic_intensity,
-    }
 
 
 @dataclass(frozen=True)
@@ -53,7 +43,7 @@ class BlockCost:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            **_cost_dict(self.cost),
+            **cost_dict(self.cost, bytes_key="bytes"),
             "kv_bytes_read": self.kv_bytes_read,
             "kv_bytes_written": self.kv_bytes_written,
             "bound": self.bound,

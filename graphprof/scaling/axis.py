@@ -3,7 +3,6 @@ makes before any work (an axis the model lacks, a factory without the keyword, b
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.choices import SweepAxis
 from graphprof.errors import InvalidInputError
 from graphprof.prepared import PreparedModel
 from graphprof.scaling.factory import check_keyword, user_factory
@@ -18,25 +18,8 @@ from graphprof.scaling.factory import check_keyword, user_factory
 __all__ = ["Axis", "FACTORY_LAYERS_KEY", "HF_LAYERS_KEY", "parse_values", "check_values", "check_sweep", "point_options", "with_option"]
 
 
-class Axis(str, enum.Enum):
-    """What a sweep varies."""
-
-    BATCH = "batch"
-    RESOLUTION = "resolution"  # H and W of an image (or video) input, square
-    SEQ_LEN = "seq-len"  # the sequence dimension of a transformer's token inputs
-    LAYERS = "layers"  # a config override (hf: num_hidden_layers) or a factory's num_layers
-    SET = "set"  # any keyword of a user's factory
-
-    @classmethod
-    def parse(cls, axis: Axis | str) -> Axis:
-        if isinstance(axis, Axis):
-            return axis
-        text = str(axis).strip().lower().replace("_", "-")
-        for member in cls:
-            if text == member.value:
-                return member
-        raise InvalidInputError(f"unknown sweep axis {axis!r}: choose one of {', '.join(m.value for m in cls)}")
-
+#: What a sweep varies (:class:`graphprof.choices.SweepAxis`).
+Axis = SweepAxis
 
 #: The keyword a factory's depth goes to on the ``layers`` axis (the seed framework's name).
 FACTORY_LAYERS_KEY = "num_layers"

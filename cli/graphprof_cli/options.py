@@ -1,0 +1,84 @@
+"""The options graphprof's commands share, declared once; each command takes the ones it needs.
+
+The choices are :mod:`graphprof.choices` (torch-free), so ``--help`` builds without importing torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from graphprof.choices import Capture, Mode, Optimizer, OutputFormat
+from graphprof_cli.common import flag
+
+__all__ = [
+    "ModelOption",
+    "InputShapeOption",
+    "BatchSizeOption",
+    "DtypeOption",
+    "ModeOption",
+    "CaptureOption",
+    "HardwareOption",
+    "PeakOption",
+    "BandwidthOption",
+    "OutputOption",
+    "FormatOption",
+    "AllowUnsafeOption",
+    "DebugOption",
+    "WidthOption",
+    "DeviceOption",
+    "IterationsOption",
+    "WarmupOption",
+    "OptimizerOption",
+    "MeasureOption",
+]
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory."),
+]
+InputShapeOption = Annotated[str | None, typer.Option("--input-shape", help="Input shape: 1 3 384 384 or 1,3,384,384.")]
+BatchSizeOption = Annotated[int | None, typer.Option("--batch-size", "-b", help="Override the batch dimension.")]
+DtypeOption = Annotated[str | None, typer.Option("--dtype", help="Count as this dtype: float32, float16, bfloat16.")]
+ModeOption = Annotated[Mode, typer.Option("--mode", help="eval: inference; train: forward + backward.")]
+CaptureOption = Annotated[
+    Capture, typer.Option("--capture", help="Graph capture: auto (fx, then dynamo, then eager), fx, dynamo or eager.")
+]
+HardwareOption = Annotated[
+    str | None, typer.Option("--hardware", help="Device preset for the roofline (see `graphprof hardware`; local after `graphprof calibrate`).")
+]
+PeakOption = Annotated[
+    float | None, typer.Option("--peak-tflops", help="Custom device: peak TFLOP/s (or override the preset's).")
+]
+BandwidthOption = Annotated[
+    float | None,
+    typer.Option("--bandwidth-gbs", help="Custom device: memory bandwidth in GB/s (or override the preset's)."),
+]
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Also write a .json or .csv file; - writes it to stdout.")
+]
+FormatOption = Annotated[OutputFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")]
+AllowUnsafeOption = Annotated[
+    bool,
+    flag(
+        "--allow-unsafe-load",
+        help="Let a model file run code as it loads: unpickle a .pt/.pth with weights_only=False (any Python it "
+        "names runs) and let ultralytics eval a YOLO yaml's activation/layer fields. Only for files you trust.",
+    ),
+]
+DebugOption = Annotated[bool, flag("--debug", help="Show tracebacks.")]
+WidthOption = Annotated[
+    int | None,
+    typer.Option("--width", min=40, help="Report width in columns (default: the terminal's, else COLUMNS, else 160)."),
+]
+MeasureOption = Annotated[
+    bool, flag("--measure", help="Also run the model for real: times, memory, per-layer measured vs estimated.")
+]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="With --measure: cpu or cuda (default: cuda when present).")]
+IterationsOption = Annotated[
+    int, typer.Option("--iters", help="With --measure: at most this many timed iterations (stops early once stable).")
+]
+WarmupOption = Annotated[int, typer.Option("--warmup", help="With --measure: warm-up iterations, reported apart.")]
+OptimizerOption = Annotated[Optimizer, typer.Option("--optimizer", help="With --measure --mode train: sgd or adamw.")]

@@ -1,0 +1,142 @@
+"""``graphprof --model X``: the main command's work, from its parsed options (:class:`ProfileRequest`).
+
+Checks every option that needs no model first (a typo costs no profiling), then calls the library once
+(:func:`graphprof.prepare` and ``.profile()``; ``.measure()`` with ``--measure``), then renders.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphprof.choices import Capture, Mode, Optimizer, OutputFormat
+from graphprof_cli.common import console as make_console
+from graphprof_cli.common import run_guarded
+
+__all__ = ["ProfileRequest", "run_profile"]
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """The main command's options, as parsed."""
+
+    model: str
+    input_shape: str | None = None
+    batch_size: int | None = None
+    dtype: str | None = None
+    mode: Mode = Mode.EVAL
+    capture: Capture = Capture.AUTO
+    proposals: int | None = None
+    showshape: bool = False
+    verbose: bool = False
+    depth: int | None = None
+    top: int = 10
+    hardware: str | None = None
+    peak_tflops: float | None = None
+    bandwidth_gbs: float | None = None
+    output: Path | None = None
+    fmt: OutputFormat | None = None
+    allow_unsafe_load: bool = False
+    plot: tuple[str, ...] = ()
+    width: int | None = None
+    measure: bool = False
+    device: str | None = None
+    iters: int = 50
+    warmup: int = 5
+    trace: Path | None = None
+    optimizer: Optimizer = Optimizer.SGD
+    graph: Path | None = None
+    debug: bool = False
+
+    @property
+    def to_stdout(self) -> bool:
+        from graphprof.render import STDOUT
+
+        return self.output is not None and str(self.output) == STDOUT
+
+
+def _check(req: ProfileRequest) -> tuple[Any, Any, list[str]]:
+    """Everything that can be checked without the model: ``(hardware, device measured or None, output format)``."""
+    import graphprof
+    from graphprof.hardware import resolve_hardware
+    from graphprof.render import check_output, parse_plot_spec
+    from graphprof.render.plots import require_matplotlib
+
+    device_hw = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
+    graphprof.parse_shape(req.input_shape)
+    chosen = [check_output(req.output, req.fmt.value if req.fmt else None)] if req.output is not None else []
+    for spec in req.plot:
+        parse_plot_spec(spec)
+    if req.plot:
+        require_matplotlib()
+    if req.graph is not None:
+        from graphprof_cli.graphs import check_graph_path
+
+        check_graph_path(req.graph)
+    measuring = None
+    if req.measure:  # measurement options and the device are checked before anything is built
+        from graphprof_cli.measure import check_measure_options
+
+        measuring = check_measure_options(device=req.device, iters=req.iters, warmup=req.warmup, optimizer=req.optimizer.value)
+    return device_hw, measuring, chosen
+
+
+def _profile(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, list[str]]:
+    """``(prepared model, profile (with its measurement), roofline, output format)``."""
+    import graphprof
+    from graphprof.roofline import classify
+
+    device_hw, measuring, chosen = _check(req)
+    # the target the costs are for: the device measured, else the hardware preset's kind
+    target = "cuda" if measuring is not None and measuring.type == "cuda" else (device_hw.target if device_hw is not None else None)
+    with console.status(f"profiling {req.model} ...", spinner="dots"):
+        prepared = graphprof.prepare(
+            req.model, input_shape=req.input_shape, batch_size=req.batch_size, dtype=req.dtype, mode=req.mode.value,
+            methods=req.capture.methods, allow_unsafe_load=req.allow_unsafe_load, target=target, proposals=req.proposals,
+        )  # fmt: skip
+        result = prepared.profile()
+    if measuring is not None:
+        from graphprof_cli.measure import run_measure
+
+        with console.status(f"measuring {req.model} on {measuring} ...", spinner="dots"):
+            result, device_hw = run_measure(
+                prepared, result, hardware=device_hw, device=measuring, iters=req.iters, warmup=req.warmup,
+                trace=req.trace, optimizer=req.optimizer.value,
+            )  # fmt: skip
+    return prepared, result, classify(result, device_hw), chosen
+
+
+def run_profile(req: ProfileRequest) -> None:
+    """Profile, render the report, write what was asked for."""
+    from graphprof.render import render_report
+
+    console = make_console(req.width, stderr=req.to_stdout)  # with --output -, stdout carries the file alone
+    prepared, result, roofline, chosen = run_guarded(lambda: _profile(req, console), req.debug)
+    console.print(render_report(result, roofline, show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
+    if result.measurement is not None:
+        from graphprof.render.measured import render_measured
+
+        console.print(render_measured(result, roofline))
+    _write(req, console, prepared, result, roofline, chosen)
+
+
+def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofline: Any, chosen: list[str]) -> None:
+    from graphprof.render import render_output, write_output, write_plot
+
+    if req.to_stdout:
+        sys.stdout.write(run_guarded(lambda: render_output(result, chosen[0], roofline), req.debug))
+        sys.stdout.flush()
+    elif req.output is not None:
+        run_guarded(lambda: write_output(result, req.output, req.fmt.value if req.fmt else None, roofline), req.debug)
+        console.print(f"wrote {req.output}")
+    for spec in req.plot:
+        path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), req.debug)
+        console.print(f"wrote {path}")
+    if req.graph is not None:
+        from graphprof_cli.graphs import write_model_graph
+
+        graph = req.graph
+        for path in run_guarded(lambda: write_model_graph(prepared, graph, depth=req.depth, hardware=roofline.hardware, measurement=result.measurement), req.debug):
+            console.print(f"wrote {path}")

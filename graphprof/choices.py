@@ -1,0 +1,94 @@
+"""The choices graphprof offers, as enums shared by the library and the command line.
+
+Torch-free (this module imports nothing heavy), so the CLI builds its options and ``graphprof --help``
+from the same objects the library takes, without importing torch. Each enum's values are what a user
+types (``--mode train``, ``mode="train"``).
+
+>>> Capture("fx").methods
+('fx.symbolic_trace',)
+>>> SweepAxis.parse("seq_len")
+<SweepAxis.SEQ_LEN: 'seq-len'>
+"""
+
+from __future__ import annotations
+
+import enum
+
+from graphprof.errors import InvalidInputError
+
+__all__ = ["Mode", "Capture", "OutputFormat", "Reference", "SweepAxis", "Optimizer", "KVCache"]
+
+
+class Mode(str, enum.Enum):
+    """What is counted: inference (``eval``, no grad) or a training step (``train``: forward + backward)."""
+
+    EVAL = "eval"
+    TRAIN = "train"
+
+
+class Capture(str, enum.Enum):
+    """How the graph is captured (``--capture``): ``auto`` is the model's default order
+    (:func:`graphprof.capture.default_methods`); the others force one method."""
+
+    AUTO = "auto"
+    FX = "fx"
+    DYNAMO = "dynamo"
+    EAGER = "eager"
+
+    @property
+    def methods(self) -> tuple[str, ...] | None:
+        """The methods for ``profile_model(methods=...)``; ``None`` means the model's default order."""
+        return {
+            "auto": None,
+            "fx": ("fx.symbolic_trace",),
+            "dynamo": ("dynamo.export",),
+            "eager": ("eager",),
+        }[self.value]
+
+
+class OutputFormat(str, enum.Enum):
+    """The format of a written result (``--format``; by default from the file's suffix)."""
+
+    JSON = "json"
+    CSV = "csv"
+
+
+class Reference(str, enum.Enum):
+    """The counter graphprof is checked against (``validate --against``, ``--fvcore``)."""
+
+    FVCORE = "fvcore"  # fvcore.nn.FlopCountAnalysis: 1 flop per MAC, plus its per-element counts
+    TORCH = "torch"  # torch.utils.flop_counter.FlopCounterMode: contractions only, 2 FLOPs per MAC
+
+
+class SweepAxis(str, enum.Enum):
+    """What a sweep varies."""
+
+    BATCH = "batch"
+    RESOLUTION = "resolution"  # H and W of an image (or video) input, square
+    SEQ_LEN = "seq-len"  # the sequence dimension of a transformer's token inputs
+    LAYERS = "layers"  # a config override (hf: num_hidden_layers) or a factory's num_layers
+    SET = "set"  # any keyword of a user's factory
+
+    @classmethod
+    def parse(cls, axis: SweepAxis | str) -> SweepAxis:
+        if isinstance(axis, SweepAxis):
+            return axis
+        text = str(axis).strip().lower().replace("_", "-")
+        for member in cls:
+            if text == member.value:
+                return member
+        raise InvalidInputError(f"unknown sweep axis {axis!r}: choose one of {', '.join(m.value for m in cls)}")
+
+
+class Optimizer(str, enum.Enum):
+    """The optimizer of a measured training step (``--optimizer``)."""
+
+    SGD = "sgd"
+    ADAMW = "adamw"
+
+
+class KVCache(str, enum.Enum):
+    """The key/value cache of a generation profile (``--cache``)."""
+
+    STATIC = "static"  # written in place, the context read once per step
+    DYNAMIC = "dynamic"  # transformers' DynamicCache: the whole cache copied by torch.cat every step
