@@ -28,7 +28,7 @@ from graphprof.partition.solver import OBJECTIVES, Problem, solve
 from graphprof.partition.units import assign_nodes, choose_units, cut_bytes
 from graphprof.prepared import PreparedModel, prepare
 
-__all__ = ["partition", "plan_prepared", "problem_of"]
+__all__ = ["partition", "plan_prepared", "prepare_for", "as_links", "problem_of", "cost_table"]
 
 
 def problem_of(costs: CostTable, devices: Sequence[Device], links: Links) -> Problem:
@@ -111,6 +111,22 @@ def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, o
     )  # fmt: skip
 
 
+def prepare_for(model_or_name: nn.Module | str, devices: Sequence[Device], *, weights: bool = False, batch_size: int | None = None, dtype: str | torch.dtype | None = None, **prepare_options: Any) -> PreparedModel:
+    """Prepare the model for planning: on the meta device for a catalogue model unless a ``cpu`` device
+    (measured here) or ``weights`` (a run) needs its weights."""
+    if isinstance(model_or_name, str) and (weights or any(d.local for d in devices)):
+        prepare_options.setdefault("device", "cpu")
+    return prepare(model_or_name, batch_size=batch_size, dtype=dtype, **prepare_options)
+
+
+def as_links(links: Links | str | Sequence[str] | None, devices: Sequence[Device]) -> Links:
+    """A :class:`Links` from ``--link`` items (or one of them), checked against the device kinds."""
+    if isinstance(links, Links):
+        return links
+    items = [links] if isinstance(links, str) else list(links or ())
+    return parse_links(items, kinds_of(devices))
+
+
 def partition(
     model_or_name: nn.Module | str,
     devices: str | Sequence[Device],
@@ -132,10 +148,5 @@ def partition(
     needs the model's weights: a named model is then built on the CPU, else on the meta device.
     """
     devs = parse_devices(devices) if isinstance(devices, str) else tuple(devices)
-    if not isinstance(links, Links):
-        items = [links] if isinstance(links, str) else list(links or ())
-        links = parse_links(items, kinds_of(devs))
-    if isinstance(model_or_name, str) and any(d.local for d in devs):
-        prepare_options.setdefault("device", "cpu")
-    prepared = prepare(model_or_name, batch_size=batch_size, dtype=dtype, **prepare_options)
-    return plan_prepared(prepared, devs, objective=objective, links=links, kv_len=kv_len, threads=threads, iters=iters)
+    prepared = prepare_for(model_or_name, devs, batch_size=batch_size, dtype=dtype, **prepare_options)
+    return plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
