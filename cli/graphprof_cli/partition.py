@@ -46,7 +46,8 @@ def partition_command(
     from graphprof.render.files import write_atomic
     from graphprof.render.partition import plan_json, render_plan, render_plan_plot, render_runs
     from graphprof.render.plots import PLOT_FORMATS, require_matplotlib
-    from graphprof_cli.main import _console, run_guarded
+    from graphprof_cli.common import console as make_console
+    from graphprof_cli.common import run_guarded
 
     def checked() -> None:
         if plot is not None:
@@ -55,7 +56,7 @@ def partition_command(
                 raise OutputError(f"cannot draw {str(plot)!r}: the picture's file must end in {', '.join('.' + f for f in PLOT_FORMATS)}")
 
     run_guarded(checked, debug)
-    console = _console()
+    console = make_console()
 
     def work() -> Any:
         with console.status(f"planning {model} on {devices} ...", spinner="dots"):

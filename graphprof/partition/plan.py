@@ -218,7 +218,7 @@ def _bounds_equal_params(params: Sequence[int], parts: int) -> list[int]:
 
 def _baseline(name: str, bounds: Sequence[int], problem: Problem, table: CostTable, devices: Sequence[Device], kinds: Sequence[str]) -> Baseline:
     index = {k: n for n, k in enumerate(kinds)}
-    stages = [(i, j, index[d.kind]) for (i, j), d in zip(zip(bounds, bounds[1:]), devices)]
+    stages = [(i, j, index[d.kind]) for (i, j), d in zip(zip(bounds, bounds[1:], strict=False), devices, strict=False)]
     return Baseline(name, make_stages(problem, table, devices, evaluate(problem, stages), kinds))
 
 

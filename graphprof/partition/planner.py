@@ -68,7 +68,7 @@ def _measure(prepared: PreparedModel, threads: int, iters: int) -> Any:
 
 
 def cost_table(prepared: PreparedModel, devices: Sequence[Device], *, kv_len: int | None = None, threads: int = 1, iters: int = 10) -> tuple[CostTable, Any]:
-    """The per-unit cost table of ``prepared`` on every kind of ``devices``, and the module graph."""
+    """The per-unit cost table of ``prepared`` on every kind of ``devices``, and the profile it came from."""
     profile = prepared.profile()
     measurement = _measure(prepared, threads, iters) if any(d.local for d in devices) else None
     graph, _ = prepared.graph(detail=False, measurement=measurement)
@@ -77,9 +77,9 @@ def cost_table(prepared: PreparedModel, devices: Sequence[Device], *, kv_len: in
     seconds, sources = {}, {}
     for kind in kinds_of(devices):
         device = next(d for d in devices if d.kind == kind)
-        if device.hardware is None:
+        if device.hardware is None and measurement is not None:
             seconds[kind], sources[kind] = measured_seconds(graph, nodes, measurement.forward.mean / 1e3)
-        else:
+        elif device.hardware is not None:
             seconds[kind], sources[kind] = preset_seconds(profile, graph, nodes, device.hardware)
     return table(units, cut_bytes(graph, nodes), seconds, sources), profile
 

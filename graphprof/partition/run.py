@@ -152,7 +152,10 @@ def _stage_loop(job: _Job, rank: int, world: int) -> tuple[list[float], list[flo
             dist.barrier()  # the step ends when the last stage has its output
             if i >= job.warmup:
                 steps.append(time.perf_counter() - start)
-    return steps, forward, output if rank == world - 1 else None
+    if rank != world - 1:
+        return steps, forward, None
+    # sent by value (numpy): a tensor on the queue would be shared by file descriptor, gone when this process ends
+    return steps, forward, _first_tensor(output).detach().numpy()
 
 
 def _worker(rank: int, world: int, job: _Job, results: Any) -> None:
@@ -254,7 +257,7 @@ def _batch_of(prepared: PreparedModel) -> int:
 
 def _report(name: str, job: _Job, got: dict[int, tuple[Any, ...]], reference: torch.Tensor, predicted: Sequence[float] | None, batch: int, tol: tuple[float, float]) -> PipelineRun:
     world = len(got)
-    output = _first_tensor(got[world - 1][3])
+    output = torch.from_numpy(got[world - 1][3])
     error = float((output.float() - reference.float()).abs().max()) if output.shape == reference.shape else float("inf")
     matches = output.shape == reference.shape and bool(torch.allclose(output, reference, rtol=tol[0], atol=tol[1]))
     steps = [max(got[r][1][i] for r in range(world)) for i in range(job.iters)]

@@ -187,7 +187,7 @@ def _why(problem: Problem, best: dict[int, dict[_State, tuple[float, int, _State
             )
     reached = max(i for i in best if best[i])
     total = sum(problem.weight_bytes) / 1e9
-    room = sum(m * c for m, c in zip(problem.memory, problem.count)) / 1e9
+    room = sum(m * c for m, c in zip(problem.memory, problem.count, strict=True)) / 1e9
     return (
         f"no plan fits: after {unit(reached - 1) if reached else 'nothing'}, no device left can hold layer "
         f"{unit(reached)} (the model needs {total:.2f} GB of weights and caches, the devices have {room:.2f} GB in all)"

@@ -131,7 +131,7 @@ def render_plan_plot(plan: Plan, *, fmt: str = "png") -> bytes:
     for s in plan.stages[1:]:
         top.axvline(s.start - 0.5, color="black", ls="--", lw=1)
     handles, labels = top.get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
+    unique = dict(zip(labels, handles, strict=True))
     top.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left")
     top.set_ylabel("ms per micro-batch on its device")
     top.set_title(f"{plan.model_name}: {plan.objective} plan over {len(plan.devices)} device(s) (estimates)")
