@@ -1,6 +1,6 @@
 """Issue 22's figures: the planner's time on a 70B catalogue model over 8 devices, and plans run for real.
 
-    PYTHONPATH=$PWD:$PWD/cli python benchmarks/bench_partition.py [--skip-runs] [--iters N]
+    PYTHONPATH=$PWD:$PWD/cli python benchmarks/bench_partition.py [--skip-runs | --skip-planner] [--iters N]
 
 1. ``hf:llama-3-70b`` (fp16, on the meta device: nothing allocated): the passes (prepare, profile,
    module graph) timed once, then the exact program for each objective over 8 devices of 3 kinds and of
@@ -53,7 +53,7 @@ def planner() -> None:
 def runs(iters: int) -> None:
     print("\n## Runs on this machine (throughput objective, 4 micro-batches of 1, 1 thread per stage)\n")
     print("| model | devices | plan splits | equal splits | plan measured /s | equal measured /s | plan / equal | "
-          "plan stage measured / predicted | equal stage measured / predicted | outputs match | load |")  # fmt: skip
+          "plan stages: alone / predicted (pipelined / predicted) | equal stages: the same | outputs match | load |")  # fmt: skip
     print("|---|---|---|---|---:|---:|---:|---|---|---|---:|")
     for model in RUN_MODELS:
         for spec in RUN_DEVICES:
@@ -61,7 +61,10 @@ def runs(iters: int) -> None:
             (_, mine), (_, equal) = report.runs
 
             def ratios(run: object) -> str:
-                return ", ".join(f"{s.ratio:.2f}" if s.ratio else "-" for s in run.stages)  # type: ignore[attr-defined]
+                """Per stage: measured alone / predicted (measured pipelined / predicted)."""
+                return ", ".join(
+                    f"{s.alone_ratio:.2f} ({s.ratio:.2f})" if s.ratio else "-" for s in run.stages  # type: ignore[attr-defined]
+                )
 
             print(
                 f"| {model} | {spec} | {', '.join(mine.split_points)} | {', '.join(equal.split_points)} | "
@@ -74,9 +77,11 @@ def runs(iters: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-runs", action="store_true", help="only time the planner")
+    parser.add_argument("--skip-planner", action="store_true", help="only run the plans")
     parser.add_argument("--iters", type=int, default=5, help="timed pipeline steps per run")
     args = parser.parse_args()
-    planner()
+    if not args.skip_planner:
+        planner()
     if not args.skip_runs:
         runs(args.iters)
 

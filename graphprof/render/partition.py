@@ -76,16 +76,22 @@ def render_plan(plan: Plan) -> RenderableType:
     return Group(_stage_table(plan), summary, splits, Text(""), _baseline_table(plan), *notes)
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def render_runs(runs: Sequence[tuple[str, PipelineRun]]) -> RenderableType:
     """Measured runs (the plan's, a baseline's), per stage beside the prediction, then end to end."""
     parts: list[RenderableType] = []
     for label, run in runs:
         table = Table(title=f"{label}: measured on local gloo processes ({run.threads} thread(s) each)", box=box.SIMPLE_HEAD)
-        for name in ("stage", "from", "predicted", "measured", "measured / predicted"):
+        for name in ("stage", "from", "predicted", "measured alone", "alone / predicted", "measured pipelined", "pipelined / predicted"):
             table.add_column(name, justify="left" if name == "from" else "right")
         for s in run.stages:
-            ratio = "-" if s.ratio is None else f"{s.ratio:.2f}"
-            table.add_row(str(s.index), s.first, format_seconds(s.predicted_s), format_seconds(s.measured_s), ratio)
+            table.add_row(
+                str(s.index), s.first, format_seconds(s.predicted_s), format_seconds(s.alone_s), _ratio(s.alone_ratio),
+                format_seconds(s.measured_s), _ratio(s.ratio),
+            )  # fmt: skip
         predicted = format_seconds(run.predicted_step_s)
         parts.append(table)
         parts.append(Text(
