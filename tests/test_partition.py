@@ -116,6 +116,19 @@ def test_links() -> None:
     assert parse_links(["0.1/1"]).seconds("x", "y", 10**6) == pytest.approx(0.011)
     with pytest.raises(InvalidInputError, match="device kinds"):
         parse_links(["a~c=1"], ("a", "b"))
+    # a pair without its own latency takes the default's, even when the default comes after it
+    assert parse_links(["a~b=0.1", "2/0.5"], ("a", "b")).between("a", "b") == (0.1e9, 0.5e-3)
+
+
+def test_baseline_bounds_and_step_prediction() -> None:
+    from graphprof.partition.plan import _bounds_equal_layers, _bounds_equal_params
+    from graphprof.partition.run import step_prediction
+
+    assert _bounds_equal_layers(10, 3) == [0, 4, 7, 10]  # 4 + 3 + 3
+    # params 5,1,1,1,5 in two: [5,1 | 1,1,5] and [5,1,1 | 1,5] both have a largest part of 7; the first is kept
+    assert _bounds_equal_params([5, 1, 1, 1, 5], 2) == [0, 2, 5]
+    # GPipe, 4 micro-batches through stages of 1, 2, 3: 1 + 2 + 3 + (4 - 1) x 3 = 15
+    assert step_prediction([1.0, 2.0, 3.0], 4) == 15.0
 
 
 # ---- units and cut bytes from the module graph -----------------------------------------------------
@@ -189,6 +202,15 @@ def test_cli_plan_and_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert "equal-layers" in result.output and "split points" in result.output
     data = json.loads(out.read_text())
     assert data["objective"] == "latency" and data["stages"]
+
+
+def test_cli_help() -> None:
+    from typer.testing import CliRunner
+
+    from graphprof_cli.main import app
+
+    result = CliRunner().invoke(app, ["partition", "--help"])
+    assert result.exit_code == 0 and "--devices" in result.output and "--run" in result.output
 
 
 @pytest.mark.parametrize(

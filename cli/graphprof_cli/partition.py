@@ -27,7 +27,7 @@ def partition_command(
     ],
     objective: Annotated[Objective, typer.Option("--objective", help="latency: one request; throughput: pipelined micro-batches.")] = Objective.latency,
     link: Annotated[
-        list[str] | None, typer.Option("--link", help="Links: GBPS[/MS] for every pair (default 1/1), A~B=GBPS[/MS] for one pair of kinds. Repeatable.")
+        list[str] | None, typer.Option("--link", metavar="LINK", help="Links: GBPS or GBPS/MS for every pair (default 1/1: 1 GB/s, 1 ms), A~B=GBPS/MS for one pair of kinds. Repeatable.")
     ] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Micro-batch size the costs are for.")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="Count as this dtype: float32, float16, bfloat16.")] = None,

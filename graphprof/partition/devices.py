@@ -193,7 +193,7 @@ def _figures(text: str, item: str) -> tuple[float, float | None]:
 def parse_links(specs: Sequence[str] = (), kinds: Sequence[str] = (), *, gbps: float = 1.0, latency_ms: float = 1.0) -> Links:
     """Links from ``--link`` items: ``GBPS[/MS]`` sets the default, ``A~B=GBPS[/MS]`` one pair of kinds."""
     default = (gbps * 1e9, latency_ms * 1e-3)
-    pairs: dict[frozenset[str], tuple[float, float]] = {}
+    given: dict[frozenset[str], tuple[float, float | None]] = {}
     for item in (s.strip() for s in specs if s.strip()):
         pair, sep, figures = item.rpartition("=")
         bandwidth, latency = _figures(figures, item)
@@ -204,5 +204,7 @@ def parse_links(specs: Sequence[str] = (), kinds: Sequence[str] = (), *, gbps: f
         unknown = sorted(ends - set(kinds)) if kinds else []
         if len(pair.split("~")) != 2 or unknown:
             raise InvalidInputError(f"link spec {item!r}: expected A~B=GBPS[/MS] with A and B device kinds of --devices ({', '.join(kinds)})")
-        pairs[ends] = (bandwidth, default[1] if latency is None else latency)
+        given[ends] = (bandwidth, latency)
+    # a pair given without a latency takes the default one, wherever the default was given
+    pairs = {ends: (bandwidth, default[1] if latency is None else latency) for ends, (bandwidth, latency) in given.items()}
     return Links(default[0], default[1], pairs)

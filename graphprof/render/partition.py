@@ -133,7 +133,7 @@ def render_plan_plot(plan: Plan, *, fmt: str = "png") -> bytes:
     cuts = top.twinx()
     cuts.plot(range(1, len(units)), [b / 1e6 for b in plan.table.cut_bytes[1:-1]], color="black", lw=1, marker=".", ms=3)
     cuts.set_ylabel("MB crossing the cut before the unit (line)")
-    cuts.set_ylim(bottom=0)
+    cuts.set_ylim(0, max(plan.table.cut_bytes, default=0) / 1e6 * 1.25 or 1.0)
     for s in plan.stages[1:]:
         top.axvline(s.start - 0.5, color="black", ls="--", lw=1)
     handles, labels = top.get_legend_handles_labels()
