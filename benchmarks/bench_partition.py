@@ -18,6 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Any
+
+import torch
+from torch import nn
 
 from graphprof.partition.devices import parse_devices
 from graphprof.partition.planner import as_links, plan_prepared, prepare_for
@@ -50,14 +54,27 @@ def planner() -> None:
             )
 
 
+def unequal_mlp() -> nn.Module:
+    """Layers of unequal cost: two wide projections (8M MACs per row each) then fourteen 1M ones.
+
+    The equal-layer split on two stages puts both wide layers and six narrow ones first (22M against 8M
+    MACs per row); the balanced split is the wide pair against the narrow fourteen (16M against 14M).
+    """
+    torch.manual_seed(0)
+    wide = [nn.Linear(1024, 8192), nn.Linear(8192, 1024)]
+    return nn.Sequential(*wide, *(nn.Linear(1024, 1024) for _ in range(14))).eval()
+
+
 def runs(iters: int) -> None:
     print("\n## Runs on this machine (throughput objective, 4 micro-batches of 1, 1 thread per stage)\n")
     print("| model | devices | plan splits | equal splits | plan measured /s | equal measured /s | plan / equal | "
           "plan stages: alone / predicted (pipelined / predicted) | equal stages: the same | outputs match | load |")  # fmt: skip
     print("|---|---|---|---|---:|---:|---:|---|---|---|---:|")
-    for model in RUN_MODELS:
+    cases: list[tuple[str, Any, dict[str, Any]]] = [(m, m, {}) for m in RUN_MODELS]
+    cases.append(("unequal MLP (rows of 64)", unequal_mlp(), {"input_shape": (64, 1024)}))
+    for model, target, options in cases:
         for spec in RUN_DEVICES:
-            report = partition_report(model, spec, objective="throughput", run=True, run_iters=iters, micro_batches=4)
+            report = partition_report(target, spec, objective="throughput", run=True, run_iters=iters, micro_batches=4, **options)
             (_, mine), (_, equal) = report.runs
 
             def ratios(run: object) -> str:
@@ -74,12 +91,23 @@ def runs(iters: int) -> None:
             )
 
 
+def only_mlp(iters: int) -> None:
+    """The unequal MLP alone (``--mlp``)."""
+    global RUN_MODELS
+    RUN_MODELS = ()
+    runs(iters)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-runs", action="store_true", help="only time the planner")
     parser.add_argument("--skip-planner", action="store_true", help="only run the plans")
+    parser.add_argument("--mlp", action="store_true", help="only run the unequal MLP")
     parser.add_argument("--iters", type=int, default=5, help="timed pipeline steps per run")
     args = parser.parse_args()
+    if args.mlp:
+        only_mlp(args.iters)
+        return
     if not args.skip_planner:
         planner()
     if not args.skip_runs:
