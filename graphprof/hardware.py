@@ -265,7 +265,7 @@ HARDWARE: Mapping[str, Hardware] = MappingProxyType({h.name: h for h in _PRESETS
 
 _ALIASES = {
     "a100-sxm": "a100", "a100-80gb": "a100", "h100-sxm": "h100", "h200-sxm": "h200", "4090": "rtx4090",
-    "rtx-4090": "rtx4090", "orin": "jetson-orin", "agx-orin": "jetson-orin", "m1-max": "apple-m1-max", "cpu": "desktop-cpu",
+    "rtx-4090": "rtx4090", "orin": "jetson-orin", "agx-orin": "jetson-orin", "orin-agx": "jetson-orin", "m1-max": "apple-m1-max", "cpu": "desktop-cpu",
 }  # fmt: skip
 
 

@@ -242,12 +242,14 @@ def hardware_command(
 def _register_commands() -> None:
     """Subcommands that live in their own modules (their heavy imports stay inside them)."""
     from graphprof_cli.calibrate import calibrate_command
+    from graphprof_cli.partition import partition_command
     from graphprof_cli.sweep import sweep_command
     from graphprof_cli.validate import validate_command
 
     app.command("validate", cls=Command)(validate_command)
     app.command("sweep", cls=Command)(sweep_command)
     app.command("calibrate", cls=Command)(calibrate_command)
+    app.command("partition", cls=Command)(partition_command)
 
 
 _register_commands()
