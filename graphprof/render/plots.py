@@ -11,12 +11,15 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
+import textwrap
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.render.files import write_atomic
+from graphprof.render.measured import estimated_layer_seconds, predicted_layer_seconds
 from graphprof.result import Profile
 from graphprof.roofline import Bound, Roofline, classify
 
@@ -38,6 +41,7 @@ PLOT_FORMATS = ("png", "svg", "pdf")
 DEFAULT_PLOT_LAYERS = 20
 
 _COLORS = {Bound.COMPUTE: "#1f77b4", Bound.MEMORY: "#d62728", Bound.NONE: "#7f7f7f"}
+_KIND_COLORS = {"lower bound": "#1f77b4", "predicted": "#ff7f0e", "measured": "#2ca02c"}
 
 
 def parse_plot_spec(spec: str) -> tuple[str, Path]:
@@ -92,76 +96,113 @@ def _save(figure: Any, fmt: str) -> bytes:
     return buffer.getvalue()
 
 
-def render_roofline_plot(profile: Profile, roofline: Roofline | None = None, *, fmt: str = "png") -> bytes:
-    """A roofline chart: every layer a point at its arithmetic intensity, the device's roof drawn.
+#: The kinds of point a roofline chart can hold per layer, in drawing order, with their marker.
+POINT_KINDS = {"lower bound": "o", "predicted": "s", "measured": "^"}
 
-    With a device, a layer sits at the performance its roofline estimate implies (FLOPs / estimated
-    time), which lies on the roof by construction; marker area follows the layer's FLOPs. Without one,
-    the y axis is the layer's FLOPs and the fixed threshold is drawn instead of a roof. Layers that move
-    no bytes or do no FLOPs cannot be placed on the log axes and are counted in the caption.
+
+def roofline_points(profile: Profile, roofline: Roofline) -> dict[str, list[tuple[str, float, float, int]]]:
+    """Per layer (module path) and kind: ``(name, FLOPs/byte, achieved FLOP/s, FLOPs)``.
+
+    ``lower bound``: FLOPs over the roofline time, on the roof by construction; ``predicted``: over the
+    predicted time (a calibrated device); ``measured``: over the layer's measured self time (with a
+    measurement). Layers without FLOPs or bytes cannot sit on log axes and are left out.
+    """
+    flops: dict[str, int] = defaultdict(int)
+    nbytes: dict[str, int] = defaultdict(int)
+    for row, bound in zip(profile.layers, roofline.layers, strict=True):
+        flops[row.module or "(model)"] += bound.flops
+        nbytes[row.module or "(model)"] += bound.bytes
+    seconds = {
+        "lower bound": estimated_layer_seconds(profile, roofline),
+        "predicted": predicted_layer_seconds(profile, roofline),
+        "measured": {t.name: t.time_us / 1e6 for t in profile.measurement.layers} if profile.measurement is not None else {},
+    }
+    points: dict[str, list[tuple[str, float, float, int]]] = {kind: [] for kind in POINT_KINDS}
+    for kind, by_name in seconds.items():
+        for name, f in flops.items():
+            t = by_name.get(name)
+            if f > 0 and nbytes[name] > 0 and t:
+                points[kind].append((name, f / nbytes[name], f / t, f))
+    return points
+
+
+def render_roofline_plot(profile: Profile, roofline: Roofline | None = None, *, fmt: str = "png") -> bytes:
+    """A roofline chart: every layer a point at its arithmetic intensity, under the device's roof.
+
+    With a device, up to three points per layer (:func:`roofline_points`): the lower bound (on the roof
+    by construction), the predicted time's and the measured time's achieved FLOP/s, so a layer running
+    below the roof shows how far below; the caption says when only the bound is drawn. Marker area
+    follows the layer's FLOPs. Without a device, the y axis is the layer's FLOPs and the fixed threshold
+    is drawn instead of a roof.
     """
     roofline = roofline if roofline is not None else classify(profile)
     figure = _figure(8.0, 5.5)
     axes = figure.add_subplot()
-    placed = [layer for layer in roofline.layers if layer.flops > 0 and layer.bytes > 0]
-    skipped = len(roofline.layers) - len(placed)
-    total = max(1, roofline.total_flops)
     device = roofline.hardware is not None and roofline.peak_flops is not None and roofline.bandwidth is not None
-    for bound in (Bound.COMPUTE, Bound.MEMORY):
-        points = [layer for layer in placed if layer.bound is bound]
-        if not points:
-            continue
-        xs = [layer.flops / layer.bytes for layer in points]
-        if device:
-            ys = [layer.flops / (layer.seconds or 1.0) / 1e12 for layer in points]
-        else:
-            ys = [float(layer.flops) for layer in points]
-        sizes = [12 + 400 * layer.flops / total for layer in points]
-        axes.scatter(
-            xs,
-            ys,
-            s=sizes,
-            c=_COLORS[bound],
-            alpha=0.6,
-            edgecolors="black",
-            linewidths=0.4,
-            label=f"{bound.value} ({len(points)})",
-        )
+    xs = _draw_device_points(axes, profile, roofline) if device else _draw_threshold_points(axes, roofline)
+    lo, hi = min(xs + [roofline.threshold]) / 4, max(xs + [roofline.threshold]) * 4
+    title, note = _draw_roof(axes, profile, roofline, lo, hi) if device else _draw_threshold(axes, profile, roofline)
+    skipped = sum(1 for layer in roofline.layers if not (layer.flops > 0 and layer.bytes > 0))
+    if skipped:
+        note += f"; {skipped} layers without FLOPs or bytes not shown"
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("arithmetic intensity (FLOPs / byte)")
-    xs_all = [layer.flops / layer.bytes for layer in placed] or [roofline.threshold]
-    lo, hi = min(xs_all + [roofline.threshold]) / 4, max(xs_all + [roofline.threshold]) * 4
-    if device:
-        assert roofline.hardware is not None and roofline.peak_flops is not None and roofline.bandwidth is not None
-        peak, bandwidth = roofline.peak_flops / 1e12, roofline.bandwidth / 1e12
-        grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-        axes.plot(grid, [min(peak, x * bandwidth) for x in grid], color="black", linewidth=1.5, label="roof")
-        axes.axvline(
-            roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"ridge point {roofline.threshold:.1f}"
-        )
-        axes.set_ylabel(f"attainable TFLOP/s ({roofline.precision})")
-        title = f"Roofline of {profile.model_name} on {roofline.hardware.label}"
-        note = "points: roofline estimates (on the roof by construction), area ~ FLOPs"
-    else:
-        axes.axvline(
-            roofline.threshold,
-            color="gray",
-            linestyle="--",
-            linewidth=1,
-            label=f"fixed threshold {roofline.threshold:g}",
-        )
-        axes.set_ylabel("layer FLOPs")
-        title = f"Arithmetic intensity of {profile.model_name}'s layers (no hardware given)"
-        note = "no device: graphprof's default threshold, no roof; area ~ FLOPs"
-    if skipped:
-        note += f"; {skipped} layers without FLOPs or bytes not shown"
     axes.set_xlim(lo, hi)
     figure.suptitle(title, fontsize=11)
-    axes.set_title(note, fontsize=8, color="dimgray")
+    axes.set_title(textwrap.fill(note, 110), fontsize=8, color="dimgray")
     axes.grid(True, which="both", linewidth=0.3, alpha=0.5)
     axes.legend(loc="lower right", fontsize=8)
     return _save(figure, fmt)
+
+
+def _draw_device_points(axes: Any, profile: Profile, roofline: Roofline) -> list[float]:
+    points = roofline_points(profile, roofline)
+    total = max(1, roofline.total_flops)
+    xs: list[float] = []
+    for kind, marker in POINT_KINDS.items():
+        if points[kind]:
+            _, x, y, f = zip(*points[kind], strict=True)
+            xs += list(x)
+            sizes = [12 + 400 * v / total for v in f]
+            axes.scatter(x, [v / 1e12 for v in y], s=sizes, marker=marker, c=_KIND_COLORS[kind], alpha=0.6,
+                         edgecolors="black", linewidths=0.4, label=f"{kind} ({len(x)})")  # fmt: skip
+    return xs or [roofline.threshold]
+
+
+def _draw_threshold_points(axes: Any, roofline: Roofline) -> list[float]:
+    total = max(1, roofline.total_flops)
+    xs: list[float] = []
+    for bound in (Bound.COMPUTE, Bound.MEMORY):
+        points = [layer for layer in roofline.layers if layer.bound is bound and layer.flops > 0 and layer.bytes > 0]
+        if points:
+            x = [layer.flops / layer.bytes for layer in points]
+            xs += x
+            axes.scatter(x, [float(layer.flops) for layer in points], s=[12 + 400 * layer.flops / total for layer in points],
+                         c=_COLORS[bound], alpha=0.6, edgecolors="black", linewidths=0.4, label=f"{bound.value} ({len(points)})")  # fmt: skip
+    return xs or [roofline.threshold]
+
+
+def _draw_roof(axes: Any, profile: Profile, roofline: Roofline, lo: float, hi: float) -> tuple[str, str]:
+    assert roofline.hardware is not None and roofline.peak_flops is not None and roofline.bandwidth is not None
+    peak, bandwidth = roofline.peak_flops / 1e12, roofline.bandwidth / 1e12
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    axes.plot(grid, [min(peak, x * bandwidth) for x in grid], color="black", linewidth=1.5, label="roof")
+    axes.axvline(roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"ridge point {roofline.threshold:.1f}")
+    axes.set_ylabel(f"achieved TFLOP/s ({roofline.precision})")
+    points = roofline_points(profile, roofline)
+    if not points["predicted"] and not points["measured"]:
+        note = "only the lower bound is drawn (no calibration, no measurement): its points sit on the roof by construction"
+    else:
+        note = "lower bound on the roof; predicted and measured show how far below it each layer runs"
+    return f"Roofline of {profile.model_name} on {roofline.hardware.label}", note + "; area ~ FLOPs"
+
+
+def _draw_threshold(axes: Any, profile: Profile, roofline: Roofline) -> tuple[str, str]:
+    axes.axvline(roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"fixed threshold {roofline.threshold:g}")
+    axes.set_ylabel("layer FLOPs")
+    title = f"Arithmetic intensity of {profile.model_name}'s layers (no hardware given)"
+    return title, "no device: graphprof's default threshold, no roof; area ~ FLOPs"
 
 
 def render_layers_plot(
