@@ -16,6 +16,7 @@ import resource
 import subprocess
 import sys
 import time
+from typing import Any
 
 import torch
 
@@ -67,24 +68,36 @@ def part_batch() -> None:
           f"fvcore/graphprof {t_fv / t_gp:.1f}x (target >= 5)")  # fmt: skip
 
 
-def _llama(capture: str) -> None:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils.flop_counter import FlopCounterMode
+def llama_8b_meta(tokens: int = 2048) -> tuple[Any, Any, Any]:
+    """``(model, input ids, config)``: the Llama-3-8B shape on the meta device, sequence ``tokens``."""
     from transformers import LlamaConfig, LlamaForCausalLM
-
-    import graphprof
 
     cfg = LlamaConfig(**LLAMA_8B, use_cache=False, attn_implementation="sdpa")
     with torch.device("meta"):
         model = LlamaForCausalLM(cfg).eval()
-    ids = torch.randint(0, cfg.vocab_size, (1, 2048), device="meta")
+    return model, torch.randint(0, cfg.vocab_size, (1, tokens), device="meta"), cfg
+
+
+def flop_counter_flops(model: Any, ids: Any) -> int:
+    """torch's ``FlopCounterMode`` total for one forward under ``FakeTensorMode`` (the model asks for
+    ``.item()`` in its mask code, which a meta tensor refuses)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
+        fake_ids = mode.from_tensor(ids)
+        with FlopCounterMode(display=False) as counter:
+            model(input_ids=fake_ids)
+    return int(counter.get_total_flops())
+
+
+def _llama(capture: str) -> None:
+    import graphprof
+
+    model, ids, cfg = llama_8b_meta()
 
     def flop_counter() -> int:
-        with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
-            fake_ids = mode.from_tensor(ids)
-            with FlopCounterMode(display=False) as counter:
-                model(input_ids=fake_ids)
-        return counter.get_total_flops() // 2
+        return flop_counter_flops(model, ids) // 2
 
     flop_counter()
     start = time.perf_counter()

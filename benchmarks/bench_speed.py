@@ -27,7 +27,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_cost import LLAMA_8B, _best  # noqa: E402  (the same model and timer as the earlier cost benchmark)
+from bench_cost import _best, flop_counter_flops, llama_8b_meta  # noqa: E402  (the same model and timer as the earlier cost benchmark)
 
 
 def _load() -> str:
@@ -35,23 +35,12 @@ def _load() -> str:
 
 
 def part_llama() -> None:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils.flop_counter import FlopCounterMode
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     import graphprof
 
-    cfg = LlamaConfig(**LLAMA_8B, use_cache=False, attn_implementation="sdpa")
-    with torch.device("meta"):
-        model = LlamaForCausalLM(cfg).eval()
-    ids = torch.randint(0, cfg.vocab_size, (1, 2048), device="meta")
+    model, ids, _ = llama_8b_meta()
 
     def flop_counter() -> int:
-        with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
-            fake_ids = mode.from_tensor(ids)
-            with FlopCounterMode(display=False) as counter:
-                model(input_ids=fake_ids)
-        return counter.get_total_flops()
+        return flop_counter_flops(model, ids)
 
     def graphprof_count() -> int:
         return graphprof.profile_model(model, example_kwargs={"input_ids": ids}).total_flops

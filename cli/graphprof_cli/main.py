@@ -20,30 +20,10 @@ import typer
 from graphprof import __version__
 from graphprof.choices import Capture, Mode, Optimizer
 from graphprof.errors import EXIT_CODES
+from graphprof_cli import options as opt
 from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
 from graphprof_cli.generate import CacheOption, GenerateOption, KVDtypeOption, NewTokensOption, PromptLenOption
-from graphprof_cli.options import (
-    AllowUnsafeOption,
-    BandwidthOption,
-    BatchSizeOption,
-    CaptureOption,
-    DebugOption,
-    DeviceOption,
-    DtypeOption,
-    FormatOption,
-    HardwareOption,
-    InputShapeOption,
-    IterationsOption,
-    MeasureOption,
-    ModelOption,
-    ModeOption,
-    OptimizerOption,
-    OutputOption,
-    PeakOption,
-    WarmupOption,
-    WidthOption,
-)
 
 app = typer.Typer(
     cls=Group,
@@ -86,16 +66,16 @@ def _list_models(filter_text: str | None) -> None:
 @app.callback(invoke_without_command=True)
 def profile(
     ctx: typer.Context,
-    model: ModelOption = None,
+    model: opt.ModelOption = None,
     list_: Annotated[bool, flag("--list", help="List the available models and exit.")] = False,
     filter_: Annotated[
         str | None, typer.Option("--filter", help="With --list: only models whose name or family contains this.")
     ] = None,
-    input_shape: InputShapeOption = None,
-    batch_size: BatchSizeOption = None,
-    dtype: DtypeOption = None,
-    mode: ModeOption = Mode.EVAL,
-    capture: CaptureOption = Capture.AUTO,
+    input_shape: opt.InputShapeOption = None,
+    batch_size: opt.BatchSizeOption = None,
+    dtype: opt.DtypeOption = None,
+    mode: opt.ModeOption = Mode.EVAL,
+    capture: opt.CaptureOption = Capture.AUTO,
     proposals: Annotated[
         int | None,
         typer.Option("--proposals", min=1, help="Two-stage detectors: proposals per image (default: the model's maximum)."),
@@ -106,25 +86,25 @@ def profile(
         int | None, typer.Option("--depth", min=0, help="Fold the module tree at this depth (default: what fits).")
     ] = None,
     top: Annotated[int, typer.Option("--top", min=0, help="List this many layers by FLOPs (0: none).")] = 10,
-    hardware: HardwareOption = None,
-    peak_tflops: PeakOption = None,
-    bandwidth_gbs: BandwidthOption = None,
-    output: OutputOption = None,
-    fmt: FormatOption = None,
-    allow_unsafe_load: AllowUnsafeOption = False,
+    hardware: opt.HardwareOption = None,
+    peak_tflops: opt.PeakOption = None,
+    bandwidth_gbs: opt.BandwidthOption = None,
+    output: opt.OutputOption = None,
+    fmt: opt.FormatOption = None,
+    allow_unsafe_load: opt.AllowUnsafeOption = False,
     plot: Annotated[
         list[str] | None,
         typer.Option(
             "--plot", help="Write a chart: roofline.png, layers.png, or KIND=PATH (repeatable; needs matplotlib)."
         ),
     ] = None,
-    width: WidthOption = None,
-    measure: MeasureOption = False,
-    device: DeviceOption = None,
-    iters: IterationsOption = 50,
-    warmup: WarmupOption = 5,
+    width: opt.WidthOption = None,
+    measure: opt.MeasureOption = False,
+    device: opt.DeviceOption = None,
+    iters: opt.IterationsOption = 50,
+    warmup: opt.WarmupOption = 5,
     trace: Annotated[Path | None, typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory.")] = None,
-    optimizer: OptimizerOption = Optimizer.SGD,
+    optimizer: opt.OptimizerOption = Optimizer.SGD,
     graph: Annotated[
         Path | None,
         typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt."),
@@ -134,7 +114,7 @@ def profile(
     new_tokens: NewTokensOption = 256,
     kv_dtype: KVDtypeOption = None,
     cache: CacheOption = "static",
-    debug: DebugOption = False,
+    debug: opt.DebugOption = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
     ] = False,
@@ -187,19 +167,19 @@ def list_command(
 @app.command("compare", cls=Command)
 def compare_command(
     models: Annotated[list[str], typer.Argument(help="Two or more models, named as for --model.")],
-    input_shape: InputShapeOption = None,
-    batch_size: BatchSizeOption = None,
-    dtype: DtypeOption = None,
-    mode: ModeOption = Mode.EVAL,
-    capture: CaptureOption = Capture.AUTO,
-    hardware: HardwareOption = None,
-    peak_tflops: PeakOption = None,
-    bandwidth_gbs: BandwidthOption = None,
-    output: OutputOption = None,
-    fmt: FormatOption = None,
-    width: WidthOption = None,
-    allow_unsafe_load: AllowUnsafeOption = False,
-    debug: DebugOption = False,
+    input_shape: opt.InputShapeOption = None,
+    batch_size: opt.BatchSizeOption = None,
+    dtype: opt.DtypeOption = None,
+    mode: opt.ModeOption = Mode.EVAL,
+    capture: opt.CaptureOption = Capture.AUTO,
+    hardware: opt.HardwareOption = None,
+    peak_tflops: opt.PeakOption = None,
+    bandwidth_gbs: opt.BandwidthOption = None,
+    output: opt.OutputOption = None,
+    fmt: opt.FormatOption = None,
+    width: opt.WidthOption = None,
+    allow_unsafe_load: opt.AllowUnsafeOption = False,
+    debug: opt.DebugOption = False,
 ) -> None:
     """Compare models side by side: graphprof compare resnet50 efficientnet_b0 [--hardware l4]."""
     from graphprof_cli.compare import run_compare

@@ -13,20 +13,9 @@ from typing import Annotated
 import typer
 
 from graphprof.choices import Mode
+from graphprof_cli import options as opt
 from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
-from graphprof_cli.options import (
-    BatchSizeOption,
-    DebugOption,
-    DeviceOption,
-    DtypeOption,
-    FormatOption,
-    HardwareOption,
-    InputShapeOption,
-    MeasureOption,
-    ModeOption,
-    OutputOption,
-)
 
 
 def _axis(batch: str | None, resolution: str | None, seq_len: str | None, layers: str | None, set_: str | None) -> tuple[str, str, str | None]:
@@ -63,17 +52,17 @@ def sweep_command(
     set_: Annotated[
         str | None, typer.Option("--set", help="A factory keyword and its values: width=32,64,128.")
     ] = None,
-    measure: MeasureOption = False,
-    device: DeviceOption = None,
-    hardware: HardwareOption = None,
-    input_shape: InputShapeOption = None,
-    batch_size: BatchSizeOption = None,
-    dtype: DtypeOption = None,
-    mode: ModeOption = Mode.EVAL,
+    measure: opt.MeasureOption = False,
+    device: opt.DeviceOption = None,
+    hardware: opt.HardwareOption = None,
+    input_shape: opt.InputShapeOption = None,
+    batch_size: opt.BatchSizeOption = None,
+    dtype: opt.DtypeOption = None,
+    mode: opt.ModeOption = Mode.EVAL,
     plot: Annotated[Path | None, typer.Option("--plot", help="Draw the metrics against the axis (log-log): sweep.png.")] = None,
-    output: OutputOption = None,
-    fmt: FormatOption = None,
-    debug: DebugOption = False,
+    output: opt.OutputOption = None,
+    fmt: opt.FormatOption = None,
+    debug: opt.DebugOption = False,
 ) -> None:
     """Profile one model along one axis, with growth fits: graphprof sweep --model resnet50 --batch 1:128:x2."""
     from rich.console import Console
