@@ -102,6 +102,9 @@ def _model_label(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     model = args[0] if args else kwargs.get("model", kwargs.get("spec"))
     if isinstance(model, str):
         return model
+    label = getattr(type(model), "guard_label", None)  # a method's self that names its model (PreparedModel, Profiler)
+    if callable(label):
+        return str(label(model))
     return type(model).__name__ if model is not None else "the model"
 
 

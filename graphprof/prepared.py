@@ -40,7 +40,14 @@ __all__ = ["PreparedModel", "prepare", "model_device"]
 
 
 class PreparedModel(Session):
-    """A model resolved, warmed up and captured once, with the passes that run it. See the module docstring."""
+    """A model resolved, warmed up and captured once, with the passes that run it. See the module docstring.
+
+    Each pass runs the user's model as user code (:func:`graphprof.guard.guard_user_code`): a ``sys.exit``
+    in its forward is the model's error (:class:`~graphprof.errors.ModelExitError`), never an exit.
+    """
+
+    def guard_label(self) -> str:
+        return self.name
 
     def spec(
         self,
@@ -59,12 +66,14 @@ class PreparedModel(Session):
             example_kwargs=example_kwargs, dtype=dtype, mode=mode,
         )  # fmt: skip
 
+    @guard_user_code
     def run(self, observers: Sequence[Observer], spec: RunSpec | None = None, **options: Any) -> Any:
         """One dry run (or real run, where the model needs values) with ``observers`` riding along.
 
         The inputs are ``spec``'s, or the keywords of :meth:`spec`. The model is left as found."""
         return super().run(observers, spec or self.spec(**options))
 
+    @guard_user_code
     def profile(self, *, observers: Sequence[Observer] = (), **options: Any) -> Profile:
         """The cost of one forward (and, in train mode, backward) pass at these inputs: a :class:`Profile`.
 
@@ -74,6 +83,7 @@ class PreparedModel(Session):
         """
         return profile_session(self, self.spec(**options), observers)
 
+    @guard_user_code
     def measure(
         self,
         *,
@@ -98,6 +108,7 @@ class PreparedModel(Session):
         options = MeasureOptions(device, iters, warmup, layer_runs, trace_dir, optimizer, breakdown, seed)
         return measure_model(self.model, args, kwargs, name=self.name, train=train, dtype=run_dtype, options=options)
 
+    @guard_user_code
     def graph(
         self,
         *,

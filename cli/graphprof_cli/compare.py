@@ -40,7 +40,6 @@ def run_compare(
     from graphprof.hardware import resolve_hardware
     from graphprof.profile import iter_compare
     from graphprof.render import (
-        STDOUT,
         ModelFailure,
         check_output,
         comparison_rows,
@@ -49,11 +48,12 @@ def run_compare(
         render_comparison_json,
         write_atomic,
     )
+    from graphprof.render.files import means_stdout
 
     device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
     graphprof.parse_shape((profile_options or {}).get("input_shape"))
     chosen = check_output(output, fmt) if output is not None else None
-    to_stdout = output is not None and str(output) == STDOUT
+    to_stdout = output is not None and means_stdout(output)
     if to_stdout:
         console = Console(stderr=True, width=console.width)
     entries: list[graphprof.Profile | ModelFailure] = []

@@ -52,9 +52,9 @@ class ProfileRequest:
 
     @property
     def to_stdout(self) -> bool:
-        from graphprof.render import STDOUT
+        from graphprof.render.files import means_stdout
 
-        return self.output is not None and str(self.output) == STDOUT
+        return self.output is not None and means_stdout(self.output)
 
 
 def _check(req: ProfileRequest) -> tuple[Any, Any, list[str]]:

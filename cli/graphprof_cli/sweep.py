@@ -7,8 +7,11 @@ the model lacks and a factory without the keyword are one line on stderr (exit 2
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -65,47 +68,71 @@ def sweep_command(
     debug: opt.DebugOption = False,
 ) -> None:
     """Profile one model along one axis, with growth fits: graphprof sweep --model resnet50 --batch 1:128:x2."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from graphprof.render.files import output_format
+    from graphprof.render.files import check_output
     from graphprof.render.plots import require_matplotlib
-    from graphprof.render.sweep import render_sweep, write_sweep, write_sweep_plot
-    from graphprof.scaling import Sweep, check_sweep, parse_values, sweep
+    from graphprof.scaling import check_sweep, parse_values
 
     def checked() -> tuple[str, list[float], str | None]:
         axis, text, key = _axis(batch, resolution, seq_len, layers, set_)
         values = parse_values(text, f"--{axis}")
         check_sweep(model, axis, values, key)  # an axis the model lacks fails here, before the progress bar
         if output is not None:
-            output_format(output, fmt.value if fmt else None)
+            check_output(output, fmt.value if fmt else None)  # a bad path fails now, not after the sweep
         if plot is not None:
             require_matplotlib()
+            check_output(plot, "json")  # the folder must exist and be writable
         return axis, values, key
 
     axis, values, key = run_guarded(checked, debug)
-    console = make_console()
+    options = {
+        "key": key, "measure": measure, "device": device, "hardware": hardware, "input_shape": input_shape,
+        "batch_size": batch_size, "dtype": dtype, "mode": mode.value,
+    }  # fmt: skip
+    show = functools.partial(_show, output=output, fmt=fmt.value if fmt else None, plot=plot, debug=debug)
+    show(run_guarded(lambda: _run_sweep(model, axis, values, options, show), debug))
 
-    def work() -> Sweep:
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+
+def _run_sweep(model: str, axis: str, values: list[float], options: dict[str, Any], show: Callable[[Any], None]) -> Any:
+    """The sweep with a progress bar on stderr; the points already done are shown before an error ends it."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from graphprof.errors import GraphprofError
+    from graphprof.scaling import sweep
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    try:
         with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
             task = progress.add_task(f"preparing {model}", total=len(values))
 
             def on_point(index: int, value: float, row: object) -> None:
                 if row is None:
-                    progress.update(task, description=f"{key or axis} {value}")
+                    progress.update(task, description=f"{options['key'] or axis} {value}")
                 else:
                     progress.update(task, advance=1)
 
-            return sweep(
-                model, axis, values, key=key, measure=measure, device=device, hardware=hardware,
-                input_shape=input_shape, batch_size=batch_size, dtype=dtype, mode=mode.value, on_point=on_point,
-            )  # fmt: skip
+            return sweep(model, axis, values, on_point=on_point, **options)
+    except GraphprofError as exc:
+        partial = getattr(exc, "partial", None)
+        if partial is not None and partial.rows:
+            show(partial)
+        raise
 
-    result = run_guarded(work, debug)
+
+def _show(result: Any, *, output: Path | None, fmt: str | None, plot: Path | None, debug: bool) -> None:
+    """The sweep's table, then its file (``-``: standard output, the table on standard error) and chart."""
+    from graphprof.render.files import means_stdout
+    from graphprof.render.sweep import render_sweep, render_sweep_csv, render_sweep_json, write_sweep, write_sweep_plot
+
+    to_stdout = output is not None and means_stdout(output)
+    console = make_console(stderr=to_stdout)
     console.print(render_sweep(result))
-    if output is not None:
-        run_guarded(lambda: write_sweep(result, output, fmt.value if fmt else None), debug)
+    if to_stdout:
+        sys.stdout.write(render_sweep_csv(result) if fmt == "csv" else render_sweep_json(result))
+        sys.stdout.flush()
+    elif output is not None:
+        run_guarded(lambda: write_sweep(result, output, fmt), debug)
         console.print(f"wrote {output}")
     if plot is not None:
         run_guarded(lambda: write_sweep_plot(result, plot), debug)

@@ -38,6 +38,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from graphprof.count import op_name, op_record
+from graphprof.errors import InvalidInputError
 from graphprof.formulas import OpStatus, op_status
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
 from graphprof.hardware import Hardware
@@ -130,6 +131,8 @@ class GraphBuilder(Observer):
     wants_producers = True
 
     def __init__(self, *, depth: int | None = None, hardware: Hardware | None = None, detail: bool = True) -> None:
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+            raise InvalidInputError(f"a graph's depth must be a whole number of 0 or more, got {depth!r}")
         self.depth = depth
         self.hardware = hardware
         self.detail = detail

@@ -29,6 +29,7 @@ from graphprof.graph.build import GraphBuilder
 from graphprof.graph.export import check_paths, text_paths, to_text
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
+from graphprof.guard import guard_user_code
 from graphprof.hardware import Hardware
 
 __all__ = ["Profiler", "GRANULARITIES"]
@@ -84,6 +85,9 @@ class Profiler(nn.Module):
         self.graph: Graph | None = None
         self.detail_graph: Graph | None = None
 
+    def guard_label(self) -> str:
+        return type(self.model).__name__
+
     # ---- passes ------------------------------------------------------------------------------------
     def _pass(self, detail: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[GraphBuilder, Any]:
         from graphprof.prepared import prepare
@@ -107,6 +111,7 @@ class Profiler(nn.Module):
             return None
         return prepared.measure(device=device, iters=10, warmup=2, layer_runs=1, breakdown=False)
 
+    @guard_user_code
     def profile_once(self, *args: Any, **kwargs: Any) -> Graph:
         """One dry run: the module graph (and the operator graph too with ``capture_ops``); with
         ``measure``, a real run that times each node too."""
@@ -122,6 +127,7 @@ class Profiler(nn.Module):
             self.detail_graph = detail
         return self.graph
 
+    @guard_user_code
     def profile_detail(self, *args: Any, **kwargs: Any) -> Graph:
         """One more dry run: the operator graph (views, metadata and scalar reads are not nodes); with
         ``measure``, a real run that times each node too."""

@@ -43,6 +43,8 @@ __all__ = [
     "check_output",
     "render_output",
     "STDOUT",
+    "is_descriptor_path",
+    "means_stdout",
 ]
 
 FORMATS = ("json", "csv")
@@ -112,7 +114,7 @@ def render_csv(profile: Profile, roofline: Roofline | None = None) -> str:
 def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
     """``"json"`` or ``"csv"``: ``fmt`` when given, else the file's suffix; anything else is an :class:`OutputError`."""
     target = Path(path)
-    chosen = (fmt or target.suffix.lstrip(".")).lower()
+    chosen = (fmt or target.suffix.lstrip(".") or ("json" if is_descriptor_path(target) else "")).lower()
     if chosen not in FORMATS:
         if fmt:
             raise OutputError(f"unknown output format {fmt!r}: choose {' or '.join(FORMATS)}")
@@ -170,8 +172,8 @@ def check_output(path: str | os.PathLike[str], fmt: str | None = None) -> str:
     ``"-"`` (:data:`STDOUT`) is JSON unless ``fmt`` says otherwise. A missing or unwritable folder, a
     folder given as the file, or an existing file that cannot be written is an :class:`OutputError`.
     """
-    if str(path) == STDOUT:
-        return output_format("out.json", fmt)
+    if str(path) == STDOUT or is_descriptor_path(path):
+        return output_format("out.json" if str(path) == STDOUT else path, fmt)
     chosen = output_format(path, fmt)
     target = Path(path)
     real, info = _where_to_write(target)
@@ -220,6 +222,28 @@ class _Terminated(BaseException):
     """SIGTERM arrived during a write (raised by :func:`_terminate_as_exception`'s handler)."""
 
 
+def means_stdout(path: str | os.PathLike[str]) -> bool:
+    """``-`` or a name of this process's standard output (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``):
+    the file goes to standard output alone, the report to standard error."""
+    return str(path) == STDOUT or os.path.normpath(str(path)) in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def is_descriptor_path(path: str | os.PathLike[str]) -> bool:
+    """``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N``: a name for an open descriptor
+    of this process (``--output /dev/stdout >> build.log``), which is written through, never replaced."""
+    text = os.path.normpath(str(path))
+    return text in ("/dev/stdout", "/dev/stderr") or text.startswith(("/dev/fd/", "/proc/self/fd/"))
+
+
+def _append_through(target: Path, raw: bytes) -> None:
+    """Write to a descriptor's name in append mode: after what is there (the shell's ``>>`` and ``>`` alike)."""
+    try:
+        with open(target, "ab") as handle:
+            handle.write(raw)
+    except OSError as exc:
+        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
+
+
 def write_atomic(target: str | os.PathLike[str], data: str | bytes) -> None:
     """Write ``data`` to ``target`` so that no half-written or temporary file remains.
 
@@ -230,6 +254,9 @@ def write_atomic(target: str | os.PathLike[str], data: str | bytes) -> None:
     """
     target = Path(target)
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    if is_descriptor_path(target):
+        _append_through(target, raw)
+        return
     real, info = _where_to_write(target)
     if info is not None and stat.S_ISDIR(info.st_mode):
         raise OutputError(f"cannot write {str(target)!r}: it is a folder")

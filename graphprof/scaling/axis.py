@@ -15,7 +15,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.prepared import PreparedModel
 from graphprof.scaling.factory import check_keyword, user_factory
 
-__all__ = ["Axis", "FACTORY_LAYERS_KEY", "HF_LAYERS_KEY", "parse_values", "check_values", "check_sweep", "point_options", "with_option"]
+__all__ = ["MAX_POINTS", "Axis", "FACTORY_LAYERS_KEY", "HF_LAYERS_KEY", "parse_values", "check_values", "check_sweep", "point_options", "with_option"]
 
 
 #: What a sweep varies (:class:`graphprof.choices.SweepAxis`).
@@ -40,45 +40,52 @@ def _number(text: str, what: str) -> float:
     return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
 
 
+#: The most points one sweep may have: each is a profile (and, measured, a real run).
+MAX_POINTS = 200
+
+
 def parse_values(text: str, what: str = "sweep values") -> list[float]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; ``"1:256:x2"`` -> powers of two from 1 to 256; ``"128:512:+128"``
-    (or ``"128:512:128"``) -> ``[128, 256, 384, 512]``. The values are checked by :func:`check_values`.
+    (or ``"128:512:128"``) -> ``[128, 256, 384, 512]``. A range's bounds must be finite and its points are
+    counted before any is made: more than :data:`MAX_POINTS` is refused. The values are checked by
+    :func:`check_values`.
 
     >>> parse_values("1:16:x2"), parse_values("100:300:+100")
     ([1, 2, 4, 8, 16], [100, 200, 300])
     """
     text = text.strip()
-    if ":" in text:
+    if ":" not in text:
+        values = [_number(part, what) for part in text.split(",") if part.strip()]
+    else:
         parts = text.split(":")
         if len(parts) != 3:
             raise InvalidInputError(f"{what}: a range is START:STOP:xFACTOR or START:STOP:+STEP, got {text!r}")
         start, stop = _number(parts[0], what), _number(parts[1], what)
-        step = parts[2].strip().lower()
-        values: list[float] = []
-        if step.startswith("x") or step.startswith("*"):
-            factor = _number(step[1:], what)
-            if factor <= 1:
-                raise InvalidInputError(f"{what}: the factor of {text!r} must be above 1")
-            if start <= 0:
-                raise InvalidInputError(f"{what}: values must be positive, got {start}")
-            value = start
-            while value <= stop * (1 + 1e-12):
-                values.append(value)
-                value = value * factor
-        else:
-            increment = _number(step.lstrip("+"), what)
-            if increment <= 0:
-                raise InvalidInputError(f"{what}: the step of {text!r} must be positive")
-            value = start
-            while value <= stop * (1 + 1e-12):
-                values.append(value)
-                value = value + increment
-        if not values:
-            raise InvalidInputError(f"{what}: the range {text!r} is empty")
-    else:
-        values = [_number(part, what) for part in text.split(",") if part.strip()]
+        if not (math.isfinite(start) and math.isfinite(stop)):
+            raise InvalidInputError(f"{what}: the bounds of {text!r} must be finite numbers")
+        values = _range(start, stop, parts[2].strip().lower(), text, what)
+    if len(values) > MAX_POINTS:
+        raise InvalidInputError(f"{what}: {len(values)} values; a sweep takes at most {MAX_POINTS}")
     check_values(values, what)
     return values
+
+
+def _range(start: float, stop: float, step: str, text: str, what: str) -> list[float]:
+    """The points of a range, counted arithmetically first (a range of millions is refused at once)."""
+    geometric = step.startswith(("x", "*"))
+    by = _number(step[1:] if geometric else step.lstrip("+"), what)
+    if not math.isfinite(by) or (by <= 1 if geometric else by <= 0):
+        raise InvalidInputError(f"{what}: the {'factor' if geometric else 'step'} of {text!r} must be {'above 1' if geometric else 'positive'}")
+    if geometric and start <= 0:
+        raise InvalidInputError(f"{what}: values must be positive, got {start}")
+    if stop < start:
+        raise InvalidInputError(f"{what}: the range {text!r} is empty")
+    # a hair of slack, so that 1:1000:x10 ends at 1000 despite rounding in the logarithms
+    count = math.floor(math.log(stop / start) / math.log(by) + 1e-9) + 1 if geometric else math.floor((stop - start) / by + 1e-9) + 1
+    if count > MAX_POINTS:
+        raise InvalidInputError(f"{what}: {text!r} has {count:,} points; a sweep takes at most {MAX_POINTS}")
+    values = [start * by**i if geometric else start + by * i for i in range(count)]
+    return [int(v) if isinstance(start, int) and isinstance(by, int) and float(v).is_integer() else v for v in values]
 
 
 def check_values(values: Sequence[float], what: str = "sweep values") -> None:

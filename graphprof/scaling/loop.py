@@ -16,7 +16,8 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from graphprof.errors import InvalidInputError, MeasurementError
+from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError
+from graphprof.guard import guard_user_code
 from graphprof.hardware import Hardware, get_hardware
 from graphprof.inputs import format_inputs
 from graphprof.prepared import PreparedModel, prepare
@@ -150,6 +151,7 @@ def _run_points(state: _Points, points: Sequence[Any], hw: Hardware | None, meas
             on_point(index, value, row)
 
 
+@guard_user_code
 def sweep(
     model: nn.Module | str | PreparedModel | Callable[..., nn.Module],
     axis: Axis | str,
@@ -191,7 +193,11 @@ def sweep(
     if chosen_axis not in (Axis.LAYERS, Axis.SET):
         state.share(points)
     measure_on = (device or ("cuda" if torch.cuda.is_available() else "cpu")) if measure else None
-    _run_points(state, points, hw, measure_on, keep_profiles, on_point)
+    try:
+        _run_points(state, points, hw, measure_on, keep_profiles, on_point)
+    except GraphprofError as exc:  # the points already done go with the error (the CLI shows them)
+        exc.partial = _result(state, points, hw, measure)  # type: ignore[attr-defined]
+        raise
     return _result(state, points, hw, measure)
 
 
