@@ -105,7 +105,8 @@ class PreparedModel(Session):
         """
         spec = self.spec(dtype=KEEP if dtype is None else dtype, **inputs)
         args, kwargs, train, run_dtype = self.resolve(spec)
-        options = MeasureOptions(device, iters, warmup, layer_runs, trace_dir, optimizer, breakdown, seed)
+        activations = profile_session(self, spec).peak_activation_bytes  # a dry run: does the real one fit?
+        options = MeasureOptions(device, iters, warmup, layer_runs, trace_dir, optimizer, breakdown, seed, activations)
         return measure_model(self.model, args, kwargs, name=self.name, train=train, dtype=run_dtype, options=options)
 
     @guard_user_code

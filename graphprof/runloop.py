@@ -462,6 +462,8 @@ def needs_values(exc: BaseException) -> str | None:
             return "a data-dependent shape"
         if isinstance(seen, NotImplementedError) and "fake impl" in str(seen):  # a custom or quantized op
             return f"{str(seen).split(':', 1)[0]} has no FakeTensor kernel"
+        if isinstance(seen, RuntimeError) and "no fake impl registered" in str(seen):  # torch.library.custom_op
+            return f"{str(seen).split('registered for ', 1)[-1].split('.', 1)[0]} has no FakeTensor kernel (register_fake)"
         seen = seen.__cause__ or seen.__context__
     return None
 
@@ -645,15 +647,17 @@ class _Converter:
     @staticmethod
     def _fake(fake_mode: Any, t: torch.Tensor) -> torch.Tensor:
         """``t`` as a FakeTensor. Small real tensors (YOLO's strides) keep their values as constants, so a
-        forward that reads them (``.item()``, ``torch.full(..., stride)``) still runs on a dry run; a view
-        is copied first (a constant cannot share its base's storage). Any failure of the conversion asks
+        forward that reads them (``.item()``, ``torch.full(..., stride)``) still runs on a dry run; each is
+        a copy, so the run never writes to the user's tensor. Any failure of the conversion asks
         for a real run, naming the tensor."""
         try:
             if _small_constant(t):
                 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-                with unset_fake_temporarily():  # the copy is a real tensor, made outside the fake mode
-                    own = t.clone() if t._base is not None else t
+                # a copy, made outside the fake mode: an in-place op of the run on the constant (BatchNorm's
+                # num_batches_tracked += 1) must not reach the user's tensor, and a view cannot be a constant
+                with unset_fake_temporarily():
+                    own = t.clone()
                 return cast(torch.Tensor, fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, own, make_constant=True))
             return cast(torch.Tensor, fake_mode.from_tensor(t))
         except Exception as exc:

@@ -20,8 +20,9 @@ guards fail (:meth:`graphprof.capture.CapturedGraph.accepts`). A run says when i
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -318,6 +319,19 @@ class _BuildOptions:
     model_name: str | None
 
 
+@contextlib.contextmanager
+def _float32_default() -> Iterator[None]:
+    """Named models are built as their libraries define them, in float32, whatever the caller's default
+    dtype (``torch.set_default_dtype(torch.float64)`` would otherwise give double weights and float inputs);
+    the caller's default is put back. ``dtype=`` counts another precision."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def _module_inputs(spec: RunSpec) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The example inputs of a model object: given ones, or a meta placeholder of ``input_shape``."""
     if spec.replaces_inputs:
@@ -352,10 +366,11 @@ def _open_by_name(
     first = "meta" if device is None and family not in REAL_VALUE_FAMILIES else device
     for build_device in dict.fromkeys((first, device)):
         start = time.perf_counter()
-        resolved = resolve_model(
-            spec_text, input_shape=spec.input_shape, batch_size=spec.batch_size, device=build_device,
-            allow_unsafe_load=allow_unsafe_load, proposals=proposals,
-        )  # fmt: skip
+        with _float32_default():
+            resolved = resolve_model(
+                spec_text, input_shape=spec.input_shape, batch_size=spec.batch_size, device=build_device,
+                allow_unsafe_load=allow_unsafe_load, proposals=proposals,
+            )  # fmt: skip
         args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
         if spec.replaces_inputs:
             args, kwargs = spec.example_inputs or (), dict(spec.example_kwargs or {})

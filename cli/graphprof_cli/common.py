@@ -23,6 +23,8 @@ __all__ = ["console", "fail", "run_guarded", "flag", "PIPE_WIDTH", "Command", "G
 #: Width of the report when stdout is not a terminal and neither ``--width`` nor ``COLUMNS`` says one:
 #: wide enough for every column of the reports; narrower widths fold cells, never cut them.
 PIPE_WIDTH = 160
+#: The narrowest report (``--width``'s minimum; a smaller ``COLUMNS`` is ignored).
+MIN_WIDTH = 40
 T = TypeVar("T")
 
 
@@ -31,7 +33,7 @@ def console(width: int | None = None, *, stderr: bool = False) -> Console:
     else the terminal's, else :data:`PIPE_WIDTH` for a file or a pipe."""
     if width is None:
         columns = os.environ.get("COLUMNS", "")
-        if columns.isdigit() and int(columns) > 0:
+        if columns.isdigit() and int(columns) >= MIN_WIDTH:  # narrower than --width allows: not honoured
             width = int(columns)
         elif not (sys.stderr if stderr else sys.stdout).isatty():
             width = PIPE_WIDTH

@@ -282,6 +282,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     # graphprof reports its own errors, so the CLI (its own process, not the library) quiets them
     # unless the user set a level. Read by Kineto when the first profiler starts.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    for stream in (sys.stdout, sys.stderr):  # a name the terminal's encoding cannot show is escaped, not a crash
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            reconfigure(errors="backslashreplace")
     args = join_input_shape(sys.argv[1:] if argv is None else argv)
     app(args=args, prog_name="graphprof")
 

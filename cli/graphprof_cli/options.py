@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from graphprof.choices import Capture, Mode, Optimizer, OutputFormat
-from graphprof_cli.common import flag
+from graphprof_cli.common import MIN_WIDTH, flag
 
 __all__ = [
     "ModelOption",
@@ -71,7 +71,7 @@ AllowUnsafeOption = Annotated[
 DebugOption = Annotated[bool, flag("--debug", help="Show tracebacks.")]
 WidthOption = Annotated[
     int | None,
-    typer.Option("--width", min=40, help="Report width in columns (default: the terminal's, else COLUMNS, else 160)."),
+    typer.Option("--width", min=MIN_WIDTH, help="Report width in columns (default: the terminal's, else COLUMNS, else 160)."),
 ]
 MeasureOption = Annotated[
     bool, flag("--measure", help="Also run the model for real: times, memory, per-layer measured vs estimated.")

@@ -74,8 +74,12 @@ def _check(req: ProfileRequest) -> tuple[Any, Any, list[str]]:
     if req.graph is not None:
         from graphprof_cli.graphs import check_graph_path
 
-        check_graph_path(req.graph)
+        check_graph_path(req.graph, req.output)
     measuring = None
+    if not req.measure:  # a bad measurement option is an error even when --measure is not given
+        from graphprof.measure.timing import check_runs
+
+        check_runs(req.iters, req.warmup)
     if req.measure:  # measurement options and the device are checked before anything is built
         from graphprof_cli.measure import check_measure_options
 
@@ -83,10 +87,9 @@ def _check(req: ProfileRequest) -> tuple[Any, Any, list[str]]:
     return device_hw, measuring, chosen
 
 
-def _profile(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, list[str]]:
-    """``(prepared model, profile (with its measurement), roofline, output format)``."""
+def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, list[str]]:
+    """``(prepared model, profile, hardware, device to measure on or None, output format)``."""
     import graphprof
-    from graphprof.roofline import classify
 
     device_hw, measuring, chosen = _check(req)
     # the target the costs are for: the device measured, else the hardware preset's kind
@@ -97,23 +100,37 @@ def _profile(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, list[str
             methods=req.capture.methods, allow_unsafe_load=req.allow_unsafe_load, target=target, proposals=req.proposals,
         )  # fmt: skip
         result = prepared.profile()
-    if measuring is not None:
-        from graphprof_cli.measure import run_measure
+    return prepared, result, device_hw, measuring, chosen
 
+
+def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, device_hw: Any, measuring: Any) -> tuple[Any, Any]:
+    """The real run beside the dry run; when it fails, the dry run's report is shown before the error."""
+    from graphprof.errors import GraphprofError
+    from graphprof.render import render_report
+    from graphprof.roofline import classify
+    from graphprof_cli.measure import run_measure
+
+    try:
         with console.status(f"measuring {req.model} on {measuring} ...", spinner="dots"):
-            result, device_hw = run_measure(
+            return run_measure(  # type: ignore[no-any-return]
                 prepared, result, hardware=device_hw, device=measuring, iters=req.iters, warmup=req.warmup,
                 trace=req.trace, optimizer=req.optimizer.value,
             )  # fmt: skip
-    return prepared, result, classify(result, device_hw), chosen
+    except GraphprofError:
+        console.print(render_report(result, classify(result, device_hw), show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
+        raise
 
 
 def run_profile(req: ProfileRequest) -> None:
-    """Profile, render the report, write what was asked for."""
+    """Profile (and measure), render the report, write what was asked for."""
     from graphprof.render import render_report
+    from graphprof.roofline import classify
 
     console = make_console(req.width, stderr=req.to_stdout)  # with --output -, stdout carries the file alone
-    prepared, result, roofline, chosen = run_guarded(lambda: _profile(req, console), req.debug)
+    prepared, result, device_hw, measuring, chosen = run_guarded(lambda: _dry_run(req, console), req.debug)
+    if measuring is not None:
+        result, device_hw = run_guarded(lambda: _measured(req, console, prepared, result, device_hw, measuring), req.debug)
+    roofline = classify(result, device_hw)
     console.print(render_report(result, roofline, show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
     if result.measurement is not None:
         from graphprof.render.measured import render_measured

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.graph.model import Graph
+from graphprof.render.files import write_atomic
 
 __all__ = ["GRAPH_FORMATS", "check_paths", "text_paths", "write_graph", "to_dot", "to_text", "to_json"]
 
@@ -136,11 +137,12 @@ def _render(dot_text: str, path: Path, fmt: str) -> None:
     if dot is None:
         raise MissingDependencyError(f"writing {path.name} needs Graphviz's `dot` program; {_GRAPHVIZ_HINT}")
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "graph.dot"
+        src, out = Path(tmp) / "graph.dot", Path(tmp) / f"graph.{fmt}"
         src.write_text(dot_text)
-        done = subprocess.run([dot, f"-T{fmt}", str(src), "-o", str(path)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise OutputError(f"Graphviz `dot -T{fmt}` failed for {path}: {done.stderr.strip()[:200]}")
+        done = subprocess.run([dot, f"-T{fmt}", str(src), "-o", str(out)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise OutputError(f"Graphviz `dot -T{fmt}` failed for {path}: {done.stderr.strip()[:200]}")
+        write_atomic(path, out.read_bytes())  # the previous file stays whole until the new one is complete
 
 
 def write_graph(
@@ -166,15 +168,15 @@ def write_graph(
         module_path, detail_path = text_paths(path)
         targets = [module_path] + ([detail_path] if detail is not None else [])
         check_paths(targets, overwrite=overwrite)
-        module_path.write_text(to_text(graph))
+        write_atomic(module_path, to_text(graph))
         if detail is not None:
-            detail_path.write_text(to_text(detail))
+            write_atomic(detail_path, to_text(detail))
         return targets
     check_paths([path], overwrite=overwrite)
     if suffix in (".svg", ".png"):
         _render(to_dot(graph, depth), path, suffix[1:])
     elif suffix == ".dot":
-        path.write_text(to_dot(graph, depth))
+        write_atomic(path, to_dot(graph, depth))
     else:
-        path.write_text(to_json(graph, detail))
+        write_atomic(path, to_json(graph, detail))
     return [path]

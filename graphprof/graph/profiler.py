@@ -31,6 +31,7 @@ from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
 from graphprof.guard import guard_user_code
 from graphprof.hardware import Hardware
+from graphprof.render.files import write_atomic
 
 __all__ = ["Profiler", "GRANULARITIES"]
 
@@ -176,9 +177,9 @@ class Profiler(nn.Module):
             targets.append(detail_path)
         check_paths(targets, overwrite=True)
         if write_module:
-            module_path.write_text(module_text)
+            write_atomic(module_path, module_text)
         if detail_text is not None:
-            detail_path.write_text(detail_text)
+            write_atomic(detail_path, detail_text)
         return targets
 
     # ---- the model itself --------------------------------------------------------------------------

@@ -19,6 +19,7 @@ Order of work, so that nothing large is allocated before the options are known t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
 import statistics
@@ -31,8 +32,8 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from graphprof.capture import CapturedGraph
-from graphprof.errors import InvalidInputError, MeasurementError, OutputError
+from graphprof.capture import CapturedGraph, preserved_state
+from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
 from graphprof.inputs import describe_inputs, format_inputs, materialize
 from graphprof.measure.host import detect_host
 from graphprof.measure.kineto import quiet_kineto
@@ -52,7 +53,7 @@ from graphprof.measure.timing import (
 from graphprof.measure.trace import trace_path
 from graphprof.runloop import run_model
 
-__all__ = ["MeasurementError", "MeasureOptions", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_model"]
+__all__ = ["MeasurementError", "MeasureOptions", "is_out_of_memory", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_model"]
 
 OPTIMIZERS = ("sgd", "adamw")
 
@@ -149,8 +150,22 @@ def _cast_inputs(value: Any, device: torch.device, dtype: torch.dtype | None) ->
     return tree_map(cast, materialize(value, device))
 
 
-def _oom(exc: BaseException, what: str) -> MeasurementError:
-    return MeasurementError(f"CUDA out of memory while measuring {what}: {str(exc).splitlines()[0]}")
+def is_out_of_memory(exc: BaseException) -> bool:
+    """An allocator's failure: CUDA's ``OutOfMemoryError``, Python's ``MemoryError``, or the CPU allocator's
+    ``RuntimeError`` ("DefaultCPUAllocator: can't allocate memory")."""
+    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in str(exc) or "out of memory" in str(exc).lower())
+
+
+def _run_failed(exc: BaseException, dev: torch.device, what: str) -> MeasurementError:
+    """The measurement's own error for a failure during the real run: out of memory (naming the batch),
+    or the model's exception (its type and first line)."""
+    first = (str(exc).splitlines() or [""])[0]
+    if is_out_of_memory(exc):
+        where = "CUDA" if dev.type == "cuda" else "host"
+        return MeasurementError(f"out of {where} memory while measuring {what}: {type(exc).__name__}: {first}")
+    return MeasurementError(f"the model raised while measuring {what}: {type(exc).__name__}: {first}")
 
 
 def _mean_times(runs: list[Any], types: dict[str, str], cuda: bool) -> tuple[tuple[LayerTime, ...], tuple[OpTime, ...]]:
@@ -207,6 +222,8 @@ class MeasureOptions:
     optimizer: str = "sgd"
     breakdown: bool = True
     seed: int = 0
+    #: the dry run's peak activation bytes, counted in the check that the run fits (0: not known)
+    activation_bytes: int = 0
 
     def check(self) -> torch.device:
         """The device to measure on, once every option is known to be good (:class:`InvalidInputError`)."""
@@ -239,16 +256,16 @@ def _batch(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
     return _Bound(work, kwargs), args
 
 
-def _check_fits(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, dev: torch.device, dtype: torch.dtype | None, train: bool, optimizer: str) -> None:
-    """Refuse, before allocating anything, a run whose weights, inputs (and, in train mode, gradients
-    and optimizer state) exceed the device's free memory."""
+def _check_fits(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, dev: torch.device, dtype: torch.dtype | None, train: bool, options: MeasureOptions) -> None:
+    """Refuse, before allocating anything, a run whose weights, inputs, peak activations (the dry run's
+    figure, when given) and, in train mode, gradients and optimizer state exceed the device's free memory."""
     state = _state_bytes(model, dtype)
     input_bytes = sum(t.numel() * (dtype.itemsize if dtype is not None and t.is_floating_point() else t.element_size()) for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
-    need = state + input_bytes + (state * (3 if optimizer == "adamw" else 2) if train else 0)
+    need = state + input_bytes + options.activation_bytes + (state * (3 if options.optimizer == "adamw" else 2) if train else 0)
     free = free_memory(dev)
     if free is not None and need > free:
         raise InvalidInputError(
-            f"measuring {name} on {dev} needs at least {_gib(need)} (weights, inputs"
+            f"measuring {name} on {dev} needs at least {_gib(need)} (weights, inputs, activations"
             f"{', gradients and optimizer state' if train else ''}) but only {_gib(free)} is free"
         )
 
@@ -396,19 +413,25 @@ def measure_model(
     """
     dev = options.check()
     batch_text = format_inputs(describe_inputs(args, kwargs, dtype))
-    _check_fits(model, args, kwargs, name, dev, dtype, train, options.optimizer)
+    _check_fits(model, args, kwargs, name, dev, dtype, train, options)
     _trace_folder(options.trace_dir)
     notes: list[str] = []
     try:
         work, note = _materialized(model, dev, dtype, options.seed)
         notes += [note] if note else []
         run_args, run_kwargs = _cast_inputs(args, dev, dtype), _cast_inputs(kwargs, dev, dtype)
-        with ProfilingContext(work, disable_dropout=True, eval_mode=not train, seed=options.seed):
-            times = _model_times(work, model, run_args, run_kwargs, dev, train, options)
-            layers, ops, instrumented, busy, traces = _layer_times(work, run_args, run_kwargs, dev, name, options)
-            memory = _memory(work, model, run_args, run_kwargs, dev, train, options, notes)
-    except torch.cuda.OutOfMemoryError as exc:
-        raise _oom(exc, f"{name} with batch {batch_text}") from exc
+        # the user's own model keeps its buffers (BatchNorm statistics), attributes and flags; a train-mode
+        # run records autograd whatever the caller's grad mode
+        kept = preserved_state(model) if work is model else contextlib.nullcontext()
+        with kept, torch.enable_grad() if train else contextlib.nullcontext():
+            with ProfilingContext(work, disable_dropout=True, eval_mode=not train, seed=options.seed):
+                times = _model_times(work, model, run_args, run_kwargs, dev, train, options)
+                layers, ops, instrumented, busy, traces = _layer_times(work, run_args, run_kwargs, dev, name, options)
+                memory = _memory(work, model, run_args, run_kwargs, dev, train, options, notes)
+    except GraphprofError:
+        raise
+    except Exception as exc:
+        raise _run_failed(exc, dev, f"{name} with batch {batch_text}") from exc
     if train:
         notes.append("per-layer times are of the forward pass")
     return Measurement(

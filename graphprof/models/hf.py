@@ -225,7 +225,10 @@ def _apply_options(config: Any, options: dict[str, Any], spec: str) -> None:
     for name, value in options.items():
         if not hasattr(config, name):
             raise InvalidInputError(f"{spec}: {type(config).__name__} has no field {name!r}")
-        setattr(config, name, value)
+        try:
+            setattr(config, name, value)
+        except Exception as exc:  # transformers' configs validate their fields as they are set
+            raise InvalidInputError(f"{spec}: {type(config).__name__} rejects {name}={value!r}: {' '.join(str(exc).split())}") from exc
 
 
 def _make_config(transformers: ModuleType, target: str, options: dict[str, Any], spec: str) -> tuple[Any, str]:

@@ -20,6 +20,7 @@ from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError
 from graphprof.guard import guard_user_code
 from graphprof.hardware import Hardware, get_hardware
 from graphprof.inputs import format_inputs
+from graphprof.measure.run import is_out_of_memory
 from graphprof.prepared import PreparedModel, prepare
 from graphprof.result import Profile
 from graphprof.roofline import classify
@@ -51,10 +52,9 @@ def _load_measure() -> Callable[..., Any]:
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
-    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
     seen: BaseException | None = exc
-    while seen is not None:  # measure_model reports a CUDA OOM as a MeasurementError naming the batch
-        if oom is not None and isinstance(seen, oom):
+    while seen is not None:  # measure_model reports an allocator's failure as a MeasurementError naming the batch
+        if is_out_of_memory(seen):
             return True
         seen = seen.__cause__ if isinstance(seen, MeasurementError) else None
     return False
