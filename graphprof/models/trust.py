@@ -101,20 +101,34 @@ def _load_ultralytics(path: Path, spec: str, needed: list[str], tasks: ModuleTyp
         from graphprof.errors import MissingDependencyError
 
         raise MissingDependencyError(f"{spec} is an ultralytics checkpoint: pip install 'graphprof[yolo]' (ultralytics)")
-    safe_load = getattr(tasks, "torch_safe_load", None)
-    if safe_load is None or not getattr(getattr(tasks, "_SafeLoad", None), "SUPPORTED", False):
+    if not getattr(getattr(tasks, "_SafeLoad", None), "SUPPORTED", False):
         raise UnsafeLoadError(f"{spec}: this ultralytics has no restricted checkpoint loader (upgrade it); {ALLOW_HINT}")
     if path.suffix.lower() != ".pt":
         raise UnsafeLoadError(f"{spec}: ultralytics' restricted loader reads .pt files only (rename it); {ALLOW_HINT}")
     suspicious = [name for name in needed if not name.startswith(_EXPECTED_PREFIXES)]
     try:
-        loaded, _ = safe_load(str(path), safe_only=True)
-    except TypeError as exc:
+        with _allow_list_restored(), tasks._SafeLoad.loading(str(path)):
+            # the exact file (torch_safe_load would rename yolov5n.pt to yolov5nu.pt, search its weights
+            # folder and try a download), read by torch.load(weights_only=True) against ultralytics' allow-list
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
         named = f" (it names {_names(suspicious)})" if suspicious else ""
-        raise UnsafeLoadError(
-            f"{spec}: ultralytics' restricted loader refused it{named}; {ALLOW_HINT}"
-        ) from exc
+        first = " ".join(str(exc).split())[:160]
+        raise UnsafeLoadError(f"{spec}: ultralytics' restricted loader refused it{named} ({first}); {ALLOW_HINT}") from exc
     return loaded
+
+
+@contextlib.contextmanager
+def _allow_list_restored() -> Iterator[None]:
+    """Put torch's process-wide ``weights_only`` allow-list back as it was: ultralytics' restricted loader
+    registers the classes a checkpoint needs for the life of the process, which would widen what the
+    caller's own later ``torch.load(weights_only=True)`` calls accept."""
+    before = list(torch.serialization.get_safe_globals())
+    try:
+        yield
+    finally:
+        torch.serialization.clear_safe_globals()
+        torch.serialization.add_safe_globals(before)
 
 
 # ---- YOLO yamls ------------------------------------------------------------------------------------
