@@ -340,11 +340,13 @@ def _register_commands() -> None:
     """Subcommands that live in their own modules (their heavy imports stay inside them)."""
     from graphprof_cli.calibrate import calibrate_command
     from graphprof_cli.sweep import sweep_command
+    from graphprof_cli.trace import trace_command
     from graphprof_cli.validate import validate_command
 
     app.command("validate", cls=Command)(validate_command)
     app.command("sweep", cls=Command)(sweep_command)
     app.command("calibrate", cls=Command)(calibrate_command)
+    app.command("trace", cls=Command)(trace_command)
 
 
 _register_commands()

@@ -1,0 +1,187 @@
+"""Issue 20, the seeds' own examples: seed 003's decorator and trace reader, seed 002's script and intensity
+bands, and the measurement report's honesty (like for like in train mode, threads, load, noise, host).
+
+Each test runs the seed's example or command as its user would and checks what the seed promises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import graphprof
+from graphprof.measure.trace import TraceWarning
+
+
+def _seed_model(**options):
+    """Seed 003's ``MyModel``, decorated as its "Simple Model Profiling" example decorates it."""
+
+    @graphprof.capture_model(model_name="MyModel", record_shapes=True, profile_memory=True, **options)
+    class MyModel(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear1 = nn.Linear(100, 50)
+            self.linear2 = nn.Linear(50, 10)
+            self.relu = nn.ReLU()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.relu(self.linear1(x))
+            return self.linear2(x)
+
+    return MyModel
+
+
+# ---- seed 003: @capture_model ------------------------------------------------------------------------
+def test_decorator_is_a_pass_through_unless_switched_on(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRAPHPROF_CAPTURE", raising=False)
+    monkeypatch.delenv("GRAPHPROF_TRACE_DIR", raising=False)
+    model = _seed_model()()
+    data = torch.randn(32, 100)
+    out = model(data)  # "When running locally, the decorator acts as a pass-through"
+    assert out.shape == (32, 10) and os.listdir(tmp_path) == []
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("GRAPHPROF_CAPTURE", "0")
+    model(data)
+    assert os.listdir(tmp_path) == []
+
+
+def test_two_instances_three_forwards_leave_six_files_and_six_summaries(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GRAPHPROF_CAPTURE", "1")
+    monkeypatch.delenv("GRAPHPROF_TRACE_DIR", raising=False)
+    cls = _seed_model()
+    data = torch.randn(32, 100)
+    for model in (cls(), cls()):
+        for _ in range(3):
+            model(data)
+    assert sorted(os.listdir(tmp_path)) == [f"MyModel_forward_{i:03d}.json" for i in range(1, 7)]
+    err = capsys.readouterr().err
+    assert err.count("Layer analysis for MyModel") == 6
+    header = re.search(r"^Layer +Calls +Total Time \(ms\) +Avg Time \(ms\) +Shapes$", err, re.M)
+    assert header is not None
+    # the seed's rows: linear1 once on (32, 100), relu and linear2 on (32, 50), then TOTAL
+    assert re.search(r"^linear1 +1 +[\d.]+ +[\d.]+ +\(32, 100\)$", err, re.M)
+    assert re.search(r"^relu +1 +[\d.]+ +[\d.]+ +\(32, 50\)$", err, re.M)
+    assert re.search(r"^linear2 +1 +[\d.]+ +[\d.]+ +\(32, 50\)$", err, re.M)
+    assert err.count("\nTOTAL ") == 6
+
+
+def test_numbering_never_overwrites_an_existing_trace(tmp_path, capsys) -> None:
+    (tmp_path / "MyModel_forward_001.json").write_text("from another run")
+    (tmp_path / "MyModel_forward_003.json").write_text("from another run")
+    model = _seed_model(enabled=True, trace_dir=tmp_path, summary=False)()
+    for _ in range(3):
+        model(torch.randn(32, 100))
+    assert sorted(os.listdir(tmp_path)) == [f"MyModel_forward_{i:03d}.json" for i in (1, 2, 3, 4, 5)]
+    assert (tmp_path / "MyModel_forward_001.json").read_text() == "from another run"
+    assert (tmp_path / "MyModel_forward_003.json").read_text() == "from another run"
+    assert capsys.readouterr().err == ""  # summary=False: the one switch for the printed summary
+
+
+def test_unusable_folder_warns_once_and_passes_through(tmp_path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cls = _seed_model(enabled=True, trace_dir=blocker / "traces")
+    model = cls()
+    data = torch.randn(32, 100)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outs = [model(data) for _ in range(2)] + [cls()(data)]
+    # the decorated forward gives what the undecorated one gives
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], cls.forward.__wrapped__(model, data))
+    messages = [str(w.message) for w in caught if issubclass(w.category, TraceWarning)]
+    assert len(messages) == 1 and "cannot write traces" in messages[0] and "\n" not in messages[0]
+
+
+# ---- seed 003: parse_model_trace -----------------------------------------------------------------------
+def test_parse_model_trace_as_the_seed_reads_it(tmp_path) -> None:
+    model = _seed_model(enabled=True, trace_dir=tmp_path, summary=False)()
+    model(torch.randn(32, 100))
+    analysis = graphprof.parse_model_trace(tmp_path / "MyModel_forward_001.json", "MyModel")
+    assert analysis is not None and analysis["model_name"] == "MyModel"
+    layer_stats = analysis["layer_stats"]
+    for stats in layer_stats.values():  # the seed's loop
+        assert isinstance(stats["total_time_us"], int) and isinstance(stats["call_count"], int)
+        assert isinstance(stats["shapes"], set) and isinstance(stats["operations"], set)
+    assert [name for name in layer_stats if name in ("linear1", "relu", "linear2")] == ["linear1", "relu", "linear2"]
+    # Linear(100, 50) on a (32, 100) batch: input (32, 100), weight (50, 100), bias (50,)
+    assert ((32, 100), (50, 100), (50,)) in layer_stats["linear1"]["shapes"]
+    assert "aten::linear" in layer_stats["linear2"]["operations"]
+    # self times sum to the forward: the "(model)" range's duration in the file, within 1 us per layer
+    events = json.loads((tmp_path / "MyModel_forward_001.json").read_text())["traceEvents"]
+    forward_us = next(e["dur"] for e in events if e.get("name") == "graphprof.layer::(model)")
+    assert sum(s["total_time_us"] for s in layer_stats.values()) == pytest.approx(forward_us, abs=len(layer_stats))
+
+
+def _event(**fields):
+    return {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 1, **fields}
+
+
+MALFORMED = {
+    "not json": "not json",
+    "nested too deep": "[" * 100_000 + "]" * 100_000,
+    "a number": "3",
+    "events not a list": json.dumps({"traceEvents": {"a": 1}}),
+    "NaN duration": json.dumps({"traceEvents": [_event(dur=float("nan"))]}),
+    "infinite duration": '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 0, "dur": Infinity}]}',
+    "string duration": json.dumps({"traceEvents": [_event(dur="5")]}),
+    "no timestamp": json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "dur": 3}]}),
+    "negative duration": json.dumps({"traceEvents": [_event(dur=-1)]}),
+    "integer too large": '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 0, "dur": '
+    + "9" * 400
+    + "}]}",
+    "name not a string": json.dumps({"traceEvents": [_event(name=[1])]}),
+    "not UTF-8": b"\xff\xfe\x00",
+}
+
+
+@pytest.mark.parametrize("what", [*MALFORMED, "missing"])
+def test_parse_model_trace_gives_none_and_one_warning(tmp_path, what) -> None:
+    path = tmp_path / "t.json"
+    if what != "missing":
+        content = MALFORMED[what]
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert graphprof.parse_model_trace(path, "M") is None
+    assert len(caught) == 1 and issubclass(caught[0].category, UserWarning)
+    assert str(path) in str(caught[0].message) and "\n" not in str(caught[0].message)
+
+
+def test_parse_model_trace_tolerates_odd_but_readable_events(tmp_path) -> None:
+    events = [
+        _event(pid=[1], tid={"a": 1}),  # unhashable thread ids
+        _event(name="b", ts=5, args=[1, 2]),  # args not a dict
+        _event(name="c", ts=7, args={"Input Dims": [[[[[[[1]]]]]]]}),  # dims nested too deep: dropped
+        _event(name="d", ts=9, args={"Input Dims": "abc"}),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    analysis = graphprof.parse_model_trace(path)
+    assert analysis is not None and analysis["layer_stats"]["(outside layers)"]["total_time_us"] == 4
+
+
+# ---- graphprof trace FILE ----------------------------------------------------------------------------
+def test_trace_command_prints_the_decorators_summary(tmp_path, capsys) -> None:
+    from typer.testing import CliRunner
+
+    from graphprof_cli.main import app
+
+    model = _seed_model(enabled=True, trace_dir=tmp_path)()
+    model(torch.randn(32, 100))
+    printed = capsys.readouterr().err
+    path = str(tmp_path / "MyModel_forward_001.json")
+    result = CliRunner().invoke(app, ["trace", path])
+    assert result.exit_code == 0 and result.stdout == printed
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"traceEvents": [_event(dur=float("nan"))]}))
+    result = CliRunner().invoke(app, ["trace", str(bad)])
+    assert result.exit_code == 2 and "not a readable Chrome trace" in result.output
+    assert result.output.count("\n") == 1
