@@ -185,3 +185,64 @@ def test_trace_command_prints_the_decorators_summary(tmp_path, capsys) -> None:
     result = CliRunner().invoke(app, ["trace", str(bad)])
     assert result.exit_code == 2 and "not a readable Chrome trace" in result.output
     assert result.output.count("\n") == 1
+
+
+# ---- seed 002: cli/profile_graph.py and the intensity bands ------------------------------------------
+def test_profile_graph_defaults_to_resnet18() -> None:
+    from profile_graph import DEFAULT_MODEL, default_model_args
+
+    assert DEFAULT_MODEL == "resnet18" and default_model_args([]) == ["--model", "resnet18"]
+    assert default_model_args(["--verbose"]) == ["--model", "resnet18"]
+    for named in (["--model", "vgg11"], ["--model=vgg11"], ["-m", "vgg11"], ["--mode", "train", "-mvgg11"]):
+        assert default_model_args(named) == [], named
+
+
+@pytest.mark.slow
+def test_profile_graph_script_with_no_model_profiles_resnet18(tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "cli" / "profile_graph.py"
+    env = {**os.environ, "COLUMNS": "160"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Model summary: resnet18" in done.stdout and "Usage" not in done.stdout
+    for label in ("Strongly compute-bound", "Compute-bound", "Balanced", "Memory-bound"):
+        assert label in done.stdout
+
+
+def test_intensity_bands_as_seed_002_labels_them() -> None:
+    from graphprof.intensity import INTENSITY_BANDS, intensity_band
+
+    assert [b.name for b in INTENSITY_BANDS] == ["Strongly compute-bound", "Compute-bound", "Balanced", "Memory-bound"]
+    # seed 002's examples: conv1 at AI=57.1 is compute-bound; pooling and batch norm (AI < 10) memory-bound;
+    # a large matmul (AI > 100) strongly compute-bound; the edges fall to the band below (10 is memory-bound,
+    # as seed 001's fixed threshold has it)
+    cases = {156.6: "Strongly compute-bound", 100.0: "Compute-bound", 57.1: "Compute-bound", 50.0: "Balanced"}
+    cases |= {30.7: "Balanced", 10.0: "Memory-bound", 0.2: "Memory-bound"}
+    for ai, name in cases.items():
+        assert intensity_band(ai).name == name, ai
+    assert intensity_band(None, flops=5).name == "Strongly compute-bound" and intensity_band(None, flops=0) is None
+
+
+def test_intensity_band_table_sums_and_agrees_with_the_fixed_threshold() -> None:
+    from rich.console import Console
+
+    from graphprof.intensity import intensity_band
+    from graphprof.render.table import render_intensity_bands
+    from graphprof.roofline import Bound, classify
+
+    model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 14 * 14, 10))
+    profile = graphprof.profile_model(model, input_shape=(1, 3, 16, 16))
+    roofline = classify(profile)
+    for row, verdict in zip(profile.layers, roofline.layers, strict=True):
+        band = intensity_band(row.cost.arithmetic_intensity, flops=row.cost.flops)
+        # the band "Memory-bound" is exactly the no-device verdict memory-bound (AI <= 10)
+        assert (band is not None and band.name == "Memory-bound") == (verdict.bound is Bound.MEMORY), row.name
+    console = Console(width=160, record=True)
+    console.print(render_intensity_bands(profile))
+    text = console.export_text()
+    counts = [int(m.group(1)) for m in re.finditer(r"(?:AI > 100|AI <= 100|AI <= 50|AI <= 10) +(\d+)", text)]
+    assert len(counts) == 4 and sum(counts) == sum(1 for r in profile.layers if r.cost.flops or r.cost.bytes_moved)
+    assert f"the model as a whole: {profile.arithmetic_intensity:.1f} FLOPs/byte" in text
