@@ -246,3 +246,94 @@ def test_intensity_band_table_sums_and_agrees_with_the_fixed_threshold() -> None
     counts = [int(m.group(1)) for m in re.finditer(r"(?:AI > 100|AI <= 100|AI <= 50|AI <= 10) +(\d+)", text)]
     assert len(counts) == 4 and sum(counts) == sum(1 for r in profile.layers if r.cost.flops or r.cost.bytes_moved)
     assert f"the model as a whole: {profile.arithmetic_intensity:.1f} FLOPs/byte" in text
+
+
+# ---- measurement honesty -------------------------------------------------------------------------------
+RUN = dict(iters=3, warmup=1, layer_runs=1)
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.act = nn.ReLU()
+        self.fc = nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.act(self.conv(x)), 1))
+
+
+def _text(renderable) -> str:
+    from rich.console import Console
+
+    console = Console(width=400, record=True)
+    console.print(renderable)
+    return console.export_text()
+
+
+@pytest.fixture(scope="module")
+def train_measured():
+    import dataclasses
+
+    pm = graphprof.prepare(_Block(), example_inputs=(torch.randn(4, 3, 8, 8),), mode="train")
+    return dataclasses.replace(pm.profile(), measurement=pm.measure(device="cpu", breakdown=False, **RUN))
+
+
+def test_train_mode_compares_the_forward_estimate_with_the_measured_forward(train_measured) -> None:
+    from graphprof.render.measured import estimated_layer_seconds, forward_layer_seconds, render_measured
+    from graphprof.roofline import classify
+
+    h100 = graphprof.get_hardware("h100")
+    roofline = classify(train_measured, h100)
+    forward = forward_layer_seconds(train_measured, roofline)
+    both = estimated_layer_seconds(train_measured, roofline)
+    # the forward alone, from the same rows' forward costs: below forward + backward on every layer with a backward
+    assert forward["conv"] < both["conv"] and forward["fc"] < both["fc"]
+    eval_profile = graphprof.profile_model(_Block(), input_shape=(4, 3, 8, 8))
+    eval_estimate = estimated_layer_seconds(eval_profile, classify(eval_profile, h100))
+    assert forward == pytest.approx(eval_estimate)  # a train profile's forward is the eval profile
+    text = _text(render_measured(train_measured, roofline))
+    title = "Per layer, forward only: estimated forward (h100 roofline) vs measured forward"
+    assert title in " ".join(text.split())  # the title wraps at the table's width
+    total_us = sum(forward.values()) * 1e6
+    total_row = next(line for line in text.splitlines() if "TOTAL" in line)
+    assert f"{total_us:,.1f} us" in total_row  # the TOTAL estimate is the forward's
+
+
+def test_measurement_header_names_threads_and_load_and_flags_noise(train_measured) -> None:
+    import dataclasses
+
+    from graphprof.render.measured import render_measured
+
+    m = train_measured.measurement
+    assert m.host.threads == torch.get_num_threads()
+    text = _text(render_measured(train_measured))
+    assert f"{torch.get_num_threads()} torch threads" in text and "load " in text
+    if m.host.loadavg is not None:
+        assert all(isinstance(x, float) for x in m.host.loadavg) and " ".join(f"{x:.2f}" for x in m.host.loadavg) in text
+
+    def with_cv(cv: float):
+        forward = dataclasses.replace(m.forward, mean=10.0, std=10.0 * cv)
+        return dataclasses.replace(train_measured, measurement=dataclasses.replace(m, forward=forward))
+
+    noisy = _text(render_measured(with_cv(0.15)))
+    assert "noisy run" in noisy and "15.0%" in noisy and "--iters" in noisy and "OMP_NUM_THREADS" in noisy
+    assert "noisy run" not in _text(render_measured(with_cv(0.05)))
+    assert with_cv(0.15).to_dict()["runtime"]["noisy"] is True
+    assert with_cv(0.05).to_dict()["runtime"]["forward_cv"] == pytest.approx(0.05)
+
+
+def test_every_json_has_a_timestamp_and_the_host(train_measured) -> None:
+    import datetime
+
+    from graphprof.render import render_json
+
+    dry = json.loads(render_json(graphprof.profile_model(_Block(), input_shape=(1, 3, 8, 8))))
+    assert dry["schema_version"] == "2.2"
+    stamp = datetime.datetime.fromisoformat(dry["timestamp"])
+    assert stamp.tzinfo is not None and abs((datetime.datetime.now(datetime.timezone.utc) - stamp).total_seconds()) < 600
+    assert dry["host"]["torch"] == torch.__version__ and dry["host"]["threads"] == torch.get_num_threads()
+    assert {"cpu", "cores", "platform", "loadavg"} <= set(dry["host"])
+    assert {layer["intensity_band"] for layer in dry["layers"]} <= {None, "Strongly compute-bound", "Compute-bound", "Balanced", "Memory-bound"}
+    measured = json.loads(render_json(train_measured))
+    assert measured["timestamp"] == train_measured.measurement.timestamp and set(measured["host"]) == set(dry["host"])
