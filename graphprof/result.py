@@ -6,6 +6,7 @@ exact integers (MACs, FLOPs, bytes); renderers scale and format them and never c
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,7 +26,9 @@ __all__ = [
 ]
 
 #: Version of the dictionary layout produced by :meth:`Profile.to_dict` (and so of the JSON file).
-SCHEMA_VERSION = "2.1"
+#: 2.2 (additive): ``timestamp`` and ``host`` in every file, a dry run's too; ``host.threads`` and
+#: ``host.loadavg``; ``runtime.forward_cv`` and ``runtime.noisy``; each layer's ``intensity_band``.
+SCHEMA_VERSION = "2.2"
 
 Shape = tuple[int, ...]
 
@@ -180,6 +183,10 @@ class Profile:
     lowering: str = "cpu"
     #: A real run beside the estimate (``graphprof.measure.Measurement``), when one was taken.
     measurement: Any = None
+    #: When the profile was made (UTC, ISO 8601 to the second) and on what machine
+    #: (``graphprof.measure.Host``): in every JSON file, so that a dry run's figures say where they came from.
+    created: str = field(default_factory=lambda: _utc_now(), compare=False)
+    host: Any = field(default_factory=lambda: _this_host(), compare=False, repr=False)
 
     # ---- totals (sums of the rows, computed once: renderers ask for them often) ---------------
     @cached_property
@@ -278,9 +285,10 @@ class Profile:
         return estimated
 
     def _measured_dict(self) -> dict[str, Any]:
-        """``runtime``, ``memory`` (``measured`` beside ``estimated``), ``host``, ``timestamp``: with a measurement only."""
+        """``timestamp`` and ``host`` (the measurement's when there is one, else the profile's own), then
+        ``runtime`` and ``memory`` (``measured`` beside ``estimated``) with a measurement."""
         if self.measurement is None:
-            return {}
+            return {"timestamp": self.created, "host": None if self.host is None else self.host.to_dict()}
         m = self.measurement.to_dict()
         estimated = self.estimated_memory()
         return {
@@ -289,6 +297,17 @@ class Profile:
             "runtime": {**m["runtime"], "device": m["device"], "dtype": m["dtype"], "mode": m["mode"], "inputs": m["inputs"], "traces": m["traces"], "notes": m["notes"]},
             "memory": {"measured": m["memory"], "estimated": estimated},
         }
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _this_host() -> Any:
+    """This machine (``graphprof.measure.Host``, CPU fields), read when a profile is made."""
+    from graphprof.measure.host import detect_host
+
+    return detect_host("cpu")
 
 
 def cost_dict(cost: Cost, *, bytes_key: str = "memory") -> dict[str, Any]:

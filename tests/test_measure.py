@@ -129,7 +129,7 @@ def test_profile_json_has_runtime_memory_host() -> None:
 
     pm = graphprof.prepare(nn.Linear(8, 4), example_inputs=(torch.randn(2, 8),))
     d = dataclasses.replace(pm.profile(), measurement=pm.measure(device="cpu", **RUN)).to_dict()
-    assert d["schema_version"] == "2.1"
+    assert d["schema_version"] == "2.2"
     assert d["runtime"]["forward"]["unit"] == "ms" and d["host"]["torch"] == torch.__version__
     # Linear(8, 4): 8*4*4 + 4*4 = 144 bytes of parameters, measured and estimated alike
     assert d["memory"]["measured"]["breakdown"]["parameters"] == 144 == d["memory"]["estimated"]["param_bytes"]
@@ -151,8 +151,8 @@ def test_meta_model_too_big_is_refused_before_allocation() -> None:
         pm.measure(device="cpu", **RUN)
 
 
-def test_capture_model_decorator(tmp_path, monkeypatch) -> None:
-    @graphprof.capture_model(model_name="Tiny", trace_dir=tmp_path)
+def test_capture_model_decorator(tmp_path) -> None:
+    @graphprof.capture_model(model_name="Tiny", trace_dir=tmp_path, enabled=True, summary=False)
     class Tiny(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -169,16 +169,13 @@ def test_capture_model_decorator(tmp_path, monkeypatch) -> None:
     stats = graphprof.parse_model_trace(tmp_path / "Tiny_forward_002.json", "Tiny")["layer_stats"]
     assert stats["linear1"]["call_count"] == 1 and "aten::linear" in stats["linear1"]["operations"]
     assert "aten::relu" in stats["act"]["operations"]
-    monkeypatch.setenv("GRAPHPROF_CAPTURE", "0")
-    t(torch.randn(3, 10))
-    assert len(os.listdir(tmp_path)) == 2
 
 
 def test_parse_model_trace_rejects_non_trace(tmp_path) -> None:
     bad = tmp_path / "x.json"
     bad.write_text("not json")
-    with pytest.raises(InvalidInputError):
-        graphprof.parse_model_trace(bad)
+    with pytest.warns(UserWarning, match="not a readable Chrome trace"):
+        assert graphprof.parse_model_trace(bad) is None
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error for a machine without a GPU")

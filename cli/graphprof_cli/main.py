@@ -224,12 +224,14 @@ def _register_commands() -> None:
     from graphprof_cli.calibrate import calibrate_command
     from graphprof_cli.partition import partition_command
     from graphprof_cli.sweep import sweep_command
+    from graphprof_cli.trace import trace_command
     from graphprof_cli.validate import validate_command
 
     app.command("validate", cls=Command)(validate_command)
     app.command("sweep", cls=Command)(sweep_command)
     app.command("calibrate", cls=Command)(calibrate_command)
     app.command("partition", cls=Command)(partition_command)
+    app.command("trace", cls=Command)(trace_command)
 
 
 _register_commands()

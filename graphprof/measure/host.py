@@ -1,4 +1,5 @@
-"""The host that measured: CPU model and cores, GPU name and memory, driver, CUDA and torch versions."""
+"""The host that measured: CPU model and cores, torch's threads, the load, GPU name and memory, driver,
+CUDA and torch versions."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 from graphprof.measure.result import Host
 
-__all__ = ["detect_host"]
+__all__ = ["detect_host", "load_average"]
 
 
 def _cpu_model() -> str:
@@ -37,8 +38,17 @@ def _driver() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
+def load_average() -> tuple[float, float, float] | None:
+    """The 1, 5 and 15 minute load averages (``os.getloadavg``, ``/proc/loadavg`` on Linux), or ``None``."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (AttributeError, OSError):  # Windows has none
+        return None
+    return (round(one, 2), round(five, 2), round(fifteen, 2))
+
+
 def detect_host(device: torch.device | str = "cpu") -> Host:
-    """What this machine is; GPU fields are filled for a CUDA ``device``."""
+    """What this machine is, with torch's threads and the load now; GPU fields are filled for a CUDA ``device``."""
     dev = torch.device(device)
     gpu = memory = driver = cuda = None
     if dev.type == "cuda" and torch.cuda.is_available():
@@ -55,4 +65,6 @@ def detect_host(device: torch.device | str = "cpu") -> Host:
         gpu_memory_bytes=memory,
         driver=driver,
         cuda=cuda,
+        threads=torch.get_num_threads(),
+        loadavg=load_average(),
     )

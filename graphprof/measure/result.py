@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from graphprof.measure.timing import RuntimeStats
 
-__all__ = ["OPTIMIZER_STATE_TENSORS", "OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Host", "Measurement"]
+__all__ = ["NOISY_CV", "OPTIMIZER_STATE_TENSORS", "OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Host", "Measurement"]
 
 #: Parameter-sized tensors an optimizer keeps per trainable parameter, as graphprof's measured training
 #: step builds them: SGD with momentum one buffer, AdamW its two moments (exp_avg, exp_avg_sq). AdamW's
@@ -21,6 +21,9 @@ OPTIMIZER_STATE_TENSORS = {"sgd": 1, "adamw": 2}
 
 #: Name of the pseudo-layer that collects profiler events outside every layer range.
 OUTSIDE = "(outside layers)"
+
+#: A forward whose coefficient of variation (std / mean over the timed runs) is above this is a noisy run.
+NOISY_CV = 0.10
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,10 @@ class Host:
     gpu_memory_bytes: int | None = None
     driver: str | None = None
     cuda: str | None = None
+    #: torch's intra-op threads when the host was read (``torch.get_num_threads()``)
+    threads: int | None = None
+    #: the 1, 5 and 15 minute load averages (``/proc/loadavg``), ``None`` where the system has none
+    loadavg: tuple[float, float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,6 +205,8 @@ class Host:
             "gpu_memory_bytes": self.gpu_memory_bytes,
             "driver": self.driver,
             "cuda": self.cuda,
+            "threads": self.threads,
+            "loadavg": None if self.loadavg is None else list(self.loadavg),
         }
 
 
@@ -238,6 +247,16 @@ class Measurement:
         return sum(layer.time_us for layer in self.layers)
 
     @property
+    def forward_cv(self) -> float:
+        """Coefficient of variation of the forward: its std over its mean (0.05: a 5% spread)."""
+        return self.forward.std / self.forward.mean if self.forward.mean > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the forward's spread is over :data:`NOISY_CV`: its figures, per layer too, are not to be trusted closely."""
+        return self.forward_cv > NOISY_CV
+
+    @property
     def overhead(self) -> float:
         """Instrumented forward mean over plain forward mean, minus one (0.05: 5% slower when profiled)."""
         return self.instrumented_forward.mean / self.forward.mean - 1.0
@@ -258,6 +277,8 @@ class Measurement:
                 "optimizer": self.optimizer,
                 "instrumented_forward": self.instrumented_forward.to_dict(),
                 "overhead": self.overhead,
+                "forward_cv": self.forward_cv,
+                "noisy": self.noisy,
                 "layer_runs": self.layer_runs,
                 "layer_sum_us": self.layer_sum_us,
                 "kernel_busy_us": self.kernel_busy_us,

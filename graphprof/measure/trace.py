@@ -3,6 +3,18 @@
 Every trace graphprof writes has a ``record_function`` range per module call (``graphprof.layer::
 <module path>``), so a trace is read back by layer without Python stacks: each op belongs to the
 innermost range around it. Files are named ``{model}_forward_{NNN}.json`` (seed 003).
+
+As seed 003's decorator, ``@capture_model`` is a pass-through unless profiling is switched on, by its
+``enabled=True`` argument or by ``GRAPHPROF_CAPTURE=1`` in the environment. When on, each forward
+writes a new trace, numbered per process and model name from the first number no file in the folder
+holds (never overwriting one), and prints the layer summary of that forward to stderr (``summary=False``
+turns that off): the one place the library writes to a stream, because the seed's decorator exists to
+do so. A folder that cannot be written, or a profiler that cannot start, is one warning
+(:class:`TraceWarning`) and the forward runs unprofiled.
+
+``parse_model_trace`` returns ``None`` with a one-line :class:`TraceWarning` for a file that is missing
+or is not a trace (seed 003); :func:`read_model_trace` is its strict twin, raising
+:class:`~graphprof.errors.InvalidInputError`.
 """
 
 from __future__ import annotations
@@ -10,9 +22,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
+import sys
 import threading
-import weakref
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,15 +35,32 @@ import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError
+from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import RANGE_PREFIX
 from graphprof.measure.result import OUTSIDE
 
-__all__ = ["CAPTURE_ENV", "capture_model", "module_ranges", "parse_model_trace", "trace_path"]
+__all__ = [
+    "CAPTURE_ENV",
+    "TRACE_DIR_ENV",
+    "TraceWarning",
+    "capture_model",
+    "claim_trace_path",
+    "module_ranges",
+    "parse_model_trace",
+    "read_model_trace",
+    "trace_path",
+]
 
-#: ``GRAPHPROF_CAPTURE=0`` turns every ``@capture_model`` off (the forward runs untouched).
+#: ``GRAPHPROF_CAPTURE=1`` switches every ``@capture_model`` on (the decorator is a pass-through otherwise).
 CAPTURE_ENV = "GRAPHPROF_CAPTURE"
+#: Where ``@capture_model`` writes its traces when its ``trace_dir`` is not given (default: the working folder).
+TRACE_DIR_ENV = "GRAPHPROF_TRACE_DIR"
 
 M = TypeVar("M", bound=type)
+
+
+class TraceWarning(UserWarning):
+    """A trace could not be written or read: the forward ran unprofiled, or the file gave ``None``."""
 
 
 def trace_path(directory: str | os.PathLike[str], model_name: str, index: int) -> Path:
@@ -76,7 +107,123 @@ def module_ranges(model: nn.Module) -> Iterator[None]:
                 rf.__exit__(None, None, None)
 
 
+_numbering_lock = threading.Lock()
+#: the last number handed out per (folder, file-name stem), for this process
+_last_number: dict[tuple[str, str], int] = {}
+
+
+def claim_trace_path(directory: str | os.PathLike[str], model_name: str) -> tuple[Path, int]:
+    """The next free ``directory/{model_name}_forward_{NNN}.json`` and its number, created empty to claim it.
+
+    Numbers count per process and model name (every instance of a class shares them) and skip every
+    file already there, so no trace is ever overwritten, by this process or by another one (the file
+    is created with ``O_EXCL``). Raises ``OSError`` when the folder cannot be made or written.
+    """
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = trace_path(folder, model_name, 1).name
+    key = (str(folder.resolve()), stem)
+    with _numbering_lock:
+        index = _last_number.get(key, 0)
+        while True:
+            index += 1
+            path = trace_path(folder, model_name, index)
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            except FileExistsError:
+                continue
+            _last_number[key] = index
+            return path, index
+
+
+def _switched_on(enabled: bool | None) -> bool:
+    if enabled is not None:
+        return enabled
+    return os.environ.get(CAPTURE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 _inside = threading.local()
+
+
+def _profiler(record_shapes: bool, profile_memory: bool, profiler_kwargs: dict[str, Any]) -> Any:
+    from torch.profiler import ProfilerActivity, profile
+
+    options = dict(profiler_kwargs)
+    if "activities" not in options:
+        options["activities"] = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    return profile(record_shapes=record_shapes, profile_memory=profile_memory, **options)
+
+
+def _show_summary(path: Path, name: str) -> None:
+    """Print the layer summary of one trace to stderr (the decorator's ``summary`` switch)."""
+    from graphprof.render.tracesummary import render_trace_summary
+
+    analysis = parse_model_trace(path, name)
+    if analysis is not None:
+        sys.stderr.write(render_trace_summary(analysis) + "\n")
+        sys.stderr.flush()
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside torch and this file: the user's call of the model."""
+    frame, level = sys._getframe(1), 1
+    skip = (os.path.dirname(torch.__file__), __file__)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(skip):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+class _Capture:
+    """The profiled forward of one decorated class: settings, and the folders already warned about."""
+
+    def __init__(self, original: Callable[..., Any], name: str, enabled: bool | None, trace_dir: Any, summary: bool,
+                 profiler_args: tuple[bool, bool, dict[str, Any]]) -> None:  # fmt: skip
+        self.original, self.name, self.enabled, self.trace_dir = original, name, enabled, trace_dir
+        self.summary, self.profiler_args = summary, profiler_args
+        self.warned: set[str] = set()
+
+    def warn_once(self, key: str, message: str) -> None:
+        if key not in self.warned:
+            self.warned.add(key)
+            warnings.warn(
+                f"@capture_model({self.name!r}): {message}; the forward runs unprofiled",
+                TraceWarning,
+                stacklevel=_caller_level(),
+            )
+
+    def __call__(self, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if not _switched_on(self.enabled) or getattr(_inside, "active", False):
+            return self.original(module, *args, **kwargs)
+        directory = Path(self.trace_dir if self.trace_dir is not None else os.environ.get(TRACE_DIR_ENV, "."))
+        try:
+            path, _ = claim_trace_path(directory, self.name)
+        except OSError as exc:
+            self.warn_once(str(directory), f"cannot write traces into {str(directory)!r} ({exc.strerror or exc})")
+            return self.original(module, *args, **kwargs)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(quiet_kineto())
+                prof = stack.enter_context(_profiler(*self.profiler_args))
+            except (RuntimeError, ValueError, TypeError) as exc:  # another profiler running, a bad profiler argument
+                stack.close()
+                path.unlink(missing_ok=True)
+                self.warn_once("profiler", f"torch.profiler could not start ({exc})")
+                return self.original(module, *args, **kwargs)
+            _inside.active = True
+            try:
+                with module_ranges(module), torch.autograd.profiler.record_function(RANGE_PREFIX + "(model)"):
+                    out = self.original(module, *args, **kwargs)
+            finally:
+                _inside.active = False
+        try:
+            prof.export_chrome_trace(str(path))
+        except (OSError, RuntimeError) as exc:
+            path.unlink(missing_ok=True)
+            self.warn_once(str(directory), f"cannot write the trace {str(path)!r} ({exc})")
+            return out
+        if self.summary:
+            _show_summary(path, self.name)
+        return out
 
 
 def capture_model(
@@ -86,19 +233,24 @@ def capture_model(
     *,
     enabled: bool | None = None,
     trace_dir: str | os.PathLike[str] | None = None,
+    summary: bool = True,
     **profiler_kwargs: Any,
 ) -> Callable[[M], M]:
-    """Class decorator: every forward of an instance is profiled and writes its own Chrome trace.
+    """Class decorator (seed 003): when switched on, every forward is profiled into its own Chrome trace.
 
-    Traces go to ``trace_dir`` (default: ``$GRAPHPROF_TRACE_DIR``, else the working directory) as
-    ``{model_name}_forward_{NNN}.json``, numbered per instance from 001; ``model_name`` defaults to the
-    class name. ``enabled=False``, or ``GRAPHPROF_CAPTURE=0`` in the environment, leaves the forward
-    untouched. ``profiler_kwargs`` go to ``torch.profiler.profile`` (``activities`` defaults to the CPU,
-    plus CUDA when available). A forward called inside a profiled forward is not profiled again.
+    A pass-through unless ``enabled=True``, or ``enabled`` is left ``None`` and ``GRAPHPROF_CAPTURE=1``
+    is set (seed 003's decorator profiles only when its backend's switch is set). When on, each forward
+    writes ``{model_name}_forward_{NNN}.json`` into ``trace_dir`` (default ``$GRAPHPROF_TRACE_DIR``, else
+    the working folder), numbered per process and model name, skipping every existing file (see
+    :func:`claim_trace_path`), and prints its layer summary (Layer, Calls, Total Time, Avg Time, Shapes)
+    to stderr unless ``summary=False``. ``model_name`` defaults to the class name. ``profiler_kwargs``
+    go to ``torch.profiler.profile`` (``activities`` defaults to the CPU, plus CUDA when available). A
+    forward called inside a profiled forward is not profiled again. A folder that cannot be written or
+    a profiler that cannot start gives one :class:`TraceWarning` per folder, and the forward runs as is.
 
-    >>> @capture_model(model_name="Tiny", enabled=False)
+    >>> @capture_model(model_name="Tiny")
     ... class Tiny(nn.Linear): pass
-    >>> Tiny(2, 2)(torch.ones(1, 2)).shape
+    >>> Tiny(2, 2)(torch.ones(1, 2)).shape  # GRAPHPROF_CAPTURE unset: no trace, no summary
     torch.Size([1, 2])
     """
 
@@ -106,31 +258,12 @@ def capture_model(
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
             raise InvalidInputError(f"@capture_model decorates an nn.Module class, not {cls!r}")
         original = cls.forward
-        name = model_name or cls.__name__
-        counts: weakref.WeakKeyDictionary[nn.Module, int] = weakref.WeakKeyDictionary()
+        capture = _Capture(original, model_name or cls.__name__, enabled, trace_dir, summary,
+                           (record_shapes, profile_memory, profiler_kwargs))  # fmt: skip
 
         @functools.wraps(original)
         def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-            on = enabled if enabled is not None else os.environ.get(CAPTURE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
-            if not on or getattr(_inside, "active", False):
-                return original(self, *args, **kwargs)
-            from torch.profiler import ProfilerActivity, profile
-
-            options = dict(profiler_kwargs)
-            if "activities" not in options:
-                options["activities"] = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-            counts[self] = index = counts.get(self, 0) + 1
-            directory = Path(trace_dir if trace_dir is not None else os.environ.get("GRAPHPROF_TRACE_DIR", "."))
-            _inside.active = True
-            try:
-                with profile(record_shapes=record_shapes, profile_memory=profile_memory, **options) as prof:
-                    with module_ranges(self), torch.autograd.profiler.record_function(RANGE_PREFIX + "(model)"):
-                        out = original(self, *args, **kwargs)
-            finally:
-                _inside.active = False
-            directory.mkdir(parents=True, exist_ok=True)
-            prof.export_chrome_trace(str(trace_path(directory, name, index)))
-            return out
+            return capture(self, *args, **kwargs)
 
         cls.forward = forward
         return cls
@@ -138,64 +271,139 @@ def capture_model(
     return decorate
 
 
-def _frozen(value: Any) -> Any:
-    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+# ---- reading a trace back -----------------------------------------------------------------------------
+#: Deepest nesting of an op's ``Input Dims`` kept as a shape (a tensor list is 3 deep); deeper is dropped.
+_MAX_DIMS_DEPTH = 4
 
 
-def parse_model_trace(trace_file: str | os.PathLike[str], model_name: str = "Unknown") -> dict[str, Any]:
-    """Per-layer summary of a trace written by graphprof (seed 003's ``parse_model_trace``).
+class _Malformed(Exception):
+    """A trace file that is not what graphprof writes (the message says what)."""
 
-    Returns ``{"model_name", "trace_file", "layer_stats": {layer: {"total_time_us", "call_count",
-    "shapes", "operations"}}}`` where layers are module paths, ``total_time_us`` is the layer's *self*
-    time (its ops and Python, not its sub-modules', so layers sum to the forward), ``shapes`` the input
-    dims of the ops called directly in it and ``operations`` their names. Ops outside every module go to
-    ``"(outside layers)"``. Raises :class:`~graphprof.errors.InvalidInputError` for a file that is not a
-    trace.
-    """
+
+def _frozen(value: Any, depth: int = 0) -> Any:
+    """``Input Dims`` as nested tuples of ints, or ``None`` when it is anything else (or nests too deep)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, list) and depth < _MAX_DIMS_DEPTH:
+        items = tuple(_frozen(v, depth + 1) for v in value)
+        return None if any(item is None for item in items) else items
+    return None
+
+
+#: Largest timestamp or duration accepted, in microseconds (about 31 years): beyond it a sum could overflow.
+_MAX_US = 1e15
+
+
+def _number(event: dict[str, Any], key: str) -> float:
+    value = event.get(key)
+    number = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # an integer too large for a float
+            number = float(value)
+    if not 0 <= number <= _MAX_US:  # also refuses NaN
+        raise _Malformed(
+            f"an event {str(event.get('name', '?'))[:60]!r} has {key}={repr(value)[:40]}, not a number of microseconds >= 0"
+        )
+    return number
+
+
+def _load_spans(trace_file: str | os.PathLike[str]) -> list[tuple[dict[str, Any], float, float]]:
+    """The trace's complete CPU op and range events as ``(event, start, duration)``, checked."""
     try:
         with open(trace_file, encoding="utf-8") as f:
             data = json.load(f)
-        events = data["traceEvents"] if isinstance(data, dict) else data
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInputError(f"{trace_file}: not a readable Chrome trace ({type(exc).__name__}: {exc})") from exc
-    spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e and e.get("cat") in ("cpu_op", "user_annotation")]
-    spans.sort(key=lambda e: (e.get("pid"), e.get("tid"), float(e["ts"]), -float(e["dur"])))
+    except FileNotFoundError as exc:
+        raise _Malformed("no such file") from exc
+    except (OSError, ValueError, RecursionError) as exc:  # unreadable, not UTF-8, not JSON, nested too deep
+        raise _Malformed(f"not a readable JSON file ({type(exc).__name__}: {str(exc)[:100]})") from exc
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise _Malformed("no traceEvents list")
+    spans = []
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"):
+            if not isinstance(e.get("name", ""), str):
+                raise _Malformed(f"an event has a name that is not a string: {e.get('name')!r:.60}")
+            spans.append((e, _number(e, "ts"), _number(e, "dur")))
+    return spans
+
+
+def _thread(event: dict[str, Any]) -> tuple[str, str]:
+    return (repr(event.get("pid")), repr(event.get("tid")))
+
+
+def _layer_stats(spans: list[tuple[dict[str, Any], float, float]]) -> dict[str, dict[str, Any]]:
+    """Per layer: self time (us), calls, the shapes and names of the ops called directly in it."""
+    spans = sorted(spans, key=lambda s: (_thread(s[0]), s[1], -s[2]))
     stats: dict[str, dict[str, Any]] = {}
 
     def entry(layer: str) -> dict[str, Any]:
-        return stats.setdefault(layer, {"total_time_us": 0.0, "call_count": 0, "shapes": set(), "operations": set()})
+        return stats.setdefault(
+            layer, {"total_time_us": 0.0, "call_count": 0, "shapes": set(), "operations": set(), "input_shape": None}
+        )
 
     # a sweep per thread: a stack of open spans; each span's self time = its duration minus its children's
-    stack: list[tuple[dict[str, Any], float, str]] = []  # (event, end, owning layer)
+    stack: list[tuple[int, float, str, bool]] = []  # (index, end, owning layer, is a layer range)
     thread: Any = None
-    self_time: dict[int, float] = {}
-    owner: dict[int, str] = {}
-    for e in spans:
-        key = (e.get("pid"), e.get("tid"))
-        if key != thread:
-            stack, thread = [], key
-        start, end = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+    self_time = [dur for _, _, dur in spans]
+    owner: list[str] = []
+    for i, (e, start, dur) in enumerate(spans):
+        if _thread(e) != thread:
+            stack, thread = [], _thread(e)
         while stack and stack[-1][1] <= start:
             stack.pop()
-        parent_layer = stack[-1][2] if stack else OUTSIDE
-        name = str(e.get("name", ""))
-        layer = name[len(RANGE_PREFIX) :] if name.startswith(RANGE_PREFIX) else parent_layer
+        name = e.get("name", "")
+        is_range = name.startswith(RANGE_PREFIX)
+        layer = name[len(RANGE_PREFIX) :] if is_range else (stack[-1][2] if stack else OUTSIDE)
+        direct = not stack or stack[-1][3]  # an op called in the layer itself, not inside another op
         if stack:
-            self_time[id(stack[-1][0])] -= float(e["dur"])
-        self_time[id(e)] = float(e["dur"])
-        owner[id(e)] = layer
-        stack.append((e, end, layer))
-        if name.startswith(RANGE_PREFIX):
-            entry(layer)["call_count"] += 1
-        elif not stack[:-1] or stack[-2][0].get("name", "").startswith(RANGE_PREFIX):
-            # an op called directly in the layer (not one nested inside another op)
-            s = entry(layer)
+            self_time[stack[-1][0]] -= dur
+        owner.append(layer)
+        stack.append((i, start + dur, layer, is_range))
+        s = entry(layer)
+        if is_range:
+            s["call_count"] += 1
+        elif direct:
             s["operations"].add(name)
-            dims = (e.get("args") or {}).get("Input Dims")
+            args = e.get("args")
+            dims = _frozen(args.get("Input Dims")) if isinstance(args, dict) else None
             if dims:
-                s["shapes"].add(_frozen(dims))
-    for e in spans:
-        entry(owner[id(e)])["total_time_us"] += self_time[id(e)]
+                s["shapes"].add(dims)
+                if s["input_shape"] is None and isinstance(dims[0], tuple):
+                    s["input_shape"] = dims[0]
+    for layer, seconds in zip(owner, self_time, strict=True):
+        # a child overrunning its parent (clock rounding, or a hand-made file) leaves the parent 0, not less
+        stats[layer]["total_time_us"] += max(seconds, 0.0)
     for s in stats.values():
-        s["total_time_us"] = round(s["total_time_us"], 3)
+        s["total_time_us"] = round(s["total_time_us"])
+    return stats
+
+
+def read_model_trace(trace_file: str | os.PathLike[str], model_name: str = "Unknown") -> dict[str, Any]:
+    """:func:`parse_model_trace`, raising :class:`~graphprof.errors.InvalidInputError` for a file that is
+    missing or not a trace (what it found is named) instead of returning ``None``."""
+    try:
+        stats = _layer_stats(_load_spans(trace_file))
+    except _Malformed as exc:
+        raise InvalidInputError(f"{trace_file}: not a readable Chrome trace: {exc}") from exc
     return {"model_name": model_name, "trace_file": str(trace_file), "layer_stats": stats}
+
+
+def parse_model_trace(trace_file: str | os.PathLike[str], model_name: str = "Unknown") -> dict[str, Any] | None:
+    """Per-layer summary of a trace written by graphprof (seed 003's ``parse_model_trace``), or ``None``.
+
+    Returns ``{"model_name", "trace_file", "layer_stats": {layer: {"total_time_us", "call_count",
+    "shapes", "operations", "input_shape"}}}`` where layers are module paths in the order they first
+    ran, ``total_time_us`` (an int, microseconds) is the layer's *self* time (its ops and Python, not
+    its sub-modules', so layers sum to the forward), ``shapes`` the input dims of the ops called
+    directly in it, ``operations`` their names and ``input_shape`` the first input of the first of them.
+    Ops outside every module go to ``"(outside layers)"``. A missing file, or one that is not a trace
+    (not JSON, no event list, a duration or timestamp that is not a finite number of microseconds >= 0,
+    NaN refused), gives one
+    :class:`TraceWarning` naming it and ``None``, as seed 003's does.
+    """
+    try:
+        return read_model_trace(trace_file, model_name)
+    except InvalidInputError as exc:
+        warnings.warn(str(exc), TraceWarning, stacklevel=2)
+        return None

@@ -4,8 +4,9 @@ The JSON file is :meth:`Profile.to_dict` (the hardware-free core, ``schema_versi
 the roofline adds: a ``bottleneck``, ``estimated_time_s`` and ``output_shape`` on every layer and, at the
 top, ``hardware`` (``null`` without a device) and ``roofline``. Seed 002's fields keep their names:
 ``model``, ``total_flops``, ``total_memory`` and ``layers[]`` with ``name``, ``type``, ``flops``,
-``memory``, ``arithmetic_intensity`` and ``bottleneck``. Per-layer ``flops`` sum exactly to
-``total_flops``.
+``memory``, ``arithmetic_intensity`` and ``bottleneck``, and each layer's ``intensity_band`` is seed
+002's reading of its intensity (:mod:`graphprof.intensity`). Per-layer ``flops`` sum exactly to
+``total_flops``. Every file carries ``timestamp`` and ``host``, with or without a measurement.
 
 The CSV file has one row per layer with :data:`CSV_COLUMNS`; numbers are written so that
 ``csv.DictReader`` gives them back exactly (integers as integers, floats by their shortest repr).
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from graphprof.errors import OutputError
+from graphprof.intensity import intensity_band
 from graphprof.result import Profile
 from graphprof.roofline import Roofline, classify
 
@@ -62,6 +64,8 @@ def profile_dict(profile: Profile, roofline: Roofline | None = None) -> dict[str
     for layer, verdict, row in zip(data["layers"], roofline.layers, profile.layers, strict=True):
         layer["output_shape"] = list(row.output_shapes[0]) if row.output_shapes else None
         layer["bottleneck"] = verdict.bound.value
+        band = intensity_band(row.cost.arithmetic_intensity, flops=row.cost.flops)
+        layer["intensity_band"] = None if band is None else band.name
         layer["estimated_time_s"] = verdict.seconds
     data["hardware"] = roofline.hardware.to_dict() if roofline.hardware is not None else None
     data["roofline"] = roofline.to_dict()

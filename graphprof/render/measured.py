@@ -6,6 +6,11 @@ is the layer's self time, and the ratio measured / estimated is its own column. 
 device (``--hardware h100``) the predicted time and measured / predicted sit beside them, and the layers
 whose prediction is furthest off are flagged. Per aten op: the estimate summed over the op's calls
 beside the measured time of the calls a dispatch mode sees (``OpTime.dispatched_time_us``).
+
+Like for like: the per-layer times are measured on forwards, so the per-layer estimate and prediction
+are of the forward alone, in train mode too (its backward is timed for the whole model only). The
+header names the threads torch used and the load, and a forward whose coefficient of variation is over
+:data:`~graphprof.measure.result.NOISY_CV` is flagged as a noisy run, with what to do about it.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from graphprof.measure.result import NOISY_CV
 from graphprof.names import functional_op
+from graphprof.predict import predict_ops
 from graphprof.result import Profile
 from graphprof.roofline import LayerBound, Roofline, roofline_time
 
-__all__ = ["estimated_layer_seconds", "predicted_layer_seconds", "render_measured"]
+__all__ = ["estimated_layer_seconds", "forward_layer_seconds", "forward_predicted_seconds", "predicted_layer_seconds", "render_measured"]
 
 
 def _by_layer(profile: Profile, roofline: Roofline | None, seconds: Callable[[LayerBound], float | None]) -> dict[str, float]:
@@ -47,6 +54,33 @@ def estimated_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict
 def predicted_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
     """Predicted seconds per module path, as :func:`estimated_layer_seconds`; empty without a calibration."""
     return _by_layer(profile, roofline, lambda bound: bound.predicted_seconds)
+
+
+def forward_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
+    """Roofline seconds of the *forward* per module path: what a measured forward is compared with.
+
+    Equal to :func:`estimated_layer_seconds` in eval mode (no backward); in train mode it leaves the
+    backward out. Empty without a device."""
+    if roofline is None or roofline.peak_flops is None or roofline.bandwidth is None:
+        return {}
+    out: dict[str, float] = defaultdict(float)
+    for row in profile.layers:
+        out[row.module or "(model)"] += roofline_time(row.forward.flops, row.forward.bytes_moved, roofline.peak_flops, roofline.bandwidth)
+    return dict(out)
+
+
+def forward_predicted_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
+    """Predicted seconds of the forward per module path (the forward's ops alone on the timeline); as
+    :func:`predicted_layer_seconds` in eval mode, empty without a calibration."""
+    if profile.mode != "train":
+        return predicted_layer_seconds(profile, roofline)
+    if roofline is None or roofline.calibration is None or roofline.hardware is None:
+        return {}
+    ops = [(row.module or "(model)", op) for row in profile.layers for op in row.ops if op.phase == "forward"]
+    out: dict[str, float] = defaultdict(float)
+    for (layer, _), seconds in zip(ops, predict_ops([op for _, op in ops], profile.dtype, roofline.hardware, roofline.calibration), strict=True):
+        out[layer] += seconds
+    return dict(out)
 
 
 def _ms(stats: object) -> str:
@@ -76,9 +110,11 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
     if m is None:
         return Group(Text("no measurement"))
     lines = [
-        Text(f"Measured on {m.device} ({m.host.gpu or m.host.cpu}, {m.host.cores} cores, torch {m.host.torch}), {m.dtype}, {m.mode}, inputs {m.inputs}", style="bold"),
-        Text(f"forward        {_ms(m.forward)}"),
+        Text(f"Measured on {m.device} ({_host(m.host)}), {m.dtype}, {m.mode}, inputs {m.inputs}", style="bold"),
+        Text(f"forward        {_ms(m.forward)}  CV {m.forward_cv:.1%}"),
     ]
+    if m.noisy:
+        lines.append(_noisy(m.forward_cv))
     if m.backward is not None:
         lines.append(Text(f"backward       {_ms(m.backward)}"))
     if m.training_step is not None:
@@ -108,6 +144,27 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
     return Group(*lines, _layer_table(profile, roofline), _op_table(profile, roofline))
 
 
+def _host(host: object) -> str:
+    """``CPU, 2 cores, 2 threads, load 1.52 1.10 0.90 at the end``: the machine and how busy it was."""
+    h = host  # Host
+    threads = getattr(h, "threads", None)
+    load = getattr(h, "loadavg", None)
+    parts = [f"{h.gpu or h.cpu}", f"{h.cores} cores"]  # type: ignore[attr-defined]
+    if threads is not None:
+        parts.append(f"{threads} torch threads")
+    parts.append("load " + (" ".join(f"{x:.2f}" for x in load) + " (1/5/15 min, at the end of the run)" if load else "unknown"))
+    return ", ".join(parts) + f", torch {h.torch}"  # type: ignore[attr-defined]
+
+
+def _noisy(cv: float) -> Text:
+    return Text(
+        f"noisy run: the forward's coefficient of variation is {cv:.1%} (over {NOISY_CV:.0%}), so these figures, "
+        "per layer too, move from run to run. Quiet the machine, give more --iters, and pin the threads "
+        "(OMP_NUM_THREADS=N, or torch.set_num_threads(N) in Python).",
+        style="bold yellow",
+    )
+
+
 #: How many layers the per-layer table flags as those whose prediction is furthest from the measurement.
 WORST_FLAGGED = 3
 #: Rows of the per-op table (the ops that took longest).
@@ -127,12 +184,15 @@ def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
     prediction is furthest from the measurement (by the size of log(measured / predicted)) flagged."""
     m = profile.measurement
     assert m is not None
-    estimates = estimated_layer_seconds(profile, roofline)
+    # like for like: the layers are measured on forwards, so the estimate is of the forward (train mode too)
+    estimates = forward_layer_seconds(profile, roofline)
     # a prediction is for the device it names: held against a run on another kind of device, it says nothing
     same_kind = roofline is not None and roofline.hardware is not None and roofline.hardware.target == m.device.split(":")[0]
-    predictions = predicted_layer_seconds(profile, roofline) if same_kind else {}
+    predictions = forward_predicted_seconds(profile, roofline) if same_kind else {}
     where = roofline.hardware.name if roofline is not None and roofline.hardware is not None else None
     title = f"Per layer: estimated{f' ({where} roofline)' if where else ''} vs measured (self time)"
+    if profile.mode == "train":
+        title = f"Per layer, forward only: estimated forward{f' ({where} roofline)' if where else ''} vs measured forward (self time); the backward is timed for the whole model above"
     table = Table(title=title, title_justify="left")
     columns = [("Layer", "left"), ("Type", "left"), ("Calls", "right"), ("Estimated", "right")]
     if predictions:

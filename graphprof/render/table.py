@@ -4,7 +4,8 @@
 2. Per-layer details (``verbose``): every graph node, and the aten-op breakdown.
 3. Model summary: totals, the memory split, subgraphs, arithmetic intensity, capture method, run kind.
 4. Operation breakdown: FLOPs share and count by layer type (seed 002).
-5. Bottleneck analysis: compute- vs memory-bound against a device's ridge point or the fixed threshold.
+5. Bottleneck analysis: compute- vs memory-bound against a device's ridge point or the fixed threshold,
+   then seed 002's four fixed arithmetic-intensity bands (graphprof/intensity.py).
 6. Top-N layers by FLOPs (seed 002).
 7. Footer: unsupported ops by name and count, and the notes.
 
@@ -27,6 +28,7 @@ from rich.text import Text
 from graphprof.aggregate import ancestors
 from graphprof.hardware import Hardware
 from graphprof.inputs import format_inputs
+from graphprof.intensity import INTENSITY_BANDS, intensity_band
 from graphprof.names import abbreviate
 from graphprof.result import ModuleRow, Profile
 from graphprof.roofline import Bound, Roofline, classify
@@ -48,6 +50,7 @@ __all__ = [
     "describe_threshold",
     "render_top_layers",
     "render_footer",
+    "render_intensity_bands",
     "render_report",
     "render_hardware",
 ]
@@ -507,6 +510,31 @@ def render_bottlenecks(profile: Profile, roofline: Roofline | None = None) -> Re
     return Group(*lines)
 
 
+def render_intensity_bands(profile: Profile) -> RenderableType:
+    """Layers and FLOPs in each of seed 002's four arithmetic-intensity bands (fixed, independent of the
+    device, :data:`graphprof.intensity.INTENSITY_BANDS`), and the band of the whole model's intensity."""
+    layers = {band.name: 0 for band in INTENSITY_BANDS}
+    flops = {band.name: 0 for band in INTENSITY_BANDS}
+    for row in profile.layers:
+        band = intensity_band(row.cost.arithmetic_intensity, flops=row.cost.flops)
+        if band is not None:
+            layers[band.name] += 1
+            flops[band.name] += row.cost.flops
+    total = profile.total_flops
+    table = _table("Arithmetic intensity bands (seed 002's interpretation, independent of the device)")
+    for column in ("Band", "Rule", "Layers", "FLOPs", "FLOPs share", "Means"):
+        table.add_column(column, justify="right" if column in ("Layers", "FLOPs", "FLOPs share") else "left", overflow="fold")
+    for band in INTENSITY_BANDS:
+        share = format_percent(flops[band.name] / total if total else 0.0)
+        table.add_row(band.name, band.rule, str(layers[band.name]), _num(flops[band.name]), share, band.meaning)
+    ai = profile.arithmetic_intensity
+    whole = intensity_band(ai, flops=total)
+    if whole is None:
+        return table
+    shown = "no bytes moved" if ai is None else f"{ai:.1f} FLOPs/byte"
+    return Group(table, Text(f"the model as a whole: {shown}, {whole.name.lower()} ({whole.meaning})", style="dim"))
+
+
 # ---- 6. top layers -----------------------------------------------------------------------------------
 def render_top_layers(profile: Profile, roofline: Roofline | None = None, *, top: int = DEFAULT_TOP) -> RenderableType:
     """The ``top`` layers by FLOPs with share, memory, arithmetic intensity, verdict and time estimate."""
@@ -601,6 +629,7 @@ def render_report(
         Text(),
         render_bottlenecks(profile, roofline),
     ]
+    parts += [Text(), render_intensity_bands(profile)]
     if top > 0:
         parts += [Text(), render_top_layers(profile, roofline, top=top)]
     footer = render_footer(profile, roofline)
