@@ -15,6 +15,7 @@ import copy
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -41,14 +42,21 @@ def memory_stats(device: torch.device | str) -> MemoryStats:
     return MemoryStats(peak_bytes=0, allocated_bytes=0, reserved_bytes=None, device=str(dev))
 
 
-def cpu_peak_from_trace(trace: dict[str, Any]) -> int:
-    """Highest ``Total Allocated`` among a trace's CPU ``[memory]`` events: bytes allocated since the
-    profiler started, at their peak (0 when nothing was allocated)."""
-    peak = 0
+def cpu_peak_from_trace(trace: dict[str, Any], thread: int | None = None) -> int:
+    """The peak of bytes allocated since the profiler started, from a trace's CPU ``[memory]`` events
+    (0 when nothing was allocated). With ``thread`` (an OS thread id), only that thread's allocations
+    and frees count, summed event by event: the allocator's ``Total Allocated`` is process-wide and also
+    counts what other threads (the profiler's own among them) allocate meanwhile."""
+    peak = running = 0
     for e in trace.get("traceEvents", ()):
         args = e.get("args") or {}
-        if e.get("name") == "[memory]" and args.get("Device Type", 0) == 0:
+        if e.get("name") != "[memory]" or args.get("Device Type", 0) != 0:
+            continue
+        if thread is None:
             peak = max(peak, int(args.get("Total Allocated", 0)))
+        elif e.get("tid") == thread:
+            running += int(args.get("Bytes", 0))
+            peak = max(peak, running)
     return peak
 
 
@@ -74,7 +82,7 @@ def peak_during(fn: Callable[[], Any], device: torch.device | str) -> tuple[int,
     try:
         prof.export_chrome_trace(path)
         with open(path, encoding="utf-8") as f:
-            return cpu_peak_from_trace(json.load(f)), None
+            return cpu_peak_from_trace(json.load(f), threading.get_native_id()), None
     finally:
         os.unlink(path)
 

@@ -50,7 +50,7 @@ from graphprof.measure.timing import (
     profile_forward,
     profile_training_step,
 )
-from graphprof.measure.trace import trace_path
+from graphprof.measure.trace import claim_trace_path
 from graphprof.runloop import run_model
 
 __all__ = ["MeasurementError", "MeasureOptions", "is_out_of_memory", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_model"]
@@ -328,18 +328,19 @@ def _layer_times(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
         if cuda:
             busy.append(kernel_busy_us(events))
         if options.trace_dir is not None:
-            traces.append(_export_trace(prof, options.trace_dir, name, i + 1))
+            traces.append(_export_trace(prof, options.trace_dir, name))
     layers, ops = _mean_times(runs, ranges.types, cuda)
     instrumented = RuntimeStats.from_samples(wall, [], options.layer_runs, "perf_counter")
     return layers, ops, instrumented, (statistics.fmean(busy) if busy else None), tuple(traces)
 
 
-def _export_trace(prof: Any, trace_dir: str | Path, name: str, index: int) -> str:
-    path = trace_path(trace_dir, name, index)
+def _export_trace(prof: Any, trace_dir: str | Path, name: str) -> str:
+    """Write one profiled forward's Chrome trace under the next free number (never over an existing file)."""
     try:
+        path, _ = claim_trace_path(trace_dir, name)
         prof.export_chrome_trace(str(path))
     except OSError as exc:
-        raise OutputError(f"cannot write the trace {path}: {exc}") from exc
+        raise OutputError(f"cannot write a trace of {name} in {trace_dir}: {exc}") from exc
     return str(path)
 
 

@@ -64,8 +64,9 @@ class TraceWarning(UserWarning):
 
 
 def trace_path(directory: str | os.PathLike[str], model_name: str, index: int) -> Path:
-    """``directory/{model_name}_forward_{index:03d}.json`` (``index`` counts from 1)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name) or "model"
+    """``directory/{model_name}_forward_{index:03d}.json`` (``index`` counts from 1); a long name is cut
+    so that the file name stays within the 255 bytes file systems allow."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in model_name)[:200] or "model"
     return Path(directory) / f"{safe}_forward_{index:03d}.json"
 
 
