@@ -310,7 +310,7 @@ def _layer_times(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
     ranges = LayerRanges()
     runs, busy, wall, traces = [], [], [], []
     run_model(eager, work, args, kwargs, [], fake=False)  # warm the hooks' path once
-    for i in range(options.layer_runs):
+    for _ in range(options.layer_runs):
         with quiet_kineto(), profile(activities=activities, record_shapes=options.trace_dir is not None) as prof:
             if cuda:
                 torch.cuda.synchronize(dev)
