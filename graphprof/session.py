@@ -55,7 +55,7 @@ __all__ = ["Session", "SessionRun", "open_session", "model_device", "unwrap_mode
 #: propagated: detection post-processing (nonzero, nms: data-dependent shapes, run for real) and YOLO
 #: (its detect head reads its ``stride`` buffer with ``.item()``; FakeTensors made from real tensors
 #: keep such small constants, meta tensors do not). They are built on the CPU straight away.
-REAL_VALUE_FAMILIES = frozenset({"detection", "yolo"})
+REAL_VALUE_FAMILIES = frozenset({"detection", "yolo", "pyg"})  # pyg: edge indices are data
 
 #: Above this many input elements the warm-up materialises only the first sample of a placeholder batch.
 _WARM_UP_ELEMENTS = 1 << 24

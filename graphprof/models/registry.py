@@ -4,6 +4,7 @@ Spec forms, tried in this order:
 
 ==================================== ==========================================================
 ``hf:llama``, ``hf:/path/to/dir``    Hugging Face (:mod:`graphprof.models.hf`)
+``pyg:gps``, ``pyg:gin?num_nodes=5000`` PyTorch Geometric graph models (:mod:`graphprof.models.pyg`)
 ``path/to/best.pt``                  a local checkpoint (:func:`graphprof.models.yolo.load_checkpoint`);
                                      one that is not on disk is a :class:`DownloadUnavailableError`
 ``yolov8n-seg.yaml``, ``my.yaml``    a YOLO yaml, packaged with ultralytics or local
@@ -29,7 +30,7 @@ import torch
 from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.guard import guard_user_code
 from graphprof.inputs import INPUT_SEED
-from graphprof.models import exported, hf, timm_zoo, torchvision_zoo, user, yolo
+from graphprof.models import exported, hf, pyg, timm_zoo, torchvision_zoo, user, yolo
 from graphprof.models.base import ModelInfo, ResolvedModel
 from graphprof.models.device import parse_device
 from graphprof.models.offline import network_blocked
@@ -47,7 +48,7 @@ def list_models(filter: str | None = None) -> list[ModelInfo]:  # noqa: A002 - t
     >>> [m.name for m in list_models("resnet18")]
     ['resnet18', 'quantized_resnet18', 'yolo11-cls-resnet18']
     """
-    infos = [*torchvision_zoo.list_torchvision(), *yolo.list_yolo(), *hf.list_hf()]
+    infos = [*torchvision_zoo.list_torchvision(), *yolo.list_yolo(), *hf.list_hf(), *pyg.list_pyg()]
     if not filter:
         return infos
     needle = filter.lower()
@@ -79,6 +80,8 @@ def _resolve(
     lowered = spec.lower()
     if lowered.startswith(hf.PREFIX):
         return hf.resolve_hf(spec, **options)
+    if lowered.startswith(pyg.PREFIX):
+        return pyg.resolve_pyg(spec, **options)
     if lowered.endswith(exported.SUFFIX):
         return exported.resolve_pt2(spec, **options, allow_unsafe_load=allow_unsafe_load)
     if lowered.endswith(CHECKPOINT_SUFFIXES):
@@ -112,6 +115,8 @@ def spec_family(spec: str) -> str | None:
     lowered = spec.strip().lower()
     if lowered.startswith(hf.PREFIX):
         return "hf"
+    if lowered.startswith(pyg.PREFIX):
+        return "pyg"
     if lowered.endswith(CHECKPOINT_SUFFIXES):
         return None
     if yolo.yaml_suffix(lowered):
