@@ -59,6 +59,7 @@ from graphprof.formulas import (  # noqa: F401
     recurrent,
     reduction,
     resample,
+    scatter,
 )
 from graphprof.formulas.cost import ZERO, Cost, TensorMeta
 from graphprof.formulas.rates import PER_ELEMENT_FLOPS, FlopRate

@@ -88,6 +88,8 @@ class TensorMeta:
     shape: tuple[int, ...]
     dtype: torch.dtype
     stride: tuple[int, ...] | None = None
+    #: stored elements of a sparse tensor (COO, CSR, CSC...); ``None`` for a dense one
+    nnz: int | None = None
 
     @property
     def ndim(self) -> int:
@@ -112,6 +114,8 @@ class TensorMeta:
 
         This is what the generic byte rule charges for an input; outputs are dense and use :attr:`nbytes`.
         """
+        if self.nnz is not None:  # the stored values and two int64 indices each (COO; CSR's row pointers are fewer)
+            return self.nnz * (self.dtype.itemsize + 16)
         if self.stride is None or len(self.stride) != len(self.shape) or 0 in self.shape:
             return self.nbytes
         return math.prod(size for size, step in zip(self.shape, self.stride, strict=True) if step != 0) * self.dtype.itemsize

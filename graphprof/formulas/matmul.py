@@ -32,18 +32,23 @@ def _scaled_add(out: TensorMeta, beta: Any, alpha: Any) -> int:
     return flops
 
 
+def _stored(mat: TensorMeta) -> int:
+    """The (m, k) left factor's m * k, or its stored elements when it is sparse (each meets a row of n)."""
+    m, k = mat.shape
+    return mat.nnz if mat.nnz is not None else m * k
+
+
 @register(aten.mm, aten._int_mm)
 def mm_cost(self: TensorMeta, mat2: TensorMeta, *, out: TensorMeta, **_: Any) -> Cost:
-    m, k = self.shape
-    return contraction(m * k * mat2.shape[1])
+    # sparse (CSR/COO) @ dense: nnz x n MACs, see graphprof.formulas.scatter
+    return contraction(_stored(self) * mat2.shape[1])
 
 
 @register(aten.addmm)
 def addmm_cost(
     self: TensorMeta, mat1: TensorMeta, mat2: TensorMeta, *, beta: Any = 1, alpha: Any = 1, out: TensorMeta, **_: Any
 ) -> Cost:
-    m, k = mat1.shape
-    return contraction(m * k * mat2.shape[1], _scaled_add(out, beta, alpha))
+    return contraction(_stored(mat1) * mat2.shape[1], _scaled_add(out, beta, alpha))
 
 
 @register(aten._addmm_activation)

@@ -279,6 +279,7 @@ def op_status(func: OpOverload | OpOverloadPacket) -> OpStatus:
 
 
 _NESTED = (torch.Tensor, TensorMeta, list, tuple)
+_SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
 
 
 def _strides(t: torch.Tensor) -> tuple[int, ...] | None:
@@ -299,7 +300,8 @@ def _to_meta(value: Any, seen: set[int], total: list[int], read: bool = True) ->
         if isinstance(value, TensorMeta):
             meta = value
         else:
-            meta = TensorMeta(tuple(value.shape), value.dtype, _strides(value))
+            nnz = int(value._nnz()) if value.layout in _SPARSE_LAYOUTS else None
+            meta = TensorMeta(tuple(value.shape), value.dtype, _strides(value), nnz)
         key = id(value)
         if key not in seen:
             seen.add(key)
