@@ -151,7 +151,7 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "GraphprofError": "graphprof.errors",
         "sweep": "graphprof.scaling",
         "Sweep": "graphprof.scaling",
-        "ScalingExperiment": "graphprof.printing",
+        "ScalingExperiment": "graphprof.seed004",  # graphprof.printing's, plus node/layer scaling of graph models
         "Profiler": "graphprof.graph",
         "Graph": "graphprof.graph",
         "Measurement": "graphprof.measure",
@@ -167,8 +167,19 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "profile_training_step": "graphprof.measure",
     }
 
+    #: seed 004's names beyond the ones above (its whole API: graphprof.seed004)
+    _SEED004 = frozenset(
+        "RuntimeProfiler MemoryProfiler reset_memory_stats get_peak_memory profile_memory_usage set_seed FLOPsEstimator "
+        "FLOPsEstimate estimate_model_flops estimate_linear_flops estimate_attention_flops estimate_mpnn_flops "
+        "estimate_ffn_flops estimate_pe_flops estimate_attention_memory estimate_pe_storage profile_pe_computation "
+        "run_node_scaling run_layer_scaling run_pe_scaling generate_scaling_graphs GraphScalingResult profile_report "
+        "build_graph_model random_graph load_graph compare_graph_model print_comparison".split()
+    )
+
     def __getattr__(name: str) -> object:
         module = _EXPORTS.get(name)
+        if module is None and name in _SEED004:  # seed 004's graph-transformer API (graphprof.seed004.__all__)
+            module = "graphprof.seed004"
         if module is None:
             raise AttributeError(f"module 'graphprof' has no attribute {name!r}")
         value = getattr(importlib.import_module(module), name)
