@@ -24,6 +24,7 @@ from graphprof_cli import options as opt
 from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
 from graphprof_cli.generate import CacheOption, GenerateOption, KVDtypeOption, NewTokensOption, PromptLenOption
+from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, graph_estimate_command, graph_spec
 
 app = typer.Typer(
     cls=Group,
@@ -114,6 +115,9 @@ def profile(
     new_tokens: NewTokensOption = 256,
     kv_dtype: KVDtypeOption = None,
     cache: CacheOption = "static",
+    nodes: NodesOption = None,
+    avg_degree: AvgDegreeOption = None,
+    edges: EdgesOption = None,
     debug: opt.DebugOption = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
@@ -128,6 +132,7 @@ def profile(
     if model is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
+    model = run_guarded(lambda: graph_spec(model, nodes, avg_degree, edges), debug)  # pyg: models' graph size
     if generate:
         from graphprof_cli.generate import run_generate
 
@@ -154,6 +159,9 @@ def _hardware(hardware: str | None, peak_tflops: float | None, bandwidth_gbs: fl
     from graphprof.hardware import resolve_hardware
 
     return run_guarded(lambda: resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs), debug)
+
+
+app.command("graph-estimate", cls=Command)(graph_estimate_command)
 
 
 @app.command("list", cls=Command)

@@ -19,6 +19,7 @@ from graphprof.choices import Mode
 from graphprof_cli import options as opt
 from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
+from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, is_graph_model, run_graph_sweep
 
 
 def _axis(batch: str | None, resolution: str | None, seq_len: str | None, layers: str | None, set_: str | None) -> tuple[str, str, str | None]:
@@ -65,9 +66,15 @@ def sweep_command(
     plot: Annotated[Path | None, typer.Option("--plot", help="Draw the metrics against the axis (log-log): sweep.png.")] = None,
     output: opt.OutputOption = None,
     fmt: opt.FormatOption = None,
+    nodes: NodesOption = None,
+    avg_degree: AvgDegreeOption = None,
+    edges: EdgesOption = None,
     debug: opt.DebugOption = False,
 ) -> None:
     """Profile one model along one axis, with growth fits: graphprof sweep --model resnet50 --batch 1:128:x2."""
+    if nodes is not None or is_graph_model(model):  # graph models: per-component counts and fits
+        run_graph_sweep(model, nodes=nodes, layers=layers, avg_degree=avg_degree, edges=edges, measure=measure, output=output, debug=debug)
+        return
 
     from graphprof.render.files import check_output
     from graphprof.render.plots import require_matplotlib

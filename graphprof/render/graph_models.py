@@ -24,6 +24,11 @@ def growth_word(exponent: float) -> str:
     return f"x^{exponent:.2f}"
 
 
+def _constant(value: float) -> str:
+    rounded = round(value)
+    return "" if rounded == 0 else f" {'-' if rounded < 0 else '+'} {abs(rounded):,}"
+
+
 def render_comparison(comparison: EstimateComparison) -> RenderableType:
     """Per component: the seed's estimate (labelled so), graphprof's count, their ratio and why they differ."""
     title = f"{comparison.model}: seed estimate vs graphprof count ({comparison.num_nodes:,} nodes, {comparison.num_edges:,} edges), FLOPs"
@@ -64,7 +69,7 @@ def render_graph_scaling(result: GraphScalingResult) -> RenderableType:
         largest = result.series("attention")[0][-1]
         lines.append(
             Text(
-                f"  attention = {q.linear:,.0f}·x + {q.quadratic:,.1f}·x² + {q.constant:,.0f}  (R² {q.r2:.4f}); "
+                f"  attention = {q.linear:,.0f}·x + {q.quadratic:,.1f}·x²{_constant(q.constant)}  (R² {q.r2:.4f}); "
                 f"the x² term (scores over all node pairs) is {q.quadratic_share(largest):.1%} of attention at x = {largest:,.0f}"
             )
         )
