@@ -82,7 +82,7 @@ def reasons(arch: str | None, num_nodes: int, num_edges: int, pe_type: str) -> d
     )
     rows = {
         "attention": sparse_attention if arch == "graph_transformer" else dense_attention if arch == "gps" else "no attention in this model",
-        "ffn": "the seed counts the two products and GELU; graphprof adds the biases (1 FLOP per output) and counts ReLU as 1",
+        "ffn": "the seed counts the two products and a GELU at 4 per element; graphprof adds the biases (1 FLOP per output) and counts the model's own activation at its rate",
         "mpnn": (
             "the seed adds a separate GIN layer; this model's message passing is its attention along the edges"
             if arch == "graph_transformer"
