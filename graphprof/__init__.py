@@ -173,7 +173,7 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "FLOPsEstimate estimate_model_flops estimate_linear_flops estimate_attention_flops estimate_mpnn_flops "
         "estimate_ffn_flops estimate_pe_flops estimate_attention_memory estimate_pe_storage profile_pe_computation "
         "run_node_scaling run_layer_scaling run_pe_scaling generate_scaling_graphs GraphScalingResult profile_report "
-        "build_graph_model random_graph load_graph compare_graph_model print_comparison".split()
+        "build_graph_model random_graph load_graph compare_graph_model compare_estimate EstimateComparison print_comparison".split()
     )
 
     def __getattr__(name: str) -> object:
