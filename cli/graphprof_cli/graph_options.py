@@ -98,6 +98,7 @@ def graph_estimate_command(
     edges: EdgesOption = None,
     sparse_ratio: Annotated[float, typer.Option("--sparse-ratio", help="The seed's share of node pairs its attention scores.")] = 1.0,
     output: opt.OutputOption = None,
+    width: opt.WidthOption = None,
     debug: opt.DebugOption = False,
 ) -> None:
     """The seed's FLOPs estimate beside graphprof's count, per component: graphprof graph-estimate --model pyg:gps."""
@@ -108,7 +109,7 @@ def graph_estimate_command(
 
     spec = run_guarded(lambda: graph_spec(model, nodes, avg_degree, edges), debug) or model
     comparison = run_guarded(lambda: compare_graph_model(spec, sparse_ratio=sparse_ratio), debug)
-    make_console().print(render_comparison(comparison))
+    make_console(width, stderr=output is not None and str(output) == "-").print(render_comparison(comparison))
     if output is not None:
         text = json.dumps(comparison.to_dict(), indent=2)
         if str(output) == "-":
