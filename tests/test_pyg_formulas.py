@@ -118,8 +118,8 @@ def test_csr_mm_counts_stored_elements() -> None:
 
 
 def test_sparse_mm_above_dispatch() -> None:
-    from graphprof.formulas.scatter import sparse_mm_cost
     from graphprof.formulas import TensorMeta
+    from graphprof.formulas.scatter import sparse_mm_cost
 
     sparse = TensorMeta((N, N), torch.float32, None, nnz=E)
     out = TensorMeta((N, F), torch.float32)
@@ -138,8 +138,9 @@ def test_pyg_gps_has_no_unsupported_op_and_its_products_match_flop_counter() -> 
     FlopCounterMode runs with autograd on, so nn.MultiheadAttention takes the path the dry run sees
     (in-projection addmm, SDPA, out-projection addmm) rather than the fused no-grad fast path. It has no
     entry for the CPU flash kernel, so that op is checked against torch's own ``sdpa_flop_count``."""
-    import graphprof
     from torch.utils.flop_counter import sdpa_flop_count
+
+    import graphprof
 
     prepared = graphprof.prepare("pyg:gps?num_nodes=1000&avg_degree=5")
     profile = prepared.profile()

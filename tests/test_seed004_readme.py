@@ -50,7 +50,6 @@ def _namespace() -> dict[str, Any]:
     from torch import nn
 
     import graphprof
-
     import graphprof.seed004
 
     model = graphprof.build_graph_model("graph_transformer", hidden_dim=32, num_layers=2, num_heads=4)

@@ -18,4 +18,5 @@ def import_pyg() -> ModuleType:
         import torch_geometric.nn
     except ImportError as exc:
         raise MissingDependencyError(f"graph models need PyTorch Geometric: {INSTALL_HINT} ({exc})") from exc
-    return torch_geometric
+    module: ModuleType = torch_geometric
+    return module

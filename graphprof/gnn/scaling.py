@@ -161,9 +161,11 @@ def _build(source: ModelSource, options: dict[str, Any]) -> tuple[nn.Module, str
         from graphprof.models.pyg import split_options
 
         merged = {**parse_options(query), **options}
-        config_only = {k: v for k, v in merged.items() if k not in ("num_nodes", "avg_degree", "num_edges", "seed")}
-        split_options(config_only, source)
-        return build_graph_model(base[len(PREFIX) :].lower(), **config_only).eval(), base
+        in_spec = sorted(k for k in merged if k in ("num_nodes", "avg_degree", "num_edges", "seed"))
+        if in_spec:
+            raise InvalidInputError(f"{source}: a scaling builds its own graphs; give {', '.join(in_spec)} as arguments (--avg-degree, --edges), not in the spec")
+        split_options(merged, source)
+        return build_graph_model(base[len(PREFIX) :].lower(), **merged).eval(), base
     model = source(**options)
     if not isinstance(model, nn.Module):
         raise InvalidInputError(f"the factory returned {type(model).__name__}, not an nn.Module")
@@ -174,15 +176,18 @@ def _point(source: ModelSource, axis: str, value: Any, graph: _Graph, measure: b
     from graphprof.profile import profile_model
 
     model_options = {} if axis in _GRAPH_AXES else {axis: value}
-    sizes = {"num_nodes": graph.num_nodes, "avg_degree": graph.avg_degree, "num_edges": graph.num_edges}
-    if axis in _GRAPH_AXES:
-        sizes = {**sizes, "avg_degree": None, "num_edges": None, axis: value}
-        if axis == "num_nodes" and graph.num_edges is None:
-            sizes["avg_degree"] = graph.avg_degree
+    sizes: dict[str, Any] = {"num_nodes": graph.num_nodes, "avg_degree": graph.avg_degree, "num_edges": graph.num_edges}
+    if axis == "num_nodes":
+        sizes["num_nodes"] = value
+    elif axis == "avg_degree":
+        sizes.update(avg_degree=value, num_edges=None)
+    elif axis == "num_edges":
+        sizes.update(num_edges=value, avg_degree=None)
+    edges = None if sizes["num_edges"] is None else int(sizes["num_edges"])
     pe_dim = value if axis == "pe_dim" else graph.pe_dim
     model, name = _build(source, model_options)
     g = random_graph(
-        int(sizes["num_nodes"] or 0), avg_degree=sizes["avg_degree"], num_edges=sizes["num_edges"],
+        int(sizes["num_nodes"]), avg_degree=None if edges is not None else sizes["avg_degree"], num_edges=edges,
         feature_dim=graph.feature_dim or feature_dim_of(model), pe_dim=pe_dim, seed=graph.seed,
     )  # fmt: skip
     args, kwargs = graph_args(g)

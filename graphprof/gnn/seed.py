@@ -27,7 +27,15 @@ from graphprof.gnn.scaling import GraphScalingResult, ModelSource, run_graph_sca
 from graphprof.gnn.synthetic import DEFAULT_DEGREE, generate_graphs
 from graphprof.measure.memory import get_memory_breakdown, memory_stats, peak_during
 from graphprof.measure.result import MemoryStats
-from graphprof.measure.timing import RuntimeStats, benchmark_function, call_model, default_loss, profile_backward, profile_forward, profile_training_step
+from graphprof.measure.timing import (
+    RuntimeStats,
+    benchmark_function,
+    call_model,
+    default_loss,
+    profile_backward,
+    profile_forward,
+    profile_training_step,
+)
 
 __all__ = [
     "RuntimeProfiler",
