@@ -95,7 +95,8 @@ class ScalingExperiment(_SweepExperiment):
     synthetic graphs, plus every sweep of :class:`graphprof.ScalingExperiment` (``run(name, values)``).
 
     Node and layer scaling build a graph at each point (``avg_degree``, ``num_nodes``, the model's
-    feature width) and, with ``measure`` (the default, as the seed), time the forward on the CPU.
+    feature width) and, with ``measure`` (the default, as the seed), time the forward on the CPU. Given
+    ``input_shape`` or ``example_inputs``, it is :class:`graphprof.printing.ScalingExperiment` for any model.
 
     >>> exp = ScalingExperiment(lambda **kw: build_graph_model("gps", **kw), "cpu")   # doctest: +SKIP
     >>> exp.run_node_scaling(); exp.run_layer_scaling(); exp.print_summary()         # doctest: +SKIP
@@ -122,7 +123,11 @@ class ScalingExperiment(_SweepExperiment):
         self.graph_results["num_nodes"] = result
         return result
 
-    def run_layer_scaling(self, values: Sequence[int] = (2, 4, 6, 8, 12, 16)) -> GraphScalingResult:  # type: ignore[override]
+    def run_layer_scaling(self, values: Sequence[int] = (2, 4, 6, 8, 12, 16)) -> GraphScalingResult | Sweep:  # type: ignore[override]
+        """Depth scaling on a graph; with inputs given (``input_shape``/``example_inputs``), the sweep of
+        :class:`graphprof.ScalingExperiment` (any model, not only graph ones)."""
+        if any(self.options.get(k) is not None for k in ("input_shape", "example_inputs", "example_kwargs")):
+            return super().run_layer_scaling(values)
         result = run_graph_scaling(self.model_factory, "num_layers", list(values), **self.graph_options)
         self.graph_results["num_layers"] = result
         return result
