@@ -63,7 +63,7 @@ def render_graph_scaling(result: GraphScalingResult) -> RenderableType:
         table.add_row(*cells)
     lines = [Text(f"growth in {result.parameter_name} (log-log fit of FLOPs):", style="bold")]
     for name, fit in result.fits().items():
-        lines.append(Text(f"  {name}: exponent {fit.exponent:.2f} ({growth_word(fit.exponent)}), R² {fit.r2:.4f}"))
+        lines.append(Text(f"  {name}: exponent {abs(fit.exponent) if abs(fit.exponent) < 0.005 else fit.exponent:.2f} ({growth_word(fit.exponent)}), R² {fit.r2:.4f}"))
     if "attention" in components and len(result.series("attention")[0]) >= 3:
         q = result.fit_quadratic("attention")
         largest = result.series("attention")[0][-1]
