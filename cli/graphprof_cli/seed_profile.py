@@ -61,7 +61,12 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:
     shown: list[Any] = []
     if "scaling" in args.profile:
         sizes = [n for n in (100, 200, 400, 800) if n <= max(args.num_nodes, 100)] or [100]
-        scaling = run_node_scaling(lambda **kw: build_graph_model(arch, **{**hyper, **kw}), sizes, avg_degree=args.avg_degree, num_runs=min(args.num_runs, 10))
+
+        def factory(**kw: Any) -> Any:
+            return build_graph_model(arch, **{**hyper, **kw})
+
+        factory.__name__ = f"pyg:{arch}"
+        scaling = run_node_scaling(factory, sizes, avg_degree=args.avg_degree, num_runs=min(args.num_runs, 10))
         report["scaling"] = scaling.to_dict()
         shown.append(render_graph_scaling(scaling))
     return report, shown
@@ -83,9 +88,8 @@ def _summary(report: dict[str, Any]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the script; returns the exit code (0, or the :class:`GraphprofError`'s)."""
-    from rich.console import Console
-
     from graphprof.errors import GraphprofError
+    from graphprof_cli.common import console as make_console
 
     args = build_parser().parse_args(argv)
     try:
@@ -93,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GraphprofError as exc:
         print(f"profile_model.py: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    console = Console(stderr=args.output == "-")
+    console = make_console(stderr=args.output == "-")
     for line in _summary(report):
         console.print(line, highlight=False, markup=False)
     for renderable in shown:

@@ -73,8 +73,8 @@ def reasons(arch: str | None, num_nodes: int, num_edges: int, pe_type: str) -> d
     """One line per component on why the seed's formula and the count differ, for ``arch`` (a ``pyg:`` name)."""
     density = num_edges / (num_nodes * num_nodes) if num_nodes else 0.0
     dense_attention = (
-        "both dense over N² pairs; the seed charges softmax 5 FLOPs per score, graphprof's attention kernel "
-        "formula its scale, max, subtract, exp, sum and divide, and counts the projections' biases"
+        "both dense over N² pairs; the seed charges 5 FLOPs per score (softmax), graphprof 7 (the scale, "
+        "softmax's 5 and the key-padding mask's add) and the projections' biases"
     )
     sparse_attention = (
         f"the seed is dense over N² = {num_nodes * num_nodes:,} pairs (sparse_ratio=1); TransformerConv scores only "

@@ -328,7 +328,7 @@ def profile_report(
         breakdown = get_memory_breakdown(model, _on(batch, _device(model, device)), device, train=True)
         report["memory"] = {
             "peak_mb": peak.peak_mb, "device": peak.device,
-            "breakdown": {"parameters": breakdown["parameters"] / _MB, "activations": breakdown["activations"] / _MB, "gradients": breakdown["gradients"] / _MB},
+            "breakdown": {k: breakdown[k] for k in ("parameters", "activations", "gradients")},  # MB already
         }  # fmt: skip
     if "flops" in profiles:
         report["flops"] = _flops_section(model, batch, num_nodes, num_edges)
