@@ -114,3 +114,28 @@ def test_generate_calls_profile_generation(monkeypatch: pytest.MonkeyPatch) -> N
     (args, kwargs), = calls
     assert args == ("hf:llama",) or kwargs.get("model") == "hf:llama"
     assert kwargs["prompt_len"] == 64 and kwargs["new_tokens"] == 8 and kwargs["kv_dtype"] == "float8"
+
+
+def test_partition_calls_partition_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    import graphprof.partition.report
+
+    calls: list[Any] = []
+    monkeypatch.setattr(graphprof.partition.report, "partition_report", _recorder(calls))
+    result = _invoke("partition", "--model", "resnet18", "--devices", "cpu:2", "--objective", "throughput")
+    assert result.exit_code == 2, result.output
+    (args, kwargs), = calls
+    assert "resnet18" in args or kwargs.get("model_or_name") == "resnet18"
+    assert kwargs["objective"] == "throughput" and (kwargs.get("devices") == "cpu:2" or "cpu:2" in args)
+
+
+def test_trace_calls_read_model_trace(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import graphprof.measure.trace
+
+    calls: list[Any] = []
+    monkeypatch.setattr(graphprof.measure.trace, "read_model_trace", _recorder(calls))
+    path = tmp_path / "M_forward_001.json"
+    path.write_text("{}")
+    result = _invoke("trace", str(path), "--name", "M")
+    assert result.exit_code == 2, result.output
+    (args, _), = calls
+    assert str(args[0]) == str(path) and args[1] == "M"
