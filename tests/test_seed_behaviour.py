@@ -49,3 +49,15 @@ def test_families_where_dynamo_must_fail_or_crawl_skip_it_with_the_reason() -> N
     assert dynamo_skip_reason("hf", DEFAULT_METHODS) is not None
     assert dynamo_skip_reason("classification", DEFAULT_METHODS) is None
     assert dynamo_skip_reason("detection", ("dynamo.export",)) is None  # --capture dynamo forces it
+
+
+def test_llama_graph_nodes_all_have_shapes_and_attention_is_named_as_called() -> None:
+    """Seed 000's LLaMA graph: every module and op node has an output shape, and the attention node is
+    named by what the model called (F.scaled_dot_product_attention), not by the CPU kernel it lowered to."""
+    pm = graphprof.prepare("hf:llama", device="cpu")
+    module_graph, detail = pm.graph()
+    assert detail is not None
+    assert all(n.output_shapes for n in module_graph.nodes) and all(n.output_shapes for n in detail.nodes)
+    names = [n.name for n in module_graph.nodes] + [n.type for n in detail.nodes]
+    assert any("scaled_dot_product_attention" in n for n in names)
+    assert not any("_for_cpu" in n or "flash" in n for n in names)
