@@ -169,8 +169,10 @@ def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofli
         path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), req.debug)
         console.print(f"wrote {path}")
     if req.graph is not None:
+        from graphprof.graph.export import text_paths
         from graphprof_cli.graphs import write_model_graph
 
         graph = req.graph
+        existed = {p for p in (text_paths(graph) if graph.suffix.lower() == ".txt" else [graph]) if p.exists()}
         for path in run_guarded(lambda: write_model_graph(prepared, graph, depth=req.depth, hardware=roofline.hardware, measurement=result.measurement), req.debug):
-            console.print(f"wrote {path}")
+            console.print(f"wrote {path}" + (" (replacing the file that was there)" if path in existed else ""))
