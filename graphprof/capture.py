@@ -49,6 +49,7 @@ __all__ = [
     "Capture",
     "default_methods",
     "dynamo_skip_reason",
+    "family_of",
     "DYNAMO_SKIPPED",
 ]
 
@@ -75,6 +76,23 @@ DYNAMO_SKIPPED = {
     "yolo": "YOLO exports in tens of seconds; the eager capture gives the same counts and true shapes per module",
     "timm": "timm models whose symbolic trace fails take 40 s and more to export; the eager capture gives the same counts",
 }
+
+
+#: Where a model object (not a name) comes from, by the module its class is defined in: its family.
+_FAMILY_OF_LIBRARY = {
+    "transformers.": "hf",
+    "timm.": "timm",
+    "ultralytics.": "yolo",
+    "torchvision.models.detection.": "detection",
+}
+
+
+def family_of(model: nn.Module, family: str) -> str:
+    """``family``, or for a model object handed over (``custom``) the family its class's library makes."""
+    if family != "custom":
+        return family
+    module = type(model).__module__ + "."
+    return next((f for prefix, f in _FAMILY_OF_LIBRARY.items() if module.startswith(prefix)), family)
 
 
 def dynamo_skip_reason(family: str, methods: tuple[str, ...]) -> str | None:

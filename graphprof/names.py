@@ -36,7 +36,7 @@ from graphprof.errors import InvalidInputError
 if TYPE_CHECKING:
     from torch import fx, nn
 
-__all__ = ["abbreviate", "normalize_path", "module_path", "module_type", "functional_op"]
+__all__ = ["abbreviate", "normalize_path", "module_path", "module_type", "functional_op", "called_op"]
 
 # The root of a Dynamo source expression: ``L['self']``, ``G['model']`` or a bare ``self``.
 _SOURCE_ROOT = re.compile(r"""^(?:[LG]\[['"][^'"]*['"]\]|self)(?=[.\[]|$)""")
@@ -299,3 +299,30 @@ def functional_op(name: str) -> str:
     ('aten::add', 'relu', 'aten._to_copy')
     """
     return name[:-1] if name.endswith("_") else name
+
+
+#: The kernels one public op dispatches to, by backend: a graph node is named by the op the model called
+#: (``F.scaled_dot_product_attention``), not by the kernel the machine happened to pick for it.
+_KERNEL_OF_CALL = {
+    kernel: "scaled_dot_product_attention"
+    for kernel in (
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_fused_attention_overrideable",
+        "_scaled_dot_product_attention_math",
+    )
+}
+
+
+def called_op(name: str) -> str:
+    """The public op a backend kernel implements (``aten._scaled_dot_product_flash_attention_for_cpu`` ->
+    ``aten.scaled_dot_product_attention``); any other name as it is.
+
+    >>> called_op("aten._scaled_dot_product_flash_attention_for_cpu"), called_op("mm")
+    ('aten.scaled_dot_product_attention', 'mm')
+    """
+    prefix, _, short = name.rpartition(".")
+    called = _KERNEL_OF_CALL.get(short)
+    return name if called is None else (f"{prefix}.{called}" if prefix else called)

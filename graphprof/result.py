@@ -183,6 +183,9 @@ class Profile:
     lowering: str = "cpu"
     #: A real run beside the estimate (``graphprof.measure.Measurement``), when one was taken.
     measurement: Any = None
+    #: fvcore's (or FlopCounterMode's) count of the same model and input beside graphprof's
+    #: (``graphprof.crosscheck.CrossCheck``), when asked for (``--fvcore``).
+    crosscheck: Any = None
     #: When the profile was made (UTC, ISO 8601 to the second) and on what machine
     #: (``graphprof.measure.Host``): in every JSON file, so that a dry run's figures say where they came from.
     created: str = field(default_factory=lambda: _utc_now(), compare=False)
@@ -268,6 +271,7 @@ class Profile:
             "layers": [row.to_dict() for row in self.layers],
             "modules": [m.to_dict() for m in self.modules],
             **self._measured_dict(),
+            **({"crosscheck": self.crosscheck.to_dict()} if self.crosscheck is not None else {}),
         }
 
     def estimated_memory(self) -> dict[str, int]:

@@ -36,6 +36,7 @@ from graphprof.capture import (
     capture_graph,
     default_methods,
     dynamo_skip_reason,
+    family_of,
     preserved_state,
     slice_batch,
     warm_up,
@@ -205,7 +206,7 @@ class Session:
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], timings: list[tuple[str, float]], attempts: list[tuple[str, str]] | None = None) -> tuple[_Capture, Trace]:
         """Capture with the first method that works *and* whose graph propagates; a graph that captures
         but cannot be run (a traced constant the code mutates, say) moves on to the next method."""
-        skipped = dynamo_skip_reason(self.family, self.methods)
+        skipped = dynamo_skip_reason(family_of(self.model, self.family), self.methods)
         attempts = list(attempts or []) + ([("dynamo.export", f"not tried: {skipped}")] if skipped else [])
         remaining = tuple(m for m in self.methods if not (skipped and m == "dynamo.export"))
         while True:

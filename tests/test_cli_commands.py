@@ -114,3 +114,52 @@ def test_generate_calls_profile_generation(monkeypatch: pytest.MonkeyPatch) -> N
     (args, kwargs), = calls
     assert args == ("hf:llama",) or kwargs.get("model") == "hf:llama"
     assert kwargs["prompt_len"] == 64 and kwargs["new_tokens"] == 8 and kwargs["kv_dtype"] == "float8"
+
+
+def test_partition_calls_partition_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    import graphprof.partition.report
+
+    calls: list[Any] = []
+    monkeypatch.setattr(graphprof.partition.report, "partition_report", _recorder(calls))
+    result = _invoke("partition", "--model", "resnet18", "--devices", "cpu:2", "--objective", "throughput")
+    assert result.exit_code == 2, result.output
+    (args, kwargs), = calls
+    assert "resnet18" in args or kwargs.get("model_or_name") == "resnet18"
+    assert kwargs["objective"] == "throughput" and (kwargs.get("devices") == "cpu:2" or "cpu:2" in args)
+
+
+def test_trace_calls_read_model_trace(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import graphprof.measure.trace
+
+    calls: list[Any] = []
+    monkeypatch.setattr(graphprof.measure.trace, "read_model_trace", _recorder(calls))
+    path = tmp_path / "M_forward_001.json"
+    path.write_text("{}")
+    result = _invoke("trace", str(path), "--name", "M")
+    assert result.exit_code == 2, result.output
+    (args, _), = calls
+    assert str(args[0]) == str(path) and args[1] == "M"
+
+
+def test_fvcore_flag_runs_validates_crosscheck_before_the_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    import graphprof.crosscheck
+
+    calls: list[Any] = []
+    monkeypatch.setattr(graphprof.crosscheck, "crosscheck_model", _recorder(calls))
+    result = _invoke("--model", "alexnet", "--fvcore", "--batch-size", "2")
+    assert result.exit_code == 2, result.output  # the patched call stopped it, after the dry run
+    (args, kwargs), = calls
+    assert args == ("alexnet",) and kwargs["against"] == "fvcore" and kwargs["batch_size"] == 2
+
+
+@pytest.mark.slow
+def test_fvcore_flag_prints_the_crosscheck_and_keeps_it_in_the_json(tmp_path: Any) -> None:
+    import json
+
+    pytest.importorskip("fvcore")
+    out = tmp_path / "p.json"
+    result = _invoke("--model", "resnet18", "--input-shape", "1,3,64,64", "--fvcore", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.index("FLOP comparison") < result.stdout.index("Hierarchical graph profile")
+    check = json.loads(out.read_text())["crosscheck"]
+    assert check["reference"] == "fvcore" and check["status"] == "agrees"

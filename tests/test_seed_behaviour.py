@@ -49,3 +49,28 @@ def test_families_where_dynamo_must_fail_or_crawl_skip_it_with_the_reason() -> N
     assert dynamo_skip_reason("hf", DEFAULT_METHODS) is not None
     assert dynamo_skip_reason("classification", DEFAULT_METHODS) is None
     assert dynamo_skip_reason("detection", ("dynamo.export",)) is None  # --capture dynamo forces it
+
+
+def test_llama_graph_nodes_all_have_shapes_and_attention_is_named_as_called() -> None:
+    """Seed 000's LLaMA graph: every module and op node has an output shape, and the attention node is
+    named by what the model called (F.scaled_dot_product_attention), not by the CPU kernel it lowered to."""
+    pm = graphprof.prepare("hf:llama", device="cpu")
+    module_graph, detail = pm.graph()
+    assert detail is not None
+    assert all(n.output_shapes for n in module_graph.nodes) and all(n.output_shapes for n in detail.nodes)
+    names = [n.name for n in module_graph.nodes] + [n.type for n in detail.nodes]
+    assert any("scaled_dot_product_attention" in n for n in names)
+    assert not any("_for_cpu" in n or "flash" in n for n in names)
+
+
+def test_a_transformers_model_object_skips_dynamo_like_its_name() -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from graphprof.capture import family_of
+
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=64)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    assert family_of(model, "custom") == "hf" and family_of(nn.Linear(2, 2), "custom") == "custom"
+    p = graphprof.profile_model(model, example_kwargs={"input_ids": torch.zeros(1, 8, dtype=torch.long, device="meta")})
+    assert dict(p.capture_attempts)["dynamo.export"].startswith("not tried: transformers")

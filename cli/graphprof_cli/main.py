@@ -110,6 +110,9 @@ def profile(
         Path | None,
         typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt."),
     ] = None,
+    fvcore: Annotated[
+        bool, flag("--fvcore", help="Also count with fvcore's FlopCountAnalysis and print the cross-check (as `graphprof validate`) first.")
+    ] = False,
     generate: GenerateOption = False,
     prompt_len: PromptLenOption = 1024,
     new_tokens: NewTokensOption = 256,
@@ -150,7 +153,7 @@ def profile(
             proposals=proposals, showshape=showshape, verbose=verbose, depth=depth, top=top, hardware=hardware,
             peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, output=output, fmt=fmt, allow_unsafe_load=allow_unsafe_load,
             plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace,
-            optimizer=optimizer, graph=graph, debug=debug,
+            optimizer=optimizer, graph=graph, fvcore=fvcore, debug=debug,
         )  # fmt: skip
     )
 

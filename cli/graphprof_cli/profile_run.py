@@ -48,6 +48,7 @@ class ProfileRequest:
     trace: Path | None = None
     optimizer: Optimizer = Optimizer.SGD
     graph: Path | None = None
+    fvcore: bool = False
     debug: bool = False
 
     @property
@@ -121,6 +122,20 @@ def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, dev
         raise
 
 
+def _crosschecked(req: ProfileRequest, console: Any, result: Any) -> Any:
+    """fvcore's ``FlopCountAnalysis`` on the same model and input (``graphprof validate``'s own cross-check,
+    :func:`graphprof.crosscheck.crosscheck_model`), printed before the tables and kept in the profile."""
+    import dataclasses
+
+    from graphprof.crosscheck import DEFAULT_TOLERANCE, crosscheck_model, render_comparison, render_details
+
+    with console.status(f"cross-checking {req.model} against fvcore ...", spinner="dots"):
+        check = crosscheck_model(req.model, against="fvcore", input_shape=req.input_shape, batch_size=req.batch_size)
+    console.print(render_comparison([check], tolerance=DEFAULT_TOLERANCE))
+    console.print(render_details(check))
+    return dataclasses.replace(result, crosscheck=check)
+
+
 def run_profile(req: ProfileRequest) -> None:
     """Profile (and measure), render the report, write what was asked for."""
     from graphprof.render import render_report
@@ -130,6 +145,8 @@ def run_profile(req: ProfileRequest) -> None:
     prepared, result, device_hw, measuring, chosen = run_guarded(lambda: _dry_run(req, console), req.debug)
     if measuring is not None:
         result, device_hw = run_guarded(lambda: _measured(req, console, prepared, result, device_hw, measuring), req.debug)
+    if req.fvcore:
+        result = run_guarded(lambda: _crosschecked(req, console, result), req.debug)
     roofline = classify(result, device_hw)
     console.print(render_report(result, roofline, show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
     if result.measurement is not None:
@@ -152,8 +169,10 @@ def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofli
         path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), req.debug)
         console.print(f"wrote {path}")
     if req.graph is not None:
+        from graphprof.graph.export import text_paths
         from graphprof_cli.graphs import write_model_graph
 
         graph = req.graph
+        existed = {p for p in (text_paths(graph) if graph.suffix.lower() == ".txt" else [graph]) if p.exists()}
         for path in run_guarded(lambda: write_model_graph(prepared, graph, depth=req.depth, hardware=roofline.hardware, measurement=result.measurement), req.debug):
-            console.print(f"wrote {path}")
+            console.print(f"wrote {path}" + (" (replacing the file that was there)" if path in existed else ""))

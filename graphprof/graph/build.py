@@ -42,6 +42,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.formulas import OpStatus, op_status
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
 from graphprof.hardware import Hardware
+from graphprof.names import called_op
 from graphprof.propagate import op_call
 from graphprof.roofline import roofline_time
 from graphprof.runloop import Layer, Observer, OpEvent, RunContext
@@ -258,7 +259,7 @@ class GraphBuilder(Observer):
             return
         else:
             module = layer.module if layer is not None else None
-            short = str(event.func.overloadpacket.__name__)
+            short = called_op(str(event.func.overloadpacket.__name__))
             base = ".".join(filter(None, [module, short]))
             n = self.anonymous.get(base, 0)
             self.anonymous[base] = n + 1
@@ -266,6 +267,7 @@ class GraphBuilder(Observer):
             key = self._fold(module) or name
             if key == name:
                 acc = self.modules.node(key, name, "module", short, module)
+                acc.node.output_shapes = tuple(tuple(int(s) for s in t.shape) for t in outs)  # the op's own output
             else:
                 acc = self.modules.node(key, key, "module", self.types.get(key, "Module"), key)
             if layer is not None:
@@ -302,13 +304,13 @@ class GraphBuilder(Observer):
                     self.ops.owner[t] = origins
             return
         layer = event.layer
-        short = op_name(event.func).removeprefix("aten.")
+        short = called_op(op_name(event.func)).removeprefix("aten.")
         base = f"{layer.name}:{short}" if layer is not None else short
         n = self.anonymous.get(base, 0)
         self.anonymous[base] = n + 1
         name = base if n == 0 else f"{base}_{n}"
         key = ("op", event.index)
-        acc = self.ops.node(key, name, "op", op_name(event.func), layer.module if layer is not None else None)
+        acc = self.ops.node(key, name, "op", called_op(op_name(event.func)), layer.module if layer is not None else None)
         acc.node.output_shapes = tuple(tuple(int(s) for s in t.shape) for t in outs)
         for param in params:
             if param is not None and param[0] not in self.detail_params:
