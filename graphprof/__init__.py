@@ -67,6 +67,36 @@ __all__ = [
     "profile_backward",
     "profile_forward",
     "profile_training_step",
+    "RuntimeProfiler",
+    "MemoryProfiler",
+    "reset_memory_stats",
+    "get_peak_memory",
+    "profile_memory_usage",
+    "set_seed",
+    "FLOPsEstimator",
+    "FLOPsEstimate",
+    "estimate_model_flops",
+    "estimate_linear_flops",
+    "estimate_attention_flops",
+    "estimate_mpnn_flops",
+    "estimate_ffn_flops",
+    "estimate_pe_flops",
+    "estimate_attention_memory",
+    "estimate_pe_storage",
+    "profile_pe_computation",
+    "run_node_scaling",
+    "run_layer_scaling",
+    "run_pe_scaling",
+    "generate_scaling_graphs",
+    "GraphScalingResult",
+    "profile_report",
+    "build_graph_model",
+    "random_graph",
+    "load_graph",
+    "compare_graph_model",
+    "compare_estimate",
+    "EstimateComparison",
+    "print_comparison",
 ]
 
 if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: every name with its type
@@ -99,7 +129,6 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.options import parse_shape as parse_shape
     from graphprof.prepared import PreparedModel as PreparedModel
     from graphprof.prepared import prepare as prepare
-    from graphprof.printing import ScalingExperiment as ScalingExperiment
     from graphprof.profile import ModelOutcome as ModelOutcome
     from graphprof.profile import compare_models as compare_models
     from graphprof.profile import profile_model as profile_model
@@ -115,6 +144,37 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.runloop import Observer as Observer
     from graphprof.scaling import Sweep as Sweep
     from graphprof.scaling import sweep as sweep
+    from graphprof.seed004 import EstimateComparison as EstimateComparison
+    from graphprof.seed004 import FLOPsEstimate as FLOPsEstimate
+    from graphprof.seed004 import FLOPsEstimator as FLOPsEstimator
+    from graphprof.seed004 import GraphScalingResult as GraphScalingResult
+    from graphprof.seed004 import MemoryProfiler as MemoryProfiler
+    from graphprof.seed004 import RuntimeProfiler as RuntimeProfiler
+    from graphprof.seed004 import ScalingExperiment as ScalingExperiment
+    from graphprof.seed004 import build_graph_model as build_graph_model
+    from graphprof.seed004 import compare_estimate as compare_estimate
+    from graphprof.seed004 import compare_graph_model as compare_graph_model
+    from graphprof.seed004 import estimate_attention_flops as estimate_attention_flops
+    from graphprof.seed004 import estimate_attention_memory as estimate_attention_memory
+    from graphprof.seed004 import estimate_ffn_flops as estimate_ffn_flops
+    from graphprof.seed004 import estimate_linear_flops as estimate_linear_flops
+    from graphprof.seed004 import estimate_model_flops as estimate_model_flops
+    from graphprof.seed004 import estimate_mpnn_flops as estimate_mpnn_flops
+    from graphprof.seed004 import estimate_pe_flops as estimate_pe_flops
+    from graphprof.seed004 import estimate_pe_storage as estimate_pe_storage
+    from graphprof.seed004 import generate_scaling_graphs as generate_scaling_graphs
+    from graphprof.seed004 import get_peak_memory as get_peak_memory
+    from graphprof.seed004 import load_graph as load_graph
+    from graphprof.seed004 import print_comparison as print_comparison
+    from graphprof.seed004 import profile_memory_usage as profile_memory_usage
+    from graphprof.seed004 import profile_pe_computation as profile_pe_computation
+    from graphprof.seed004 import profile_report as profile_report
+    from graphprof.seed004 import random_graph as random_graph
+    from graphprof.seed004 import reset_memory_stats as reset_memory_stats
+    from graphprof.seed004 import run_layer_scaling as run_layer_scaling
+    from graphprof.seed004 import run_node_scaling as run_node_scaling
+    from graphprof.seed004 import run_pe_scaling as run_pe_scaling
+    from graphprof.seed004 import set_seed as set_seed
 else:  # what runs: each name imported from its module on first use (PEP 562)
     import importlib
 
@@ -165,21 +225,40 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "profile_backward": "graphprof.measure",
         "profile_forward": "graphprof.measure",
         "profile_training_step": "graphprof.measure",
+        "RuntimeProfiler": "graphprof.seed004",
+        "MemoryProfiler": "graphprof.seed004",
+        "reset_memory_stats": "graphprof.seed004",
+        "get_peak_memory": "graphprof.seed004",
+        "profile_memory_usage": "graphprof.seed004",
+        "set_seed": "graphprof.seed004",
+        "FLOPsEstimator": "graphprof.seed004",
+        "FLOPsEstimate": "graphprof.seed004",
+        "estimate_model_flops": "graphprof.seed004",
+        "estimate_linear_flops": "graphprof.seed004",
+        "estimate_attention_flops": "graphprof.seed004",
+        "estimate_mpnn_flops": "graphprof.seed004",
+        "estimate_ffn_flops": "graphprof.seed004",
+        "estimate_pe_flops": "graphprof.seed004",
+        "estimate_attention_memory": "graphprof.seed004",
+        "estimate_pe_storage": "graphprof.seed004",
+        "profile_pe_computation": "graphprof.seed004",
+        "run_node_scaling": "graphprof.seed004",
+        "run_layer_scaling": "graphprof.seed004",
+        "run_pe_scaling": "graphprof.seed004",
+        "generate_scaling_graphs": "graphprof.seed004",
+        "GraphScalingResult": "graphprof.seed004",
+        "profile_report": "graphprof.seed004",
+        "build_graph_model": "graphprof.seed004",
+        "random_graph": "graphprof.seed004",
+        "load_graph": "graphprof.seed004",
+        "compare_graph_model": "graphprof.seed004",
+        "compare_estimate": "graphprof.seed004",
+        "EstimateComparison": "graphprof.seed004",
+        "print_comparison": "graphprof.seed004",
     }
-
-    #: seed 004's names beyond the ones above (its whole API: graphprof.seed004)
-    _SEED004 = frozenset(
-        "RuntimeProfiler MemoryProfiler reset_memory_stats get_peak_memory profile_memory_usage set_seed FLOPsEstimator "
-        "FLOPsEstimate estimate_model_flops estimate_linear_flops estimate_attention_flops estimate_mpnn_flops "
-        "estimate_ffn_flops estimate_pe_flops estimate_attention_memory estimate_pe_storage profile_pe_computation "
-        "run_node_scaling run_layer_scaling run_pe_scaling generate_scaling_graphs GraphScalingResult profile_report "
-        "build_graph_model random_graph load_graph compare_graph_model compare_estimate EstimateComparison print_comparison".split()
-    )
 
     def __getattr__(name: str) -> object:
         module = _EXPORTS.get(name)
-        if module is None and name in _SEED004:  # seed 004's graph-transformer API (graphprof.seed004.__all__)
-            module = "graphprof.seed004"
         if module is None:
             raise AttributeError(f"module 'graphprof' has no attribute {name!r}")
         value = getattr(importlib.import_module(module), name)

@@ -35,6 +35,7 @@ from torch.utils._pytree import tree_flatten
 
 from graphprof.capture import CapturedGraph
 from graphprof.formulas import TensorMeta
+from graphprof.formulas.registry import tensor_meta
 from graphprof.observers import LiveMemory
 from graphprof.runloop import DataDependentError, Layer, Observer, OpEvent, RunContext, run_model
 
@@ -82,8 +83,7 @@ def to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
     if isinstance(value, torch.Tensor):
         meta = memo.get(id(value))
         if meta is None:
-            stride = None if value.layout != torch.strided or value.is_nested else tuple(int(s) for s in value.stride())
-            meta = memo[id(value)] = TensorMeta(tuple(int(s) for s in value.shape), value.dtype, stride)
+            meta = memo[id(value)] = tensor_meta(value)
         return meta
     if isinstance(value, list):
         return [to_meta(v, memo) for v in value]

@@ -289,6 +289,12 @@ def _strides(t: torch.Tensor) -> tuple[int, ...] | None:
     return tuple(int(s) for s in t.stride())
 
 
+def tensor_meta(t: torch.Tensor) -> TensorMeta:
+    """One tensor's shape, dtype, strides and, for a sparse layout, stored elements (``nnz``)."""
+    nnz = int(t._nnz()) if t.layout in _SPARSE_LAYOUTS else None
+    return TensorMeta(tuple(int(s) for s in t.shape), t.dtype, _strides(t), nnz)
+
+
 def _to_meta(value: Any, seen: set[int], total: list[int], read: bool = True) -> Any:
     """Replace tensors by TensorMeta (recursing into lists and tuples); add each distinct tensor's bytes.
 
@@ -297,11 +303,7 @@ def _to_meta(value: Any, seen: set[int], total: list[int], read: bool = True) ->
     kept as is; one object passed twice counts once, as for tensors.
     """
     if isinstance(value, (torch.Tensor, TensorMeta)):
-        if isinstance(value, TensorMeta):
-            meta = value
-        else:
-            nnz = int(value._nnz()) if value.layout in _SPARSE_LAYOUTS else None
-            meta = TensorMeta(tuple(value.shape), value.dtype, _strides(value), nnz)
+        meta = value if isinstance(value, TensorMeta) else tensor_meta(value)
         key = id(value)
         if key not in seen:
             seen.add(key)
