@@ -29,6 +29,7 @@ def run_compare(
     fmt: str | None = None,
     debug: bool = False,
     profile_options: Mapping[str, Any] | None = None,
+    html: Path | None = None,
 ) -> int:
     """Profile ``models``, print them side by side, write ``output`` if given; return the exit code.
 
@@ -44,15 +45,16 @@ def run_compare(
         check_output,
         comparison_rows,
         render_comparison,
-        render_comparison_csv,
-        render_comparison_json,
-        write_atomic,
     )
     from graphprof.render.files import means_stdout
 
     device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
     graphprof.parse_shape((profile_options or {}).get("input_shape"))
     chosen = check_output(output, fmt) if output is not None else None
+    if html is not None:
+        from graphprof_cli.profile_run import check_html_path
+
+        check_html_path(html)
     to_stdout = output is not None and means_stdout(output)
     if to_stdout:
         console = Console(stderr=True, width=console.width)
@@ -76,6 +78,15 @@ def run_compare(
         if row.error is not None:
             prefix = "" if row.error.startswith(row.model) else f"{row.model}: "
             print(f"graphprof: error: {prefix}{row.error}", file=sys.stderr)
+    _write(rows, device, console, output, chosen, to_stdout, html)
+    failures = [entry for entry in entries if isinstance(entry, ModelFailure)]
+    return failures[0].exit_code if failures else 0
+
+
+def _write(rows: Any, device: Any, console: Console, output: Path | None, chosen: str | None, to_stdout: bool, html: Path | None) -> None:
+    """The comparison's file (``-``: standard output) and its HTML page, when asked for."""
+    from graphprof.render import render_comparison_csv, render_comparison_json, write_atomic
+
     if output is not None:
         text = render_comparison_json(rows, device) if chosen == "json" else render_comparison_csv(rows)
         if to_stdout:
@@ -84,8 +95,11 @@ def run_compare(
         else:
             write_atomic(output, text)
             console.print(f"wrote {output}")
-    failures = [entry for entry in entries if isinstance(entry, ModelFailure)]
-    return failures[0].exit_code if failures else 0
+    if html is not None:
+        from graphprof.render.html import render_compare_html
+
+        write_atomic(html, render_compare_html(rows))
+        console.print(f"wrote {html}")
 
 
 def show_hardware(console: Console, name: str | None = None) -> None:

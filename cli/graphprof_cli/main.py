@@ -113,6 +113,7 @@ def profile(
     fvcore: Annotated[
         bool, flag("--fvcore", help="Also count with fvcore's FlopCountAnalysis and print the cross-check (as `graphprof validate`) first.")
     ] = False,
+    html_path: opt.HtmlOption = None,
     generate: GenerateOption = False,
     prompt_len: PromptLenOption = 1024,
     new_tokens: NewTokensOption = 256,
@@ -153,7 +154,7 @@ def profile(
             proposals=proposals, showshape=showshape, verbose=verbose, depth=depth, top=top, hardware=hardware,
             peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, output=output, fmt=fmt, allow_unsafe_load=allow_unsafe_load,
             plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace,
-            optimizer=optimizer, graph=graph, fvcore=fvcore, debug=debug,
+            optimizer=optimizer, graph=graph, fvcore=fvcore, html=html_path, debug=debug,
         )  # fmt: skip
     )
 
@@ -190,6 +191,7 @@ def compare_command(
     fmt: opt.FormatOption = None,
     width: opt.WidthOption = None,
     allow_unsafe_load: opt.AllowUnsafeOption = False,
+    html_path: opt.HtmlOption = None,
     debug: opt.DebugOption = False,
 ) -> None:
     """Compare models side by side: graphprof compare resnet50 efficientnet_b0 [--hardware l4]."""
@@ -205,6 +207,7 @@ def compare_command(
             output=output,
             fmt=fmt.value if fmt else None,
             debug=debug,
+            html=html_path,
             profile_options={
                 "input_shape": input_shape,
                 "batch_size": batch_size,

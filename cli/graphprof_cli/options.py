@@ -33,6 +33,7 @@ __all__ = [
     "WarmupOption",
     "OptimizerOption",
     "MeasureOption",
+    "HtmlOption",
 ]
 
 ModelOption = Annotated[
@@ -82,3 +83,6 @@ IterationsOption = Annotated[
 ]
 WarmupOption = Annotated[int, typer.Option("--warmup", help="With --measure: warm-up iterations, reported apart.")]
 OptimizerOption = Annotated[Optimizer, typer.Option("--optimizer", help="With --measure --mode train: sgd or adamw.")]
+HtmlOption = Annotated[
+    Path | None, typer.Option("--html", help="Also write one self-contained HTML page (opens offline; needs plotly).")
+]

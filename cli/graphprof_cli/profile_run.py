@@ -49,6 +49,7 @@ class ProfileRequest:
     optimizer: Optimizer = Optimizer.SGD
     graph: Path | None = None
     fvcore: bool = False
+    html: Path | None = None
     debug: bool = False
 
     @property
@@ -76,6 +77,8 @@ def _check(req: ProfileRequest) -> tuple[Any, Any, list[str]]:
         from graphprof_cli.graphs import check_graph_path
 
         check_graph_path(req.graph, req.output)
+    if req.html is not None:
+        check_html_path(req.html)
     measuring = None
     if not req.measure:  # a bad measurement option is an error even when --measure is not given
         from graphprof.measure.timing import check_runs
@@ -156,6 +159,26 @@ def run_profile(req: ProfileRequest) -> None:
     _write(req, console, prepared, result, roofline, chosen)
 
 
+def check_html_path(path: Path) -> None:
+    """Before any work: the page's folder exists and is writable, and plotly (embedded in it) is installed."""
+    from graphprof.render.files import check_output
+    from graphprof.render.html import _plotly_js
+
+    check_output(path, "json")  # the same checks as for any output file; the format is the page's own
+    _plotly_js()
+
+
+def _write_html(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofline: Any) -> None:
+    from graphprof.render.files import write_atomic
+    from graphprof.render.html import render_profile_html
+
+    path = req.html
+    assert path is not None
+    graph, _ = run_guarded(lambda: prepared.graph(hardware=roofline.hardware, detail=False), req.debug)
+    run_guarded(lambda: write_atomic(path, render_profile_html(result, roofline, graph=graph)), req.debug)
+    console.print(f"wrote {path}")
+
+
 def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofline: Any, chosen: list[str]) -> None:
     from graphprof.render import render_output, write_output, write_plot
 
@@ -168,6 +191,8 @@ def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofli
     for spec in req.plot:
         path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), req.debug)
         console.print(f"wrote {path}")
+    if req.html is not None:
+        _write_html(req, console, prepared, result, roofline)
     if req.graph is not None:
         from graphprof.graph.export import text_paths
         from graphprof_cli.graphs import write_model_graph

@@ -69,6 +69,7 @@ def sweep_command(
     nodes: NodesOption = None,
     avg_degree: AvgDegreeOption = None,
     edges: EdgesOption = None,
+    html_path: opt.HtmlOption = None,
     debug: opt.DebugOption = False,
 ) -> None:
     """Profile one model along one axis, with growth fits: graphprof sweep --model resnet50 --batch 1:128:x2."""
@@ -89,6 +90,10 @@ def sweep_command(
         if plot is not None:
             require_matplotlib()
             check_output(plot, "json")  # the folder must exist and be writable
+        if html_path is not None:
+            from graphprof_cli.profile_run import check_html_path
+
+            check_html_path(html_path)
         return axis, values, key
 
     axis, values, key = run_guarded(checked, debug)
@@ -96,7 +101,7 @@ def sweep_command(
         "key": key, "measure": measure, "device": device, "hardware": hardware, "input_shape": input_shape,
         "batch_size": batch_size, "dtype": dtype, "mode": mode.value,
     }  # fmt: skip
-    show = functools.partial(_show, output=output, fmt=fmt.value if fmt else None, plot=plot, debug=debug)
+    show = functools.partial(_show, output=output, fmt=fmt.value if fmt else None, plot=plot, html=html_path, debug=debug)
     show(run_guarded(lambda: _run_sweep(model, axis, values, options, show), debug))
 
 
@@ -127,7 +132,7 @@ def _run_sweep(model: str, axis: str, values: list[float], options: dict[str, An
         raise
 
 
-def _show(result: Any, *, output: Path | None, fmt: str | None, plot: Path | None, debug: bool) -> None:
+def _show(result: Any, *, output: Path | None, fmt: str | None, plot: Path | None, html: Path | None, debug: bool) -> None:
     """The sweep's table, then its file (``-``: standard output, the table on standard error) and chart."""
     from graphprof.render.files import means_stdout
     from graphprof.render.sweep import render_sweep, render_sweep_csv, render_sweep_json, write_sweep, write_sweep_plot
@@ -144,3 +149,9 @@ def _show(result: Any, *, output: Path | None, fmt: str | None, plot: Path | Non
     if plot is not None:
         run_guarded(lambda: write_sweep_plot(result, plot), debug)
         console.print(f"wrote {plot}")
+    if html is not None:
+        from graphprof.render.files import write_atomic
+        from graphprof.render.html import render_sweep_html
+
+        run_guarded(lambda: write_atomic(html, render_sweep_html(result)), debug)
+        console.print(f"wrote {html}")

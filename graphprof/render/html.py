@@ -1,0 +1,257 @@
+"""One self-contained HTML page per result: a profile (with its measurement), a sweep, a comparison.
+
+Pure functions of the results, like every renderer: they return the page as text. The page opens
+offline: the charting library's JavaScript (plotly.js) is embedded from the plotly package, the graph is
+Graphviz's SVG inline, and the tree, the sorting and the filters are a few lines of plain JavaScript. No
+CDN, no server, nothing fetched.
+
+What a profile's page holds: summary cards (params, MACs, FLOPs, bytes, peak activations, lower-bound and
+predicted time, the measured forward's mean ± std when measured, host and timestamp); the module tree,
+collapsible, with costs and output shapes and a search box; sortable, filterable per-layer and per-op
+tables (the measured column only when the profile carries a measurement); the roofline chart with up to
+three points per layer (:func:`graphprof.render.plots.roofline_points`); the module graph; the
+unsupported ops and the notes.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import subprocess
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from graphprof.errors import MissingDependencyError
+from graphprof.render.plots import POINT_KINDS, roofline_points
+from graphprof.result import Profile
+from graphprof.roofline import Roofline, classify
+
+__all__ = ["render_profile_html", "render_sweep_html", "render_compare_html"]
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}
+.cards{display:flex;flex-wrap:wrap;gap:.6em}.card{border:1px solid #ccc;border-radius:6px;padding:.5em .8em;min-width:9em}
+.card b{display:block;font-size:1.15em}.card span{color:#666;font-size:.8em}
+table{border-collapse:collapse;font-size:.85em}th,td{border-bottom:1px solid #eee;padding:2px 8px;text-align:right}
+th{cursor:pointer;background:#f6f6f6;position:sticky;top:0}td:first-child,th:first-child{text-align:left}
+details{margin-left:1em}summary{cursor:pointer}.tree span.c{color:#666;font-size:.85em}input{margin:.3em 0}
+.muted{color:#666;font-size:.85em}
+"""
+
+_SCRIPT = """
+function sortTable(th){const t=th.closest('table'),i=[...th.parentNode.children].indexOf(th),b=t.tBodies[0];
+const asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';const rows=[...b.rows];
+const v=r=>{const c=r.cells[i];const n=parseFloat(c.dataset.v??c.textContent);return isNaN(n)?c.textContent:n};
+rows.sort((a,c)=>{const x=v(a),y=v(c);return (x>y?1:x<y?-1:0)*(asc?1:-1)});rows.forEach(r=>b.appendChild(r))}
+function filterTable(inp,id){const q=inp.value.toLowerCase();for(const r of document.getElementById(id).tBodies[0].rows)
+r.style.display=r.textContent.toLowerCase().includes(q)?'':'none'}
+function searchTree(inp){const q=inp.value.toLowerCase();for(const d of document.querySelectorAll('#tree details')){
+const hit=d.querySelector('summary').textContent.toLowerCase().includes(q)||[...d.querySelectorAll('summary')].some(s=>s.textContent.toLowerCase().includes(q));
+d.style.display=hit?'':'none';if(q&&hit)d.open=true}}
+document.querySelectorAll('th').forEach(th=>th.addEventListener('click',()=>sortTable(th)));
+"""
+
+
+def _plotly_js() -> str:
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError as exc:
+        raise MissingDependencyError("--html needs plotly (its chart script is embedded): pip install 'graphprof[html]'") from exc
+    return str(get_plotlyjs())
+
+
+def _num(value: float | int | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f}{suffix}{unit}"
+    return f"{value:.3g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1e3:.3f} ms" if value >= 1e-3 else f"{value * 1e6:.1f} us"
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{_STYLE}</style>"
+        f"<script>{_plotly_js()}</script></head><body><h1>{html.escape(title)}</h1>{body}<script>{_SCRIPT}</script></body></html>"
+    )
+
+
+def _table(table_id: str, headers: Sequence[str], rows: Sequence[Sequence[tuple[str, Any]]]) -> str:
+    """A sortable, filterable table; each cell is ``(text, sort value)``."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td data-v='{html.escape(str(v))}'>{html.escape(t)}</td>" for t, v in row) + "</tr>" for row in rows
+    )
+    search = f"<input placeholder='filter' oninput=\"filterTable(this,'{table_id}')\">"
+    return f"{search}<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cards(profile: Profile, roofline: Roofline) -> str:
+    m = profile.measurement
+    items = [
+        ("params", _num(profile.total_params)), ("MACs", _num(profile.total_macs)), ("FLOPs", _num(profile.total_flops)),
+        ("bytes moved", _num(profile.total_bytes, "B")), ("peak activations", _num(profile.peak_activation_bytes, "B")),
+        ("lower bound", _seconds(roofline.seconds)), ("predicted", _seconds(roofline.predicted_seconds)),
+    ]  # fmt: skip
+    if m is not None:
+        items.append(("measured forward", f"{m.forward.mean:.3f} ± {m.forward.std:.3f} ms"))
+    host = m.host if m is not None else profile.host
+    when = m.timestamp if m is not None else profile.created
+    cards = "".join(f"<div class='card'><b>{html.escape(v)}</b><span>{html.escape(k)}</span></div>" for k, v in items)
+    where = f"{getattr(host, 'cpu', '?')}, {getattr(host, 'cores', '?')} cores" if host is not None else "-"
+    hw = roofline.hardware.label if roofline.hardware is not None else "no device (fixed threshold)"
+    return f"<div class='cards' id='cards'>{cards}</div><p class='muted'>{html.escape(where)} · {html.escape(when)} · {html.escape(hw)}</p>"
+
+
+def _intensity(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _shapes(shapes: Sequence[Sequence[int]]) -> str:
+    return ", ".join("x".join(str(d) for d in s) for s in shapes[:2])
+
+
+def _tree(profile: Profile) -> str:
+    """The module tree as nested ``<details>``: each module's summed cost and its output shape."""
+    from graphprof.render.table import _module_shapes
+
+    shapes = _module_shapes(profile)
+    children: dict[str, list[Any]] = defaultdict(list)
+    for m in profile.modules:
+        if m.path:
+            children[m.path.rpartition(".")[0]].append(m)
+
+    def node(m: Any) -> str:
+        label = m.path or profile.model_name
+        cost = f"{m.type} · {_num(m.params)} params · {_num(m.cost.macs)} MACs · {_num(m.cost.flops)} FLOPs · {_shapes(shapes.get(m.path, ()))}"
+        inner = "".join(node(c) for c in children.get(m.path, []))
+        return f"<details><summary>{html.escape(label)} <span class='c'>{html.escape(cost)}</span></summary>{inner}</details>"
+
+    root = next((m for m in profile.modules if m.path == ""), None)
+    body = node(root) if root is not None else ""
+    return f"<input placeholder='search the tree' oninput='searchTree(this)'><div class='tree' id='tree'>{body}</div>"
+
+
+def _layer_table(profile: Profile, roofline: Roofline) -> str:
+    measured = {t.name: t.time_us for t in profile.measurement.layers} if profile.measurement is not None else None
+    headers = ["layer", "type", "MACs", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound", "predicted"] + (["measured"] if measured is not None else [])
+    rows = []
+    for row, b in zip(profile.layers, roofline.layers, strict=True):
+        cells = [(row.name, row.name), (row.type, row.type), (_num(row.cost.macs), row.cost.macs), (_num(row.cost.flops), row.cost.flops),
+                 (_num(row.cost.bytes_moved, "B"), row.cost.bytes_moved), (_intensity(row.cost.arithmetic_intensity), row.cost.arithmetic_intensity or 0),
+                 (b.bound.value, b.bound.value), (_seconds(b.seconds), b.seconds or 0), (_seconds(b.predicted_seconds), b.predicted_seconds or 0)]  # fmt: skip
+        if measured is not None:
+            us = measured.get(row.module or "(model)")
+            cells.append((_seconds(us / 1e6) if us is not None else "-", us if us is not None else -1))
+        rows.append(cells)
+    return _table("layers", headers, rows)
+
+
+def _op_table(profile: Profile) -> str:
+    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0])
+    for row in profile.layers:
+        for op in row.ops:
+            t = totals[op.op]
+            t[0] += 1
+            t[1] += op.cost.macs
+            t[2] += op.cost.flops
+            t[3] += op.cost.bytes_moved
+    measured: dict[str, float] | None = None
+    if profile.measurement is not None:
+        measured = defaultdict(float)
+        for o in profile.measurement.ops:
+            measured[o.op.replace("::", ".")] += o.dispatched_cpu_us
+    headers = ["op", "calls", "MACs", "FLOPs", "bytes"] + (["measured"] if measured is not None else [])
+    rows = []
+    for name, (calls, macs, flops, nbytes) in sorted(totals.items(), key=lambda kv: -kv[1][2]):
+        cells = [(name, name), (str(int(calls)), calls), (_num(int(macs)), macs), (_num(int(flops)), flops), (_num(int(nbytes), "B"), nbytes)]
+        if measured is not None:
+            us = measured.get(name)
+            cells.append((_seconds(us / 1e6) if us else "-", us or -1))
+        rows.append(cells)
+    return _table("ops", headers, rows)
+
+
+def _roofline_chart(profile: Profile, roofline: Roofline) -> str:
+    if roofline.hardware is None or roofline.peak_flops is None or roofline.bandwidth is None:
+        return "<p class='muted'>No device given (--hardware): no roof to draw.</p>"
+    traces = []
+    for kind, points in roofline_points(profile, roofline).items():
+        if points:
+            names, xs, ys, _ = zip(*points, strict=True)
+            marker = {"o": "circle", "s": "square", "^": "triangle-up"}[POINT_KINDS[kind]]
+            traces.append({"type": "scatter", "mode": "markers", "name": kind, "x": xs, "y": [y / 1e12 for y in ys],
+                           "text": names, "hovertemplate": "%{text}<br>%{x:.2f} FLOP/B, %{y:.3g} TFLOP/s", "marker": {"symbol": marker}})  # fmt: skip
+    xs_all = [x for t in traces for x in t["x"]] or [roofline.threshold]
+    lo, hi = min(xs_all + [roofline.threshold]) / 4, max(xs_all + [roofline.threshold]) * 4
+    grid = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+    peak, bandwidth = roofline.peak_flops / 1e12, roofline.bandwidth / 1e12
+    traces.append({"type": "scatter", "mode": "lines", "name": "roof", "x": grid, "y": [min(peak, x * bandwidth) for x in grid], "line": {"color": "black"}})
+    layout = {"xaxis": {"type": "log", "title": "FLOPs / byte"}, "yaxis": {"type": "log", "title": "TFLOP/s"}, "height": 480,
+              "title": f"Roofline on {roofline.hardware.label}"}  # fmt: skip
+    data = json.dumps(traces, default=list)
+    return f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{json.dumps(layout)})</script>"
+
+
+def _graph_svg(profile: Profile, graph: Any) -> str:
+    dot = shutil.which("dot")
+    if graph is None or dot is None:
+        return "<p class='muted'>Module graph: not drawn (Graphviz's `dot` is not installed, or no graph was built).</p>"
+    from graphprof.graph.export import to_dot
+
+    done = subprocess.run([dot, "-Tsvg"], input=to_dot(graph, 1), capture_output=True, text=True, check=False)
+    svg = done.stdout[done.stdout.find("<svg"):] if done.returncode == 0 else ""
+    return f"<div id='graph' style='overflow:auto;max-height:40em'>{svg}</div>" if svg else "<p class='muted'>Graphviz failed to draw the graph.</p>"
+
+
+def render_profile_html(profile: Profile, roofline: Roofline | None = None, *, graph: Any = None) -> str:
+    """The page of one profile (see the module docstring); ``graph`` is its module graph, drawn when given."""
+    roofline = roofline if roofline is not None else classify(profile)
+    unsupported = "".join(f"<li>{html.escape(u.op)} x{u.count}</li>" for u in profile.unsupported) or "<li>none</li>"
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in profile.notes)
+    body = (
+        _cards(profile, roofline) + "<h2>Module tree</h2>" + _tree(profile) + "<h2>Roofline</h2>" + _roofline_chart(profile, roofline)
+        + "<h2>Layers</h2>" + _layer_table(profile, roofline) + "<h2>Aten ops</h2>" + _op_table(profile)
+        + "<h2>Module graph</h2>" + _graph_svg(profile, graph) + f"<h2>Unsupported ops</h2><ul id='unsupported'>{unsupported}</ul>"
+        + f"<h2>Notes</h2><ul>{notes}</ul>"
+    )  # fmt: skip
+    return _page(f"graphprof: {profile.model_name}", body)
+
+
+def render_sweep_html(sweep: Any) -> str:
+    """The page of one sweep: its table and each count against the axis on log-log axes, with the fitted exponent."""
+    metrics = [m for m in ("params", "macs", "flops", "bytes", "peak_activation_bytes", "estimated_seconds", "measured_seconds")
+               if any(r.metric(m) for r in sweep.rows)]  # fmt: skip
+    rows = [[(str(r.value), r.value)] + [(_num(r.metric(m)), r.metric(m) or 0) for m in metrics] for r in sweep.rows]
+    traces = []
+    for m in metrics:
+        xs, ys = sweep.series(m)
+        fit = sweep.fits().get(m)
+        label = f"{m} (~ x^{fit.exponent:.2f})" if fit is not None else m
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": label, "x": xs, "y": ys})
+    layout = {"xaxis": {"type": "log", "title": sweep.label}, "yaxis": {"type": "log"}, "height": 480}
+    chart = f"<div id='growth'></div><script>Plotly.newPlot('growth',{json.dumps(traces)},{json.dumps(layout)})</script>"
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in sweep.notes)
+    return _page(f"graphprof sweep: {sweep.model} over {sweep.label}", chart + "<h2>Points</h2>" + _table("points", ["value", *metrics], rows) + f"<ul>{notes}</ul>")
+
+
+def render_compare_html(rows: Sequence[Any]) -> str:
+    """The page of a comparison: one row per model (:func:`graphprof.render.compare.comparison_rows`)."""
+    headers = ["model", "params", "MACs", "FLOPs", "bytes", "FLOP/B", "lower bound", "error"]
+    cells = [
+        [(r.model, r.model), (_num(r.params), r.params or 0), (_num(r.macs), r.macs or 0), (_num(r.flops), r.flops or 0),
+         (_num(r.memory, "B"), r.memory or 0), (_intensity(r.arithmetic_intensity), r.arithmetic_intensity or 0),
+         (_seconds(r.estimated_time_s), r.estimated_time_s or 0), (r.error or "", r.error or "")]
+        for r in rows
+    ]  # fmt: skip
+    traces = [{"type": "bar", "name": "FLOPs", "x": [r.model for r in rows], "y": [r.flops or 0 for r in rows]}]
+    chart = f"<div id='bars'></div><script>Plotly.newPlot('bars',{json.dumps(traces)},{{'height':360}})</script>"
+    return _page("graphprof compare", chart + _table("models", headers, cells))
