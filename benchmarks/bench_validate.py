@@ -23,9 +23,10 @@ from pathlib import Path
 
 import torch
 
-from graphprof.crosscheck import CrossCheck, Status, describe, iter_crosschecks, render_json, render_markdown, summarize
+from graphprof.crosscheck import CrossCheck, Status, iter_crosschecks
 from graphprof.models import list_models
 from graphprof.render import format_count
+from graphprof.render.crosscheck import describe, render_json, render_markdown, summarize
 from graphprof.render.files import write_atomic
 
 RESULTS = Path(__file__).resolve().parent / "results"

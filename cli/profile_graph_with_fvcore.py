@@ -21,7 +21,8 @@ def compare_with_fvcore(*models: str, tolerance: float = 1.0, **options: Any) ->
     """Check ``models`` against fvcore, print the seed's comparison table, return the :class:`CrossCheck` rows."""
     from rich.console import Console
 
-    from graphprof.crosscheck import crosscheck_models, render_comparison
+    from graphprof.crosscheck import crosscheck_models
+    from graphprof.render.crosscheck import render_comparison
 
     results = crosscheck_models(list(models) or ["resnet18"], **options)
     Console().print(render_comparison(results, tolerance=tolerance))

@@ -16,7 +16,7 @@ import enum
 
 from graphprof.errors import InvalidInputError
 
-__all__ = ["Mode", "Capture", "OutputFormat", "Reference", "SweepAxis", "Optimizer", "KVCache"]
+__all__ = ["Mode", "Capture", "OutputFormat", "Reference", "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS"]
 
 
 class Mode(str, enum.Enum):
@@ -92,3 +92,9 @@ class KVCache(str, enum.Enum):
 
     STATIC = "static"  # written in place, the context read once per step
     DYNAMIC = "dynamic"  # transformers' DynamicCache: the whole cache copied by torch.cat every step
+
+
+#: Parameter-sized tensors an optimizer keeps per trainable parameter, as graphprof's measured training
+#: step builds them: SGD with momentum one buffer, AdamW its two moments (exp_avg, exp_avg_sq). AdamW's
+#: 4-byte ``step`` per parameter tensor is left out of the estimate.
+OPTIMIZER_STATE_TENSORS = {"sgd": 1, "adamw": 2}

@@ -29,14 +29,14 @@ from graphprof.graph.model import Graph
 from graphprof.guard import guard_user_code
 from graphprof.hardware import Hardware
 from graphprof.measure.result import Measurement
-from graphprof.measure.run import MeasureOptions, measure_model
+from graphprof.measure.run import MeasureOptions, measure_run
 from graphprof.options import KEEP, Mode, ModelOptions, RunSpec
 from graphprof.profile import profile_session
 from graphprof.result import Profile
 from graphprof.runloop import Observer
 from graphprof.session import Session, model_device, open_session
 
-__all__ = ["PreparedModel", "prepare", "model_device"]
+__all__ = ["PreparedModel", "prepare", "measure_model", "graph_model", "model_device"]
 
 
 class PreparedModel(Session):
@@ -101,13 +101,13 @@ class PreparedModel(Session):
         """A real run on a device (CUDA when present): a :class:`~graphprof.measure.Measurement`.
 
         ``inputs`` are the keywords of :meth:`spec` (``batch_size``, ``mode``, ...); ``dtype=None`` keeps
-        the prepared dtype. See :func:`graphprof.measure.run.measure_model`. The model is left as found.
+        the prepared dtype. See :func:`graphprof.measure.run.measure_run`. The model is left as found.
         """
         spec = self.spec(dtype=KEEP if dtype is None else dtype, **inputs)
         args, kwargs, train, run_dtype = self.resolve(spec)
         activations = profile_session(self, spec).peak_activation_bytes  # a dry run: does the real one fit?
         options = MeasureOptions(device, iters, warmup, layer_runs, trace_dir, optimizer, breakdown, seed, activations)
-        return measure_model(self.model, args, kwargs, name=self.name, train=train, dtype=run_dtype, options=options)
+        return measure_run(self.model, args, kwargs, name=self.name, train=train, dtype=run_dtype, options=options)
 
     @guard_user_code
     def graph(
@@ -150,3 +150,42 @@ def prepare(model_or_name: nn.Module | str, **options: Unpack[ModelOptions]) -> 
     The user's model is left exactly as it was found.
     """
     return open_session(model_or_name, cls=PreparedModel, **options)
+
+
+def measure_model(
+    model_or_name: nn.Module | str,
+    *,
+    iters: int = 50,
+    warmup: int = 5,
+    **options: Unpack[ModelOptions],
+) -> Measurement:
+    """A real run of a model: ``prepare(model_or_name, **options).measure(device=..., iters=..., warmup=...)``.
+
+    ``device`` is where the model runs (CUDA when present, else the CPU); a named model is built there
+    with weights (a real run needs values). :meth:`PreparedModel.measure` has the other knobs.
+
+    >>> m = measure_model("resnet18", iters=5, warmup=1)     # doctest: +SKIP
+    >>> m.forward.mean_ms, m.memory.peak_bytes                # doctest: +SKIP
+    """
+    device = options.get("device")
+    if isinstance(model_or_name, str) and device is None:
+        options["device"] = "cpu"
+    return prepare(model_or_name, **options).measure(device=device, iters=iters, warmup=warmup)
+
+
+def graph_model(
+    model_or_name: nn.Module | str,
+    *,
+    depth: int | None = None,
+    hardware: Hardware | None = None,
+    detail: bool = True,
+    **options: Unpack[ModelOptions],
+) -> tuple[Graph, Graph | None]:
+    """The module graph and (with ``detail``) the operator graph of a model, on one dry run:
+    ``prepare(model_or_name, **options).graph(depth=..., hardware=..., detail=...)``.
+
+    >>> module_graph, op_graph = graph_model("resnet18")
+    >>> len(module_graph.edges) > 0, op_graph is not None
+    (True, True)
+    """
+    return prepare(model_or_name, **options).graph(depth=depth, hardware=hardware, detail=detail)

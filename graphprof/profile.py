@@ -17,7 +17,6 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof import __version__
 from graphprof.aggregate import aggregate_modules
 from graphprof.count import count_costs
 from graphprof.errors import GraphprofError
@@ -30,6 +29,7 @@ from graphprof.params import parameter_tensors
 from graphprof.result import Profile
 from graphprof.runloop import Observer
 from graphprof.session import Session, SessionRun, open_session
+from graphprof.version import __version__
 
 __all__ = ["profile_session", "build_profile", "profile_model", "compare_models", "iter_compare", "ModelOutcome"]
 

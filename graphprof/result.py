@@ -277,11 +277,11 @@ class Profile:
     def estimated_memory(self) -> dict[str, int]:
         """graphprof's own estimate beside a measured peak, in bytes: parameters, buffers and peak activations;
         in a measured training step also gradients (one per trainable parameter) and the optimizer's state
-        (:data:`graphprof.measure.result.OPTIMIZER_STATE_TENSORS` per trainable parameter)."""
+        (:data:`graphprof.choices.OPTIMIZER_STATE_TENSORS` per trainable parameter)."""
         estimated = {"param_bytes": self.param_bytes, "buffer_bytes": self.buffer_bytes, "peak_activation_bytes": self.peak_activation_bytes}
         optimizer = self.measurement.optimizer if self.measurement is not None else None
         if optimizer is not None and self.total_params:
-            from graphprof.measure.result import OPTIMIZER_STATE_TENSORS
+            from graphprof.choices import OPTIMIZER_STATE_TENSORS
 
             trainable = self.param_bytes * self.trainable_params // self.total_params  # at the profile's dtype
             estimated["gradient_bytes"] = trainable
@@ -308,8 +308,8 @@ def _utc_now() -> str:
 
 
 def _this_host() -> Any:
-    """This machine (``graphprof.measure.Host``, CPU fields), read when a profile is made."""
-    from graphprof.measure.host import detect_host
+    """This machine (``graphprof.host.Host``, CPU fields), read when a profile is made."""
+    from graphprof.host import detect_host
 
     return detect_host("cpu")
 

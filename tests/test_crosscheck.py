@@ -28,18 +28,20 @@ from graphprof.crosscheck import (
     count_with_fvcore,
     count_with_torch,
     crosscheck_model,
-    describe,
     iter_crosschecks,
-    render_comparison,
-    render_csv,
-    render_details,
-    render_json,
-    render_markdown,
     select_models,
 )
 from graphprof.crosscheck.result import Adjustment
 from graphprof.errors import InvalidInputError, MissingDependencyError, ModelNotFoundError
 from graphprof.formulas import Cost
+from graphprof.render.crosscheck import (
+    describe,
+    render_comparison,
+    render_csv,
+    render_details,
+    render_json,
+    render_markdown,
+)
 from graphprof.result import LayerRow, OpRecord
 from graphprof_cli.main import app, join_input_shape
 from graphprof_cli.validate import DISAGREE_EXIT, AgainstChoice

@@ -11,8 +11,9 @@ import torchvision
 from torch import nn
 
 import graphprof
+from graphprof.compat.seed000 import Profiler  # the seed's: graph.stats() prints
 from graphprof.errors import OutputError
-from graphprof.graph import GraphBuilder, Profiler, write_graph
+from graphprof.graph import GraphBuilder, write_graph
 from graphprof.graph.export import to_dot
 
 

@@ -43,7 +43,7 @@ def test_quantile_by_hand() -> None:
 
 def test_benchmark_function_stats_and_first_runs() -> None:
     calls = []
-    s = graphprof.benchmark_function(lambda: calls.append(1), num_runs=7, warmup_runs=2, min_runs=100)
+    s = graphprof.measure.benchmark_function(lambda: calls.append(1), num_runs=7, warmup_runs=2, min_runs=100)
     # min_runs is capped at num_runs, so all 7 run; 2 warm-ups are timed apart: 9 calls in all
     assert len(calls) == 9 and s.num_runs == 7 and len(s.first) == 2 and not s.stopped_early
     assert s.min <= s.p20 <= s.median <= s.p80 <= s.max and s.timer == "perf_counter"
@@ -55,14 +55,14 @@ def test_benchmark_stops_early_once_stable() -> None:
 
     # a 2 ms sleep: its standard error falls below 20% of the mean long before 1000 runs (a loaded
     # machine may stretch a few samples, hence a bound, not an exact count)
-    s = graphprof.benchmark_function(time.sleep, 0.002, num_runs=1000, warmup_runs=0, min_runs=5, rtol=0.2)
+    s = graphprof.measure.benchmark_function(time.sleep, 0.002, num_runs=1000, warmup_runs=0, min_runs=5, rtol=0.2)
     assert 5 <= s.num_runs < 100 and s.stopped_early and s.min >= 2.0
 
 
 @pytest.mark.parametrize("runs, warm", [(0, 1), (3, -1)])
 def test_bad_iteration_counts(runs: int, warm: int) -> None:
     with pytest.raises(InvalidInputError):
-        graphprof.benchmark_function(lambda: None, num_runs=runs, warmup_runs=warm)
+        graphprof.measure.benchmark_function(lambda: None, num_runs=runs, warmup_runs=warm)
 
 
 def test_profiling_context_restores_everything() -> None:
@@ -70,7 +70,7 @@ def test_profiling_context_restores_everything() -> None:
     torch.manual_seed(123)
     before = torch.get_rng_state()
     bench = torch.backends.cudnn.benchmark
-    with graphprof.ProfilingContext(m, seed=0, deterministic=True):
+    with graphprof.measure.ProfilingContext(m, seed=0, deterministic=True):
         assert not m.training and m.drop.p == 0.0 and torch.backends.cudnn.deterministic
         torch.randn(10)
     assert m.training and m.block.training and m.drop.p == 0.5
@@ -82,9 +82,9 @@ def test_helpers_leave_model_as_found() -> None:
     x = torch.randn(2, 3, 16, 16)
     weights = {k: v.clone() for k, v in m.state_dict().items()}
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    assert graphprof.profile_forward(m, x, num_runs=2, warmup_runs=0).num_runs == 2
-    assert graphprof.profile_backward(m, x, loss_fn=nn.MSELoss(), num_runs=2, warmup_runs=0).num_runs == 2
-    assert graphprof.profile_training_step(m, x, opt, num_runs=2, warmup_runs=0).num_runs == 2
+    assert graphprof.measure.profile_forward(m, x, num_runs=2, warmup_runs=0).num_runs == 2
+    assert graphprof.measure.profile_backward(m, x, loss_fn=nn.MSELoss(), num_runs=2, warmup_runs=0).num_runs == 2
+    assert graphprof.measure.profile_training_step(m, x, opt, num_runs=2, warmup_runs=0).num_runs == 2
     assert all(p.grad is None for p in m.parameters())
     assert all(torch.equal(v, weights[k]) for k, v in m.state_dict().items())
 
@@ -95,7 +95,7 @@ def test_memory_peak_and_breakdown_exact_bytes() -> None:
     # the output is the one allocation of the forward: 64 * 256 * 4 = 65,536 bytes
     run_peak, reserved = peak_during(lambda: lin(x), "cpu")
     assert run_peak == 65_536 and reserved is None
-    b = graphprof.get_memory_breakdown(lin, x, "cpu", train=True)
+    b = graphprof.measure.get_memory_breakdown(lin, x, "cpu", train=True)
     # parameters 256*256*4 + 256*4 = 263,168 bytes; gradients the same size
     assert b.parameters == 263_168 and b.gradients == 263_168
     assert b["parameters"] == pytest.approx(263_168 / 2**20)
@@ -152,7 +152,7 @@ def test_meta_model_too_big_is_refused_before_allocation() -> None:
 
 
 def test_capture_model_decorator(tmp_path) -> None:
-    @graphprof.capture_model(model_name="Tiny", trace_dir=tmp_path, enabled=True, summary=False)
+    @graphprof.capture_model(model_name="Tiny", trace_dir=tmp_path, enabled=True)
     class Tiny(nn.Module):
         def __init__(self) -> None:
             super().__init__()

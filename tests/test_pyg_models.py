@@ -17,7 +17,7 @@ from graphprof.gnn.estimate import (
     estimate_mpnn_flops,
     estimate_pe_flops,
 )
-from graphprof.gnn.synthetic import edge_count, graph_args, random_graph
+from graphprof.models.graphs import edge_count, graph_args, random_graph
 
 pyg = pytest.importorskip("torch_geometric")
 

@@ -16,13 +16,14 @@ import torch
 from torch import nn
 
 import graphprof
+from graphprof.compat.seed003 import capture_model
 from graphprof.measure.trace import TraceWarning
 
 
 def _seed_model(**options):
     """Seed 003's ``MyModel``, decorated as its "Simple Model Profiling" example decorates it."""
 
-    @graphprof.capture_model(model_name="MyModel", record_shapes=True, profile_memory=True, **options)
+    @capture_model(model_name="MyModel", record_shapes=True, profile_memory=True, **options)
     class MyModel(nn.Module):
         def __init__(self) -> None:
             super().__init__()

@@ -221,3 +221,78 @@ def test_the_checker_sees_every_kind_of_import_and_a_long_body(tmp_path: Path) -
     assert cycles(edges) == [["pkg.high", "pkg.low"]]
     (found,) = long_functions((pkg,))
     assert found.endswith(f"low.py:4 helper: {MAX_BODY + 1} lines")
+
+
+# ---- floors: a lower floor never imports a higher one --------------------------------------------------
+#: The floor plan, lowest first. A module's floor is that of the longest prefix listed here; each floor
+#: may import its own and the floors below. ``graphprof`` (the package's front door) and the command
+#: line sit on top.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    # 0: facts every layer shares, torch-free or nearly: errors, choices, options, names, the host, files
+    ("graphprof.version", "graphprof.errors", "graphprof.choices", "graphprof.options", "graphprof.names",
+     "graphprof.params", "graphprof.intensity", "graphprof.guard", "graphprof.inputs", "graphprof.host",
+     "graphprof.atomic"),
+    # 1: the op-cost registry and the device records
+    ("graphprof.formulas", "graphprof.hardware", "graphprof.hardware_local"),
+    # 2: resolving models and capturing them
+    ("graphprof.models", "graphprof.capture", "graphprof.lowering", "graphprof.moe"),
+    # 3: the run loop, its observers, counting and the pure result records
+    ("graphprof.runloop", "graphprof.observers", "graphprof.propagate", "graphprof.count", "graphprof.aggregate",
+     "graphprof.result", "graphprof.predict", "graphprof.roofline"),
+    # 4: the passes over a session: the dry run, real runs, graphs
+    ("graphprof.session", "graphprof.profile", "graphprof.measure", "graphprof.graph"),
+    # 5: the façade over one prepared model
+    ("graphprof.prepared",),
+    # 6: the jobs built on prepared models
+    ("graphprof.profiler", "graphprof.scaling", "graphprof.calibrate", "graphprof.crosscheck", "graphprof.generate",
+     "graphprof.partition", "graphprof.gnn"),
+    # 7: renderers: pure functions of results
+    ("graphprof.render",),
+    # 8: the seeds' compatibility, at the edge
+    ("graphprof.compat", "graphprof.seed004"),
+    # 9: the package's front door and the command line
+    ("graphprof", "graphprof_cli"),
+)  # fmt: skip
+
+#: Imports allowed to run upward, each with its reason. The issue's bound is 2; keep it empty if you can.
+UPWARD_ALLOWED: frozenset[tuple[str, str]] = frozenset()
+
+
+def floor_of(module: str) -> int:
+    """The floor of ``module``: that of the longest prefix in :data:`FLOORS` (a ``KeyError`` for none)."""
+    best: tuple[int, int] | None = None
+    for level, prefixes in enumerate(FLOORS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[0]:
+                    best = (len(prefix), level)
+    if best is None:
+        raise KeyError(f"{module} is on no floor: add it to FLOORS in tests/test_structure.py")
+    return best[1]
+
+
+def upward_imports(edges: list[Edge]) -> list[Edge]:
+    return [e for e in edges if floor_of(e.target) > floor_of(e.source)]
+
+
+def test_every_module_is_on_a_floor() -> None:
+    for name in _modules(TREES):
+        floor_of(name)
+
+
+def test_no_import_runs_from_a_lower_floor_to_a_higher_one() -> None:
+    found = [e for e in upward_imports(import_graph()) if (e.source, e.target) not in UPWARD_ALLOWED]
+    report = "\n".join(f"  {e.source} (floor {floor_of(e.source)}) imports {e.target} (floor {floor_of(e.target)}) at {e.where}" for e in found)
+    assert not found, f"{len(found)} upward import(s):\n{report}"
+    assert len(UPWARD_ALLOWED) <= 2
+
+
+def test_the_core_never_imports_the_seeds_compatibility() -> None:
+    """``graphprof/compat/`` (and ``graphprof.seed004``, its import path for seed 004) is the edge: only
+    the command line and the edge itself import it."""
+    edge = ("graphprof.compat", "graphprof.seed004")
+    found = [
+        e for e in import_graph()
+        if e.target.startswith(edge) and not e.source.startswith((*edge, "graphprof_cli"))
+    ]  # fmt: skip
+    assert not found, "\n".join(f"{e.source} imports {e.target} at {e.where}" for e in found)

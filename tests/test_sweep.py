@@ -10,7 +10,7 @@ from torch import nn
 from typer.testing import CliRunner
 
 import graphprof
-from graphprof import ScalingExperiment
+from graphprof.compat.scaling import ScalingExperiment
 from graphprof.errors import InvalidInputError
 from graphprof.render.sweep import render_sweep_csv, write_sweep_plot
 from graphprof.scaling import Axis, find_knee, parse_values, sweep

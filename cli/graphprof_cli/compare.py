@@ -39,6 +39,7 @@ def run_compare(
     import graphprof
     from graphprof.errors import EXIT_INTERNAL, GraphprofError
     from graphprof.hardware import resolve_hardware
+    from graphprof.options import parse_shape
     from graphprof.profile import iter_compare
     from graphprof.render import (
         ModelFailure,
@@ -49,7 +50,7 @@ def run_compare(
     from graphprof.render.files import means_stdout
 
     device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
-    graphprof.parse_shape((profile_options or {}).get("input_shape"))
+    parse_shape((profile_options or {}).get("input_shape"))
     chosen = check_output(output, fmt) if output is not None else None
     if html is not None:
         from graphprof_cli.profile_run import check_html_path

@@ -264,7 +264,7 @@ def join_input_shape(argv: Sequence[str]) -> list[str]:
     """Let ``--input-shape 1 3 384 384`` through Click, which takes one value per option.
 
     The tokens that follow ``--input-shape`` up to the next option are joined into one comma list, so
-    that a wrong one (``-1``, ``a``, ``1e12``) reaches :func:`graphprof.parse_shape`, whose error names
+    that a wrong one (``-1``, ``a``, ``1e12``) reaches :func:`graphprof.options.parse_shape`, whose error names
     the flag. After a subcommand whose arguments are positional (``compare a b``), only the first token
     and those that start like a number are taken.
     """

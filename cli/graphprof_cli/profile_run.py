@@ -61,13 +61,13 @@ class ProfileRequest:
 
 def _check(req: ProfileRequest) -> tuple[Any, Any, list[str]]:
     """Everything that can be checked without the model: ``(hardware, device measured or None, output format)``."""
-    import graphprof
     from graphprof.hardware import resolve_hardware
+    from graphprof.options import parse_shape
     from graphprof.render import check_output, parse_plot_spec
     from graphprof.render.plots import require_matplotlib
 
     device_hw = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
-    graphprof.parse_shape(req.input_shape)
+    parse_shape(req.input_shape)
     chosen = [check_output(req.output, req.fmt.value if req.fmt else None)] if req.output is not None else []
     for spec in req.plot:
         parse_plot_spec(spec)
@@ -130,7 +130,8 @@ def _crosschecked(req: ProfileRequest, console: Any, result: Any) -> Any:
     :func:`graphprof.crosscheck.crosscheck_model`), printed before the tables and kept in the profile."""
     import dataclasses
 
-    from graphprof.crosscheck import DEFAULT_TOLERANCE, crosscheck_model, render_comparison, render_details
+    from graphprof.crosscheck import DEFAULT_TOLERANCE, crosscheck_model
+    from graphprof.render.crosscheck import render_comparison, render_details
 
     with console.status(f"cross-checking {req.model} against fvcore ...", spinner="dots"):
         check = crosscheck_model(req.model, against="fvcore", input_shape=req.input_shape, batch_size=req.batch_size)

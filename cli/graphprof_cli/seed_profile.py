@@ -1,7 +1,7 @@
 """Seed 004's script, ``profile_model.py --model graph_transformer --profile runtime memory flops scaling``.
 
 Parses the seed's flags (argparse: ``--profile`` takes several words, ``--hidden_dim`` keeps its
-underscore), calls the library (:func:`graphprof.gnn.seed.profile_report`, :func:`graphprof.gnn.seed.run_node_scaling`,
+underscore), calls the library (:func:`graphprof.compat.seed004_profiling.profile_report`, :func:`graphprof.compat.seed004_profiling.run_node_scaling`,
 :func:`graphprof.gnn.compare.compare_estimate`) and renders. ``--dataset`` reads a real graph
 (``karate`` ships with PyG; others from ``--data-root``, never downloaded); without it the graph is
 synthetic (``--num_nodes``, ``--avg_degree``). Errors are one line on stderr and graphprof's exit code.
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _graph(args: argparse.Namespace) -> Any:
     from graphprof.gnn.datasets import load_graph
-    from graphprof.gnn.synthetic import random_graph
+    from graphprof.models.graphs import random_graph
 
     if args.dataset is not None:
         return load_graph(args.dataset, args.data_root)
@@ -47,7 +47,7 @@ def _graph(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:
     """The report (the seed's JSON fields) and the renderables to print."""
-    from graphprof.gnn.seed import profile_report, run_node_scaling, set_seed
+    from graphprof.compat.seed004_profiling import profile_report, run_node_scaling, set_seed
     from graphprof.models.pyg import build_graph_model
     from graphprof.render.graph_models import render_graph_scaling
 

@@ -67,14 +67,8 @@ def validate_command(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from graphprof.crosscheck import (
-        CrossCheck,
-        iter_crosschecks,
-        render_comparison,
-        render_details,
-        select_models,
-        write_crosschecks,
-    )
+    from graphprof.crosscheck import CrossCheck, iter_crosschecks, select_models
+    from graphprof.render.crosscheck import render_comparison, render_details, write_crosschecks
     from graphprof_cli.common import console as _console
     from graphprof_cli.common import run_guarded
 

@@ -9,4 +9,7 @@
 from graphprof.calibrate.local import LocalPreset, calibrate, load_local, measure_default_hardware
 from graphprof.calibrate.store import local_path
 
-__all__ = ["LocalPreset", "calibrate", "load_local", "local_path", "measure_default_hardware"]
+#: :func:`calibrate` under the name the top level exports (``graphprof.calibrate`` is this package).
+calibrate_device = calibrate
+
+__all__ = ["LocalPreset", "calibrate", "calibrate_device", "load_local", "local_path", "measure_default_hardware"]

@@ -31,7 +31,7 @@ from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.store import LOCAL, missing_local_message, read_local, write_preset
 from graphprof.errors import InvalidInputError
 from graphprof.hardware import PRECISIONS, Hardware, get_hardware
-from graphprof.measure.host import load_average
+from graphprof.host import load_average
 from graphprof.predict import Calibration
 
 __all__ = ["LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local", "measure_default_hardware"]
@@ -53,7 +53,7 @@ class LocalPreset:
 
 def loadavg() -> str | None:
     """The 1, 5 and 15 minute load averages as ``/proc/loadavg`` writes them (``"1.20 0.85 0.40"``), from
-    :func:`graphprof.measure.host.load_average`; None where there is none."""
+    :func:`graphprof.host.load_average`; None where there is none."""
     load = load_average()
     return None if load is None else " ".join(f"{v:.2f}" for v in load)
 

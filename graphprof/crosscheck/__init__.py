@@ -15,24 +15,14 @@ what remains is *unexplained*, group by group.
 ('explained', ['aten::scaled_dot_product_attention'])
 
 fvcore is imported lazily, by :func:`~graphprof.crosscheck.references.count_with_fvcore` only; without it
-that reference raises :class:`~graphprof.errors.MissingDependencyError`.
+that reference raises :class:`~graphprof.errors.MissingDependencyError`. Its renderings (tables, JSON, CSV,
+Markdown) are :mod:`graphprof.render.crosscheck`.
 """
 
 from __future__ import annotations
 
 from graphprof.crosscheck.conventions import CONVENTIONS, FVCORE, LEFT_OUT, TORCH, Convention
 from graphprof.crosscheck.references import ReferenceCounts, ReferenceFailedError, count_with_fvcore, count_with_torch
-from graphprof.crosscheck.render import (
-    describe,
-    render_comparison,
-    render_csv,
-    render_details,
-    render_groups,
-    render_json,
-    render_markdown,
-    summarize,
-    write_crosschecks,
-)
 from graphprof.crosscheck.result import CrossCheck, Explanation, GroupComparison, OpCount, Status
 from graphprof.crosscheck.run import (
     DEFAULT_MODEL,
@@ -66,13 +56,4 @@ __all__ = [
     "ReferenceFailedError",
     "count_with_fvcore",
     "count_with_torch",
-    "summarize",
-    "describe",
-    "render_comparison",
-    "render_groups",
-    "render_details",
-    "render_json",
-    "render_csv",
-    "render_markdown",
-    "write_crosschecks",
 ]

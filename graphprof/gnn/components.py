@@ -60,7 +60,7 @@ def _pyg_kind(module: nn.Module) -> str | None:
 
     if "torch_geometric" not in sys.modules:
         return None
-    from graphprof.gnn.pyg_import import import_pyg
+    from graphprof.models.pyg_import import import_pyg
 
     pyg = import_pyg()
     if isinstance(module, pyg.nn.TransformerConv):

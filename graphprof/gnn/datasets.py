@@ -19,8 +19,8 @@ from types import MappingProxyType
 from typing import Any
 
 from graphprof.errors import DownloadUnavailableError, InvalidInputError
-from graphprof.gnn.pyg_import import import_pyg
 from graphprof.models.offline import find_blocked_download, network_blocked
+from graphprof.models.pyg_import import import_pyg
 
 __all__ = ["DATASETS", "load_graph", "DATA_ROOT_OPTION"]
 

@@ -1,6 +1,6 @@
 """Graph scaling: a graph model profiled (and, if asked, timed) as the graph grows or the model deepens.
 
-Each point builds its graph (:func:`~graphprof.gnn.synthetic.random_graph`, deterministic) and, on the
+Each point builds its graph (:func:`~graphprof.models.graphs.random_graph`, deterministic) and, on the
 ``num_layers`` or PE axes, its model; then graphprof's dry run counts it per component
 (:func:`~graphprof.gnn.components.component_costs`) and, with ``measure=True``, the plain forward is
 timed (:func:`graphprof.measure.profile_forward`: mean ± std over ``num_runs`` runs, in ms).
@@ -24,8 +24,8 @@ from torch import nn
 
 from graphprof.errors import InvalidInputError
 from graphprof.gnn.components import ComponentCosts, component_costs, present
-from graphprof.gnn.synthetic import DEFAULT_DEGREE, graph_args, random_graph
 from graphprof.measure.timing import RuntimeStats, profile_forward
+from graphprof.models.graphs import DEFAULT_DEGREE, graph_args, random_graph
 from graphprof.result import Profile
 from graphprof.scaling.fit import GrowthFit, QuadraticFit, r2
 

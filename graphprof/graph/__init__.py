@@ -1,4 +1,4 @@
-"""Module and operator graphs with every edge: build (an observer), the result type, exports, Profiler."""
+"""Module and operator graphs with every edge: build (an observer), the result type, exports (seed 000's ``Profiler`` is :mod:`graphprof.profiler`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,5 @@ from graphprof.graph.build import GraphBuilder
 from graphprof.graph.export import write_graph
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import GRAPH_SCHEMA_VERSION, Graph, GraphEdge, GraphNode
-from graphprof.graph.profiler import Profiler
 
-__all__ = ["GRAPH_SCHEMA_VERSION", "Graph", "GraphEdge", "GraphNode", "GraphBuilder", "Profiler", "with_measured_times", "write_graph"]
+__all__ = ["GRAPH_SCHEMA_VERSION", "Graph", "GraphEdge", "GraphNode", "GraphBuilder", "with_measured_times", "write_graph"]

@@ -7,7 +7,6 @@ so an edge list reads as ``3 -> 7``.
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,17 +130,6 @@ class Graph:
             parent[find(e.src)] = find(e.dst)
         return len({find(n.id) for n in self.nodes})
 
-    def stats(self, *, echo: bool = True) -> dict[str, Any]:
-        """The edge profiler's ``graph.stats()``: prints the stats section (:meth:`stats_text`) to standard
-        output, as the edge profiler does, and returns :meth:`summary`. ``echo=False`` only returns it.
-
-        This seed API is documented to print; ``echo`` is its one switch (the rest of the library never prints).
-        """
-        summary = self.summary()
-        if echo:
-            sys.stdout.write(self.stats_text() + "\n")
-        return summary
-
     def summary(self) -> dict[str, Any]:
         """Node and edge counts, and cost and time aggregates (times over the nodes that have one)."""
         by_kind: dict[str, int] = defaultdict(int)
@@ -169,7 +157,8 @@ class Graph:
         }
 
     def stats_text(self) -> str:
-        """:meth:`stats` as the lines of the text export's stats section."""
+        """:meth:`summary` as the lines of the text export's stats section (seed 000's ``graph.stats()``
+        prints them: :mod:`graphprof.compat.seed000`)."""
         s = self.summary()
         lines = [
             f"total_nodes: {s['nodes']}",

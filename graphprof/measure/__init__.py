@@ -12,7 +12,7 @@ from __future__ import annotations
 from graphprof.measure.layers import RANGE_PREFIX, LayerRanges, attribute
 from graphprof.measure.memory import get_memory_breakdown, memory_stats
 from graphprof.measure.result import Host, LayerTime, MeasuredMemory, Measurement, MemoryBreakdown, MemoryStats, OpTime
-from graphprof.measure.run import MeasurementError, MeasureOptions, measure_model
+from graphprof.measure.run import MeasurementError, MeasureOptions, measure_run
 from graphprof.measure.timing import (
     ProfilingContext,
     RuntimeStats,
@@ -34,7 +34,7 @@ __all__ = [
     "RuntimeStats",
     "MeasurementError",
     "MeasureOptions",
-    "measure_model",
+    "measure_run",
     "benchmark_function",
     "profile_forward",
     "profile_backward",

@@ -10,14 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
+from graphprof.choices import OPTIMIZER_STATE_TENSORS
+from graphprof.host import Host
 from graphprof.measure.timing import RuntimeStats
 
 __all__ = ["NOISY_CV", "OPTIMIZER_STATE_TENSORS", "OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Host", "Measurement"]
 
-#: Parameter-sized tensors an optimizer keeps per trainable parameter, as graphprof's measured training
-#: step builds them: SGD with momentum one buffer, AdamW its two moments (exp_avg, exp_avg_sq). AdamW's
-#: 4-byte ``step`` per parameter tensor is left out of the estimate.
-OPTIMIZER_STATE_TENSORS = {"sgd": 1, "adamw": 2}
 
 #: Name of the pseudo-layer that collects profiler events outside every layer range.
 OUTSIDE = "(outside layers)"
@@ -175,38 +173,6 @@ class MeasuredMemory:
             "source": self.source,
             "breakdown": None if self.breakdown is None else self.breakdown.to_dict(),
             "notes": list(self.notes),
-        }
-
-
-@dataclass(frozen=True)
-class Host:
-    """The machine that measured: CPU model and cores, GPU name and memory, driver, CUDA and torch versions."""
-
-    cpu: str
-    cores: int | None
-    platform: str
-    torch: str
-    gpu: str | None = None
-    gpu_memory_bytes: int | None = None
-    driver: str | None = None
-    cuda: str | None = None
-    #: torch's intra-op threads when the host was read (``torch.get_num_threads()``)
-    threads: int | None = None
-    #: the 1, 5 and 15 minute load averages (``/proc/loadavg``), ``None`` where the system has none
-    loadavg: tuple[float, float, float] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cpu": self.cpu,
-            "cores": self.cores,
-            "platform": self.platform,
-            "torch": self.torch,
-            "gpu": self.gpu,
-            "gpu_memory_bytes": self.gpu_memory_bytes,
-            "driver": self.driver,
-            "cuda": self.cuda,
-            "threads": self.threads,
-            "loadavg": None if self.loadavg is None else list(self.loadavg),
         }
 
 

@@ -34,8 +34,8 @@ from torch.utils._pytree import tree_map
 
 from graphprof.capture import CapturedGraph, preserved_state
 from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
+from graphprof.host import detect_host
 from graphprof.inputs import describe_inputs, format_inputs, materialize
-from graphprof.measure.host import detect_host
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import LayerRanges, attribute, kernel_busy_us
 from graphprof.measure.memory import peak_during, tracked_breakdown
@@ -53,7 +53,7 @@ from graphprof.measure.timing import (
 from graphprof.measure.trace import claim_trace_path
 from graphprof.runloop import run_model
 
-__all__ = ["MeasurementError", "MeasureOptions", "is_out_of_memory", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_model"]
+__all__ = ["MeasurementError", "MeasureOptions", "is_out_of_memory", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_run"]
 
 OPTIMIZERS = ("sgd", "adamw")
 
@@ -396,7 +396,7 @@ def _breakdown(work: nn.Module, step: Any, dev: torch.device, opt: torch.optim.O
         return None
 
 
-def measure_model(
+def measure_run(
     model: nn.Module,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],

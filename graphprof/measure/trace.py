@@ -7,10 +7,10 @@ innermost range around it. Files are named ``{model}_forward_{NNN}.json`` (seed 
 As seed 003's decorator, ``@capture_model`` is a pass-through unless profiling is switched on, by its
 ``enabled=True`` argument or by ``GRAPHPROF_CAPTURE=1`` in the environment. When on, each forward
 writes a new trace, numbered per process and model name from the first number no file in the folder
-holds (never overwriting one), and prints the layer summary of that forward to stderr (``summary=False``
-turns that off): the one place the library writes to a stream, because the seed's decorator exists to
-do so. A folder that cannot be written, or a profiler that cannot start, is one warning
-(:class:`TraceWarning`) and the forward runs unprofiled.
+holds (never overwriting one), and hands its path to ``on_trace`` when given. Nothing here prints:
+seed 003's decorator, which prints each forward's layer summary, is
+:func:`graphprof.compat.seed003.capture_model`, at the edge. A folder that cannot be written, or a
+profiler that cannot start, is one warning (:class:`TraceWarning`) and the forward runs unprofiled.
 
 ``parse_model_trace`` returns ``None`` with a one-line :class:`TraceWarning` for a file that is missing
 or is not a trace (seed 003); :func:`read_model_trace` is its strict twin, raising
@@ -137,10 +137,10 @@ def claim_trace_path(directory: str | os.PathLike[str], model_name: str) -> tupl
             return path, index
 
 
-def _switched_on(enabled: bool | None) -> bool:
+def _switched_on(enabled: bool | None, switches: tuple[str, ...]) -> bool:
     if enabled is not None:
         return enabled
-    return os.environ.get(CAPTURE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on") for name in switches)
 
 
 _inside = threading.local()
@@ -155,16 +155,6 @@ def _profiler(record_shapes: bool, profile_memory: bool, profiler_kwargs: dict[s
     return profile(record_shapes=record_shapes, profile_memory=profile_memory, **options)
 
 
-def _show_summary(path: Path, name: str) -> None:
-    """Print the layer summary of one trace to stderr (the decorator's ``summary`` switch)."""
-    from graphprof.render.tracesummary import render_trace_summary
-
-    analysis = parse_model_trace(path, name)
-    if analysis is not None:
-        sys.stderr.write(render_trace_summary(analysis) + "\n")
-        sys.stderr.flush()
-
-
 def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside torch and this file: the user's call of the model."""
     frame, level = sys._getframe(1), 1
@@ -177,10 +167,11 @@ def _caller_level() -> int:
 class _Capture:
     """The profiled forward of one decorated class: settings, and the folders already warned about."""
 
-    def __init__(self, original: Callable[..., Any], name: str, enabled: bool | None, trace_dir: Any, summary: bool,
+    def __init__(self, original: Callable[..., Any], name: str, enabled: bool | None, trace_dir: Any,
+                 on_trace: Callable[[Path], None] | None, switches: tuple[str, ...],
                  profiler_args: tuple[bool, bool, dict[str, Any]]) -> None:  # fmt: skip
         self.original, self.name, self.enabled, self.trace_dir = original, name, enabled, trace_dir
-        self.summary, self.profiler_args = summary, profiler_args
+        self.on_trace, self.switches, self.profiler_args = on_trace, switches, profiler_args
         self.warned: set[str] = set()
 
     def warn_once(self, key: str, message: str) -> None:
@@ -193,7 +184,7 @@ class _Capture:
             )
 
     def __call__(self, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        if not _switched_on(self.enabled) or getattr(_inside, "active", False):
+        if not _switched_on(self.enabled, self.switches) or getattr(_inside, "active", False):
             return self.original(module, *args, **kwargs)
         directory = Path(self.trace_dir if self.trace_dir is not None else os.environ.get(TRACE_DIR_ENV, "."))
         try:
@@ -222,8 +213,8 @@ class _Capture:
             path.unlink(missing_ok=True)
             self.warn_once(str(directory), f"cannot write the trace {str(path)!r} ({exc})")
             return out
-        if self.summary:
-            _show_summary(path, self.name)
+        if self.on_trace is not None:
+            self.on_trace(path)
         return out
 
 
@@ -234,24 +225,25 @@ def capture_model(
     *,
     enabled: bool | None = None,
     trace_dir: str | os.PathLike[str] | None = None,
-    summary: bool = True,
+    on_trace: Callable[[Path], None] | None = None,
+    switches: tuple[str, ...] = (CAPTURE_ENV,),
     **profiler_kwargs: Any,
 ) -> Callable[[M], M]:
-    """Class decorator (seed 003): when switched on, every forward is profiled into its own Chrome trace.
+    """Class decorator: when switched on, every forward is profiled into its own Chrome trace.
 
-    A pass-through unless ``enabled=True``, or ``enabled`` is left ``None`` and ``GRAPHPROF_CAPTURE=1``
-    is set (seed 003's decorator profiles only when its backend's switch is set). When on, each forward
+    A pass-through unless ``enabled=True``, or ``enabled`` is left ``None`` and one of the environment
+    variables ``switches`` (``GRAPHPROF_CAPTURE``) is ``1``. When on, each forward
     writes ``{model_name}_forward_{NNN}.json`` into ``trace_dir`` (default ``$GRAPHPROF_TRACE_DIR``, else
     the working folder), numbered per process and model name, skipping every existing file (see
-    :func:`claim_trace_path`), and prints its layer summary (Layer, Calls, Total Time, Avg Time, Shapes)
-    to stderr unless ``summary=False``. ``model_name`` defaults to the class name. ``profiler_kwargs``
+    :func:`claim_trace_path`), and calls ``on_trace(path)`` once the trace is written (seed 003's
+    printing decorator is :func:`graphprof.compat.seed003.capture_model`). ``model_name`` defaults to the class name. ``profiler_kwargs``
     go to ``torch.profiler.profile`` (``activities`` defaults to the CPU, plus CUDA when available). A
     forward called inside a profiled forward is not profiled again. A folder that cannot be written or
     a profiler that cannot start gives one :class:`TraceWarning` per folder, and the forward runs as is.
 
     >>> @capture_model(model_name="Tiny")
     ... class Tiny(nn.Linear): pass
-    >>> Tiny(2, 2)(torch.ones(1, 2)).shape  # GRAPHPROF_CAPTURE unset: no trace, no summary
+    >>> Tiny(2, 2)(torch.ones(1, 2)).shape  # GRAPHPROF_CAPTURE unset: no trace
     torch.Size([1, 2])
     """
 
@@ -259,7 +251,7 @@ def capture_model(
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
             raise InvalidInputError(f"@capture_model decorates an nn.Module class, not {cls!r}")
         original = cls.forward
-        capture = _Capture(original, model_name or cls.__name__, enabled, trace_dir, summary,
+        capture = _Capture(original, model_name or cls.__name__, enabled, trace_dir, on_trace, tuple(switches),
                            (record_shapes, profile_memory, profiler_kwargs))  # fmt: skip
 
         @functools.wraps(original)

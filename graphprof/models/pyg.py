@@ -23,7 +23,7 @@ Every model is ``encoder -> num_layers x layer -> head`` over node features, bui
 
 The forward is ``model(x, edge_index, batch=None, pe=None)``, or ``model(data)`` with a PyG ``Data``/
 ``Batch`` (its ``x``, ``edge_index``, ``batch`` and ``pe``). The example input is
-:func:`graphprof.gnn.synthetic.random_graph` with ``num_nodes``, ``avg_degree`` (or ``num_edges``),
+:func:`graphprof.models.graphs.random_graph` with ``num_nodes``, ``avg_degree`` (or ``num_edges``),
 ``in_dim`` features and ``seed``. PyG is imported when a model is built, never before.
 """
 
@@ -38,10 +38,10 @@ import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError, ModelNotFoundError
-from graphprof.gnn.pyg_import import import_pyg
-from graphprof.gnn.synthetic import DEFAULT_DEGREE, DEFAULT_NODES, graph_args, random_graph
 from graphprof.models.base import ModelInfo, ResolvedModel
+from graphprof.models.graphs import DEFAULT_DEGREE, DEFAULT_NODES, graph_args, random_graph
 from graphprof.models.hf import parse_options
+from graphprof.models.pyg_import import import_pyg
 
 __all__ = ["PREFIX", "ARCHITECTURES", "GraphModelConfig", "GraphOptions", "GraphModel", "build_graph_model", "list_pyg", "resolve_pyg", "split_options"]
 

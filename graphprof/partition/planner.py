@@ -28,7 +28,7 @@ from graphprof.partition.solver import OBJECTIVES, Problem, solve
 from graphprof.partition.units import assign_nodes, choose_units, cut_bytes
 from graphprof.prepared import PreparedModel, prepare
 
-__all__ = ["partition", "plan_prepared", "prepare_for", "as_links", "problem_of", "cost_table"]
+__all__ = ["partition", "partition_model", "plan_prepared", "prepare_for", "as_links", "problem_of", "cost_table"]
 
 
 def problem_of(costs: CostTable, devices: Sequence[Device], links: Links) -> Problem:
@@ -150,3 +150,7 @@ def partition(
     devs = parse_devices(devices) if isinstance(devices, str) else tuple(devices)
     prepared = prepare_for(model_or_name, devs, batch_size=batch_size, dtype=dtype, **prepare_options)
     return plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
+
+
+#: :func:`partition` under the name the top level exports (``graphprof.partition`` is this package).
+partition_model = partition

@@ -20,14 +20,13 @@ The library never prints: progress is reported to an ``on_point`` callback.
 The package, one job per file: :mod:`~graphprof.scaling.axis` (what varies, the values, the checks made
 before any work), :mod:`~graphprof.scaling.factory` (a user factory's keywords),
 :mod:`~graphprof.scaling.fit` (growth fits, the knee), :mod:`~graphprof.scaling.result` (rows and the
-sweep), :mod:`~graphprof.scaling.loop` (the sweep itself) and :mod:`~graphprof.scaling.experiment`
-(seed 004's experiment).
+sweep) and :mod:`~graphprof.scaling.loop` (the sweep itself). Seed 004's ``ScalingExperiment`` is at the
+edge, :mod:`graphprof.compat.scaling`.
 """
 
 from __future__ import annotations
 
 from graphprof.scaling.axis import Axis, check_sweep, parse_values
-from graphprof.scaling.experiment import ScalingExperiment
 from graphprof.scaling.fit import GrowthFit, Knee, QuadraticFit, find_knee
 from graphprof.scaling.loop import sweep
 from graphprof.scaling.result import METRICS, Sweep, SweepRow
@@ -44,5 +43,4 @@ __all__ = [
     "check_sweep",
     "parse_values",
     "find_knee",
-    "ScalingExperiment",
 ]

@@ -53,7 +53,7 @@ def _load_measure() -> Callable[..., Any]:
 
 def _is_out_of_memory(exc: BaseException) -> bool:
     seen: BaseException | None = exc
-    while seen is not None:  # measure_model reports an allocator's failure as a MeasurementError naming the batch
+    while seen is not None:  # measure_run reports an allocator's failure as a MeasurementError naming the batch
         if is_out_of_memory(seen):
             return True
         seen = seen.__cause__ if isinstance(seen, MeasurementError) else None

@@ -7,12 +7,44 @@ import os
 import platform
 import shutil
 import subprocess
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from graphprof.measure.result import Host
+__all__ = ["Host", "detect_host", "load_average"]
 
-__all__ = ["detect_host", "load_average"]
+
+@dataclass(frozen=True)
+class Host:
+    """The machine that measured: CPU model and cores, GPU name and memory, driver, CUDA and torch versions."""
+
+    cpu: str
+    cores: int | None
+    platform: str
+    torch: str
+    gpu: str | None = None
+    gpu_memory_bytes: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    #: torch's intra-op threads when the host was read (``torch.get_num_threads()``)
+    threads: int | None = None
+    #: the 1, 5 and 15 minute load averages (``/proc/loadavg``), ``None`` where the system has none
+    loadavg: tuple[float, float, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cpu": self.cpu,
+            "cores": self.cores,
+            "platform": self.platform,
+            "torch": self.torch,
+            "gpu": self.gpu,
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "driver": self.driver,
+            "cuda": self.cuda,
+            "threads": self.threads,
+            "loadavg": None if self.loadavg is None else list(self.loadavg),
+        }
 
 
 def _cpu_model() -> str:

@@ -1,4 +1,4 @@
-"""``Profiler``: the edge profiler's API on graphprof's run loop.
+"""``Profiler``: the edge profiler's API (seed 000) on graphprof's run loop, above :func:`graphprof.prepare`.
 
 Wrap a model, run ``profile_once`` (module graph) and ``profile_detail`` (operator graph), ``export``
 the text files, and keep calling the wrapper like the model. Each pass is one dry run on FakeTensors
@@ -31,6 +31,7 @@ from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
 from graphprof.guard import guard_user_code
 from graphprof.hardware import Hardware
+from graphprof.prepared import prepare
 from graphprof.render.files import write_atomic
 
 __all__ = ["Profiler", "GRANULARITIES"]
@@ -91,8 +92,6 @@ class Profiler(nn.Module):
 
     # ---- passes ------------------------------------------------------------------------------------
     def _pass(self, detail: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[GraphBuilder, Any]:
-        from graphprof.prepared import prepare
-
         if self.token_kwarg is not None and self.token_kwarg not in kwargs:
             given = ", ".join(kwargs) or "none"
             raise InvalidInputError(

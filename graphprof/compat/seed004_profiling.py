@@ -24,7 +24,6 @@ from torch import nn
 from graphprof.errors import InvalidInputError
 from graphprof.gnn.estimate import FLOPsEstimator
 from graphprof.gnn.scaling import GraphScalingResult, ModelSource, run_graph_scaling
-from graphprof.gnn.synthetic import DEFAULT_DEGREE, generate_graphs
 from graphprof.measure.memory import get_memory_breakdown, memory_stats, peak_during
 from graphprof.measure.result import MemoryStats
 from graphprof.measure.timing import (
@@ -36,6 +35,7 @@ from graphprof.measure.timing import (
     profile_forward,
     profile_training_step,
 )
+from graphprof.models.graphs import DEFAULT_DEGREE, generate_graphs
 
 __all__ = [
     "RuntimeProfiler",
@@ -284,7 +284,7 @@ def _cpu_only(device: torch.device | str | None) -> None:
 
 
 def generate_scaling_graphs(num_nodes_list: Sequence[int], avg_degree: float = DEFAULT_DEGREE, feature_dim: int = 16, seed: int = 42) -> list[Any]:
-    """One synthetic PyG ``Data`` per node count (:func:`graphprof.gnn.synthetic.random_graph`, deterministic)."""
+    """One synthetic PyG ``Data`` per node count (:func:`graphprof.models.graphs.random_graph`, deterministic)."""
     return [g.to_data() for g in generate_graphs(num_nodes_list, avg_degree=avg_degree, feature_dim=feature_dim, seed=seed)]
 
 
@@ -337,7 +337,7 @@ def profile_report(
 
 def _flops_section(model: nn.Module, batch: Any, num_nodes: int | None, num_edges: int | None) -> dict[str, Any]:
     from graphprof.gnn.compare import compare_estimate
-    from graphprof.gnn.synthetic import graph_args
+    from graphprof.models.graphs import graph_args
     from graphprof.profile import profile_model
 
     args, kwargs = graph_args(batch)

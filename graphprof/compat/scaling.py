@@ -1,4 +1,9 @@
-"""Seed 004's ``ScalingExperiment`` over graphprof's sweeps: several sweeps of one model factory."""
+"""Seed 004's ``ScalingExperiment`` over graphprof's sweeps: several sweeps of one model factory.
+
+At the edge (:mod:`graphprof.compat`): the core's sweep is :func:`graphprof.sweep`, which returns a
+:class:`~graphprof.scaling.result.Sweep` and prints nothing. This class keeps several sweeps by name and,
+as the seed's does, prints them in ``print_summary()`` (with Rich, through the sweep renderer).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.errors import InvalidInputError
 from graphprof.hardware import Hardware
 from graphprof.scaling.axis import FACTORY_LAYERS_KEY, Axis
 from graphprof.scaling.loop import sweep
 from graphprof.scaling.result import Sweep
 
-__all__ = ["ScalingExperiment"]
+__all__ = ["ScalingExperiment", "print_sweep"]
 
 
 class ScalingExperiment:
@@ -22,8 +26,8 @@ class ScalingExperiment:
 
     ``run(name, values)`` sweeps ``name``: an axis (``batch``, ``resolution``, ``seq-len``) or a keyword
     of the factory; ``run_layer_scaling(values)`` sweeps ``num_layers``; ``print_summary()`` hands every
-    sweep run so far to ``printer`` (the library prints nothing itself: :class:`graphprof.ScalingExperiment`
-    is this class with a Rich printer, the seed's API). ``device`` is where ``measure=True`` runs.
+    sweep run so far to ``printer`` (:func:`print_sweep`, a Rich table per sweep, unless another is
+    given). ``device`` is where ``measure=True`` runs.
 
     >>> exp = ScalingExperiment(make_model, "cpu", input_shape=(1, 16))   # doctest: +SKIP
     >>> exp.run("hidden_dim", [64, 128]); exp.run_layer_scaling([2, 4]); exp.print_summary()  # doctest: +SKIP
@@ -66,9 +70,15 @@ class ScalingExperiment:
         return self.run(FACTORY_LAYERS_KEY, values)
 
     def print_summary(self) -> None:
-        """Hand each sweep run so far to the printer (its table and growth fits, with Rich, for
-        :class:`graphprof.ScalingExperiment`)."""
-        if self.printer is None:
-            raise InvalidInputError("this ScalingExperiment has no printer: pass printer=, or use graphprof.ScalingExperiment")
+        """Hand each sweep run so far to the printer (by default its table and growth fits, with Rich)."""
         for result in self.results.values():
-            self.printer(result)
+            (self.printer or print_sweep)(result)
+
+
+def print_sweep(result: Sweep) -> None:
+    """Print one sweep's table and growth fits to standard output with Rich."""
+    from rich.console import Console
+
+    from graphprof.render.sweep import render_sweep
+
+    Console().print(render_sweep(result))

@@ -47,7 +47,7 @@ class SyntheticGraph:
 
     def to_data(self) -> Any:
         """This graph as a PyG ``Data`` (``pe`` set when present); needs torch_geometric."""
-        from graphprof.gnn.pyg_import import import_pyg
+        from graphprof.models.pyg_import import import_pyg
 
         data = import_pyg().data.Data(x=self.x, edge_index=self.edge_index)
         if self.pe is not None:

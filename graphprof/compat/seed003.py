@@ -1,0 +1,64 @@
+"""Seed 003's ``@capture_model``: the native trace decorator, printing each forward's layer summary.
+
+:func:`graphprof.capture_model` writes one Chrome trace per forward and prints nothing. Seed 003's
+decorator also prints the layer summary of each forward (Layer, Calls, Total Time, Avg Time, Shapes) to
+stderr, and is switched on by its backend's ``CHISEL_BACKEND_RUN=1`` as well as ``GRAPHPROF_CAPTURE=1``.
+
+>>> from graphprof.compat.seed003 import capture_model, parse_model_trace
+>>> @capture_model(model_name="MyModel")          # doctest: +SKIP
+... class MyModel(nn.Module): ...
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from graphprof.measure.trace import CAPTURE_ENV, parse_model_trace
+from graphprof.measure.trace import capture_model as _native_capture_model
+
+__all__ = ["CHISEL_ENV", "capture_model", "parse_model_trace", "print_trace_summary"]
+
+#: Seed 003's own switch, accepted beside ``GRAPHPROF_CAPTURE``.
+CHISEL_ENV = "CHISEL_BACKEND_RUN"
+
+M = TypeVar("M", bound=type)
+
+
+def print_trace_summary(path: Path, model_name: str) -> None:
+    """Print the layer summary of one trace to stderr, as seed 003's decorator does after each forward."""
+    from graphprof.render.tracesummary import render_trace_summary
+
+    analysis = parse_model_trace(path, model_name)
+    if analysis is not None:
+        sys.stderr.write(render_trace_summary(analysis) + "\n")
+        sys.stderr.flush()
+
+
+def capture_model(
+    model_name: str | None = None,
+    record_shapes: bool = True,
+    profile_memory: bool = True,
+    *,
+    enabled: bool | None = None,
+    trace_dir: str | os.PathLike[str] | None = None,
+    summary: bool = True,
+    **profiler_kwargs: Any,
+) -> Callable[[M], M]:
+    """Seed 003's class decorator: :func:`graphprof.capture_model`, printing each forward's layer summary to
+    stderr unless ``summary=False``, switched on by ``enabled=True``, ``GRAPHPROF_CAPTURE=1`` or
+    ``CHISEL_BACKEND_RUN=1``. ``model_name`` defaults to the class name."""
+
+    def decorate(cls: M) -> M:
+        name = model_name or getattr(cls, "__name__", "model")
+        on_trace = (lambda path: print_trace_summary(path, name)) if summary else None
+        native = _native_capture_model(
+            name, record_shapes, profile_memory, enabled=enabled, trace_dir=trace_dir, on_trace=on_trace,
+            switches=(CAPTURE_ENV, CHISEL_ENV), **profiler_kwargs,
+        )  # fmt: skip
+        return native(cls)
+
+    return decorate
