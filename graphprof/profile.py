@@ -27,6 +27,7 @@ from graphprof.moe import moe_note
 from graphprof.options import Mode, ModelOptions, RunSpec
 from graphprof.params import parameter_tensors
 from graphprof.result import Profile
+from graphprof.roofline import with_roofline
 from graphprof.runloop import Observer
 from graphprof.session import Session, SessionRun, open_session
 from graphprof.version import __version__
@@ -89,7 +90,7 @@ def build_profile(session: Session, run: SessionRun, args: tuple[Any, ...], kwar
     cap = run.capture
     param_dtype = run_dtype or (params[0].dtype if params else torch.float32)
     timings = [*(session.timings if run is session.first else ()), *run.timings, ("count", count_seconds)]
-    return Profile(
+    profile = Profile(
         model_name=session.name,
         family=session.family,
         mode=Mode.TRAIN.value if train else Mode.EVAL.value,
@@ -117,6 +118,7 @@ def build_profile(session: Session, run: SessionRun, args: tuple[Any, ...], kwar
         versions=_versions(),
         timings=tuple(timings),
     )
+    return with_roofline(profile)  # the fixed threshold; with_roofline(profile, hardware) for a device
 
 
 @guard_user_code

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from graphprof.bounds import Roofline
 from graphprof.formulas import Cost
 from graphprof.inputs import InputSpec
 
@@ -181,6 +182,10 @@ class Profile:
     #: how ops were lowered for costing: ``"cpu"`` (the decomposition the profiling machine runs) or
     #: ``"cuda"`` (fused attention kernels, as a GPU runs them; see :mod:`graphprof.lowering`)
     lowering: str = "cpu"
+    #: Every layer classified (:func:`graphprof.roofline.classify`): against the fixed threshold as
+    #: :func:`graphprof.profile_model` returns it, against a device after
+    #: :func:`graphprof.roofline.with_roofline`. Renderers read it; none classifies again.
+    roofline: Roofline | None = field(default=None, compare=False, repr=False)
     #: A real run beside the estimate (``graphprof.measure.Measurement``), when one was taken.
     measurement: Any = None
     #: fvcore's (or FlopCounterMode's) count of the same model and input beside graphprof's

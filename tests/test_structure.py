@@ -238,13 +238,13 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("graphprof.models", "graphprof.capture", "graphprof.lowering", "graphprof.moe"),
     # 3: the run loop, its observers, counting and the pure result records
     ("graphprof.runloop", "graphprof.observers", "graphprof.propagate", "graphprof.count", "graphprof.aggregate",
-     "graphprof.result", "graphprof.predict", "graphprof.roofline"),
+     "graphprof.bounds", "graphprof.result", "graphprof.predict", "graphprof.roofline"),
     # 4: the passes over a session: the dry run, real runs, graphs
     ("graphprof.session", "graphprof.profile", "graphprof.measure", "graphprof.graph"),
     # 5: the façade over one prepared model
     ("graphprof.prepared",),
     # 6: the jobs built on prepared models
-    ("graphprof.profiler", "graphprof.scaling", "graphprof.calibrate", "graphprof.crosscheck", "graphprof.generate",
+    ("graphprof.profiler", "graphprof.comparison", "graphprof.scaling", "graphprof.calibrate", "graphprof.crosscheck", "graphprof.generate",
      "graphprof.partition", "graphprof.gnn"),
     # 7: renderers: pure functions of results
     ("graphprof.render",),
@@ -295,4 +295,18 @@ def test_the_core_never_imports_the_seeds_compatibility() -> None:
         e for e in import_graph()
         if e.target.startswith(edge) and not e.source.startswith((*edge, "graphprof_cli"))
     ]  # fmt: skip
+    assert not found, "\n".join(f"{e.source} imports {e.target} at {e.where}" for e in found)
+
+
+def test_renderers_consume_results_and_never_classify_predict_or_run() -> None:
+    """A renderer reads a result (a profile carries its roofline); it never classifies, predicts or
+    dry-runs again: no renderer imports the classifier, the predictor, or anything that runs a model."""
+    forbidden = ("graphprof.predict", "graphprof.prepared", "graphprof.profile", "graphprof.session", "graphprof.runloop")
+    found = [e for e in import_graph() if e.source.startswith("graphprof.render") and e.target.startswith(forbidden)]
+    for path in sorted((ROOT / "graphprof" / "render").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "graphprof.roofline":
+                names = {a.name for a in node.names}
+                if names & {"classify", "with_roofline", "predict_ops"}:
+                    found.append(Edge(path.stem, "graphprof.roofline.classify", f"{_shown(path)}:{node.lineno}"))
     assert not found, "\n".join(f"{e.source} imports {e.target} at {e.where}" for e in found)

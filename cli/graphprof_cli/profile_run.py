@@ -111,7 +111,7 @@ def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, dev
     """The real run beside the dry run; when it fails, the dry run's report is shown before the error."""
     from graphprof.errors import GraphprofError
     from graphprof.render import render_report
-    from graphprof.roofline import classify
+    from graphprof.roofline import with_roofline
     from graphprof_cli.measure import run_measure
 
     try:
@@ -121,7 +121,7 @@ def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, dev
                 trace=req.trace, optimizer=req.optimizer.value,
             )  # fmt: skip
     except GraphprofError:
-        console.print(render_report(result, classify(result, device_hw), show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
+        console.print(render_report(with_roofline(result, device_hw), show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
         raise
 
 
@@ -143,7 +143,7 @@ def _crosschecked(req: ProfileRequest, console: Any, result: Any) -> Any:
 def run_profile(req: ProfileRequest) -> None:
     """Profile (and measure), render the report, write what was asked for."""
     from graphprof.render import render_report
-    from graphprof.roofline import classify
+    from graphprof.roofline import with_roofline
 
     console = make_console(req.width, stderr=req.to_stdout)  # with --output -, stdout carries the file alone
     prepared, result, device_hw, measuring, chosen = run_guarded(lambda: _dry_run(req, console), req.debug)
@@ -151,7 +151,8 @@ def run_profile(req: ProfileRequest) -> None:
         result, device_hw = run_guarded(lambda: _measured(req, console, prepared, result, device_hw, measuring), req.debug)
     if req.fvcore:
         result = run_guarded(lambda: _crosschecked(req, console, result), req.debug)
-    roofline = classify(result, device_hw)
+    result = with_roofline(result, device_hw)  # classified once: every renderer below reads result.roofline
+    roofline = result.roofline
     console.print(render_report(result, roofline, show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
     if result.measurement is not None:
         from graphprof.render.measured import render_measured

@@ -1,16 +1,16 @@
 """Models side by side: the model-selection use case of seed 002, as a Rich table, JSON or CSV.
 
 A comparison is a sequence of entries, each a :class:`Profile` or a :class:`ModelFailure` (a model that
-could not be profiled, with its one-line error). :func:`comparison_rows` reduces each profile to one
-:class:`ComparisonRow` (classified against the same device); the renderers below are pure functions of
-those rows.
+could not be profiled, with its one-line error). :func:`graphprof.comparison.comparison_rows` reduces each
+profile to one :class:`ComparisonRow` (classified against the same device); the renderers below are pure
+functions of those rows.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from rich import box
@@ -18,12 +18,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from graphprof.comparison import COMPARISON_COLUMNS, ComparisonRow, ModelFailure, comparison_rows
 from graphprof.hardware import Hardware
-from graphprof.inputs import format_inputs
 from graphprof.render.files import csv_text
 from graphprof.render.table import format_bytes, format_count, format_percent, format_seconds
-from graphprof.result import SCHEMA_VERSION, Profile
-from graphprof.roofline import DEFAULT_THRESHOLD, Bound, classify
+from graphprof.result import SCHEMA_VERSION
+from graphprof.roofline import DEFAULT_THRESHOLD
 
 __all__ = [
     "COMPARISON_COLUMNS",
@@ -35,72 +35,6 @@ __all__ = [
     "render_comparison_json",
     "render_comparison_csv",
 ]
-
-COMPARISON_COLUMNS = (
-    "model", "family", "input", "dtype", "capture_method", "params", "macs", "flops", "memory",
-    "weight_bytes", "arithmetic_intensity", "compute_bound_share", "estimated_time_s", "error",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ModelFailure:
-    """A model that could not be profiled: its name, the one-line error and the exit code it maps to."""
-
-    model: str
-    error: str
-    exit_code: int = 1
-
-
-@dataclass(frozen=True)
-class ComparisonRow:
-    """One model reduced to the figures a comparison shows (``error`` set, and the rest empty, on failure)."""
-
-    model: str
-    family: str | None = None
-    input: str | None = None
-    dtype: str | None = None
-    capture_method: str | None = None
-    params: int | None = None
-    macs: int | None = None
-    flops: int | None = None
-    memory: int | None = None
-    weight_bytes: int | None = None
-    arithmetic_intensity: float | None = None
-    compute_bound_share: float | None = None
-    estimated_time_s: float | None = None
-    error: str | None = None
-
-
-def comparison_rows(entries: Sequence[Profile | ModelFailure], hardware: Hardware | None = None) -> list[ComparisonRow]:
-    """One row per entry, in order; each profile classified against ``hardware`` (or the fixed threshold).
-
-    ``compute_bound_share`` is the share of the model's FLOPs done by compute-bound layers.
-    """
-    rows = []
-    for entry in entries:
-        if isinstance(entry, ModelFailure):
-            rows.append(ComparisonRow(model=entry.model, error=entry.error))
-            continue
-        roofline = classify(entry, hardware)
-        rows.append(
-            ComparisonRow(
-                model=entry.model_name,
-                family=entry.family,
-                input=format_inputs(entry.inputs),
-                dtype=entry.dtype,
-                capture_method=entry.capture_method,
-                params=entry.total_params,
-                macs=entry.total_macs,
-                flops=entry.total_flops,
-                memory=entry.total_bytes,
-                weight_bytes=entry.param_bytes,
-                arithmetic_intensity=entry.arithmetic_intensity,
-                compute_bound_share=roofline.flops_share(Bound.COMPUTE),
-                estimated_time_s=roofline.seconds,
-            )
-        )
-    return rows
-
 
 def _threshold_line(hardware: Hardware | None, rows: Sequence[ComparisonRow]) -> str:
     if hardware is None:

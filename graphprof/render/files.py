@@ -29,8 +29,9 @@ from typing import Any
 
 from graphprof.errors import OutputError
 from graphprof.intensity import intensity_band
+from graphprof.render.common import profile_roofline
 from graphprof.result import Profile
-from graphprof.roofline import Roofline, classify
+from graphprof.roofline import Roofline
 
 __all__ = [
     "FORMATS",
@@ -59,7 +60,7 @@ CSV_COLUMNS = (
 
 def profile_dict(profile: Profile, roofline: Roofline | None = None) -> dict[str, Any]:
     """:meth:`Profile.to_dict` with the roofline's verdicts added (the fixed threshold when ``roofline`` is ``None``)."""
-    roofline = roofline if roofline is not None else classify(profile)
+    roofline = roofline if roofline is not None else profile_roofline(profile)
     data = profile.to_dict()
     for layer, verdict, row in zip(data["layers"], roofline.layers, profile.layers, strict=True):
         layer["output_shape"] = list(row.output_shapes[0]) if row.output_shapes else None
@@ -98,7 +99,7 @@ def csv_text(columns: Iterable[str], rows: Iterable[Mapping[str, object]]) -> st
 
 def render_csv(profile: Profile, roofline: Roofline | None = None) -> str:
     """One row per layer with :data:`CSV_COLUMNS`; ``output_shape`` is ``1x64x32x32`` (several joined by ``;``)."""
-    roofline = roofline if roofline is not None else classify(profile)
+    roofline = roofline if roofline is not None else profile_roofline(profile)
     rows = []
     for row, verdict in zip(profile.layers, roofline.layers, strict=True):
         cost = row.cost

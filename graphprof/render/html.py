@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from graphprof.errors import MissingDependencyError
+from graphprof.render.common import profile_roofline
 from graphprof.render.plots import POINT_KINDS, roofline_points
 from graphprof.result import Profile
-from graphprof.roofline import Roofline, classify
+from graphprof.roofline import Roofline
 
 __all__ = ["render_profile_html", "render_sweep_html", "render_compare_html"]
 
@@ -214,7 +215,7 @@ def _graph_svg(profile: Profile, graph: Any) -> str:
 
 def render_profile_html(profile: Profile, roofline: Roofline | None = None, *, graph: Any = None) -> str:
     """The page of one profile (see the module docstring); ``graph`` is its module graph, drawn when given."""
-    roofline = roofline if roofline is not None else classify(profile)
+    roofline = roofline if roofline is not None else profile_roofline(profile)
     unsupported = "".join(f"<li>{html.escape(u.op)} x{u.count}</li>" for u in profile.unsupported) or "<li>none</li>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in profile.notes)
     body = (

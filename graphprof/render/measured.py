@@ -25,7 +25,6 @@ from rich.text import Text
 
 from graphprof.measure.result import NOISY_CV
 from graphprof.names import functional_op
-from graphprof.predict import predict_ops
 from graphprof.result import Profile
 from graphprof.roofline import LayerBound, Roofline, roofline_time
 
@@ -71,16 +70,11 @@ def forward_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[s
 
 def forward_predicted_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
     """Predicted seconds of the forward per module path (the forward's ops alone on the timeline); as
-    :func:`predicted_layer_seconds` in eval mode, empty without a calibration."""
+    :func:`predicted_layer_seconds` in eval mode, empty without a calibration. Read from the roofline
+    (:attr:`Roofline.forward_predicted`, computed by :func:`graphprof.roofline.classify`), never predicted here."""
     if profile.mode != "train":
         return predicted_layer_seconds(profile, roofline)
-    if roofline is None or roofline.calibration is None or roofline.hardware is None:
-        return {}
-    ops = [(row.module or "(model)", op) for row in profile.layers for op in row.ops if op.phase == "forward"]
-    out: dict[str, float] = defaultdict(float)
-    for (layer, _), seconds in zip(ops, predict_ops([op for _, op in ops], profile.dtype, roofline.hardware, roofline.calibration), strict=True):
-        out[layer] += seconds
-    return dict(out)
+    return {} if roofline is None else dict(roofline.forward_predicted)
 
 
 def _ms(stats: object) -> str:

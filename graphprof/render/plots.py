@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from graphprof.errors import MissingDependencyError, OutputError
+from graphprof.render.common import profile_roofline
 from graphprof.render.files import write_atomic
 from graphprof.render.measured import estimated_layer_seconds, predicted_layer_seconds
 from graphprof.result import Profile
-from graphprof.roofline import Bound, Roofline, classify
+from graphprof.roofline import Bound, Roofline
 
 __all__ = [
     "PLOT_KINDS",
@@ -135,7 +136,7 @@ def render_roofline_plot(profile: Profile, roofline: Roofline | None = None, *, 
     follows the layer's FLOPs. Without a device, the y axis is the layer's FLOPs and the fixed threshold
     is drawn instead of a roof.
     """
-    roofline = roofline if roofline is not None else classify(profile)
+    roofline = roofline if roofline is not None else profile_roofline(profile)
     figure = _figure(8.0, 5.5)
     axes = figure.add_subplot()
     device = roofline.hardware is not None and roofline.peak_flops is not None and roofline.bandwidth is not None
@@ -209,7 +210,7 @@ def render_layers_plot(
     profile: Profile, roofline: Roofline | None = None, *, top: int = DEFAULT_PLOT_LAYERS, fmt: str = "png"
 ) -> bytes:
     """Horizontal bars of the ``top`` layers by FLOPs: FLOPs on the left, bytes moved on the right, coloured by verdict."""
-    roofline = roofline if roofline is not None else classify(profile)
+    roofline = roofline if roofline is not None else profile_roofline(profile)
     ranked = sorted(
         (i for i, row in enumerate(profile.layers) if row.cost.flops > 0), key=lambda i: -profile.layers[i].cost.flops
     )[: max(1, top)]

@@ -30,8 +30,9 @@ from graphprof.hardware import Hardware
 from graphprof.inputs import format_inputs
 from graphprof.intensity import INTENSITY_BANDS, intensity_band
 from graphprof.names import abbreviate
+from graphprof.render.common import profile_roofline
 from graphprof.result import ModuleRow, Profile
-from graphprof.roofline import Bound, Roofline, classify
+from graphprof.roofline import Bound, Roofline
 
 __all__ = [
     "DEFAULT_TOP",
@@ -182,7 +183,7 @@ def _table(title: str, *, caption: str | None = None, header: bool = True) -> Ta
 
 
 def _roofline(profile: Profile, roofline: Roofline | None) -> Roofline:
-    return roofline if roofline is not None else classify(profile)
+    return roofline if roofline is not None else profile_roofline(profile)
 
 
 # ---- 1. hierarchical graph profile -------------------------------------------------------------
