@@ -233,3 +233,26 @@ def test_profile_reports_the_peak_by_hand() -> None:
     model, x = _peak_mlp()
     profile = graphprof.profile_model(model, example_inputs=(x,))
     assert profile.peak_activation_bytes == PEAK_MLP_BYTES
+
+
+class _FullScan(LiveMemory):
+    """The peak as it was computed before: every storage checked at every op (the reference)."""
+
+    def add(self, value: object) -> None:
+        peak, self.peak = self.peak, -1  # below any bound: the storages are checked at this op
+        super().add(value)
+        self.peak = max(peak, self.peak)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_the_lazy_peak_equals_the_full_scan_and_checks_less(train: bool) -> None:
+    """Storages are checked only when the upper bound passes the peak: the same peak as checking all of
+    them at every op, on a model whose memory rises and falls (a stack of MLPs), eval and train."""
+    model = nn.Sequential(*[MLP(32, 64, 32) for _ in range(6)]).train(train)
+    x = torch.randn(16, 32)
+    lazy, full = LiveMemory(), _FullScan()
+    graph = capture_graph(model, (x,), {}, methods=(FX,))
+    run_model(graph, model, (x,), {}, [lazy], fake=True, train=train)
+    run_model(graph, model, (x,), {}, [full], fake=True, train=train)
+    assert lazy.peak == full.peak > 0
+    assert full.scans > lazy.scans  # the full scan checks at every op
