@@ -13,7 +13,7 @@ from typing import cast
 import torch
 
 from graphprof.formulas import ZERO, Cost, OpStatus, op_cost, op_status
-from graphprof.formulas.attention import kernel_work_fraction
+from graphprof.formulas.attention import kernel_useful_fraction, kernel_work_fraction
 from graphprof.propagate import OpCall, Trace, TraceKey, shapes_of
 from graphprof.result import LayerRow, OpRecord, UnsupportedOp
 
@@ -35,6 +35,7 @@ def op_record(call: OpCall) -> OpRecord:
         if cost is None:  # a formula may decline an overload it does not understand
             status = OpStatus.UNSUPPORTED
             cost = ZERO
+    counted = status is OpStatus.COUNTED
     return OpRecord(
         op=op_name(call.func),
         status=status.name.lower(),
@@ -42,7 +43,8 @@ def op_record(call: OpCall) -> OpRecord:
         cost=cast(Cost, cost),  # None became ZERO above
         input_shapes=shapes_of((call.args, call.kwargs)),
         output_shapes=shapes_of(call.out),
-        work_fraction=kernel_work_fraction(call.func, call.args, call.kwargs) if status is OpStatus.COUNTED else 1.0,
+        work_fraction=kernel_work_fraction(call.func, call.args, call.kwargs) if counted else 1.0,
+        useful_fraction=kernel_useful_fraction(call.func, call.args, call.kwargs) if counted else 1.0,
     )
 
 

@@ -49,8 +49,11 @@ class OpRecord:
     input_shapes: tuple[Shape, ...] = ()
     output_shapes: tuple[Shape, ...] = ()
     #: share of ``cost.flops`` the kernel really executes (below 1 for causal attention, which skips
-    #: masked tiles); used by the predicted time, never by the counts
+    #: masked tiles); used by the predicted time and :attr:`Profile.executed_flops`, never by the counts
     work_fraction: float = 1.0
+    #: share of ``cost.flops`` that is useful work (the unmasked scores of causal attention, else 1):
+    #: :attr:`Profile.useful_flops`
+    useful_fraction: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +62,7 @@ class OpRecord:
             "phase": self.phase,
             **cost_dict(self.cost),
             "work_fraction": self.work_fraction,
+            "useful_fraction": self.useful_fraction,
             "input_shapes": [list(s) for s in self.input_shapes],
             "output_shapes": [list(s) for s in self.output_shapes],
         }
@@ -217,6 +221,18 @@ class Profile:
     def total_flops(self) -> int:
         return self.total.flops
 
+    @cached_property
+    def executed_flops(self) -> int:
+        """FLOPs the kernels execute: :attr:`total_flops` less the tiles a causal attention kernel skips
+        (``op.work_fraction``). Equal to :attr:`total_flops` where no attention is causal."""
+        return round(sum(op.cost.flops * op.work_fraction for row in self.layers for op in row.ops))
+
+    @cached_property
+    def useful_flops(self) -> int:
+        """FLOPs of useful work: :attr:`total_flops` less the masked scores of causal attention
+        (``op.useful_fraction``: the unmasked half of the square, plus the diagonal)."""
+        return round(sum(op.cost.flops * op.useful_fraction for row in self.layers for op in row.ops))
+
     @property
     def total_bytes(self) -> int:
         """Bytes read plus bytes written by every op (the ``memory`` of seed 002)."""
@@ -263,6 +279,8 @@ class Profile:
             "num_subgraphs": self.num_subgraphs,
             "total_macs": self.total_macs,
             "total_flops": self.total_flops,
+            "executed_flops": self.executed_flops,
+            "useful_flops": self.useful_flops,
             "total_memory": self.total_bytes,
             "total_bytes_read": self.total.bytes_read,
             "total_bytes_written": self.total.bytes_written,

@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
+import graphprof
 from graphprof.errors import FormulaRegistryError
 from graphprof.formulas import (
     FORMULAS,
@@ -575,3 +577,39 @@ def test_formula_errors_name_the_op() -> None:
 
 def test_every_rate_is_non_negative() -> None:
     assert all(r.per_input >= 0 and r.per_output >= 0 for r in PER_ELEMENT_FLOPS.values())
+
+
+# ---- causal attention: counted, executed and useful ------------------------------------------------------
+def test_causal_useful_fraction_by_hand() -> None:
+    from graphprof.formulas.attention import causal_useful_fraction
+
+    # L = S = 4: query i sees i + 1 keys -> 1 + 2 + 3 + 4 = 10 of 16 scores
+    assert causal_useful_fraction(4, 4) == 10 / 16
+    # L = 2048 = S: 2048 x 2049 / 2 = 2,098,176 of 4,194,304
+    assert causal_useful_fraction(2048, 2048) == 2_098_176 / 4_194_304
+    # L = 6 > S = 4 (top-left aligned): rows 0..3 see 1..4 keys, rows 4 and 5 see all 4 -> 10 + 8 = 18 of 24
+    assert causal_useful_fraction(6, 4) == 18 / 24
+
+
+def test_a_causal_sdpa_reports_counted_executed_and_useful_flops() -> None:
+    import torch.nn.functional as F
+
+    class Causal(nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    class Full(nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return F.scaled_dot_product_attention(q, k, v)
+
+    q = torch.randn(1, 2, 256, 16)
+    causal = graphprof.profile_model(Causal(), example_inputs=(q, q, q))
+    full = graphprof.profile_model(Full(), example_inputs=(q, q, q))
+    # counted over the full square either way (torch's convention): 2 heads x 256 x 256 scores
+    assert causal.total_flops == full.total_flops
+    assert full.useful_flops == full.executed_flops == full.total_flops
+    # useful: 256 x 257 / 2 of 256 x 256 scores, for every part of the op (products, scale, softmax)
+    assert causal.useful_flops == round(causal.total_flops * (256 * 257 / 2) / (256 * 256))
+    # executed by a 128-tile kernel: 2 query tiles see 1 and 2 key tiles -> 3 of 4 tiles
+    assert causal.executed_flops == round(causal.total_flops * 3 / 4)
+    assert causal.to_dict()["useful_flops"] == causal.useful_flops

@@ -9,9 +9,12 @@ every query head multiplies against its (shared) key and value. Around the produ
 L x S score matrix costs ``attention_scores`` FLOPs (scale and softmax), plus an add for an explicit
 mask and the dropout rate when dropout is on.
 
-Causal masking: the products are counted in full, as ``torch.utils.flop_counter`` and the math path do;
-flash-style kernels skip the key blocks entirely above the diagonal, so for them a causal count is an
-upper bound (about 2x for L == S). Variable-length (nested / ``cum_seq``) inputs are counted at their
+Causal masking: the products are counted in full, as ``torch.utils.flop_counter`` and the math path do
+(the *counted* FLOPs, graphprof's convention). Two more figures are reported beside them, under their own
+names: the *executed* FLOPs, what a tiled flash-style kernel computes (it skips the key tiles entirely
+above the diagonal: :func:`causal_work_fraction`), and the *useful* FLOPs, the unmasked scores alone
+(:func:`causal_useful_fraction`: ``L (L + 1) / 2`` of ``L x L`` for a square causal mask, one half plus
+the diagonal). A mask passed as a tensor is not read in a dry run: its attention counts as useful in full. Variable-length (nested / ``cum_seq``) inputs are counted at their
 maximum lengths, an upper bound, since a formula sees shapes, not offsets.
 """
 
@@ -28,7 +31,10 @@ from graphprof.formulas.registry import register
 
 aten = torch.ops.aten
 
-__all__ = ["attention_cost", "multi_head_attention_cost", "causal_work_fraction", "kernel_work_fraction"]
+__all__ = [
+    "attention_cost", "multi_head_attention_cost", "causal_work_fraction", "causal_useful_fraction",
+    "kernel_work_fraction", "kernel_useful_fraction",
+]  # fmt: skip
 
 #: Tile edge (queries and keys) of the flash / memory-efficient kernels on Hopper: a causal kernel
 #: computes every tile that holds at least one unmasked score and skips the rest.
@@ -290,6 +296,19 @@ def causal_work_fraction(q_len: int, kv_len: int, tile: int = CAUSAL_TILE) -> fl
     return done / (q_tiles * kv_tiles)
 
 
+def causal_useful_fraction(q_len: int, kv_len: int) -> float:
+    """Share of the L x S score square a causal mask leaves unmasked (top-left aligned, as ``is_causal``).
+
+    Query ``i`` sees keys ``0 .. i``: ``sum(min(i + 1, S) for i < L) / (L S)``. For L = S = 2048:
+    2048 x 2049 / 2 = 2,098,176 of 4,194,304 scores, 0.500244 (a half, plus the diagonal's half).
+    """
+    if q_len <= 0 or kv_len <= 0:
+        return 1.0
+    full = min(q_len, kv_len)  # rows 0 .. full - 1 see i + 1 keys; the rest (L > S) see all S
+    seen = full * (full + 1) // 2 + (q_len - full) * kv_len
+    return seen / (q_len * kv_len)
+
+
 _CAUSAL_FLAG_POSITION = {
     # position of ``is_causal`` among the positional arguments of each fused kernel
     "_scaled_dot_product_flash_attention": 4,
@@ -306,12 +325,24 @@ def kernel_work_fraction(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     The MACs keep their convention (the full square, as ``torch.utils.flop_counter``); a predicted time
     uses this share, since a causal flash kernel skips the tiles above the diagonal.
     """
+    lengths = _causal_lengths(func, args, kwargs)
+    return 1.0 if lengths is None else causal_work_fraction(*lengths)
+
+
+def kernel_useful_fraction(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
+    """Share of the counted FLOPs that is useful work: the unmasked scores of causal attention, else 1."""
+    lengths = _causal_lengths(func, args, kwargs)
+    return 1.0 if lengths is None else causal_useful_fraction(*lengths)
+
+
+def _causal_lengths(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int] | None:
+    """``(L, S)`` of a causal attention call (``is_causal=True``), ``None`` for any other call."""
     name = getattr(getattr(func, "overloadpacket", func), "__name__", "")
     position = _CAUSAL_FLAG_POSITION.get(name)
     if position is None:
-        return 1.0
+        return None
     causal = kwargs.get("is_causal", args[position] if len(args) > position else False)
     if causal is not True:
-        return 1.0
+        return None
     query, key = args[0], args[1]
-    return causal_work_fraction(query.shape[-2], key.shape[-2])
+    return query.shape[-2], key.shape[-2]

@@ -363,6 +363,12 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         ("MACs", f"{format_count(total.macs)} ({total.macs:,})"),
         ("FLOPs", f"{format_count(total.flops)} ({total.flops:,})"),
     ]
+    if profile.useful_flops != total.flops or profile.executed_flops != total.flops:
+        rows.append((
+            "FLOPs executed / useful",
+            f"{format_count(profile.executed_flops)} / {format_count(profile.useful_flops)} (causal attention: "
+            "counted over the full score square; a tiled kernel skips the masked tiles; useful = unmasked scores)",
+        ))  # fmt: skip
     if profile.mode == "train":
         rows.append(
             (
