@@ -36,6 +36,7 @@ from torch import nn
 from graphprof.choices import Capture
 from graphprof.errors import CaptureError, ModelBuildError
 from graphprof.inputs import materialize
+from graphprof.models.family import CUSTOM
 
 __all__ = [
     "CapturedGraph",
@@ -50,7 +51,6 @@ __all__ = [
     "default_methods",
     "dynamo_skip_reason",
     "family_of",
-    "DYNAMO_SKIPPED",
 ]
 
 #: Every capture method, in the order :func:`capture_graph` tries them when given no ``methods``.
@@ -64,42 +64,24 @@ DEFAULT_METHODS = METHODS
 #: The order for Hugging Face transformers models (kept as a public name).
 TRANSFORMERS_METHODS = DEFAULT_METHODS
 
-#: Families whose Dynamo export is decided against before it is tried, and why. Where symbolic tracing
-#: fails, Dynamo costs tens of seconds before anything is counted (measured on a shared 2-core machine:
-#: timm mobilevit_xxs 40.9 s of capture against 0.6 s of propagation, efficientvit_m0 42.9 s, yolov8n
-#: 11.3 s, 35-60 s on torchvision detection models before it fails on data-dependent box counts, about
-#: 0.5 s per decoder layer on transformers), and for these families the eager capture counts the same
-#: aten calls on the same FakeTensors, attributed to the module that issued them.
-DYNAMO_SKIPPED = {
-    "detection": "torchvision's detectors have data-dependent box counts, on which Dynamo export fails after tens of seconds",
-    "hf": "transformers models take about 0.5 s per decoder layer to export; the eager capture gives the same counts per module",
-    "yolo": "YOLO exports in tens of seconds; the eager capture gives the same counts and true shapes per module",
-    "timm": "timm models whose symbolic trace fails take 40 s and more to export; the eager capture gives the same counts",
-}
-
-
-#: Where a model object (not a name) comes from, by the module its class is defined in: its family.
-_FAMILY_OF_LIBRARY = {
-    "transformers.": "hf",
-    "timm.": "timm",
-    "ultralytics.": "yolo",
-    "torchvision.models.detection.": "detection",
-}
-
-
 def family_of(model: nn.Module, family: str) -> str:
-    """``family``, or for a model object handed over (``custom``) the family its class's library makes."""
-    if family != "custom":
+    """``family``, or for a model object handed over (``custom``) the family whose library defines its class
+    (:attr:`graphprof.models.family.Family.library`)."""
+    if family != CUSTOM:
         return family
-    module = type(model).__module__ + "."
-    return next((f for prefix, f in _FAMILY_OF_LIBRARY.items() if module.startswith(prefix)), family)
+    from graphprof.models.registry import library_family
+
+    return library_family(type(model).__module__) or family
 
 
 def dynamo_skip_reason(family: str, methods: tuple[str, ...]) -> str | None:
-    """Why ``auto`` does not try Dynamo export for a model of ``family``, or ``None`` when it does."""
+    """Why ``auto`` does not try Dynamo export for a model of ``family`` (its record's ``dynamo_skip``), or
+    ``None`` when it does."""
     if "dynamo.export" not in methods or methods != DEFAULT_METHODS:
         return None
-    return DYNAMO_SKIPPED.get(family)
+    from graphprof.models.registry import family_traits
+
+    return family_traits(family).dynamo_skip
 
 
 def default_methods(model: nn.Module) -> tuple[str, ...]:
@@ -262,15 +244,11 @@ def slice_batch(value: Any) -> Any:
     return value
 
 
-#: Families whose first forward builds state that later forwards reuse: YOLO's detect head computes its
-#: anchors and strides when it first sees an input shape, so its steady-state forward skips that work.
-WARM_UP_FAMILIES = frozenset({"yolo"})
-
-
 def warm_up_reason(model: nn.Module, family: str) -> str | None:
     """Why ``model`` needs one real forward before its dry run, or ``None`` when it does not.
 
-    A model needs one when a family is known to build state on its first call (:data:`WARM_UP_FAMILIES`)
+    A model needs one when its family's record says it builds state on its first call
+    (:attr:`graphprof.models.family.Family.warm_up`)
     or when it holds lazy modules whose parameters take their shapes from the first input
     (``nn.LazyLinear``, ``nn.LazyConv2d``, ...). Any other model is profiled without running its arithmetic.
 
@@ -279,9 +257,13 @@ def warm_up_reason(model: nn.Module, family: str) -> str | None:
     >>> warm_up_reason(nn.Linear(2, 4), "custom") is None
     True
     """
-    if family in WARM_UP_FAMILIES:
-        return f"{family} models build their anchors and strides on the first forward"
     from torch.nn.modules.lazy import LazyModuleMixin
+
+    from graphprof.models.registry import family_traits
+
+    reason = family_traits(family).warm_up
+    if reason is not None:
+        return reason
 
     for name, module in model.named_modules():
         if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[misc]

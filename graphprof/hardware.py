@@ -12,7 +12,12 @@ they come from. Conventions:
   accumulation where the vendor distinguishes it, as PyTorch's matmuls accumulate in FP32.
 * A dtype a device has no published figure for falls back to its ``float32`` peak, and the roofline says
   so (see :meth:`Hardware.peak_for`).
-* Units are the datasheets' own: TFLOP/s (10**12) and GB/s (10**9 bytes per second).
+* Units are the datasheets' own: TFLOP/s (10**12), GB/s (10**9 bytes per second) and memory in GB
+  (10**9 bytes: a conservative reading of "80GB", whose HBM is 80 GiB).
+* Every fact about a device is on its record: peaks, bandwidth, memory (``memory_gb``, from the same
+  documents) and the substrings by which a CUDA device's name is recognised (``device_names``,
+  :func:`match_hardware`). The partition planner, the generation estimate and the calibration read them
+  from here.
 
 Example::
 
@@ -25,11 +30,13 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from graphprof.errors import InvalidInputError
+from graphprof.hardware_local import LOCAL, require_local
 
 __all__ = [
     "PRECISIONS",
@@ -39,6 +46,8 @@ __all__ = [
     "list_hardware",
     "custom_hardware",
     "resolve_hardware",
+    "match_hardware",
+    "host_memory_bytes",
 ]
 
 #: The dtypes a preset may list a peak for, in display order (``tf32`` is informational).
@@ -48,7 +57,13 @@ _FALLBACK = "float32"
 
 @dataclass(frozen=True)
 class Hardware:
-    """One device: peak arithmetic rate per dtype and DRAM bandwidth, with where the figures come from."""
+    """One device: peak arithmetic rate per dtype, DRAM bandwidth and memory, with where the figures come
+    from, and how a CUDA device of this kind names itself.
+
+    ``memory_gb`` is ``None`` where nothing says (a custom or calibrated device); ``memory_assumed`` marks a
+    figure that is an assumption, not a datasheet's (the generic desktop CPU). ``device_names`` are
+    lower-case substrings of ``torch.cuda.get_device_name()`` that mean this device.
+    """
 
     name: str
     label: str
@@ -56,6 +71,9 @@ class Hardware:
     peak_tflops: Mapping[str, float] = field(hash=False)
     bandwidth_gbs: float
     source: str
+    memory_gb: float | None = None
+    memory_assumed: bool = False
+    device_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.peak_tflops) - set(PRECISIONS)
@@ -77,6 +95,16 @@ class Hardware:
     def is_gpu(self) -> bool:
         """Whether profiling for this device uses the CUDA lowering."""
         return self.target == "cuda"
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """Memory in bytes (GB x 10**9), or ``None`` when the record has no figure."""
+        return None if self.memory_gb is None else int(self.memory_gb * 1e9)
+
+    def matches(self, device_name: str) -> bool:
+        """Whether a CUDA device called ``device_name`` (``"NVIDIA H100 80GB HBM3"``) is this device."""
+        lowered = device_name.lower()
+        return any(pattern in lowered for pattern in self.device_names)
 
     @property
     def bandwidth(self) -> float:
@@ -122,6 +150,13 @@ class Hardware:
         }
 
 
+#: Memory (``memory_gb``) comes from the same documents as the peaks: A100 80GB SXM datasheet (80GB HBM2e);
+#: H100 datasheet, SXM and PCIe columns (80GB); H200 product page (141GB HBM3e); L4 datasheet (24GB GDDR6);
+#: T4 datasheet (16GB GDDR6); Ada whitepaper, RTX 4090 (24GB GDDR6X); Jetson AGX Orin technical brief, 64GB
+#: module (64GB LPDDR5, shared by CPU and GPU); Apple newsroom 2021-10-18 (M1 Max "up to 64GB" unified
+#: memory, the largest configuration). The generic desktop CPU has no datasheet: 32GB, two 16GB DDR5 DIMMs,
+#: is an assumption (``memory_assumed``). ``device_names`` keep the order in which CUDA names were matched
+#: before (h200, h100, a100, l4, t4: no name holds two of them); the PCIe H100 is matched as the SXM one.
 _PRESETS = (
     # NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column):
     # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
@@ -133,6 +168,8 @@ _PRESETS = (
         peak_tflops={"float64": 19.5, "float32": 19.5, "tf32": 156.0, "float16": 312.0, "bfloat16": 312.0},
         bandwidth_gbs=2039.0,
         source="NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), A100 80GB SXM",
+        memory_gb=80.0,
+        device_names=("a100",),
     ),
     # NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column):
     # https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet
@@ -152,6 +189,8 @@ _PRESETS = (
         },
         bandwidth_gbs=3350.0,
         source="NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 SXM; dense = sparse / 2",
+        memory_gb=80.0,
+        device_names=("h100",),
     ),
     # Same datasheet, H100 PCIe column: FP64 TC 51, FP32 51, TF32 756*, BF16/FP16 1,513*, FP8 3,026*; 2 TB/s.
     Hardware(
@@ -168,6 +207,7 @@ _PRESETS = (
         },
         bandwidth_gbs=2000.0,
         source="NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 PCIe; dense = sparse / 2",
+        memory_gb=80.0,
     ),
     # NVIDIA H200 Tensor Core GPU datasheet / product page (H200 SXM column):
     # https://www.nvidia.com/en-us/data-center/h200/
@@ -186,6 +226,8 @@ _PRESETS = (
         },
         bandwidth_gbs=4800.0,
         source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200), H200 SXM; dense = sparse / 2",
+        memory_gb=141.0,
+        device_names=("h200",),
     ),
     # NVIDIA L4 Tensor Core GPU datasheet:
     # https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet
@@ -197,6 +239,8 @@ _PRESETS = (
         peak_tflops={"float32": 30.3, "tf32": 60.0, "float16": 121.0, "bfloat16": 121.0, "float8": 242.5},
         bandwidth_gbs=300.0,
         source="NVIDIA L4 Tensor Core GPU datasheet (l4-gpu-datasheet); dense = sparse / 2",
+        memory_gb=24.0,
+        device_names=("l4",),
     ),
     # NVIDIA T4 Tensor Core GPU datasheet:
     # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf
@@ -208,6 +252,8 @@ _PRESETS = (
         peak_tflops={"float32": 8.1, "float16": 65.0},
         bandwidth_gbs=320.0,
         source="NVIDIA T4 Tensor Core GPU datasheet (t4-tensor-core-datasheet-951643.pdf)",
+        memory_gb=16.0,
+        device_names=("t4",),
     ),
     # NVIDIA Ada Lovelace GPU architecture whitepaper, appendix table "GeForce RTX 4090":
     # https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf
@@ -220,6 +266,7 @@ _PRESETS = (
         peak_tflops={"float32": 82.6, "tf32": 82.6, "float16": 165.2, "bfloat16": 165.2, "float8": 330.3},
         bandwidth_gbs=1008.0,
         source="NVIDIA Ada Lovelace GPU architecture whitepaper (nvidia-ada-gpu-architecture.pdf), RTX 4090, FP32 accumulate",
+        memory_gb=24.0,
     ),
     # NVIDIA Jetson AGX Orin Series technical brief v1.2 and Jetson AGX Orin data sheet (64GB module):
     # https://www.nvidia.com/content/dam/en-zz/Solutions/gtcf21/jetson-orin/nvidia-jetson-agx-orin-technical-brief.pdf
@@ -233,6 +280,7 @@ _PRESETS = (
         peak_tflops={"float32": 5.3, "float16": 42.5, "bfloat16": 42.5},
         bandwidth_gbs=204.8,
         source="NVIDIA Jetson AGX Orin Series technical brief v1.2 (nvidia-jetson-agx-orin-technical-brief.pdf), 64GB, GPU only",
+        memory_gb=64.0,
     ),
     # Apple newsroom, 18 Oct 2021, "Introducing M1 Pro and M1 Max" (400GB/s unified memory) and the same-day
     # Apple event (32-core GPU, 10.4 TFLOPS FP32):
@@ -245,6 +293,7 @@ _PRESETS = (
         peak_tflops={"float32": 10.4},
         bandwidth_gbs=400.0,
         source="Apple newsroom 2021-10-18 'Introducing M1 Pro and M1 Max' and Apple event (10.4 TFLOPS, 400GB/s)",
+        memory_gb=64.0,
     ),
     # A generic desktop CPU, derived rather than quoted: 8 cores x 4.0 GHz x 2 FMA units x 8 float32 lanes
     # (AVX2) x 2 FLOPs per FMA = 1.024 TFLOP/s (float64: 4 lanes, 0.512); dual-channel DDR5-4800:
@@ -257,6 +306,8 @@ _PRESETS = (
         peak_tflops={"float64": 0.512, "float32": 1.024},
         bandwidth_gbs=76.8,
         source="derived: 8 x 4.0 GHz x 2 FMA x 8 lanes x 2 FLOPs; 2 x 8 B x 4800 MT/s (Intel optimization manual, JEDEC JESD79-5)",
+        memory_gb=32.0,
+        memory_assumed=True,
     ),
 )
 
@@ -281,9 +332,7 @@ def get_hardware(name: str) -> Hardware:
     """
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     key = _ALIASES.get(key, key)
-    if key == "local":  # the machine `graphprof calibrate` measured (graphprof.calibrate.store)
-        from graphprof.calibrate.store import require_local
-
+    if key == LOCAL:  # the machine `graphprof calibrate` measured (graphprof.hardware_local)
         return Hardware(**require_local()["hardware"])
     if key in HARDWARE:
         return HARDWARE[key]
@@ -333,3 +382,20 @@ def resolve_hardware(
     if peak_tflops is None or bandwidth_gbs is None:
         raise InvalidInputError("a custom device needs both --peak-tflops and --bandwidth-gbs (or a --hardware preset)")
     return custom_hardware(peak_tflops, bandwidth_gbs)
+
+
+def match_hardware(device_name: str) -> Hardware | None:
+    """The preset a CUDA device called ``device_name`` is (by its ``device_names``), or ``None``.
+
+    >>> match_hardware("NVIDIA H100 80GB HBM3").name, match_hardware("NVIDIA GeForce GTX 1080") is None
+    ('h100', True)
+    """
+    return next((h for h in _PRESETS if h.matches(device_name)), None)
+
+
+def host_memory_bytes() -> int | None:
+    """This machine's physical memory in bytes (``os.sysconf``); ``None`` on a host that does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX host
+        return None

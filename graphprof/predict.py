@@ -249,7 +249,7 @@ def _shipped(preset: str) -> Calibration | None:
 def load_calibration(preset: str) -> Calibration | None:
     """The calibration table of a hardware preset (``local``: the one ``graphprof calibrate`` wrote), or ``None``."""
     if preset == "local":
-        from graphprof.calibrate.store import read_local
+        from graphprof.hardware_local import read_local
 
         stored = read_local()
         return None if stored is None else Calibration.from_dict(stored["calibration"])

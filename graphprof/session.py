@@ -46,17 +46,12 @@ from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, S
 from graphprof.guard import guard_user_code
 from graphprof.inputs import materialize, resize_inputs
 from graphprof.lowering import Lowering, lowering_context, parse_lowering
+from graphprof.models.family import CUSTOM
 from graphprof.options import Mode, ModelOptions, RunSpec, parse_shape
 from graphprof.propagate import DataDependentError, Trace, propagate
 from graphprof.runloop import Observer
 
-__all__ = ["Session", "SessionRun", "open_session", "model_device", "unwrap_model", "REAL_VALUE_FAMILIES"]
-
-#: Families whose forward pass reads tensor values, so a model built on the meta device cannot be
-#: propagated: detection post-processing (nonzero, nms: data-dependent shapes, run for real) and YOLO
-#: (its detect head reads its ``stride`` buffer with ``.item()``; FakeTensors made from real tensors
-#: keep such small constants, meta tensors do not). They are built on the CPU straight away.
-REAL_VALUE_FAMILIES = frozenset({"detection", "yolo", "pyg"})  # pyg: edge indices are data
+__all__ = ["Session", "SessionRun", "open_session", "model_device", "unwrap_model"]
 
 #: Above this many input elements the warm-up materialises only the first sample of a placeholder batch.
 _WARM_UP_ELEMENTS = 1 << 24
@@ -309,7 +304,7 @@ def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **op
     args, kwargs = _module_inputs(spec)
     name = build.model_name or type(unwrap_model(model_or_name)[0]).__name__
     methods_used = build.methods or default_methods(model_or_name)
-    return _open_module(build, model_or_name, args, kwargs, name, "custom", [], run_dtype, run_mode, methods_used, [])  # type: ignore[no-any-return]
+    return _open_module(build, model_or_name, args, kwargs, name, CUSTOM, [], run_dtype, run_mode, methods_used, [])  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -360,11 +355,11 @@ def _open_by_name(
 ) -> Any:
     """Build the named model on the meta device when its family allows it (no weights allocated, no
     init cost); when the dry run needs real values there, build it again on the CPU and run for real."""
-    from graphprof.models import resolve_model, spec_family
+    from graphprof.models import family_traits, resolve_model, spec_family
 
     last_error: Exception | None = None
-    family = spec_family(spec_text)
-    first = "meta" if device is None and family not in REAL_VALUE_FAMILIES else device
+    # a family whose forward reads tensor values (Family.needs_real_values) is built on the CPU straight away
+    first = "meta" if device is None and not family_traits(spec_family(spec_text)).needs_real_values else device
     for build_device in dict.fromkeys((first, device)):
         start = time.perf_counter()
         with _float32_default():

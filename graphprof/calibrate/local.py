@@ -28,9 +28,10 @@ import torch
 
 from graphprof.calibrate.bench import Progress, measure_op_table
 from graphprof.calibrate.fit import fit_op_table
-from graphprof.calibrate.store import LOCAL, missing_local_message, read_local, write_preset
+from graphprof.calibrate.store import write_preset
 from graphprof.errors import InvalidInputError
-from graphprof.hardware import PRECISIONS, Hardware, get_hardware
+from graphprof.hardware import PRECISIONS, Hardware, match_hardware
+from graphprof.hardware_local import LOCAL, missing_local_message, read_local
 from graphprof.host import load_average
 from graphprof.predict import Calibration
 
@@ -161,8 +162,7 @@ def measure_default_hardware(device_type: str, device_name: str | None = None) -
             now = torch.get_num_threads() if device_type == "cpu" else threads
             extra = f"; calibrated with {threads} threads, this run has {now}" if now != threads else ""
             return preset.hardware, f"estimate and prediction: the local calibration ({preset.device.get('measured_at')}{extra}); --hardware picks another device"
-    if device_type == "cuda" and device_name:
-        for key in ("h200", "h100", "a100", "l4", "t4"):
-            if key in device_name.lower():
-                return get_hardware(key), f"estimate and prediction: the {key} preset, matched to {device_name} by name; `graphprof calibrate --device cuda` measures this GPU itself"
+    matched = match_hardware(device_name) if device_type == "cuda" and device_name else None
+    if matched is not None:
+        return matched, f"estimate and prediction: the {matched.name} preset, matched to {device_name} by name; `graphprof calibrate --device cuda` measures this GPU itself"
     return None, missing_local_message() + " for an estimate and a predicted time on this device; --hardware picks a preset"

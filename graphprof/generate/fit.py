@@ -1,56 +1,29 @@
 """Will it fit: the largest context and batch whose weights, KV cache and activations fit in a device's memory.
 
-Device memory is the datasheet's figure for each preset of :mod:`graphprof.hardware` (the same
-documents), in the vendor's units (GB = 10**9 bytes: a conservative reading of "80GB", whose HBM is
-80 GiB); a preset not listed here (a custom device, a calibrated ``local`` one) takes ``memory_bytes``
-from the caller, or, for a CPU, this machine's physical memory.
+Device memory is the preset's own figure (:attr:`graphprof.hardware.Hardware.memory_gb`, from its
+datasheet, in the vendor's GB = 10**9 bytes); a device without one (a custom device, a calibrated
+``local`` one) takes ``memory_bytes`` from the caller, or, for a CPU (the generic desktop CPU too, whose
+figure is only an assumption), this machine's physical memory.
 """
 
 from __future__ import annotations
 
-import os
-from types import MappingProxyType
-
 from graphprof.generate.result import MemoryFit
-from graphprof.hardware import Hardware
+from graphprof.hardware import Hardware, host_memory_bytes
 
-__all__ = ["DEVICE_MEMORY_GB", "device_memory", "memory_fit"]
+__all__ = ["device_memory", "memory_fit"]
 
 GB = 10**9
-
-#: Memory per preset, GB, from the datasheets :mod:`graphprof.hardware` cites (A100 80GB SXM, H100 SXM /
-#: PCIe 80GB, H200 141GB, L4 24GB, T4 16GB, RTX 4090 24GB, Jetson AGX Orin 64GB shared with the CPU,
-#: M1 Max up to 64GB unified). The generic desktop CPU has none: the host's memory is used.
-DEVICE_MEMORY_GB = MappingProxyType(
-    {
-        "a100": 80,
-        "h100": 80,
-        "h100-pcie": 80,
-        "h200": 141,
-        "l4": 24,
-        "t4": 16,
-        "rtx4090": 24,
-        "jetson-orin": 64,
-        "apple-m1-max": 64,
-    }
-)
-
-
-def _host_memory() -> int | None:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX host
-        return None
 
 
 def device_memory(hardware: Hardware, memory_bytes: int | None = None) -> tuple[int, str] | None:
     """The device's memory in bytes and where the figure comes from; ``None`` when nothing says."""
     if memory_bytes is not None:
         return memory_bytes, "given"
-    if hardware.name in DEVICE_MEMORY_GB:
-        return DEVICE_MEMORY_GB[hardware.name] * GB, f"{hardware.label} datasheet"
+    if hardware.memory_bytes is not None and not hardware.memory_assumed:
+        return hardware.memory_bytes, f"{hardware.label} datasheet"
     if not hardware.is_gpu:
-        host = _host_memory()
+        host = host_memory_bytes()
         if host is not None:
             return host, "this machine's physical memory"
     return None

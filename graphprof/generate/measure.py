@@ -24,7 +24,7 @@ from torch import nn
 from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.generate.kvcache import CacheKind
 from graphprof.generate.result import GenerationMeasurement, GenerationProfile
-from graphprof.hardware import Hardware, get_hardware
+from graphprof.hardware import Hardware, get_hardware, match_hardware
 from graphprof.inputs import INPUT_SEED
 
 __all__ = ["HOST_PRESETS", "host_hardware", "measure_generation", "with_measurement"]
@@ -138,10 +138,9 @@ def host_hardware(device: str | torch.device | None) -> Hardware:
     """The preset whose estimate sits beside a real run on ``device`` when no hardware is named."""
     dev = torch.device(device or "cpu")
     if dev.type == "cuda" and torch.cuda.is_available():
-        name = torch.cuda.get_device_name(dev).lower()
-        key = next((k for k in ("h200", "h100", "a100", "l4", "t4") if k in name), None)
-        if key is not None:
-            return get_hardware(key)
+        matched = match_hardware(torch.cuda.get_device_name(dev))
+        if matched is not None:
+            return matched
     for preset in HOST_PRESETS:
         try:
             return get_hardware(preset)

@@ -8,13 +8,14 @@ reports a bad ``input_shape`` or ``batch_size`` with the same one-line :class:`I
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from graphprof.errors import InvalidInputError
+from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.inputs import INPUT_SEED
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "random_tensor",
     "random_token_ids",
     "a_type",
+    "unknown_model",
 ]
 
 
@@ -121,3 +123,15 @@ def random_token_ids(shape: Sequence[int], vocab_size: int, device: torch.device
         return torch.empty(tuple(shape), dtype=torch.long, device=device)
     generator = torch.Generator().manual_seed(INPUT_SEED)
     return torch.randint(0, vocab_size, tuple(shape), generator=generator, dtype=torch.long).to(device)
+
+
+def unknown_model(spec: str, names: Sequence[str]) -> ModelNotFoundError:
+    """The error for a spec no family knows, suggesting the closest of ``names``."""
+    close = difflib.get_close_matches(spec.lower(), names, n=3, cutoff=0.6)
+    if not close:
+        return ModelNotFoundError(
+            f"unknown model '{spec}' (graphprof --list shows the names; a .yaml, a local .pt, "
+            "hf:llama or package.module:factory also work)"
+        )
+    suggestion = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+    return ModelNotFoundError(f"unknown model '{spec}'; did you mean {suggestion}? (graphprof --list)")

@@ -27,9 +27,10 @@ import torch
 from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError, UnsafeLoadError
 from graphprof.inputs import resize_inputs
 from graphprof.models.base import ResolvedModel
+from graphprof.models.family import Family, Request, Source
 from graphprof.models.trust import ALLOW_HINT
 
-__all__ = ["SUFFIX", "check_pt2", "resolve_pt2"]
+__all__ = ["FAMILY", "SOURCE", "SUFFIX", "check_pt2", "resolve_pt2"]
 
 SUFFIX = ".pt2"
 _UNPICKLED_PREFIXES = ("custom_obj_", "opaque_obj_")
@@ -119,3 +120,17 @@ def resolve_pt2(
         "its weights are the file's; the graph is the one exported (shapes, train/eval mode baked in at export)",
     )
     return ResolvedModel(name=path.name, family="exported", model=module, args=args, kwargs=kwargs, notes=notes)
+
+
+#: A ``torch.export`` program saved to a ``.pt2`` file.
+FAMILY = Family("exported")
+
+
+def _resolve(spec: str, request: Request) -> ResolvedModel:
+    return resolve_pt2(spec, **request.shape_options, allow_unsafe_load=request.allow_unsafe_load)
+
+
+#: ``path/to/model.pt2``; its family is known only once the file is read.
+SOURCE = Source(
+    "exported", claims=lambda spec: spec.lower().endswith(SUFFIX), resolve=_resolve, family_of=lambda spec: None, families=(FAMILY,)
+)

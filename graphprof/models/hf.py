@@ -47,8 +47,9 @@ from graphprof.errors import (
 )
 from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, format_shape, random_token_ids
 from graphprof.models.device import build_module
+from graphprof.models.family import Family, Request, Source
 
-__all__ = ["PREFIX", "PRESETS", "SEQ_LEN", "list_hf", "resolve_hf", "parse_options"]
+__all__ = ["FAMILY", "SOURCE", "PREFIX", "PRESETS", "SEQ_LEN", "list_hf", "resolve_hf", "parse_options"]
 
 PREFIX = "hf:"
 SEQ_LEN = 128
@@ -342,3 +343,28 @@ def resolve_hf(
         *build_notes,
     )
     return ResolvedModel(name=name, family="hf", model=model, args=(), kwargs=inputs, notes=notes)
+
+
+#: The Hugging Face family: token ids in, a depth set by ``num_hidden_layers``.
+FAMILY = Family(
+    "hf",
+    dynamo_skip="transformers models take about 0.5 s per decoder layer to export; the eager capture gives the same counts per module",
+    library="transformers.",
+    sequence_length=True,
+    depth_option="num_hidden_layers",
+)
+
+
+def _resolve(spec: str, request: Request) -> ResolvedModel:
+    return resolve_hf(spec, **request.shape_options)
+
+
+#: ``hf:llama``, ``hf:/path/to/config_dir``.
+SOURCE = Source(
+    "hf",
+    claims=lambda spec: spec.lower().startswith(PREFIX),
+    resolve=_resolve,
+    family_of=lambda spec: FAMILY.name,
+    families=(FAMILY,),
+    list_models=list_hf,
+)

@@ -39,11 +39,12 @@ from torch import nn
 
 from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.models.base import ModelInfo, ResolvedModel
+from graphprof.models.family import Family, Request, Source
 from graphprof.models.graphs import DEFAULT_DEGREE, DEFAULT_NODES, graph_args, random_graph
 from graphprof.models.hf import parse_options
 from graphprof.models.pyg_import import import_pyg
 
-__all__ = ["PREFIX", "ARCHITECTURES", "GraphModelConfig", "GraphOptions", "GraphModel", "build_graph_model", "list_pyg", "resolve_pyg", "split_options"]
+__all__ = ["FAMILY", "SOURCE", "PREFIX", "ARCHITECTURES", "GraphModelConfig", "GraphOptions", "GraphModel", "build_graph_model", "list_pyg", "resolve_pyg", "split_options"]
 
 PREFIX = "pyg:"
 
@@ -233,3 +234,22 @@ def resolve_pyg(spec: str, *, input_shape: Sequence[int] | None, batch_size: int
     )
     moved = tuple(a.to(device) for a in args), {k: v.to(device) for k, v in kwargs.items()}
     return ResolvedModel(name=spec, family="pyg", model=model.to(device), args=moved[0], kwargs=moved[1], notes=notes)
+
+
+#: Graph models: the edge indices are data the forward reads, so they are never built on the meta device.
+FAMILY = Family("pyg", needs_real_values=True)
+
+
+def _resolve(spec: str, request: Request) -> ResolvedModel:
+    return resolve_pyg(spec, **request.shape_options)
+
+
+#: ``pyg:gps``, ``pyg:gin?num_nodes=5000``.
+SOURCE = Source(
+    "pyg",
+    claims=lambda spec: spec.lower().startswith(PREFIX),
+    resolve=_resolve,
+    family_of=lambda spec: FAMILY.name,
+    families=(FAMILY,),
+    list_models=list_pyg,
+)

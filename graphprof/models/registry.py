@@ -21,23 +21,57 @@ downloads: it runs inside :func:`graphprof.models.offline.network_blocked`.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Sequence
-from typing import Any
+from types import MappingProxyType
 
 import torch
 
-from graphprof.errors import InvalidInputError, ModelNotFoundError
+from graphprof.errors import InvalidInputError
 from graphprof.guard import guard_user_code
 from graphprof.inputs import INPUT_SEED
 from graphprof.models import exported, hf, pyg, timm_zoo, torchvision_zoo, user, yolo
-from graphprof.models.base import ModelInfo, ResolvedModel
+from graphprof.models.base import ModelInfo, ResolvedModel, unknown_model
 from graphprof.models.device import parse_device
+from graphprof.models.family import CUSTOM, Family, Request, Source
 from graphprof.models.offline import network_blocked
 
-__all__ = ["list_models", "resolve_model", "spec_family", "CHECKPOINT_SUFFIXES"]
+__all__ = ["SOURCES", "FAMILIES", "list_models", "resolve_model", "spec_family", "family_traits", "library_family", "CHECKPOINT_SUFFIXES"]
 
-CHECKPOINT_SUFFIXES = (".pt", ".pth")
+CHECKPOINT_SUFFIXES = yolo.CHECKPOINT_SUFFIXES
+
+#: Every form of spec, in the order a spec is tried against them (the module docstring's table).
+SOURCES: tuple[Source, ...] = (
+    hf.SOURCE,
+    pyg.SOURCE,
+    exported.SOURCE,
+    yolo.CHECKPOINT,
+    yolo.YAML,
+    timm_zoo.SOURCE,
+    user.SOURCE,
+    torchvision_zoo.SOURCE,
+    yolo.BY_NAME,
+)
+
+#: The sources whose models :func:`list_models` lists, in the order it lists them.
+LISTED: tuple[Source, ...] = (torchvision_zoo.SOURCE, yolo.BY_NAME, hf.SOURCE, pyg.SOURCE)
+
+#: Every family the sources build, by name.
+FAMILIES: MappingProxyType[str, Family] = MappingProxyType({f.name: f for s in SOURCES for f in s.families})
+
+
+def family_traits(name: str | None) -> Family:
+    """The record of family ``name``; a name no source declares (``custom``, ``None``) has every default.
+
+    >>> family_traits("yolo").needs_real_values, family_traits("custom").needs_real_values
+    (True, False)
+    """
+    found = FAMILIES.get(name) if name else None
+    return found if found is not None else Family(name or CUSTOM)
+
+
+def library_family(module: str) -> str | None:
+    """The family whose library defines classes in ``module`` (``"transformers.models.llama"`` -> ``"hf"``)."""
+    dotted = module + "."
+    return next((f.name for f in FAMILIES.values() if f.library and dotted.startswith(f.library)), None)
 
 
 def list_models(filter: str | None = None) -> list[ModelInfo]:  # noqa: A002 - the public name of the option
@@ -48,61 +82,23 @@ def list_models(filter: str | None = None) -> list[ModelInfo]:  # noqa: A002 - t
     >>> [m.name for m in list_models("resnet18")]
     ['resnet18', 'quantized_resnet18', 'yolo11-cls-resnet18']
     """
-    infos = [*torchvision_zoo.list_torchvision(), *yolo.list_yolo(), *hf.list_hf(), *pyg.list_pyg()]
+    infos = [info for source in LISTED if source.list_models is not None for info in source.list_models()]
     if not filter:
         return infos
     needle = filter.lower()
     return [i for i in infos if needle in i.name.lower() or needle in i.family.lower() or needle in i.task.lower()]
 
 
-def _unknown(spec: str, names: Sequence[str]) -> ModelNotFoundError:
-    close = difflib.get_close_matches(spec.lower(), names, n=3, cutoff=0.6)
-    if not close:
-        return ModelNotFoundError(
-            f"unknown model '{spec}' (graphprof --list shows the names; a .yaml, a local .pt, "
-            "hf:llama or package.module:factory also work)"
-        )
-    suggestion = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
-    return ModelNotFoundError(f"unknown model '{spec}'; did you mean {suggestion}? (graphprof --list)")
-
-
-def _resolve(
-    spec: str,
-    input_shape: Sequence[int] | None,
-    batch_size: int | None,
-    device: torch.device,
-    allow_unsafe_load: bool,
-    proposals: int | None = None,
-) -> ResolvedModel:
-    options: dict[str, Any] = {"input_shape": input_shape, "batch_size": batch_size, "device": device}
-    if proposals is not None and spec.lower() not in torchvision_zoo.torchvision_families():
+def _resolve(spec: str, request: Request) -> ResolvedModel:
+    """The first source that claims ``spec`` and builds it (sources are asked lazily, in order)."""
+    if request.proposals is not None and not any(s.takes_proposals and s.claims(spec) for s in SOURCES):
         raise InvalidInputError(f"proposals applies to torchvision's two-stage detectors, not to {spec}")
-    lowered = spec.lower()
-    if lowered.startswith(hf.PREFIX):
-        return hf.resolve_hf(spec, **options)
-    if lowered.startswith(pyg.PREFIX):
-        return pyg.resolve_pyg(spec, **options)
-    if lowered.endswith(exported.SUFFIX):
-        return exported.resolve_pt2(spec, **options, allow_unsafe_load=allow_unsafe_load)
-    if lowered.endswith(CHECKPOINT_SUFFIXES):
-        return yolo.load_checkpoint(spec, **options, allow_unsafe_load=allow_unsafe_load)
-    if yolo.yaml_suffix(spec):
-        arch = yolo.find_yolo_architecture(spec)
-        if arch is None:
-            raise _unknown(spec, [f"{name}.yaml" for name in yolo.yolo_architectures()])
-        return yolo.resolve_yolo(arch, **options, allow_unsafe_load=allow_unsafe_load)
-    if timm_zoo.is_timm_spec(spec):
-        resolved = timm_zoo.resolve_timm(spec, **options)
-        if resolved is not None:
-            return resolved
-    if user.is_user_spec(spec):
-        return user.resolve_user(spec, **options)
-    if lowered in torchvision_zoo.torchvision_families():
-        return torchvision_zoo.resolve_torchvision(lowered, **options, proposals=proposals)
-    arch = yolo.find_yolo_architecture(spec)
-    if arch is not None:
-        return yolo.resolve_yolo(arch, **options, allow_unsafe_load=allow_unsafe_load)
-    raise _unknown(spec, [info.name for info in list_models()])
+    for source in SOURCES:
+        if source.claims(spec):
+            resolved = source.resolve(spec, request)
+            if resolved is not None:
+                return resolved
+    raise unknown_model(spec, [info.name for info in list_models()])
 
 
 def spec_family(spec: str) -> str | None:
@@ -112,23 +108,9 @@ def spec_family(spec: str) -> str | None:
     >>> spec_family("fasterrcnn_resnet50_fpn"), spec_family("yolov8n"), spec_family("pkg:make")
     ('detection', 'yolo', None)
     """
-    lowered = spec.strip().lower()
-    if lowered.startswith(hf.PREFIX):
-        return "hf"
-    if lowered.startswith(pyg.PREFIX):
-        return "pyg"
-    if lowered.endswith(CHECKPOINT_SUFFIXES):
-        return None
-    if yolo.yaml_suffix(lowered):
-        return "yolo"
-    if timm_zoo.is_timm_spec(spec.strip()):
-        return "timm"
-    if user.is_user_spec(spec.strip()):
-        return None
-    family = torchvision_zoo.torchvision_families().get(lowered)
-    if family is not None:
-        return family
-    return "yolo" if yolo.find_yolo_architecture(spec.strip()) is not None else None
+    stripped = spec.strip()
+    source = next((s for s in SOURCES if s.claims(stripped)), None)
+    return None if source is None else source.family_of(stripped)
 
 
 @guard_user_code
@@ -168,4 +150,5 @@ def resolve_model(
     # post-processing keeps the boxes its weights give) counts the same every time; the caller's RNG is untouched
     with network_blocked(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(INPUT_SEED)
-        return _resolve(spec.strip(), input_shape, batch_size, target, allow_unsafe_load, proposals)
+        request = Request(input_shape, batch_size, target, allow_unsafe_load, proposals)
+        return _resolve(spec.strip(), request)

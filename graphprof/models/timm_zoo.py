@@ -19,8 +19,9 @@ import torch
 from graphprof.errors import MissingDependencyError, ModelNotFoundError
 from graphprof.models.base import ResolvedModel, effective_shape, random_tensor
 from graphprof.models.device import build_module
+from graphprof.models.family import Family, Request, Source
 
-__all__ = ["PREFIX", "is_timm_spec", "resolve_timm"]
+__all__ = ["FAMILY", "SOURCE", "PREFIX", "is_timm_spec", "resolve_timm"]
 
 PREFIX = "timm:"
 _DEFAULT_INPUT = (3, 224, 224)
@@ -61,3 +62,19 @@ def resolve_timm(
         name=spec, family="timm", model=model.eval(), args=(random_tensor(shape, device),), notes=notes
     )
 
+
+#: timm's image models.
+FAMILY = Family(
+    "timm",
+    dynamo_skip="timm models whose symbolic trace fails take 40 s and more to export; the eager capture gives the same counts",
+    library="timm.",
+    image_input=True,
+)
+
+
+def _resolve(spec: str, request: Request) -> ResolvedModel | None:
+    return resolve_timm(spec, **request.shape_options)
+
+
+#: ``timm:resnet50d``, when timm knows the name (else the spec goes on to the next source).
+SOURCE = Source("timm", claims=is_timm_spec, resolve=_resolve, family_of=lambda spec: FAMILY.name, families=(FAMILY,))

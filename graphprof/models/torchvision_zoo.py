@@ -42,8 +42,9 @@ from torchvision.ops.misc import FrozenBatchNorm2d
 from graphprof.errors import InvalidInputError
 from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, format_shape, random_tensor
 from graphprof.models.device import build_module
+from graphprof.models.family import Family, Request, Source
 
-__all__ = ["torchvision_families", "list_torchvision", "resolve_torchvision", "published_kwargs"]
+__all__ = ["FAMILIES", "SOURCE", "torchvision_families", "list_torchvision", "resolve_torchvision", "published_kwargs"]
 
 _FAMILY_MODULES: tuple[tuple[str, str], ...] = (
     ("classification", "torchvision.models"),
@@ -316,3 +317,36 @@ def _quietly(make: Callable[[], torch.nn.Module]) -> Callable[[], torch.nn.Modul
             return make()
 
     return quiet_make
+
+
+#: torchvision's families, as :data:`_FAMILY_MODULES` lists them; every one takes images (or frames).
+FAMILIES = (
+    Family("classification", image_input=True),
+    Family("quantized", image_input=True),
+    Family(
+        "detection",
+        needs_real_values=True,  # post-processing (nonzero, nms) has data-dependent shapes: run for real
+        dynamo_skip="torchvision's detectors have data-dependent box counts, on which Dynamo export fails after tens of seconds",
+        library="torchvision.models.detection.",
+        image_input=True,
+    ),
+    Family("segmentation", image_input=True),
+    Family("video", image_input=True),
+    Family("optical_flow", image_input=True),
+)
+
+
+def _resolve(spec: str, request: Request) -> ResolvedModel:
+    return resolve_torchvision(spec.lower(), **request.shape_options, proposals=request.proposals)
+
+
+#: ``resnet18``, ``quantized_resnet18``, ``fasterrcnn_resnet50_fpn``: any torchvision name, case-insensitive.
+SOURCE = Source(
+    "torchvision",
+    claims=lambda spec: spec.lower() in torchvision_families(),
+    resolve=_resolve,
+    family_of=lambda spec: torchvision_families().get(spec.lower()),
+    families=FAMILIES,
+    list_models=list_torchvision,
+    takes_proposals=True,
+)

@@ -31,8 +31,9 @@ import torch
 from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError
 from graphprof.models.base import ResolvedModel, a_type, effective_shape, random_tensor
 from graphprof.models.device import build_module
+from graphprof.models.family import Family, Request, Source
 
-__all__ = ["is_user_spec", "resolve_user", "find_user_object"]
+__all__ = ["FAMILY", "SOURCE", "is_user_spec", "resolve_user", "find_user_object"]
 
 
 def is_user_spec(spec: str) -> bool:
@@ -153,3 +154,15 @@ def resolve_user(
         kwargs={},
         notes=tuple(notes),
     )
+
+
+#: A user's factory, class or pickled module: nothing is known of it before it is built.
+FAMILY = Family("user")
+
+
+def _resolve(spec: str, request: Request) -> ResolvedModel:
+    return resolve_user(spec, **request.shape_options)
+
+
+#: ``package.module:make_model``, ``path/to/file.py:MyModel``.
+SOURCE = Source("user", claims=is_user_spec, resolve=_resolve, family_of=lambda spec: None, families=(FAMILY,))

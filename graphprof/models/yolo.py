@@ -45,11 +45,25 @@ from graphprof.errors import (
     ModelBuildError,
     ModelNotFoundError,
 )
-from graphprof.models.base import ModelInfo, ResolvedModel, a_type, effective_shape, format_shape, random_tensor
+from graphprof.models.base import (
+    ModelInfo,
+    ResolvedModel,
+    a_type,
+    effective_shape,
+    format_shape,
+    random_tensor,
+    unknown_model,
+)
 from graphprof.models.device import build_module
+from graphprof.models.family import Family, Request, Source
 from graphprof.models.trust import check_yolo_yaml, load_pickle, restricted_build
 
 __all__ = [
+    "FAMILY",
+    "CHECKPOINT",
+    "YAML",
+    "BY_NAME",
+    "CHECKPOINT_SUFFIXES",
     "YoloArchitecture",
     "yolo_architectures",
     "list_yolo",
@@ -59,6 +73,9 @@ __all__ = [
     "yaml_suffix",
     "missing_checkpoint",
 ]
+
+#: A local checkpoint file (an ultralytics one, or a pickled module).
+CHECKPOINT_SUFFIXES = (".pt", ".pth")
 
 IMAGE_SIZE = 640
 CLASSIFY_IMAGE_SIZE = 224
@@ -434,3 +451,53 @@ def load_checkpoint(
     return ResolvedModel(
         name=name, family=family, model=model, args=(random_tensor(shape, device),), kwargs={}, notes=tuple(notes)
     )
+
+
+#: ultralytics' YOLO models. The detect head builds its anchors and strides on the first forward, and reads
+#: its ``stride`` buffer with ``.item()`` (FakeTensors made from real tensors keep such small constants,
+#: meta tensors do not): so YOLO is warmed up once and never built on the meta device.
+FAMILY = Family(
+    "yolo",
+    needs_real_values=True,
+    warm_up="yolo models build their anchors and strides on the first forward",
+    dynamo_skip="YOLO exports in tens of seconds; the eager capture gives the same counts and true shapes per module",
+    library="ultralytics.",
+    image_input=True,
+)
+
+
+def _resolve_checkpoint(spec: str, request: Request) -> ResolvedModel:
+    return load_checkpoint(spec, **request.shape_options, allow_unsafe_load=request.allow_unsafe_load)
+
+
+def _resolve_yaml(spec: str, request: Request) -> ResolvedModel:
+    arch = find_yolo_architecture(spec)
+    if arch is None:
+        raise unknown_model(spec, [f"{name}.yaml" for name in yolo_architectures()])
+    return resolve_yolo(arch, **request.shape_options, allow_unsafe_load=request.allow_unsafe_load)
+
+
+def _resolve_by_name(spec: str, request: Request) -> ResolvedModel | None:
+    arch = find_yolo_architecture(spec)
+    return None if arch is None else resolve_yolo(arch, **request.shape_options, allow_unsafe_load=request.allow_unsafe_load)
+
+
+#: ``path/to/best.pt``: an ultralytics checkpoint (family yolo) or a pickled module (user), known once read.
+CHECKPOINT = Source(
+    "checkpoint",
+    claims=lambda spec: spec.lower().endswith(CHECKPOINT_SUFFIXES),
+    resolve=_resolve_checkpoint,
+    family_of=lambda spec: None,
+    families=(FAMILY,),
+)
+#: ``yolov8n-seg.yaml``, ``my.yaml``: a YOLO yaml, packaged with ultralytics or local.
+YAML = Source("yolo-yaml", claims=yaml_suffix, resolve=_resolve_yaml, family_of=lambda spec: FAMILY.name, families=(FAMILY,))
+#: ``yolov8n``, ``yolo11s-pose``: a packaged YOLO yaml by name.
+BY_NAME = Source(
+    "yolo",
+    claims=lambda spec: find_yolo_architecture(spec) is not None,
+    resolve=_resolve_by_name,
+    family_of=lambda spec: FAMILY.name,
+    families=(FAMILY,),
+    list_models=list_yolo,
+)

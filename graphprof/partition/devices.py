@@ -7,7 +7,7 @@ Grammar (``--devices``), items separated by commas::
 
 ``KIND`` is a hardware preset (``graphprof hardware`` lists them; its time is the roofline's, see
 :mod:`graphprof.partition.costs`) or ``cpu``: a process on *this* machine, whose per-layer times are
-measured, not predicted. Memory defaults to the preset's datasheet figure (:data:`MEMORY_GB`), or for
+measured, not predicted. Memory defaults to the preset's datasheet figure (:attr:`graphprof.hardware.Hardware.memory_gb`), or for
 ``cpu`` to this machine's RAM shared by the ``cpu`` processes.
 
 Links (``--link``): one figure for every pair, ``GBPS[/LATENCY_MS]``, or per pair of kinds,
@@ -21,29 +21,17 @@ so devices of one kind stay interchangeable (what keeps the exact solver small).
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from graphprof.errors import InvalidInputError
-from graphprof.hardware import Hardware, custom_hardware, get_hardware
+from graphprof.hardware import Hardware, custom_hardware, get_hardware, host_memory_bytes
 
-__all__ = ["LOCAL_CPU", "MEMORY_GB", "Device", "Links", "parse_devices", "parse_links", "kinds_of"]
+__all__ = ["LOCAL_CPU", "Device", "Links", "parse_devices", "parse_links", "kinds_of"]
 
 #: The device kind that means "a process on this machine" (times measured here, not predicted).
 LOCAL_CPU = "cpu"
-
-#: Memory of each preset, GB (10**9 bytes), from the same documents as its peaks (``graphprof/hardware.py``):
-#: A100 80GB SXM datasheet (80GB HBM2e); H100 datasheet, SXM and PCIe columns (80GB); H200 product page
-#: (141GB HBM3e); L4 datasheet (24GB GDDR6); T4 datasheet (16GB GDDR6); Ada whitepaper, RTX 4090 (24GB
-#: GDDR6X); Jetson AGX Orin technical brief, 64GB module (64GB LPDDR5, shared by CPU and GPU); Apple
-#: newsroom 2021-10-18 (M1 Max "up to 64GB" unified memory, the largest configuration). The generic
-#: desktop CPU has no datasheet: 32GB, two 16GB DDR5 DIMMs, is an assumption (give ``@GB`` to change it).
-MEMORY_GB: Mapping[str, float] = {
-    "a100": 80.0, "h100": 80.0, "h100-pcie": 80.0, "h200": 141.0, "l4": 24.0, "t4": 16.0, "rtx4090": 24.0,
-    "jetson-orin": 64.0, "apple-m1-max": 64.0, "desktop-cpu": 32.0,
-}  # fmt: skip
 
 _ITEM = re.compile(
     r"^(?P<kind>[A-Za-z0-9_.-]+)(?:=(?P<tflops>[0-9.eE+-]+)/(?P<gbps>[0-9.eE+-]+))?"
@@ -98,8 +86,8 @@ def _count(text: str | None, item: str) -> int:
 
 
 def local_memory_bytes() -> int:
-    """This machine's physical memory in bytes (``os.sysconf``)."""
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    """This machine's physical memory in bytes (:func:`graphprof.hardware.host_memory_bytes`)."""
+    return host_memory_bytes() or 0
 
 
 def _memory(kind: str, hardware: Hardware | None, mem: str | None, item: str, local_share: int) -> int:
@@ -107,8 +95,8 @@ def _memory(kind: str, hardware: Hardware | None, mem: str | None, item: str, lo
         return int(_number(mem.strip().removesuffix("GB").removesuffix("gb"), "memory (GB)", item) * 1e9)
     if hardware is None:
         return local_share
-    if hardware.name in MEMORY_GB:
-        return int(MEMORY_GB[hardware.name] * 1e9)
+    if hardware.memory_bytes is not None:
+        return hardware.memory_bytes
     raise InvalidInputError(f"device spec {item!r}: no known memory for {kind!r}; give it as {kind}@GB")
 
 

@@ -15,7 +15,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.prepared import PreparedModel
 from graphprof.scaling.factory import check_keyword, user_factory
 
-__all__ = ["MAX_POINTS", "Axis", "FACTORY_LAYERS_KEY", "HF_LAYERS_KEY", "parse_values", "check_values", "check_sweep", "point_options", "with_option"]
+__all__ = ["MAX_POINTS", "Axis", "FACTORY_LAYERS_KEY", "parse_values", "check_values", "check_sweep", "point_options", "with_option"]
 
 
 #: What a sweep varies (:class:`graphprof.choices.SweepAxis`).
@@ -23,10 +23,6 @@ Axis = SweepAxis
 
 #: The keyword a factory's depth goes to on the ``layers`` axis (the seed framework's name).
 FACTORY_LAYERS_KEY = "num_layers"
-#: The config field an ``hf:`` model's depth goes to.
-HF_LAYERS_KEY = "num_hidden_layers"
-#: Families whose input has an image (or video frames) whose H and W a resolution sweep replaces.
-_IMAGE_FAMILIES = frozenset({"classification", "detection", "segmentation", "video", "optical_flow", "quantized", "yolo", "timm"})
 
 
 # ---- values ---------------------------------------------------------------------------------------
@@ -116,20 +112,21 @@ def with_option(spec: str, key: str, value: Any) -> str:
 
 def _check_axis(model: Any, axis: Axis, key: str | None) -> str | None:
     """Refuse an axis the model cannot have, before any work; returns the keyword for ``layers``/``set``."""
-    from graphprof.models import spec_family
+    from graphprof.models import family_traits, spec_family
 
     if isinstance(model, str):
         family = spec_family(model)
         what = model
-        if axis is Axis.SEQ_LEN and family is not None and family != "hf":
+        traits = family_traits(family)  # the family's record; an unknown family (None) is not refused
+        if axis is Axis.SEQ_LEN and family is not None and not traits.sequence_length:
             raise InvalidInputError(f"{what} ({family}) has no sequence length: seq-len sweeps are for transformers (hf:...)")
-        if axis is Axis.RESOLUTION and family == "hf":
+        if axis is Axis.RESOLUTION and traits.sequence_length:
             raise InvalidInputError(f"{what} takes token ids, not images: it has no resolution (sweep seq-len)")
-        if axis is Axis.RESOLUTION and family is not None and family not in _IMAGE_FAMILIES:
+        if axis is Axis.RESOLUTION and family is not None and not traits.image_input:
             raise InvalidInputError(f"{what} ({family}) has no image input to change the resolution of")
         if axis is Axis.LAYERS:
-            if family == "hf":
-                return key or HF_LAYERS_KEY
+            if traits.depth_option is not None:
+                return key or traits.depth_option
             if family is None and ":" in model:
                 check_keyword(user_factory(model), key or FACTORY_LAYERS_KEY, model)
                 return key or FACTORY_LAYERS_KEY
