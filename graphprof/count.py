@@ -88,6 +88,7 @@ def count_costs(trace: Trace) -> tuple[list[LayerRow], list[UnsupportedOp]]:
                 forward=forward,
                 backward=backward,
                 ops=records,
+                saved_bytes=key.saved_bytes,
             )
         )
     unsupported_ops = [

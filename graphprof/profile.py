@@ -112,6 +112,7 @@ def build_profile(session: Session, run: SessionRun, args: tuple[Any, ...], kwar
         input_bytes=run.trace.input_bytes,
         output_bytes=run.trace.output_bytes,
         peak_activation_bytes=run.trace.peak_activation_bytes,
+        peak_activation_layer=run.trace.peak_activation_layer,
         num_subgraphs=cap.graph.num_subgraphs,
         unsupported=tuple(unsupported),
         notes=tuple(_notes(session, run, rows, run_dtype)),

@@ -36,7 +36,7 @@ from torch.utils._pytree import tree_flatten
 from graphprof.capture import CapturedGraph
 from graphprof.formulas import TensorMeta
 from graphprof.formulas.registry import tensor_meta
-from graphprof.observers import LiveMemory
+from graphprof.observers import LiveMemory, SavedActivations
 from graphprof.runloop import DataDependentError, Layer, Observer, OpEvent, RunContext, run_model
 
 __all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "DataDependentError", "shapes_of", "to_meta", "op_call"]
@@ -64,6 +64,8 @@ class TraceKey:
     params: list[torch.Tensor] = field(default_factory=list)
     output_shapes: tuple[tuple[int, ...], ...] = ()
     calls: list[OpCall] = field(default_factory=list)
+    #: bytes this key saved for backward (train mode; :class:`~graphprof.observers.SavedActivations`)
+    saved_bytes: int = 0
 
 
 @dataclass
@@ -76,6 +78,8 @@ class Trace:
     input_bytes: int
     peak_activation_bytes: int
     unattributed: TraceKey
+    #: the layer running when the activation peak was reached
+    peak_activation_layer: str | None = None
 
 
 def to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
@@ -168,16 +172,20 @@ def propagate(
     on without real values and :class:`~graphprof.errors.ShapePropagationError` naming the node for any
     other failure.
     """
-    recorder, memory = OpRecorder(), LiveMemory()
+    recorder, memory, saved = OpRecorder(), LiveMemory(), SavedActivations()
     outcome = run_model(
-        captured, model, args, kwargs, [recorder, memory, *observers],
+        captured, model, args, kwargs, [recorder, memory, *([saved] if train else []), *observers],
         train=train, dtype=dtype, fake=fake, modes=modes,
     )  # fmt: skip
+    keys = recorder.trace_keys()
+    for key in keys:
+        key.saved_bytes = saved.by_layer.get(key.name, 0)
     return Trace(
-        keys=recorder.trace_keys(),
+        keys=keys,
         fake=fake,
         output_bytes=outcome.output_bytes,
         input_bytes=outcome.input_bytes,
         peak_activation_bytes=memory.peak,
         unattributed=recorder.unattributed,
+        peak_activation_layer=memory.peak_layer,
     )

@@ -87,6 +87,9 @@ class LayerRow:
     forward: Cost
     backward: Cost
     ops: tuple[OpRecord, ...] = field(default=(), repr=False)
+    #: bytes this node saves for backward (train mode; 0 in eval): the activation memory a training
+    #: step holds for it until its backward (:mod:`graphprof.observers.saved`)
+    saved_bytes: int = 0
 
     @property
     def cost(self) -> Cost:
@@ -104,6 +107,7 @@ class LayerRow:
             **cost_dict(self.cost),
             "forward": cost_dict(self.forward),
             "backward": cost_dict(self.backward),
+            "saved_bytes": self.saved_bytes,
             "ops": [op.to_dict() for op in self.ops],
         }
 
@@ -186,6 +190,8 @@ class Profile:
     #: how ops were lowered for costing: ``"cpu"`` (the decomposition the profiling machine runs) or
     #: ``"cuda"`` (fused attention kernels, as a GPU runs them; see :mod:`graphprof.lowering`)
     lowering: str = "cpu"
+    #: the layer running when the activation peak was reached (``None`` for an empty run)
+    peak_activation_layer: str | None = None
     #: Every layer classified (:func:`graphprof.roofline.classify`): against the fixed threshold as
     #: :func:`graphprof.profile_model` returns it, against a device after
     #: :func:`graphprof.roofline.with_roofline`. Renderers read it; none classifies again.
@@ -220,6 +226,12 @@ class Profile:
     @property
     def total_flops(self) -> int:
         return self.total.flops
+
+    @property
+    def saved_activation_bytes(self) -> int:
+        """Bytes saved for backward over all layers (train mode; 0 in eval): the activation part of a
+        training step's peak."""
+        return sum(row.saved_bytes for row in self.layers)
 
     @cached_property
     def executed_flops(self) -> int:
@@ -276,6 +288,8 @@ class Profile:
             "input_bytes": self.input_bytes,
             "output_bytes": self.output_bytes,
             "peak_activation_bytes": self.peak_activation_bytes,
+            "peak_activation_layer": self.peak_activation_layer,
+            "saved_activation_bytes": self.saved_activation_bytes,
             "num_subgraphs": self.num_subgraphs,
             "total_macs": self.total_macs,
             "total_flops": self.total_flops,

@@ -37,12 +37,16 @@ class LiveMemory(Observer):
         self.peak = 0
         #: how many times the storages were checked (at most once per op; see the class docstring)
         self.scans = 0
+        #: the layer running when the peak was reached (``None`` before any op, or outside every layer)
+        self.peak_layer: str | None = None
+        self._layer: str | None = None
 
     def started(self, ctx: RunContext) -> None:
         self.static = {StorageWeakRef(t.untyped_storage()) for t in _dense_parts(ctx.state.values())}
         self.add(ctx.inputs)
 
     def op(self, event: OpEvent) -> None:
+        self._layer = event.layer.name if event.layer is not None else None
         self.add(event.out)
 
     def add(self, value: Any) -> None:
@@ -57,7 +61,8 @@ class LiveMemory(Observer):
             self.scans += 1
             for ref in [r for r in self.live if r.expired()]:
                 self.current -= self.live.pop(ref)
-            self.peak = max(self.peak, self.current)
+            if self.current > self.peak:
+                self.peak, self.peak_layer = self.current, self._layer
 
 
 def _dense_parts(values: Any) -> list[Any]:
