@@ -20,6 +20,10 @@ that reference raises :class:`~graphprof.errors.MissingDependencyError`.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
 from graphprof.crosscheck.conventions import CONVENTIONS, FVCORE, LEFT_OUT, TORCH, Convention
 from graphprof.crosscheck.references import ReferenceCounts, ReferenceFailedError, count_with_fvcore, count_with_torch
 from graphprof.crosscheck.render import (
@@ -31,7 +35,6 @@ from graphprof.crosscheck.render import (
     render_json,
     render_markdown,
     summarize,
-    write_crosschecks,
 )
 from graphprof.crosscheck.result import CrossCheck, Explanation, GroupComparison, OpCount, Status
 from graphprof.crosscheck.run import (
@@ -76,3 +79,11 @@ __all__ = [
     "render_markdown",
     "write_crosschecks",
 ]
+
+
+def write_crosschecks(results: Sequence[CrossCheck], path: str | os.PathLike[str], *, tolerance: float, fmt: str | None = None) -> Path:
+    """Write the comparison to ``path`` as JSON or CSV (from ``fmt`` or the suffix), atomically, through
+    :func:`graphprof.render.sink.write_result` (the JSON with ``timestamp`` and ``host``)."""
+    from graphprof.render.sink import CrossCheckResult, write_result
+
+    return write_result(CrossCheckResult(tuple(results), tolerance), path, fmt)

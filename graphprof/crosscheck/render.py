@@ -9,10 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -20,8 +18,6 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.crosscheck.result import REASONS, CrossCheck, Explanation, OpCount, Status
-from graphprof.errors import OutputError
-from graphprof.render.files import write_atomic
 from graphprof.render.table import format_count
 
 __all__ = [
@@ -33,11 +29,9 @@ __all__ = [
     "render_json",
     "render_csv",
     "render_markdown",
-    "write_crosschecks",
-    "FORMATS",
+    "crosscheck_dict",
 ]
 
-FORMATS = ("json", "csv")
 _STYLE = {Status.AGREES: "green", Status.EXPLAINED: "green", Status.DIFFERS: "bold red", Status.FAILED: "yellow"}
 _LABEL = {"fvcore": "fvcore", "torch": "torch FlopCounterMode"}
 
@@ -195,7 +189,8 @@ def render_details(result: CrossCheck) -> RenderableType:
     return Group(*parts)
 
 
-def _document(results: Sequence[CrossCheck], tolerance: float) -> dict[str, Any]:
+def crosscheck_dict(results: Sequence[CrossCheck], tolerance: float) -> dict[str, Any]:
+    """The comparison as a JSON-ready dict: the reference, the tolerance, the summary, one entry per model."""
     reference = results[0].reference if results else ""
     unit = next((r.unit for r in results if r.unit), "")
     return {
@@ -208,7 +203,7 @@ def _document(results: Sequence[CrossCheck], tolerance: float) -> dict[str, Any]
 
 
 def render_json(results: Sequence[CrossCheck], tolerance: float) -> str:
-    return json.dumps(_document(results, tolerance), indent=2) + "\n"
+    return json.dumps(crosscheck_dict(results, tolerance), indent=2) + "\n"
 
 
 CSV_COLUMNS = (
@@ -261,16 +256,3 @@ def render_markdown(results: Sequence[CrossCheck], tolerance: float) -> str:
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def write_crosschecks(
-    results: Sequence[CrossCheck], path: str | os.PathLike[str], *, tolerance: float, fmt: str | None = None
-) -> Path:
-    """Write the comparison to ``path`` as JSON or CSV (from ``fmt`` or the suffix), atomically."""
-    target = Path(path)
-    fmt = (fmt or target.suffix.lstrip(".")).lower()
-    if fmt not in FORMATS:
-        raise OutputError(f"cannot tell the output format of {str(target)!r}: use a .json or .csv suffix, or --format")
-    text = render_json(results, tolerance) if fmt == "json" else render_csv(results, tolerance)
-    write_atomic(target, text)
-    return target
