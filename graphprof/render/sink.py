@@ -168,7 +168,7 @@ def check_distinct(paths: Mapping[str, Sequence[str | os.PathLike[str]] | str | 
                 continue
             real = os.path.realpath(path)
             if real in seen and seen[real] != option:
-                raise InvalidInputError(f"{seen[real]} and {option} both name {str(path)!r}: choose two different files")
+                raise InvalidInputError(f"{seen[real]} and {option} both name {str(path)!r}: choose two different names")
             seen.setdefault(real, option)
 
 
