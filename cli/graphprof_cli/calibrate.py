@@ -43,7 +43,16 @@ def calibrate_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from graphprof.calibrate import calibrate
+    from graphprof_cli.output import absolute
 
+    def checked() -> Path | None:  # a folder given as the file, or a missing folder, fails now, not after a minute
+        from graphprof.atomic import check_path
+
+        if output is not None:
+            check_path(output)
+        return absolute(output)
+
+    output = run_guarded(checked)
     console = make_console(None)
     with Progress(TextColumn("calibrating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=console, transient=True) as bar:  # fmt: skip

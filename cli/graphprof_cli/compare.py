@@ -41,23 +41,19 @@ def run_compare(
     from graphprof.hardware import resolve_hardware
     from graphprof.options import parse_shape
     from graphprof.profile import iter_compare
-    from graphprof.render import (
-        ModelFailure,
-        check_output,
-        comparison_rows,
-        render_comparison,
-    )
-    from graphprof.render.files import means_stdout
+    from graphprof.render import ModelFailure, comparison_rows, render_comparison
+    from graphprof_cli.output import absolute, distinct, plan
 
     device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
     parse_shape((profile_options or {}).get("input_shape"))
-    chosen = check_output(output, fmt) if output is not None else None
+    distinct({"--output": output, "--html": html})
+    target = plan("compare", output, fmt)
+    html = absolute(html)  # before a model's factory can os.chdir
     if html is not None:
         from graphprof_cli.profile_run import check_html_path
 
         check_html_path(html)
-    to_stdout = output is not None and means_stdout(output)
-    if to_stdout:
+    if target is not None and target.to_stdout:
         console = Console(stderr=True, width=console.width)
     entries: list[graphprof.Profile | ModelFailure] = []
     with console.status(f"profiling {len(models)} models ...", spinner="dots"):
@@ -79,23 +75,18 @@ def run_compare(
         if row.error is not None:
             prefix = "" if row.error.startswith(row.model) else f"{row.model}: "
             print(f"graphprof: error: {prefix}{row.error}", file=sys.stderr)
-    _write(rows, device, console, output, chosen, to_stdout, html)
+    _write(rows, device, console, target, html)
     failures = [entry for entry in entries if isinstance(entry, ModelFailure)]
     return failures[0].exit_code if failures else 0
 
 
-def _write(rows: Any, device: Any, console: Console, output: Path | None, chosen: str | None, to_stdout: bool, html: Path | None) -> None:
+def _write(rows: Any, device: Any, console: Console, target: Any, html: Path | None) -> None:
     """The comparison's file (``-``: standard output) and its HTML page, when asked for."""
-    from graphprof.render import render_comparison_csv, render_comparison_json, write_atomic
+    from graphprof.render import write_atomic
+    from graphprof.render.sink import ComparisonResult
+    from graphprof_cli.output import emit
 
-    if output is not None:
-        text = render_comparison_json(rows, device) if chosen == "json" else render_comparison_csv(rows)
-        if to_stdout:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        else:
-            write_atomic(output, text)
-            console.print(f"wrote {output}")
+    emit(ComparisonResult(tuple(rows), device), target, console)
     if html is not None:
         from graphprof.render.html import render_compare_html
 

@@ -8,14 +8,14 @@ when ``--generate`` is given. Parsing only: the work is :func:`graphprof.generat
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from graphprof_cli.common import flag, run_guarded
+
+if TYPE_CHECKING:
+    from graphprof_cli.request import ProfileRequest
 
 __all__ = [
     "GenerateOption",
@@ -50,42 +50,30 @@ CacheOption = Annotated[
 ]
 
 
-def run_generate(
-    *,
-    model: str,
-    prompt_len: int,
-    new_tokens: int,
-    batch_size: int | None,
-    dtype: str | None,
-    kv_dtype: str | None,
-    cache: str,
-    hardware: Any,
-    measure: bool,
-    device: str | None,
-    output: Path | None,
-    console: Any,
-    debug: bool,
-) -> None:
-    """Profile (and with ``measure`` run) generation, print the report, write ``--output`` as JSON."""
+def run_generate(req: ProfileRequest) -> None:
+    """Profile (and with ``--measure`` run) generation, print the report, write ``--output`` as JSON."""
     from graphprof.generate import profile_generation
     from graphprof.generate.measure import with_measurement
+    from graphprof.hardware import resolve_hardware
     from graphprof.render.generate import render_generation
+    from graphprof_cli.common import console as make_console
+    from graphprof_cli.output import emit, plan
 
+    def checked() -> tuple[Any, Any]:  # before any model is built: the hardware and the output's folder
+        hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
+        return hardware, plan("generate", req.output)
+
+    hardware, target = run_guarded(checked, req.debug)
+    console = make_console(req.width)
     options = {
-        "prompt_len": prompt_len, "new_tokens": new_tokens, "batch_size": batch_size or 1, "dtype": dtype,
-        "kv_dtype": kv_dtype, "cache": cache, "hardware": hardware,
+        "prompt_len": req.prompt_len, "new_tokens": req.new_tokens, "batch_size": req.batch_size or 1, "dtype": req.dtype,
+        "kv_dtype": req.kv_dtype, "cache": req.cache, "hardware": hardware,
     }  # fmt: skip
-    with console.status(f"profiling generate() of {model} ...", spinner="dots"):
-        if measure:
-            result = run_guarded(lambda: with_measurement(model, device=device, **options), debug)
+    with console.status(f"profiling generate() of {req.model} ...", spinner="dots"):
+        if req.measure:
+            result = run_guarded(lambda: with_measurement(req.model, device=req.device, **options), req.debug)
         else:
-            result = run_guarded(lambda: profile_generation(model, **options), debug)
-    if output is not None and str(output) == "-":
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-        return
-    console.print(render_generation(result))
-    if output is not None:
-        from graphprof.render.files import write_atomic
-
-        run_guarded(lambda: write_atomic(output, json.dumps(result.to_dict(), indent=2) + "\n"), debug)
-        console.print(f"wrote {output}")
+            result = run_guarded(lambda: profile_generation(req.model, **options), req.debug)
+    if target is None or not target.to_stdout:  # with --output -, stdout carries the JSON alone
+        console.print(render_generation(result))
+    emit(result, target, console, req.debug)

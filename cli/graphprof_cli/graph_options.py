@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -64,8 +63,11 @@ def run_graph_sweep(
     """``graphprof sweep`` on a graph model: ``--nodes`` or ``--layers``; a table per component and the fits."""
     from graphprof.errors import InvalidInputError
     from graphprof.gnn.scaling import run_graph_scaling
-    from graphprof.render.graph_models import render_graph_scaling, render_graph_scaling_json
+    from graphprof.render.graph_models import render_graph_scaling
     from graphprof.scaling import parse_values
+    from graphprof_cli.output import emit, plan
+
+    target = run_guarded(lambda: plan("graph-scaling", output), debug)  # a bad path fails before the sweep
 
     def run() -> Any:
         if (nodes is None) == (layers is None):
@@ -81,14 +83,9 @@ def run_graph_sweep(
         return run_graph_scaling(model, axis, values, **options)
 
     result = run_guarded(run, debug)
-    to_stdout = output is not None and str(output) == "-"
-    console = make_console(stderr=to_stdout)
+    console = make_console(stderr=target is not None and target.to_stdout)
     console.print(render_graph_scaling(result))
-    if to_stdout:
-        sys.stdout.write(render_graph_scaling_json(result))
-    elif output is not None:
-        output.write_text(render_graph_scaling_json(result), encoding="utf-8")
-        console.print(f"wrote {output}")
+    emit(result, target, console, debug)
 
 
 def graph_estimate_command(
@@ -102,17 +99,13 @@ def graph_estimate_command(
     debug: opt.DebugOption = False,
 ) -> None:
     """The seed's FLOPs estimate beside graphprof's count, per component: graphprof graph-estimate --model pyg:gps."""
-    import json
-
     from graphprof.gnn.compare import compare_graph_model
     from graphprof.render.graph_models import render_comparison
+    from graphprof_cli.output import emit, plan
 
     spec = run_guarded(lambda: graph_spec(model, nodes, avg_degree, edges), debug) or model
+    target = run_guarded(lambda: plan("graph-estimate", output), debug)  # JSON only; a bad path fails before the work
     comparison = run_guarded(lambda: compare_graph_model(spec, sparse_ratio=sparse_ratio), debug)
-    make_console(width, stderr=output is not None and str(output) == "-").print(render_comparison(comparison))
-    if output is not None:
-        text = json.dumps(comparison.to_dict(), indent=2)
-        if str(output) == "-":
-            sys.stdout.write(text)
-        else:
-            output.write_text(text, encoding="utf-8")
+    console = make_console(width, stderr=target is not None and target.to_stdout)
+    console.print(render_comparison(comparison))
+    emit(comparison, target, console, debug)

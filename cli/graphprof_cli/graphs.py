@@ -8,17 +8,11 @@ from typing import Any
 __all__ = ["check_graph_path", "write_model_graph"]
 
 
-def check_graph_path(path: Path, output: Path | None = None) -> None:
-    """Fail before any profiling when ``path`` has an unknown suffix, its directory is missing, or it (or a
-    file it writes) is ``output``, the profile's own file, which one of the two writes would replace."""
-    import os
-
+def check_graph_path(path: Path) -> None:
+    """Fail before any profiling when ``path`` has an unknown suffix or its directory is missing (a file
+    that another option also names is refused before: :func:`graphprof.render.sink.check_distinct`)."""
     from graphprof.errors import OutputError
     from graphprof.graph.export import GRAPH_FORMATS, check_paths, text_paths
-
-    written = text_paths(path) if path.suffix.lower() == ".txt" else [path]
-    if output is not None and any(os.path.realpath(output) == os.path.realpath(w) for w in written):
-        raise OutputError(f"--graph {path} would write {output}, the --output file: choose two different names")
 
     if path.suffix.lower() not in GRAPH_FORMATS:
         raise OutputError(

@@ -24,7 +24,7 @@ from graphprof_cli import options as opt
 from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
 from graphprof_cli.generate import CacheOption, GenerateOption, KVDtypeOption, NewTokensOption, PromptLenOption
-from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, graph_estimate_command, graph_spec
+from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, graph_estimate_command
 
 app = typer.Typer(
     cls=Group,
@@ -136,33 +136,36 @@ def profile(
     if model is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
-    model = run_guarded(lambda: graph_spec(model, nodes, avg_degree, edges), debug)  # pyg: models' graph size
-    if generate:
-        from graphprof_cli.generate import run_generate
+    from graphprof_cli.request import ProfileRequest
 
-        run_generate(
-            model=model, prompt_len=prompt_len, new_tokens=new_tokens, batch_size=batch_size, dtype=dtype, kv_dtype=kv_dtype,
-            cache=cache, hardware=_hardware(hardware, peak_tflops, bandwidth_gbs, debug), measure=measure, device=device,
-            output=output, console=_console(width), debug=debug,
-        )  # fmt: skip
-        return
-    from graphprof_cli.profile_run import ProfileRequest, run_profile
-
-    run_profile(
+    _run(
         ProfileRequest(
             model=model, input_shape=input_shape, batch_size=batch_size, dtype=dtype, mode=mode, capture=capture,
             proposals=proposals, showshape=showshape, verbose=verbose, depth=depth, top=top, hardware=hardware,
             peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, output=output, fmt=fmt, allow_unsafe_load=allow_unsafe_load,
             plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace,
-            optimizer=optimizer, graph=graph, fvcore=fvcore, html=html_path, debug=debug,
+            optimizer=optimizer, graph=graph, fvcore=fvcore, html=html_path, generate=generate, prompt_len=prompt_len,
+            new_tokens=new_tokens, kv_dtype=kv_dtype, cache=cache, nodes=nodes, avg_degree=avg_degree, edges=edges, debug=debug,
         )  # fmt: skip
     )
 
 
-def _hardware(hardware: str | None, peak_tflops: float | None, bandwidth_gbs: float | None, debug: bool) -> Any:
-    from graphprof.hardware import resolve_hardware
+def _run(req: Any) -> None:
+    """The main command's work: the graph options folded into the model's spec, then profile or generate."""
+    from dataclasses import replace
 
-    return run_guarded(lambda: resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs), debug)
+    from graphprof_cli.graph_options import graph_spec
+
+    model = run_guarded(lambda: graph_spec(req.model, req.nodes, req.avg_degree, req.edges), req.debug)
+    req = replace(req, model=model or req.model)
+    if req.generate:
+        from graphprof_cli.generate import run_generate
+
+        run_generate(req)
+        return
+    from graphprof_cli.profile_run import run_profile
+
+    run_profile(req)
 
 
 app.command("graph-estimate", cls=Command)(graph_estimate_command)

@@ -41,22 +41,27 @@ def partition_command(
     debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Split a model across devices (exact dynamic program over its costed module graph); --run proves it."""
+    from graphprof.atomic import check_path
     from graphprof.errors import OutputError
     from graphprof.partition.report import partition_report
     from graphprof.render.files import write_atomic
-    from graphprof.render.partition import plan_json, render_plan, render_plan_plot, render_runs
+    from graphprof.render.partition import render_plan, render_plan_plot, render_runs
     from graphprof.render.plots import PLOT_FORMATS, require_matplotlib
     from graphprof_cli.common import console as make_console
     from graphprof_cli.common import run_guarded
+    from graphprof_cli.output import absolute, distinct, emit, plan
 
-    def checked() -> None:
+    def checked() -> tuple[Any, Path | None]:  # before any work: the picture's kind, both paths, made absolute
+        distinct({"--output": output, "--plot": plot})
         if plot is not None:
             require_matplotlib()
             if plot.suffix.lstrip(".").lower() not in PLOT_FORMATS:
                 raise OutputError(f"cannot draw {str(plot)!r}: the picture's file must end in {', '.join('.' + f for f in PLOT_FORMATS)}")
+            check_path(plot)
+        return plan("partition", output), absolute(plot)
 
-    run_guarded(checked, debug)
-    console = make_console()
+    target, drawn = run_guarded(checked, debug)
+    console = make_console(stderr=target is not None and target.to_stdout)
 
     def work() -> Any:
         with console.status(f"planning {model} on {devices} ...", spinner="dots"):
@@ -69,10 +74,8 @@ def partition_command(
     console.print(render_plan(report.plan))
     if report.runs:
         console.print(render_runs(report.runs))
-    if output is not None:
-        run_guarded(lambda: write_atomic(output, plan_json(report.plan, report.runs)), debug)
-        console.print(f"wrote {output}")
-    if plot is not None:
-        fmt = plot.suffix.lstrip(".").lower()
-        run_guarded(lambda: write_atomic(plot, render_plan_plot(report.plan, fmt=fmt)), debug)
+    emit(report, target, console, debug)
+    if drawn is not None:
+        fmt = drawn.suffix.lstrip(".").lower()
+        run_guarded(lambda: write_atomic(drawn, render_plan_plot(report.plan, fmt=fmt)), debug)
         console.print(f"wrote {plot}")

@@ -6,77 +6,50 @@ Checks every option that needs no model first (a typo costs no profiling), then 
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-from graphprof.choices import Capture, Mode, Optimizer, OutputFormat
 from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
+from graphprof_cli.request import ProfileRequest
 
-__all__ = ["ProfileRequest", "run_profile"]
-
-
-@dataclass(frozen=True)
-class ProfileRequest:
-    """The main command's options, as parsed."""
-
-    model: str
-    input_shape: str | None = None
-    batch_size: int | None = None
-    dtype: str | None = None
-    mode: Mode = Mode.EVAL
-    capture: Capture = Capture.AUTO
-    proposals: int | None = None
-    showshape: bool = False
-    verbose: bool = False
-    depth: int | None = None
-    top: int = 10
-    hardware: str | None = None
-    peak_tflops: float | None = None
-    bandwidth_gbs: float | None = None
-    output: Path | None = None
-    fmt: OutputFormat | None = None
-    allow_unsafe_load: bool = False
-    plot: tuple[str, ...] = ()
-    width: int | None = None
-    measure: bool = False
-    device: str | None = None
-    iters: int = 50
-    warmup: int = 5
-    trace: Path | None = None
-    optimizer: Optimizer = Optimizer.SGD
-    graph: Path | None = None
-    fvcore: bool = False
-    html: Path | None = None
-    debug: bool = False
-
-    @property
-    def to_stdout(self) -> bool:
-        from graphprof.render.files import means_stdout
-
-        return self.output is not None and means_stdout(self.output)
+__all__ = ["ProfileRequest", "run_profile", "check_html_path"]
 
 
-def _check(req: ProfileRequest) -> tuple[Any, Any, list[str]]:
-    """Everything that can be checked without the model: ``(hardware, device measured or None, output format)``."""
+def _resolved(req: ProfileRequest) -> ProfileRequest:
+    """Every path fixed against the starting folder, before a model's factory can ``os.chdir``; two options
+    naming one file are refused (exit 2)."""
+    from graphprof.render import parse_plot_spec
+    from graphprof_cli.output import absolute, distinct
+
+    plots = tuple(f"{kind}={absolute(path)}" for kind, path in (parse_plot_spec(spec) for spec in req.plot))
+    graph = absolute(req.graph)
+    if graph is not None:
+        from graphprof.graph.export import text_paths
+
+        graphs = text_paths(graph) if graph.suffix.lower() == ".txt" else [graph]
+    distinct({"--output": req.output, "--html": req.html, "--graph": graphs if graph is not None else None,
+              "--plot": [p.partition("=")[2] for p in plots]})  # fmt: skip
+    return dataclasses.replace(req, plot=plots, graph=graph, html=absolute(req.html), trace=absolute(req.trace))
+
+
+def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
+    """Everything that can be checked without the model: ``(hardware, device measured or None, output target)``."""
     from graphprof.hardware import resolve_hardware
     from graphprof.options import parse_shape
-    from graphprof.render import check_output, parse_plot_spec
     from graphprof.render.plots import require_matplotlib
+    from graphprof_cli.output import plan
 
     device_hw = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
     parse_shape(req.input_shape)
-    chosen = [check_output(req.output, req.fmt.value if req.fmt else None)] if req.output is not None else []
-    for spec in req.plot:
-        parse_plot_spec(spec)
+    target = plan("profile", req.output, req.fmt)
     if req.plot:
         require_matplotlib()
     if req.graph is not None:
         from graphprof_cli.graphs import check_graph_path
 
-        check_graph_path(req.graph, req.output)
+        check_graph_path(req.graph)
     if req.html is not None:
         check_html_path(req.html)
     measuring = None
@@ -88,14 +61,14 @@ def _check(req: ProfileRequest) -> tuple[Any, Any, list[str]]:
         from graphprof_cli.measure import check_measure_options
 
         measuring = check_measure_options(device=req.device, iters=req.iters, warmup=req.warmup, optimizer=req.optimizer.value)
-    return device_hw, measuring, chosen
+    return device_hw, measuring, target
 
 
-def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, list[str]]:
-    """``(prepared model, profile, hardware, device to measure on or None, output format)``."""
+def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """``(prepared model, profile, hardware, device to measure on or None, output target)``."""
     import graphprof
 
-    device_hw, measuring, chosen = _check(req)
+    device_hw, measuring, output = _check(req)
     # the target the costs are for: the device measured, else the hardware preset's kind
     target = "cuda" if measuring is not None and measuring.type == "cuda" else (device_hw.target if device_hw is not None else None)
     with console.status(f"profiling {req.model} ...", spinner="dots"):
@@ -104,7 +77,7 @@ def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, lis
             methods=req.capture.methods, allow_unsafe_load=req.allow_unsafe_load, target=target, proposals=req.proposals,
         )  # fmt: skip
         result = prepared.profile()
-    return prepared, result, device_hw, measuring, chosen
+    return prepared, result, device_hw, measuring, output
 
 
 def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, device_hw: Any, measuring: Any) -> tuple[Any, Any]:
@@ -145,8 +118,9 @@ def run_profile(req: ProfileRequest) -> None:
     from graphprof.render import render_report
     from graphprof.roofline import with_roofline
 
+    req = run_guarded(lambda: _resolved(req), req.debug)
     console = make_console(req.width, stderr=req.to_stdout)  # with --output -, stdout carries the file alone
-    prepared, result, device_hw, measuring, chosen = run_guarded(lambda: _dry_run(req, console), req.debug)
+    prepared, result, device_hw, measuring, target = run_guarded(lambda: _dry_run(req, console), req.debug)
     if measuring is not None:
         result, device_hw = run_guarded(lambda: _measured(req, console, prepared, result, device_hw, measuring), req.debug)
     if req.fvcore:
@@ -158,15 +132,15 @@ def run_profile(req: ProfileRequest) -> None:
         from graphprof.render.measured import render_measured
 
         console.print(render_measured(result, roofline))
-    _write(req, console, prepared, result, roofline, chosen)
+    _write(req, console, prepared, result, roofline, target)
 
 
 def check_html_path(path: Path) -> None:
     """Before any work: the page's folder exists and is writable, and plotly (embedded in it) is installed."""
-    from graphprof.render.files import check_output
+    from graphprof.atomic import check_path
     from graphprof.render.html import _plotly_js
 
-    check_output(path, "json")  # the same checks as for any output file; the format is the page's own
+    check_path(path)  # the same checks as for any output file
     _plotly_js()
 
 
@@ -181,15 +155,12 @@ def _write_html(req: ProfileRequest, console: Any, prepared: Any, result: Any, r
     console.print(f"wrote {path}")
 
 
-def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofline: Any, chosen: list[str]) -> None:
-    from graphprof.render import render_output, write_output, write_plot
+def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofline: Any, target: Any) -> None:
+    from graphprof.render import write_plot
+    from graphprof.render.sink import ProfileResult
+    from graphprof_cli.output import emit
 
-    if req.to_stdout:
-        sys.stdout.write(run_guarded(lambda: render_output(result, chosen[0], roofline), req.debug))
-        sys.stdout.flush()
-    elif req.output is not None:
-        run_guarded(lambda: write_output(result, req.output, req.fmt.value if req.fmt else None, roofline), req.debug)
-        console.print(f"wrote {req.output}")
+    emit(ProfileResult(result, roofline), target, console, req.debug)
     for spec in req.plot:
         path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), req.debug)
         console.print(f"wrote {path}")

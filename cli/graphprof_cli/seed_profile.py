@@ -13,7 +13,11 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+from graphprof.atomic import absolute_output, check_path, means_stdout, write_atomic
+from graphprof.render.sink import stamped
 
 __all__ = ["main", "build_parser", "run"]
 
@@ -93,18 +97,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
+        target = _checked_output(args.output)  # a missing folder fails before anything is built
         report, shown = run(args)
+        console = make_console(stderr=target is not None and means_stdout(target))
+        for line in _summary(report):
+            console.print(line, highlight=False, markup=False)
+        for renderable in shown:
+            console.print(renderable)
+        if target is not None:
+            _write(report, target)
     except GraphprofError as exc:
         print(f"profile_model.py: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    console = make_console(stderr=args.output == "-")
-    for line in _summary(report):
-        console.print(line, highlight=False, markup=False)
-    for renderable in shown:
-        console.print(renderable)
-    if args.output == "-":
-        sys.stdout.write(json.dumps(report, indent=2))
-    elif args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
     return 0
+
+
+def _checked_output(output: str | None) -> Path | None:
+    """``--output`` checked (its folder exists and is writable) and made absolute, before any work."""
+    if output is None:
+        return None
+    check_path(output)
+    return absolute_output(output)
+
+
+def _write(report: dict[str, Any], target: Path) -> None:
+    """The seed's JSON report (with ``timestamp`` and ``host``): to standard output, or atomically to the file."""
+    text = json.dumps(stamped(report), indent=2)
+    if means_stdout(target):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_atomic(target, text)

@@ -8,7 +8,6 @@ the model lacks and a factory without the keyword are one line on stderr (exit 2
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -77,31 +76,32 @@ def sweep_command(
         run_graph_sweep(model, nodes=nodes, layers=layers, avg_degree=avg_degree, edges=edges, measure=measure, output=output, debug=debug)
         return
 
-    from graphprof.render.files import check_output
+    from graphprof.atomic import check_path
     from graphprof.render.plots import require_matplotlib
     from graphprof.scaling import check_sweep, parse_values
+    from graphprof_cli.output import absolute, distinct, plan
 
-    def checked() -> tuple[str, list[float], str | None]:
+    def checked() -> tuple[str, list[float], str | None, Any]:
         axis, text, key = _axis(batch, resolution, seq_len, layers, set_)
         values = parse_values(text, f"--{axis}")
         check_sweep(model, axis, values, key)  # an axis the model lacks fails here, before the progress bar
-        if output is not None:
-            check_output(output, fmt.value if fmt else None)  # a bad path fails now, not after the sweep
+        distinct({"--output": output, "--plot": plot, "--html": html_path})
+        target = plan("sweep", output, fmt)  # a bad path fails now, not after the sweep
         if plot is not None:
             require_matplotlib()
-            check_output(plot, "json")  # the folder must exist and be writable
+            check_path(plot)  # the folder must exist and be writable
         if html_path is not None:
             from graphprof_cli.profile_run import check_html_path
 
             check_html_path(html_path)
-        return axis, values, key
+        return axis, values, key, target
 
-    axis, values, key = run_guarded(checked, debug)
+    axis, values, key, target = run_guarded(checked, debug)
     options = {
         "key": key, "measure": measure, "device": device, "hardware": hardware, "input_shape": input_shape,
         "batch_size": batch_size, "dtype": dtype, "mode": mode.value,
     }  # fmt: skip
-    show = functools.partial(_show, output=output, fmt=fmt.value if fmt else None, plot=plot, html=html_path, debug=debug)
+    show = functools.partial(_show, target=target, plot=absolute(plot), html=absolute(html_path), debug=debug)
     show(run_guarded(lambda: _run_sweep(model, axis, values, options, show), debug))
 
 
@@ -132,20 +132,14 @@ def _run_sweep(model: str, axis: str, values: list[float], options: dict[str, An
         raise
 
 
-def _show(result: Any, *, output: Path | None, fmt: str | None, plot: Path | None, html: Path | None, debug: bool) -> None:
+def _show(result: Any, *, target: Any, plot: Path | None, html: Path | None, debug: bool) -> None:
     """The sweep's table, then its file (``-``: standard output, the table on standard error) and chart."""
-    from graphprof.render.files import means_stdout
-    from graphprof.render.sweep import render_sweep, render_sweep_csv, render_sweep_json, write_sweep, write_sweep_plot
+    from graphprof.render.sweep import render_sweep, write_sweep_plot
+    from graphprof_cli.output import emit
 
-    to_stdout = output is not None and means_stdout(output)
-    console = make_console(stderr=to_stdout)
+    console = make_console(stderr=target is not None and target.to_stdout)
     console.print(render_sweep(result))
-    if to_stdout:
-        sys.stdout.write(render_sweep_csv(result) if fmt == "csv" else render_sweep_json(result))
-        sys.stdout.flush()
-    elif output is not None:
-        run_guarded(lambda: write_sweep(result, output, fmt), debug)
-        console.print(f"wrote {output}")
+    emit(result, target, console, debug)
     if plot is not None:
         run_guarded(lambda: write_sweep_plot(result, plot), debug)
         console.print(f"wrote {plot}")

@@ -68,14 +68,17 @@ def validate_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from graphprof.crosscheck import CrossCheck, iter_crosschecks, select_models
-    from graphprof.render.crosscheck import render_comparison, render_details, write_crosschecks
+    from graphprof.render.crosscheck import render_comparison, render_details
+    from graphprof.render.sink import CrossCheckResult
     from graphprof_cli.common import console as _console
     from graphprof_cli.common import run_guarded
+    from graphprof_cli.output import emit, plan
 
     names = run_guarded(
         lambda: select_models([*(model or []), *([models] if models else [])], family=family, all_models=all_), debug
     )
-    console = _console()
+    target = run_guarded(lambda: plan("validate", output, fmt), debug)  # a bad path fails now, not after the checks
+    console = _console(stderr=target is not None and target.to_stdout)
     results: list[CrossCheck | None] = [None] * len(names)
 
     def work() -> None:
@@ -106,8 +109,6 @@ def validate_command(
     if verbose:
         for result in done:
             console.print(render_details(result))
-    if output is not None:
-        run_guarded(lambda: write_crosschecks(done, output, tolerance=tolerance, fmt=fmt.value if fmt else None), debug)
-        console.print(f"wrote {output}")
+    emit(CrossCheckResult(tuple(done), tolerance), target, console, debug)
     if not all(r.agrees(tolerance) for r in done):
         raise typer.Exit(DISAGREE_EXIT)

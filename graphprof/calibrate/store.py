@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from graphprof.atomic import write_atomic
 from graphprof.errors import OutputError
 from graphprof.hardware_local import FORMAT, LOCAL, local_path, missing_local_message, read_local, require_local
 
@@ -15,13 +16,13 @@ __all__ = ["FORMAT", "LOCAL", "local_path", "read_local", "require_local", "writ
 
 
 def write_preset(preset: dict[str, Any], path: Path | None = None) -> Path:
-    """Write ``preset`` (with ``format`` set) as JSON to ``path`` (default :func:`local_path`); the path."""
-    path = path or local_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"format": FORMAT, **preset}, indent=1) + "\n")
-        tmp.replace(path)
-    except OSError as exc:
-        raise OutputError(f"cannot write the calibration to {path}: {exc}") from exc
+    """Write ``preset`` (with ``format`` set) as JSON to ``path`` (default :func:`local_path`, its folder made),
+    atomically (:func:`graphprof.atomic.write_atomic`); the path."""
+    if path is None:  # the cache's folder is graphprof's to make; a folder the user names must exist
+        path = local_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot write the calibration to {path}: {exc.strerror or exc}") from exc
+    write_atomic(path, json.dumps({"format": FORMAT, **preset}, indent=1) + "\n")  # whole, or the old file kept
     return path

@@ -57,3 +57,4 @@ __all__ = [
     "count_with_fvcore",
     "count_with_torch",
 ]
+

@@ -29,9 +29,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from graphprof.atomic import write_atomic
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.graph.model import Graph
-from graphprof.render.files import write_atomic
 
 __all__ = ["GRAPH_FORMATS", "check_paths", "text_paths", "write_graph", "to_dot", "to_text", "to_json"]
 

@@ -11,7 +11,6 @@ from graphprof.render.compare import (
     comparison_rows,
     render_comparison,
     render_comparison_csv,
-    render_comparison_json,
 )
 from graphprof.render.files import (
     FORMATS,
@@ -62,7 +61,6 @@ __all__ = [
     "render_bottlenecks",
     "render_comparison",
     "render_comparison_csv",
-    "render_comparison_json",
     "render_csv",
     "render_footer",
     "render_hardware",

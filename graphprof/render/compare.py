@@ -8,7 +8,6 @@ functions of those rows.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -32,7 +31,6 @@ __all__ = [
     "comparison_rows",
     "render_comparison",
     "comparison_dict",
-    "render_comparison_json",
     "render_comparison_csv",
 ]
 
@@ -101,10 +99,6 @@ def comparison_dict(rows: Sequence[ComparisonRow], hardware: Hardware | None = N
         "threshold_flops_per_byte": None if hardware is not None else DEFAULT_THRESHOLD,
         "models": [asdict(row) for row in rows],
     }
-
-
-def render_comparison_json(rows: Sequence[ComparisonRow], hardware: Hardware | None = None) -> str:
-    return json.dumps(comparison_dict(rows, hardware), indent=2, allow_nan=False) + "\n"
 
 
 def render_comparison_csv(rows: Sequence[ComparisonRow]) -> str:

@@ -20,8 +20,6 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.crosscheck.result import REASONS, CrossCheck, Explanation, OpCount, Status
-from graphprof.errors import OutputError
-from graphprof.render.files import write_atomic
 from graphprof.render.table import format_count
 
 __all__ = [
@@ -33,11 +31,10 @@ __all__ = [
     "render_json",
     "render_csv",
     "render_markdown",
+    "crosscheck_dict",
     "write_crosschecks",
-    "FORMATS",
 ]
 
-FORMATS = ("json", "csv")
 _STYLE = {Status.AGREES: "green", Status.EXPLAINED: "green", Status.DIFFERS: "bold red", Status.FAILED: "yellow"}
 _LABEL = {"fvcore": "fvcore", "torch": "torch FlopCounterMode"}
 
@@ -195,7 +192,8 @@ def render_details(result: CrossCheck) -> RenderableType:
     return Group(*parts)
 
 
-def _document(results: Sequence[CrossCheck], tolerance: float) -> dict[str, Any]:
+def crosscheck_dict(results: Sequence[CrossCheck], tolerance: float) -> dict[str, Any]:
+    """The comparison as a JSON-ready dict: the reference, the tolerance, the summary, one entry per model."""
     reference = results[0].reference if results else ""
     unit = next((r.unit for r in results if r.unit), "")
     return {
@@ -208,7 +206,7 @@ def _document(results: Sequence[CrossCheck], tolerance: float) -> dict[str, Any]
 
 
 def render_json(results: Sequence[CrossCheck], tolerance: float) -> str:
-    return json.dumps(_document(results, tolerance), indent=2) + "\n"
+    return json.dumps(crosscheck_dict(results, tolerance), indent=2) + "\n"
 
 
 CSV_COLUMNS = (
@@ -263,14 +261,9 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def write_crosschecks(
-    results: Sequence[CrossCheck], path: str | os.PathLike[str], *, tolerance: float, fmt: str | None = None
-) -> Path:
-    """Write the comparison to ``path`` as JSON or CSV (from ``fmt`` or the suffix), atomically."""
-    target = Path(path)
-    fmt = (fmt or target.suffix.lstrip(".")).lower()
-    if fmt not in FORMATS:
-        raise OutputError(f"cannot tell the output format of {str(target)!r}: use a .json or .csv suffix, or --format")
-    text = render_json(results, tolerance) if fmt == "json" else render_csv(results, tolerance)
-    write_atomic(target, text)
-    return target
+def write_crosschecks(results: Sequence[CrossCheck], path: str | os.PathLike[str], *, tolerance: float, fmt: str | None = None) -> Path:
+    """Write the comparison to ``path`` as JSON or CSV (from ``fmt`` or the suffix), atomically, through
+    :func:`graphprof.render.sink.write_result` (the JSON with ``timestamp`` and ``host``)."""
+    from graphprof.render.sink import CrossCheckResult, write_result
+
+    return write_result(CrossCheckResult(tuple(results), tolerance), path, fmt)

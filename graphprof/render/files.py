@@ -18,15 +18,11 @@ import csv
 import io
 import json
 import os
-import secrets
-import signal
-import stat
-import threading
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from graphprof.atomic import STDOUT, check_path, is_descriptor_path, means_stdout, write_atomic
 from graphprof.errors import OutputError
 from graphprof.intensity import intensity_band
 from graphprof.render.common import profile_roofline
@@ -144,152 +140,11 @@ def write_output(
     return target
 
 
-STDOUT = "-"
-"""The output path that means standard output: the caller writes the rendered text there."""
-
-# A temporary file's name: "." + the target's name (cut) + "." + 12 hex digits + ".tmp", at most 255 bytes.
-_NAME_MAX = 255
-_TMP_EXTRA = len("..") + 12 + len(".tmp")
-
-
-def _temporary_name(name: str) -> str:
-    kept = name.encode("utf-8")[: _NAME_MAX - _TMP_EXTRA].decode("utf-8", errors="ignore")
-    return f".{kept}.{secrets.token_hex(6)}.tmp"
-
-
-def _where_to_write(target: Path) -> tuple[Path, os.stat_result | None]:
-    """The file a write to ``target`` lands on (a symlink's target, followed) and its stat, if it exists."""
-    try:
-        real = Path(os.path.realpath(target, strict=False))
-    except OSError as exc:  # a symlink loop
-        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
-    try:
-        return real, real.stat()
-    except FileNotFoundError:
-        return real, None
-    except OSError as exc:
-        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
-
-
 def check_output(path: str | os.PathLike[str], fmt: str | None = None) -> str:
-    """Check before any profiling that ``path`` can be written; return its format (see :func:`output_format`).
-
-    ``"-"`` (:data:`STDOUT`) is JSON unless ``fmt`` says otherwise. A missing or unwritable folder, a
-    folder given as the file, or an existing file that cannot be written is an :class:`OutputError`.
-    """
+    """Check before any profiling that ``path`` can be written (:func:`graphprof.atomic.check_path`); return
+    its format (see :func:`output_format`). ``"-"`` (:data:`STDOUT`) is JSON unless ``fmt`` says otherwise."""
     if str(path) == STDOUT or is_descriptor_path(path):
         return output_format("out.json" if str(path) == STDOUT else path, fmt)
     chosen = output_format(path, fmt)
-    target = Path(path)
-    real, info = _where_to_write(target)
-    if info is not None and stat.S_ISDIR(info.st_mode):
-        raise OutputError(f"cannot write {str(target)!r}: it is a folder")
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        if not os.access(real, os.W_OK):
-            raise OutputError(f"cannot write {str(target)!r}: permission denied")
-        return chosen
-    directory = real.parent
-    if not directory.is_dir():
-        raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} does not exist")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} is not writable")
-    if info is not None and not os.access(real, os.W_OK):
-        raise OutputError(f"cannot write {str(target)!r}: the file is not writable")
+    check_path(path)
     return chosen
-
-
-@contextmanager
-def _terminate_as_exception() -> Iterator[None]:
-    """While the block runs (in the main thread), SIGTERM raises, so ``finally`` clauses clean up; the
-    signal is then delivered again to the handler that was there before (by default: the process ends)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
-        yield
-        return
-    received: list[int] = []
-
-    def handler(signum: int, frame: object) -> None:
-        received.append(signum)
-        raise _Terminated()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    except _Terminated:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    if received:
-        signal.raise_signal(signal.SIGTERM)
-        raise OutputError("writing was interrupted by SIGTERM; nothing was written")  # the old handler returned
-
-
-class _Terminated(BaseException):
-    """SIGTERM arrived during a write (raised by :func:`_terminate_as_exception`'s handler)."""
-
-
-def means_stdout(path: str | os.PathLike[str]) -> bool:
-    """``-`` or a name of this process's standard output (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``):
-    the file goes to standard output alone, the report to standard error."""
-    return str(path) == STDOUT or os.path.normpath(str(path)) in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
-
-
-def is_descriptor_path(path: str | os.PathLike[str]) -> bool:
-    """``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N``: a name for an open descriptor
-    of this process (``--output /dev/stdout >> build.log``), which is written through, never replaced."""
-    text = os.path.normpath(str(path))
-    return text in ("/dev/stdout", "/dev/stderr") or text.startswith(("/dev/fd/", "/proc/self/fd/"))
-
-
-def _append_through(target: Path, raw: bytes) -> None:
-    """Write to a descriptor's name in append mode: after what is there (the shell's ``>>`` and ``>`` alike)."""
-    try:
-        with open(target, "ab") as handle:
-            handle.write(raw)
-    except OSError as exc:
-        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
-
-
-def write_atomic(target: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write ``data`` to ``target`` so that no half-written or temporary file remains.
-
-    A regular file (new or existing) is written to a temporary file beside it and renamed over it,
-    keeping an existing file's permission bits; a symbolic link is followed and its target replaced
-    (the link stays); a character device or FIFO (``/dev/null``, a pipe) is written through, never
-    replaced. The temporary file is removed on any failure, Ctrl-C and SIGTERM included.
-    """
-    target = Path(target)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    if is_descriptor_path(target):
-        _append_through(target, raw)
-        return
-    real, info = _where_to_write(target)
-    if info is not None and stat.S_ISDIR(info.st_mode):
-        raise OutputError(f"cannot write {str(target)!r}: it is a folder")
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        if not (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
-            raise OutputError(f"cannot write {str(target)!r}: it is neither a regular file, a device nor a FIFO")
-        try:
-            with open(real, "wb") as handle:  # opening a FIFO waits for its reader, as a shell's > does
-                handle.write(raw)
-        except OSError as exc:
-            raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
-        return
-    directory = real.parent
-    if not directory.is_dir():
-        raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} does not exist")
-    tmp = directory / _temporary_name(real.name)
-    # os.open with 0o666 lets the umask decide a new file's mode (mkstemp would force 0o600); an
-    # existing file's mode is copied over before the rename.
-    with _terminate_as_exception():
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(raw)
-            if info is not None:
-                os.chmod(tmp, stat.S_IMODE(info.st_mode))
-            os.replace(tmp, real)
-        except BaseException as exc:  # an interrupt too: never leave the temporary file behind
-            tmp.unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
-            raise

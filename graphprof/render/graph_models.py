@@ -3,8 +3,6 @@ scaling (per-component FLOPs at each point, growth fits, measured mean ± std). 
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -13,7 +11,7 @@ from graphprof.gnn.compare import EstimateComparison
 from graphprof.gnn.scaling import GraphScalingResult
 from graphprof.render.table import format_count
 
-__all__ = ["render_comparison", "render_graph_scaling", "render_graph_scaling_json", "growth_word"]
+__all__ = ["render_comparison", "render_graph_scaling", "growth_word"]
 
 
 def growth_word(exponent: float) -> str:
@@ -76,6 +74,3 @@ def render_graph_scaling(result: GraphScalingResult) -> RenderableType:
     lines.extend(Text(note, style="dim") for note in result.notes)
     return Group(table, *lines)
 
-
-def render_graph_scaling_json(result: GraphScalingResult) -> str:
-    return json.dumps(result.to_dict(), indent=2)

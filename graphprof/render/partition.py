@@ -7,7 +7,6 @@ they never change them. The picture uses matplotlib (imported only when drawn, s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ from graphprof.partition.run import PipelineRun
 from graphprof.render.plots import _figure, _save
 from graphprof.render.table import format_bytes, format_count, format_seconds
 
-__all__ = ["render_plan", "render_runs", "plan_json", "render_plan_plot"]
+__all__ = ["render_plan", "render_runs", "plan_dict", "render_plan_plot"]
 
 
 def _units(stage: Stage) -> str:
@@ -104,11 +103,12 @@ def render_runs(runs: Sequence[tuple[str, PipelineRun]]) -> RenderableType:
     return Group(*parts)
 
 
-def plan_json(plan: Plan, runs: Sequence[tuple[str, PipelineRun]] = ()) -> str:
-    """The plan (and any runs) as JSON text."""
+def plan_dict(plan: Plan, runs: Sequence[tuple[str, PipelineRun]] = ()) -> dict[str, Any]:
+    """The plan (and any runs) as a JSON-ready dict."""
     data: dict[str, Any] = plan.to_dict()
     data["runs"] = {label: run.to_dict() for label, run in runs}
-    return json.dumps(data, indent=2) + "\n"
+    return data
+
 
 
 def _strip(axis: Any, y: float, stages: Sequence[Stage], colors: dict[str, Any], label: str) -> None:

@@ -1,4 +1,5 @@
-"""Renderers of a :class:`graphprof.scaling.result.Sweep`: a Rich table, the growth fits, JSON/CSV, a log-log chart.
+"""Renderers of a :class:`graphprof.scaling.result.Sweep`: a Rich table, the growth fits, CSV, a log-log chart
+(its JSON file is :meth:`Sweep.to_dict`, written by :func:`graphprof.render.sink.write_result`).
 
 Pure functions of the sweep: nothing here runs a model. matplotlib is imported only when a chart is
 drawn (:func:`graphprof.render.plots.require_matplotlib`).
@@ -6,7 +7,6 @@ drawn (:func:`graphprof.render.plots.require_matplotlib`).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -16,13 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.errors import OutputError
-from graphprof.render.files import csv_text, output_format, write_atomic
+from graphprof.render.files import csv_text, write_atomic
 from graphprof.render.plots import PLOT_FORMATS, _figure, _save, require_matplotlib
 from graphprof.render.table import format_bytes, format_count, format_seconds
 from graphprof.scaling.axis import Axis
 from graphprof.scaling.result import METRICS, Sweep
 
-__all__ = ["render_sweep", "render_sweep_json", "render_sweep_csv", "write_sweep", "render_sweep_plot", "write_sweep_plot"]
+__all__ = ["render_sweep", "render_sweep_csv", "render_sweep_plot", "write_sweep_plot"]
 
 #: Column titles of the metrics, and how each value is shown.
 _TITLES = {
@@ -103,22 +103,10 @@ def render_sweep(sweep: Sweep) -> RenderableType:
     return Group(*parts)
 
 
-def render_sweep_json(sweep: Sweep) -> str:
-    return json.dumps(sweep.to_dict(), indent=2, allow_nan=False) + "\n"
-
-
 def render_sweep_csv(sweep: Sweep) -> str:
     """One row per point: ``value``, ``inputs`` and every metric (empty where not measured/estimated)."""
     columns = ["value", "inputs", *METRICS]
     return csv_text(columns, (row.to_dict() for row in sweep.rows))
-
-
-def write_sweep(sweep: Sweep, path: str | os.PathLike[str], fmt: str | None = None) -> Path:
-    """Write the sweep as JSON or CSV (from ``fmt`` or the suffix), atomically."""
-    target = Path(path)
-    chosen = output_format(target, fmt)
-    write_atomic(target, render_sweep_json(sweep) if chosen == "json" else render_sweep_csv(sweep))
-    return target
 
 
 #: Metrics drawn on the chart (the estimate and measurement go on a second panel, in seconds).

@@ -1,0 +1,64 @@
+"""The main command's options, parsed once into one frozen record (:class:`ProfileRequest`).
+
+``main.py``'s callback only builds this record from Typer's parameters and hands it to the work:
+:func:`graphprof_cli.profile_run.run_profile`, or :func:`graphprof_cli.generate.run_generate` with
+``--generate``. Torch-free, so ``graphprof --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from graphprof.choices import Capture, Mode, Optimizer, OutputFormat
+
+__all__ = ["ProfileRequest"]
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """Every option of ``graphprof --model X``, as parsed (names as the options', without dashes)."""
+
+    model: str
+    input_shape: str | None = None
+    batch_size: int | None = None
+    dtype: str | None = None
+    mode: Mode = Mode.EVAL
+    capture: Capture = Capture.AUTO
+    proposals: int | None = None
+    showshape: bool = False
+    verbose: bool = False
+    depth: int | None = None
+    top: int = 10
+    hardware: str | None = None
+    peak_tflops: float | None = None
+    bandwidth_gbs: float | None = None
+    output: Path | None = None
+    fmt: OutputFormat | None = None
+    allow_unsafe_load: bool = False
+    plot: tuple[str, ...] = ()
+    width: int | None = None
+    measure: bool = False
+    device: str | None = None
+    iters: int = 50
+    warmup: int = 5
+    trace: Path | None = None
+    optimizer: Optimizer = Optimizer.SGD
+    graph: Path | None = None
+    fvcore: bool = False
+    html: Path | None = None
+    generate: bool = False
+    prompt_len: int = 1024
+    new_tokens: int = 256
+    kv_dtype: str | None = None
+    cache: str = "static"
+    nodes: str | None = None
+    avg_degree: float | None = None
+    edges: int | None = None
+    debug: bool = False
+
+    @property
+    def to_stdout(self) -> bool:
+        from graphprof.atomic import means_stdout
+
+        return self.output is not None and means_stdout(self.output)

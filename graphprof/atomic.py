@@ -1,0 +1,238 @@
+"""Writing one output file safely: whole or not at all, never a truncated old file, never a stray temporary.
+
+Every file graphprof writes goes through :func:`write_atomic` (the results through
+:func:`graphprof.render.sink.write_result`). The rules, each a cause fixed once:
+
+* a regular file is written to a temporary file beside it and renamed over it, so a write that fails
+  half-way (disk full, ``RLIMIT_FSIZE``, Ctrl-C, SIGTERM) leaves the old file byte-identical;
+* a name of an open descriptor of this process (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``), or a
+  symbolic link that leads to one, is written through in append mode: ``--output /dev/stdout >> log``
+  appends to the log, never replaces it;
+* a temporary file's name carries the writer's process id (``.out.json.gp1234-0a1b2c3d4e5f.tmp``); one
+  left by a process that no longer runs (SIGKILL between the write and the rename) is removed by the next
+  write into that folder;
+* :func:`check_path` says, before any work, whether a path can be written (its folder exists and is
+  writable, it is not a folder) and :func:`absolute_output` fixes it against the starting folder, so a
+  model factory that calls ``os.chdir`` cannot move it.
+
+Plain ``os`` calls: the standard library has no atomic replace that keeps a file's mode and follows links.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import signal
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from graphprof.errors import OutputError
+
+__all__ = ["STDOUT", "absolute_output", "check_path", "is_descriptor_path", "means_stdout", "write_atomic"]
+
+STDOUT = "-"
+"""The output path that means standard output: the caller writes the rendered text there."""
+
+# A temporary file's name: "." + the target's name (cut) + ".gp" + pid + "-" + 12 hex digits + ".tmp".
+_NAME_MAX = 255
+_TMP_EXTRA = len("..gp-") + 10 + 12 + len(".tmp")
+_TMP_PATTERN = re.compile(r"^\..*\.gp(\d+)-[0-9a-f]{12}\.tmp$")
+#: When this module was loaded: a stale temporary is older than this process's first write.
+_STARTED = time.time()
+_DESCRIPTOR_DIRS = ("/dev/fd/", "/proc/self/fd/", f"/proc/{os.getpid()}/fd/")
+
+
+def _temporary_name(name: str) -> str:
+    kept = name.encode("utf-8")[: _NAME_MAX - _TMP_EXTRA].decode("utf-8", errors="ignore")
+    return f".{kept}.gp{os.getpid()}-{secrets.token_hex(6)}.tmp"
+
+
+def means_stdout(path: str | os.PathLike[str]) -> bool:
+    """``-`` or a name of this process's standard output (``/dev/stdout``, ``/dev/fd/1``, ``/proc/self/fd/1``):
+    the file goes to standard output alone, the report to standard error."""
+    return str(path) == STDOUT or os.path.normpath(str(path)) in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def _names_descriptor(text: str) -> bool:
+    text = os.path.normpath(text)
+    return text in ("/dev/stdout", "/dev/stderr", "/dev/stdin") or text.startswith(_DESCRIPTOR_DIRS)
+
+
+def is_descriptor_path(path: str | os.PathLike[str]) -> bool:
+    """A name for an open descriptor of this process (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``),
+    itself or through symbolic links (``graph.json -> /proc/self/fd/1``): written through, never replaced."""
+    current = os.path.abspath(str(path))
+    for _ in range(40):  # the kernel's own limit on links followed
+        if _names_descriptor(current) or _names_descriptor(os.path.realpath(os.path.dirname(current)) + "/x"):
+            return True
+        try:
+            link = os.readlink(current)
+        except OSError:  # not a link (or missing): the chain ends here
+            return False
+        current = os.path.normpath(os.path.join(os.path.dirname(current), link))
+    return False
+
+
+def absolute_output(path: str | os.PathLike[str]) -> Path:
+    """``path`` made absolute against the current folder (``-`` as it is); symbolic links are kept, not followed."""
+    if str(path) == STDOUT:
+        return Path(path)
+    return Path(os.path.abspath(path))
+
+
+def _where_to_write(target: Path) -> tuple[Path, os.stat_result | None]:
+    """The file a write to ``target`` lands on (a symlink's target, followed) and its stat, if it exists."""
+    try:
+        real = Path(os.path.realpath(target, strict=False))
+    except OSError as exc:  # a symlink loop
+        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
+    try:
+        return real, real.stat()
+    except FileNotFoundError:
+        return real, None
+    except OSError as exc:
+        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
+
+
+def check_path(path: str | os.PathLike[str]) -> None:
+    """Before any work: ``path`` can be written. A missing or unwritable folder, a folder given as the
+    file, or an existing file that cannot be written is an :class:`OutputError`."""
+    if str(path) == STDOUT or is_descriptor_path(path):
+        return
+    target = Path(path)
+    real, info = _where_to_write(target)
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise OutputError(f"cannot write {str(target)!r}: it is a folder")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        if not os.access(real, os.W_OK):
+            raise OutputError(f"cannot write {str(target)!r}: permission denied")
+        return
+    directory = real.parent
+    if not directory.is_dir():
+        raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} is not writable")
+    if info is not None and not os.access(real, os.W_OK):
+        raise OutputError(f"cannot write {str(target)!r}: the file is not writable")
+
+
+@contextmanager
+def _terminate_as_exception() -> Iterator[None]:
+    """While the block runs (in the main thread), SIGTERM raises, so ``finally`` clauses clean up; the
+    signal is then delivered again to the handler that was there before (by default: the process ends)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        yield
+        return
+    received: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    except _Terminated:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if received:
+        signal.raise_signal(signal.SIGTERM)
+        raise OutputError("writing was interrupted by SIGTERM; nothing was written")  # the old handler returned
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived during a write (raised by :func:`_terminate_as_exception`'s handler)."""
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it runs
+        return True
+    return True
+
+
+def _sweep_stale(directory: Path) -> None:
+    """Remove the temporaries of our naming that a killed writer left: its process is gone and the file
+    is older than this process. Best effort: a file that cannot be removed stays."""
+    with suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            found = _TMP_PATTERN.match(entry.name)
+            if found is None or int(found.group(1)) == os.getpid() or _running(int(found.group(1))):
+                continue
+            with suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and info.st_mtime < _STARTED:
+                    os.unlink(entry.path)
+
+
+def _append_through(target: Path, raw: bytes) -> None:
+    """Write to a descriptor's name in append mode: after what is there (the shell's ``>>`` and ``>`` alike)."""
+    try:
+        with open(target, "ab") as handle:
+            handle.write(raw)
+    except OSError as exc:
+        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
+
+
+def _write_through(target: Path, real: Path, info: os.stat_result, raw: bytes) -> None:
+    """A character device or FIFO (``/dev/null``, a pipe): written through, never replaced."""
+    if not (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+        raise OutputError(f"cannot write {str(target)!r}: it is neither a regular file, a device nor a FIFO")
+    try:
+        with open(real, "wb") as handle:  # opening a FIFO waits for its reader, as a shell's > does
+            handle.write(raw)
+    except OSError as exc:
+        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
+
+
+def _replace(target: Path, real: Path, info: os.stat_result | None, raw: bytes) -> None:
+    """Write a temporary file beside ``real`` and rename it over ``real``; the temporary never outlives a failure."""
+    tmp = real.parent / _temporary_name(real.name)
+    # os.open with 0o666 lets the umask decide a new file's mode (mkstemp would force 0o600); an
+    # existing file's mode is copied over before the rename.
+    with _terminate_as_exception():
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(raw)
+            if info is not None:
+                os.chmod(tmp, stat.S_IMODE(info.st_mode))
+            os.replace(tmp, real)
+        except BaseException as exc:  # an interrupt too: never leave the temporary file behind
+            tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from exc
+            raise
+
+
+def write_atomic(target: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write ``data`` to ``target`` so that no half-written or temporary file remains (see the module docstring).
+
+    A regular file (new or existing) is replaced by rename, keeping an existing file's permission bits; a
+    symbolic link is followed and its target replaced (the link stays); a descriptor's name, a character
+    device or a FIFO is written through.
+    """
+    target = Path(target)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    if is_descriptor_path(target):
+        _append_through(target, raw)
+        return
+    real, info = _where_to_write(target)
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise OutputError(f"cannot write {str(target)!r}: it is a folder")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        _write_through(target, real, info, raw)
+        return
+    if not real.parent.is_dir():
+        raise OutputError(f"cannot write {str(target)!r}: folder {str(real.parent)!r} does not exist")
+    _sweep_stale(real.parent)
+    _replace(target, real, info, raw)
