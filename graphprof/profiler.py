@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.atomic import write_atomic
 from graphprof.errors import InvalidInputError
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.export import check_paths, text_paths, to_text
@@ -32,7 +33,6 @@ from graphprof.graph.model import Graph
 from graphprof.guard import guard_user_code
 from graphprof.hardware import Hardware
 from graphprof.prepared import prepare
-from graphprof.render.files import write_atomic
 
 __all__ = ["Profiler", "GRANULARITIES"]
 

@@ -161,10 +161,10 @@ def test_sweep_and_compare_json_carry_timestamp_and_host(factory: tuple[Path, Pa
 
 def test_validate_json_carries_timestamp_and_host(tmp_path: Path) -> None:
     from graphprof.crosscheck import CrossCheck
-    from graphprof.render.crosscheck import write_crosschecks
+    from graphprof.render.sink import CrossCheckResult, write_result
 
     check = CrossCheck(model="m", family="f", input="1x2", reference="torch", unit="flops")
-    write_crosschecks([check], tmp_path / "v.json", tolerance=1.0)
+    write_result(CrossCheckResult((check,), 1.0), tmp_path / "v.json")
     data = json.loads((tmp_path / "v.json").read_text())
     assert data["timestamp"] and "host" in data and data["models"][0]["model"] == "m"
 

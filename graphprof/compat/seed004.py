@@ -93,7 +93,7 @@ def _print_any(result: Sweep | GraphScalingResult) -> None:
 
 class ScalingExperiment(_SweepExperiment):
     """Seed 004's scaling experiment over ``model_factory(**kwargs)``: node, layer and PE scaling on
-    synthetic graphs, plus every sweep of :class:`graphprof.ScalingExperiment` (``run(name, values)``).
+    synthetic graphs, plus every sweep of :class:`graphprof.compat.scaling.ScalingExperiment` (``run(name, values)``).
 
     Node and layer scaling build a graph at each point (``avg_degree``, ``num_nodes``, the model's
     feature width) and, with ``measure`` (the default, as the seed), time the forward on the CPU. Given
@@ -126,7 +126,7 @@ class ScalingExperiment(_SweepExperiment):
 
     def run_layer_scaling(self, values: Sequence[int] = (2, 4, 6, 8, 12, 16)) -> GraphScalingResult | Sweep:  # type: ignore[override]
         """Depth scaling on a graph; with inputs given (``input_shape``/``example_inputs``), the sweep of
-        :class:`graphprof.ScalingExperiment` (any model, not only graph ones)."""
+        :class:`graphprof.compat.scaling.ScalingExperiment` (any model, not only graph ones)."""
         if any(self.options.get(k) is not None for k in ("input_shape", "example_inputs", "example_kwargs")):
             return super().run_layer_scaling(values)
         result = run_graph_scaling(self.model_factory, "num_layers", list(values), **self.graph_options)

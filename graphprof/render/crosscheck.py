@@ -9,10 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -32,7 +30,6 @@ __all__ = [
     "render_csv",
     "render_markdown",
     "crosscheck_dict",
-    "write_crosschecks",
 ]
 
 _STYLE = {Status.AGREES: "green", Status.EXPLAINED: "green", Status.DIFFERS: "bold red", Status.FAILED: "yellow"}
@@ -260,10 +257,3 @@ def render_markdown(results: Sequence[CrossCheck], tolerance: float) -> str:
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
-
-def write_crosschecks(results: Sequence[CrossCheck], path: str | os.PathLike[str], *, tolerance: float, fmt: str | None = None) -> Path:
-    """Write the comparison to ``path`` as JSON or CSV (from ``fmt`` or the suffix), atomically, through
-    :func:`graphprof.render.sink.write_result` (the JSON with ``timestamp`` and ``host``)."""
-    from graphprof.render.sink import CrossCheckResult, write_result
-
-    return write_result(CrossCheckResult(tuple(results), tolerance), path, fmt)

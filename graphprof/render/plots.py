@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from graphprof.atomic import write_atomic
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.render.common import profile_roofline
-from graphprof.render.files import write_atomic
 from graphprof.render.measured import estimated_layer_seconds, predicted_layer_seconds
 from graphprof.result import Profile
 from graphprof.roofline import Bound, Roofline
