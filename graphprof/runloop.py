@@ -46,7 +46,7 @@ Example: count the aten calls of each layer of resnet18 on a dry run::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -137,6 +137,9 @@ class RunContext:
     inputs: tuple[tuple[Any, ...], dict[str, Any]]
     state: dict[str, torch.Tensor]
     layers: dict[str, Layer]
+    #: a context in which the ops an observer itself causes (reading what autograd saved, say) are not
+    #: events: every observer sees the run's own ops only
+    unobserved: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
 
 @dataclass
@@ -261,6 +264,15 @@ class _Loop:
     def start(self, ctx: RunContext) -> None:
         for o in self.observers:
             o.started(ctx)
+
+    @contextlib.contextmanager
+    def unobserved(self) -> Iterator[None]:
+        """Ops run inside are not events (:attr:`RunContext.unobserved`)."""
+        paused, self.paused = self.paused, True
+        try:
+            yield
+        finally:
+            self.paused = paused
 
     def finish(self, outputs: Any) -> None:
         for o in self.observers:
@@ -576,7 +588,7 @@ def run_model(
         for name, t in run_state.items():
             loop.mark(t, Producer("state", name=name))
 
-        loop.start(RunContext(model, captured, fake, train, (call_args, call_kwargs), run_state, layers))
+        loop.start(RunContext(model, captured, fake, train, (call_args, call_kwargs), run_state, layers, loop.unobserved))
         stack.enter_context(torch.enable_grad() if train else torch.no_grad())
         for mode in modes:
             stack.enter_context(mode)

@@ -256,3 +256,50 @@ def test_the_lazy_peak_equals_the_full_scan_and_checks_less(train: bool) -> None
     run_model(graph, model, (x,), {}, [full], fake=True, train=train)
     assert lazy.peak == full.peak > 0
     assert full.scans > lazy.scans  # the full scan checks at every op
+
+
+# ---- bytes saved for backward, by hand -------------------------------------------------------------------
+def test_saved_activations_by_hand() -> None:
+    """``Linear(16, 32) -> ReLU -> Linear(32, 4)``, batch 8, float32, train mode:
+    fc1 saves its input (8 x 16 x 4 B = 512 B), relu its output (8 x 32 x 4 B = 1,024 B), fc2 its input,
+    which is relu's output (0 B more): 1,536 B in all; eval mode saves nothing."""
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+    train = graphprof.profile_model(model, example_inputs=(x,), mode="train")
+    assert {r.name: r.saved_bytes for r in train.layers if r.saved_bytes} == {"0": 512, "1": 1024}
+    assert train.saved_activation_bytes == 1536 == train.to_dict()["saved_activation_bytes"]
+    assert graphprof.profile_model(model, example_inputs=(x,)).saved_activation_bytes == 0
+    assert torch._C._autograd._top_saved_tensors_default_hooks(True) is None  # the hook is gone after the run
+
+
+@pytest.mark.slow  # two real training steps under MemTracker, about 20 s
+@pytest.mark.parametrize("spec", ["resnet50", "hf:llama"])
+def test_saved_activations_match_memtracker_at_the_end_of_the_forward(spec: str) -> None:
+    """An independent reference: torch's MemTracker, on a real forward of the same model with weights.
+    At the end of the forward, its ``ACT`` category holds what autograd saved plus the output the caller
+    holds (the logits: a loss's sum saves nothing); graphprof's count of the same is within 10%.
+    (Measured here: resnet50 batch 2, 172.0 MB against 170.8 MB; the difference is the image, which
+    graphprof counts where conv1 saves it and MemTracker files under inputs.)"""
+    from torch.distributed._tools.mem_tracker import MemTracker, _ModState
+
+    prepared = graphprof.prepare(spec, device="cpu", mode="train", batch_size=2)
+    profile = prepared.profile()
+    args, kwargs, _, _ = prepared.resolve(prepared.spec())
+    model = prepared.model.train()
+    tracker = MemTracker()
+    tracker.track_external(model)
+    try:
+        with tracker:
+            out = model(*args, **kwargs)
+            (out.logits if hasattr(out, "logits") else out).float().sum().backward()
+        after_forward = tracker.memory_tracking[model].snapshots[_ModState.POST_FW][-1]
+        measured = _category(after_forward, "ACT")
+    finally:
+        model.zero_grad(set_to_none=True)
+    estimated = profile.saved_activation_bytes + profile.output_bytes
+    assert abs(estimated - measured) <= 0.10 * measured, (estimated, measured)
+
+
+def _category(snapshot: dict[Any, dict[Any, int]], name: str) -> int:
+    (by_category,) = snapshot.values()
+    return next(v for k, v in by_category.items() if str(k).rsplit(".", 1)[-1] == name)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-__all__ = ["check_graph_path", "write_model_graph"]
+__all__ = ["check_graph_path"]
 
 
 def check_graph_path(path: Path) -> None:
@@ -29,12 +28,3 @@ def check_graph_path(path: Path) -> None:
                 f"writing {path.name} needs Graphviz's `dot` program; install Graphviz: apt-get install graphviz"
             )
 
-
-def write_model_graph(prepared: Any, path: Path, *, depth: int | None, hardware: Any, measurement: Any = None) -> list[Path]:
-    """Build both graphs of the prepared model (one more dry run on its capture), write them; the files written.
-
-    With ``measurement`` (``--measure``) the nodes of both graphs carry their measured times too."""
-    from graphprof.graph import write_graph
-
-    module_graph, detail_graph = prepared.graph(hardware=hardware, measurement=measurement)
-    return write_graph(module_graph, path, detail=detail_graph, depth=depth)

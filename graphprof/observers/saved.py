@@ -3,11 +3,13 @@
 In train mode autograd keeps, for every op that needs them in backward, some of its inputs or outputs
 (a convolution its input, a ReLU its output, a matmul both operands). Those tensors are what stays alive
 between the forward and the backward, so their sum is the activation part of a training step's peak
-(MemTracker's ``activations`` category). This observer sees each of them through
-``torch.autograd.graph.saved_tensors_hooks`` (the pack hook, identity otherwise) and credits its storage
-to the layer running when it was saved, once: a storage saved again (a view, or by a later layer) is not
-counted twice. Parameters and buffers are weights, not activations, and are left out; the model's inputs
-count, where a layer saves them (the first convolution its image).
+(MemTracker's ``ACT`` category at the end of the forward, less the output the caller holds). When a layer
+returns, this observer walks the autograd nodes its output reaches that no earlier layer created, reads
+what each saved (the node's ``_saved_*`` attributes) and credits every storage to that layer, once: a
+storage saved again (a view, or by a later layer) is not counted twice. Parameters and buffers are
+weights, not activations, and are left out; the model's inputs count where a layer saves them (the first
+convolution its image). The saved tensors are read where the run loop does not report ops
+(:attr:`~graphprof.runloop.RunContext.unobserved`), so the other observers see the run's own ops only.
 
 Worked example, ``Linear(16, 32) -> ReLU -> Linear(32, 4)`` on a batch of 8 in float32:
 ``fc1`` saves its input (8 x 16 x 4 B = 512 B), ``relu`` its output (8 x 32 x 4 B = 1,024 B), ``fc2``
@@ -20,10 +22,13 @@ from typing import Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._pytree import tree_flatten
 
 from graphprof.runloop import Layer, Observer, RunContext
 
 __all__ = ["SavedActivations"]
+
+_SEEN = "graphprof.saved"
 
 
 class SavedActivations(Observer):
@@ -33,47 +38,48 @@ class SavedActivations(Observer):
         self.by_layer: dict[str, int] = {}
         self.static: set[StorageWeakRef] = set()
         self.seen: set[StorageWeakRef] = set()
-        self.stack: list[Layer] = []
-        self._hooks: Any = None
+        self.unobserved: Any = None
 
     def started(self, ctx: RunContext) -> None:
         self.static = {StorageWeakRef(t.untyped_storage()) for t in ctx.state.values() if isinstance(t, torch.Tensor)}
-
-    def phase_started(self, phase: str) -> None:
-        if phase == "forward" and torch.is_grad_enabled():
-            self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
-            self._hooks.__enter__()
-        elif phase == "backward":
-            self._close()
-
-    def finished(self, outputs: Any) -> None:
-        self._close()
-
-    def layer_entered(self, layer: Layer) -> None:
-        self.stack.append(layer)
+        self.unobserved = ctx.unobserved
 
     def layer_left(self, layer: Layer, output: Any) -> None:
-        if self.stack and self.stack[-1] is layer:
-            self.stack.pop()
+        stack = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        while stack:
+            fn = stack.pop()
+            if fn is None or _SEEN in fn.metadata:  # type: ignore[operator]  # a property returning a dict
+                continue
+            fn.metadata[_SEEN] = True  # type: ignore[index]
+            with self.unobserved():  # unpacking a saved output makes a view: not one of the run's ops
+                saved = _saved_tensors(fn)
+            for tensor in saved:
+                self._credit(layer.name, tensor)
+            stack.extend(next_fn for next_fn, _ in fn.next_functions)
 
-    def _close(self) -> None:
-        if self._hooks is not None:
-            hooks, self._hooks = self._hooks, None
-            hooks.__exit__(None, None, None)
-
-    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.stack and tensor.layout == torch.strided:
-            ref = StorageWeakRef(tensor.untyped_storage())
-            if ref not in self.static and ref not in self.seen:
-                self.seen.add(ref)
-                name = self.stack[-1].name
-                self.by_layer[name] = self.by_layer.get(name, 0) + tensor.untyped_storage().nbytes()
-        return tensor
+    def _credit(self, name: str, tensor: torch.Tensor) -> None:
+        if tensor.layout != torch.strided:
+            return
+        ref = StorageWeakRef(tensor.untyped_storage())
+        if ref not in self.static and ref not in self.seen:
+            self.seen.add(ref)
+            self.by_layer[name] = self.by_layer.get(name, 0) + tensor.untyped_storage().nbytes()
 
     @property
     def total(self) -> int:
         return sum(self.by_layer.values())
 
 
-def _unpack(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor
+def _saved_tensors(fn: Any) -> list[torch.Tensor]:
+    """The tensors an autograd node saved for its backward (``_saved_self``, ``_saved_result``, lists too)."""
+    found: list[torch.Tensor] = []
+    for name in dir(fn):
+        if not name.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(fn, name)
+        except RuntimeError:  # already freed, or not saved in this configuration
+            continue
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        found += [v for v in values if isinstance(v, torch.Tensor)]
+    return found

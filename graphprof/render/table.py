@@ -297,6 +297,9 @@ def _layers_table(profile: Profile, roofline: Roofline, show_shapes: bool, width
     table.add_column("Memory", justify="right", overflow="fold", footer=_mem(total.bytes_moved))
     table.add_column("AI", justify="right", overflow="fold", footer=_ai(total.arithmetic_intensity))
     table.add_column("Bound", overflow="fold")
+    saved = profile.mode == "train"
+    if saved:  # bytes kept for backward: the activation memory of a training step, layer by layer
+        table.add_column("Saved", justify="right", overflow="fold", footer=_mem(profile.saved_activation_bytes))
     if timed:
         table.add_column("Est. time", justify="right", overflow="fold", footer=format_seconds(roofline.seconds))
     names = short_names([row.name for row in profile.layers], width)
@@ -312,6 +315,8 @@ def _layers_table(profile: Profile, roofline: Roofline, show_shapes: bool, width
             _ai(cost.arithmetic_intensity),
             verdict.bound.short,
         ]
+        if saved:
+            cells.append(_mem(row.saved_bytes))
         if timed:
             cells.append(_time(verdict.seconds))
         table.add_row(*cells)
@@ -384,7 +389,8 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         ("Memory: inputs", format_bytes(profile.input_bytes)),
         ("Memory: outputs", format_bytes(profile.output_bytes)),
         ("Memory: weights", weights),
-        ("Memory: peak activations", format_bytes(profile.peak_activation_bytes)),
+        ("Memory: peak activations", format_bytes(profile.peak_activation_bytes) + (f" (at {profile.peak_activation_layer})" if profile.peak_activation_layer else "")),
+        *([("Memory: saved for backward", f"{format_bytes(profile.saved_activation_bytes)} (the Saved column: activations a training step holds until its backward)")] if profile.mode == "train" else []),
         (
             "Memory moved",
             f"{format_bytes(total.bytes_moved)} (read {format_bytes(total.bytes_read)}, written {format_bytes(total.bytes_written)})",
