@@ -15,6 +15,7 @@ from typing import Any
 from graphprof.bounds import Roofline
 from graphprof.formulas import Cost
 from graphprof.inputs import InputSpec
+from graphprof.schemas import SCHEMA_VERSIONS
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -29,7 +30,7 @@ __all__ = [
 #: Version of the dictionary layout produced by :meth:`Profile.to_dict` (and so of the JSON file).
 #: 2.2 (additive): ``timestamp`` and ``host`` in every file, a dry run's too; ``host.threads`` and
 #: ``host.loadavg``; ``runtime.forward_cv`` and ``runtime.noisy``; each layer's ``intensity_band``.
-SCHEMA_VERSION = "2.2"
+SCHEMA_VERSION = SCHEMA_VERSIONS["profile"]
 
 Shape = tuple[int, ...]
 
@@ -267,6 +268,7 @@ class Profile:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary; ``schema_version`` names its layout."""
         return {
+            "kind": "profile",
             "schema_version": SCHEMA_VERSION,
             "model": self.model_name,
             "family": self.family,

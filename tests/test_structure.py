@@ -229,7 +229,7 @@ def test_the_checker_sees_every_kind_of_import_and_a_long_body(tmp_path: Path) -
 #: line sit on top.
 FLOORS: tuple[tuple[str, ...], ...] = (
     # 0: facts every layer shares, torch-free or nearly: errors, choices, options, names, the host, files
-    ("graphprof.version", "graphprof.errors", "graphprof.choices", "graphprof.options", "graphprof.names",
+    ("graphprof.version", "graphprof.schemas", "graphprof.errors", "graphprof.choices", "graphprof.options", "graphprof.names",
      "graphprof.params", "graphprof.intensity", "graphprof.guard", "graphprof.inputs", "graphprof.host",
      "graphprof.atomic"),
     # 1: the op-cost registry and the device records

@@ -11,6 +11,7 @@ from typing import Any
 from graphprof.atomic import write_atomic
 from graphprof.errors import OutputError
 from graphprof.hardware_local import FORMAT, LOCAL, local_path, missing_local_message, read_local, require_local
+from graphprof.schemas import envelope
 
 __all__ = ["FORMAT", "LOCAL", "local_path", "read_local", "require_local", "write_preset", "missing_local_message"]
 
@@ -24,5 +25,5 @@ def write_preset(preset: dict[str, Any], path: Path | None = None) -> Path:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise OutputError(f"cannot write the calibration to {path}: {exc.strerror or exc}") from exc
-    write_atomic(path, json.dumps({"format": FORMAT, **preset}, indent=1) + "\n")  # whole, or the old file kept
+    write_atomic(path, json.dumps({**envelope("calibrate"), "format": FORMAT, **preset}, indent=1) + "\n")  # whole, or the old file kept
     return path

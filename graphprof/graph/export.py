@@ -32,6 +32,7 @@ from pathlib import Path
 from graphprof.atomic import write_atomic
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.graph.model import Graph
+from graphprof.schemas import envelope
 
 __all__ = ["GRAPH_FORMATS", "check_paths", "text_paths", "write_graph", "to_dot", "to_text", "to_json"]
 
@@ -90,10 +91,10 @@ def to_text(graph: Graph, *, include_edges: bool = True, include_stats: bool = T
 
 
 def to_json(graph: Graph, detail: Graph | None = None) -> str:
-    """Both graphs (the detail one may be ``None``), versioned: ``{"module_graph": ..., "detail_graph": ...}``."""
-    return json.dumps(
-        {"module_graph": graph.to_dict(), "detail_graph": detail.to_dict() if detail is not None else None}, indent=1
-    )
+    """Both graphs (the detail one may be ``None``), versioned: ``{"kind": "graph", "schema_version": ...,
+    "module_graph": ..., "detail_graph": ...}`` (its schema: :mod:`graphprof.schemas`)."""
+    body = {"module_graph": graph.to_dict(), "detail_graph": detail.to_dict() if detail is not None else None}
+    return json.dumps({**envelope("graph"), **body}, indent=1)
 
 
 def _quote(text: str) -> str:

@@ -11,10 +11,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphprof.schemas import SCHEMA_VERSIONS
+
 __all__ = ["GRAPH_SCHEMA_VERSION", "GraphNode", "GraphEdge", "Graph"]
 
 #: Version of :meth:`Graph.to_dict`; bumped when a field changes meaning or disappears.
-GRAPH_SCHEMA_VERSION = "1.0"
+GRAPH_SCHEMA_VERSION = SCHEMA_VERSIONS["graph"]
 
 
 @dataclass

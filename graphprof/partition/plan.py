@@ -21,10 +21,11 @@ from typing import Any
 from graphprof.partition.costs import CostTable
 from graphprof.partition.devices import Device, Links
 from graphprof.partition.solver import Problem, Solution, evaluate
+from graphprof.schemas import SCHEMA_VERSIONS
 
 __all__ = ["PLAN_SCHEMA_VERSION", "Stage", "Baseline", "Plan", "make_stages", "equal_layers", "equal_params"]
 
-PLAN_SCHEMA_VERSION = "1.0"
+PLAN_SCHEMA_VERSION = SCHEMA_VERSIONS["partition"]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ kind                result                                                    fo
 ``graph-estimate``  :class:`graphprof.gnn.compare.EstimateComparison`         json
 ==================  ========================================================  ===========
 
-Every JSON file carries ``timestamp`` and ``host`` (:func:`stamped`). The renderers are imported when a
+Every JSON file starts with ``kind`` and ``schema_version`` (its schema: :mod:`graphprof.schemas`), then
+``timestamp`` and ``host`` (:func:`stamped`). The renderers are imported when a
 result is written, so that the CLI's checks cost no imports.
 """
 
@@ -34,6 +35,7 @@ from typing import Any
 
 from graphprof.atomic import STDOUT, absolute_output, check_path, is_descriptor_path, means_stdout, write_atomic
 from graphprof.errors import InvalidInputError, OutputError
+from graphprof.schemas import envelope
 
 __all__ = [
     "RESULT_FORMATS",
@@ -184,28 +186,36 @@ def stamped(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**envelope, **data}
 
 
-def _json(data: Mapping[str, Any]) -> str:
-    return json.dumps(stamped(data), indent=2, allow_nan=False) + "\n"
+def _json(data: Mapping[str, Any], kind: str) -> str:
+    """The file's text: ``kind`` and ``schema_version`` first (:mod:`graphprof.schemas`), then ``timestamp``
+    and ``host``, then the result's own fields."""
+    head = envelope(kind)
+    body = {k: v for k, v in stamped(data).items() if k not in head}
+    return json.dumps({**head, **body}, indent=2, allow_nan=False) + "\n"
 
 
 def _profile(fmt: str) -> Callable[[Any], str]:
-    from graphprof.render.files import render_csv, render_json
+    from graphprof.render.files import profile_dict, render_csv
 
-    render = render_json if fmt == "json" else render_csv
-    return lambda r: render(r.profile, r.roofline) if isinstance(r, ProfileResult) else render(r)
+    def parts(r: Any) -> tuple[Any, Any]:
+        return (r.profile, r.roofline) if isinstance(r, ProfileResult) else (r, None)
+
+    if fmt == "json":
+        return lambda r: _json(profile_dict(*parts(r)), "profile")
+    return lambda r: render_csv(*parts(r))
 
 
 def _sweep(fmt: str) -> Callable[[Any], str]:
     from graphprof.render.sweep import render_sweep_csv
 
-    return (lambda s: _json(s.to_dict())) if fmt == "json" else render_sweep_csv
+    return (lambda s: _json(s.to_dict(), "sweep")) if fmt == "json" else render_sweep_csv
 
 
 def _compare(fmt: str) -> Callable[[Any], str]:
     from graphprof.render.compare import comparison_dict, render_comparison_csv
 
     if fmt == "json":
-        return lambda c: _json(comparison_dict(c.rows, c.hardware))
+        return lambda c: _json(comparison_dict(c.rows, c.hardware), "compare")
     return lambda c: render_comparison_csv(c.rows)
 
 
@@ -213,18 +223,18 @@ def _validate(fmt: str) -> Callable[[Any], str]:
     from graphprof.render.crosscheck import crosscheck_dict, render_csv
 
     if fmt == "json":
-        return lambda c: _json(crosscheck_dict(c.results, c.tolerance))
+        return lambda c: _json(crosscheck_dict(c.results, c.tolerance), "validate")
     return lambda c: render_csv(c.results, c.tolerance)
 
 
 def _partition(fmt: str) -> Callable[[Any], str]:
     from graphprof.render.partition import plan_dict
 
-    return lambda report: _json(plan_dict(report.plan, report.runs))
+    return lambda report: _json(plan_dict(report.plan, report.runs), "partition")
 
 
-def _to_dict(fmt: str) -> Callable[[Any], str]:
-    return lambda result: _json(result.to_dict())
+def _to_dict(kind: str) -> Callable[[str], Callable[[Any], str]]:
+    return lambda fmt: lambda result: _json(result.to_dict(), kind)
 
 
 #: kind -> (format -> renderer), each imported when first used.
@@ -233,10 +243,10 @@ _RENDERERS: Mapping[str, Callable[[str], Callable[[Any], str]]] = {
     "sweep": _sweep,
     "compare": _compare,
     "validate": _validate,
-    "generate": _to_dict,
+    "generate": _to_dict("generate"),
     "partition": _partition,
-    "graph-scaling": _to_dict,
-    "graph-estimate": _to_dict,
+    "graph-scaling": _to_dict("graph-scaling"),
+    "graph-estimate": _to_dict("graph-estimate"),
 }
 
 

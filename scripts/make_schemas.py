@@ -1,0 +1,162 @@
+"""Write graphprof/schemas/<kind>.schema.json from sample documents of every kind of JSON graphprof writes.
+
+    python scripts/make_schemas.py            # all kinds
+    python scripts/make_schemas.py profile    # one kind
+
+Each schema is inferred (with genson) from a few documents that differ in what they carry (eval and train,
+a device or none, measured or not, a failure in a comparison), then stated: ``kind`` and ``schema_version``
+are constants, the top-level keys the samples share are required, a field seen as a number and as null is
+either. Run it when a layout changes, bump :data:`graphprof.schemas.SCHEMA_VERSIONS`, and review the diff:
+the schema is what users validate their files against. ``tests/test_schemas.py`` validates the files the
+commands write, on other models than these.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from genson import SchemaBuilder
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import graphprof  # noqa: E402
+from graphprof.render.sink import ComparisonResult, CrossCheckResult, ProfileResult, render_result  # noqa: E402
+from graphprof.schemas import SCHEMA_VERSIONS, envelope  # noqa: E402
+
+OUT = ROOT / "graphprof" / "schemas"
+
+
+def _tiny() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+
+
+def _doc(result: object) -> dict[str, Any]:
+    return dict(json.loads(render_result(result, "json")))
+
+
+def profiles() -> Iterator[dict[str, Any]]:
+    h100 = graphprof.get_hardware("h100")
+    yield _doc(graphprof.profile_model("resnet18"))
+    yield _doc(ProfileResult(graphprof.roofline.with_roofline(graphprof.profile_model("hf:llama", mode="train"), h100), None))
+    prepared = graphprof.prepare(_tiny(), input_shape=(2, 3, 16, 16))
+    measured = graphprof.roofline.with_roofline(prepared.profile(), h100)
+    import dataclasses
+
+    measured = dataclasses.replace(measured, measurement=prepared.measure(device="cpu", iters=3, warmup=1, layer_runs=1))
+    yield _doc(ProfileResult(measured, measured.roofline))
+
+
+def compares() -> Iterator[dict[str, Any]]:
+    from graphprof.comparison import ModelFailure, comparison_rows
+
+    rows = comparison_rows([graphprof.profile_model("resnet18"), ModelFailure("nope", "unknown model 'nope'", 2)])
+    yield _doc(ComparisonResult(tuple(rows), None))
+    yield _doc(ComparisonResult(tuple(comparison_rows([graphprof.profile_model("mobilenet_v2")], graphprof.get_hardware("h100"))), graphprof.get_hardware("h100")))
+
+
+def sweeps() -> Iterator[dict[str, Any]]:
+    yield _doc(graphprof.sweep("resnet18", "batch", [1, 2, 4], hardware="h100"))
+    yield _doc(graphprof.sweep(_tiny(), "batch", [1, 2], input_shape=(1, 3, 16, 16), measure=True, device="cpu"))
+
+
+def validates() -> Iterator[dict[str, Any]]:
+    yield _doc(CrossCheckResult((graphprof.crosscheck_model("resnet18", against="torch"),), 1.0))
+    yield _doc(CrossCheckResult((graphprof.crosscheck_model("vit_b_16", against="fvcore"),), 1.0))
+
+
+def generates() -> Iterator[dict[str, Any]]:
+    yield _doc(graphprof.profile_generation("hf:llama", prompt_len=16, new_tokens=4))
+    yield _doc(graphprof.profile_generation("hf:llama", prompt_len=32, new_tokens=8, hardware="h100"))
+
+
+def partitions() -> Iterator[dict[str, Any]]:
+    from graphprof.partition.report import PartitionReport
+
+    yield _doc(PartitionReport(graphprof.partition_model("resnet18", "h100:2")))
+    yield _doc(PartitionReport(graphprof.partition_model("hf:llama", "orin-agx:2,rtx4090:1", objective="throughput")))
+
+
+def graphs() -> Iterator[dict[str, Any]]:
+    from graphprof.graph.export import to_json
+
+    module_graph, detail = graphprof.graph_model("resnet18", hardware=graphprof.get_hardware("h100"))
+    yield dict(json.loads(to_json(module_graph, detail)))
+    module_graph, _ = graphprof.graph_model("hf:llama", detail=False)
+    yield dict(json.loads(to_json(module_graph, None)))
+    yield dict(json.loads(to_json(*graphprof.graph_model("mobilenet_v2"))))
+
+
+def graph_scalings() -> Iterator[dict[str, Any]]:
+    from graphprof.gnn.scaling import run_graph_scaling
+
+    yield _doc(run_graph_scaling("pyg:gin", "num_nodes", [100, 200]))
+
+
+def graph_estimates() -> Iterator[dict[str, Any]]:
+    from graphprof.gnn.compare import compare_graph_model
+
+    yield _doc(compare_graph_model("pyg:gps?num_nodes=200"))
+
+
+def calibrations() -> Iterator[dict[str, Any]]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "local.json"
+        graphprof.calibrate_device("cpu", output=path, threads=1)
+        yield dict(json.loads(path.read_text()))
+
+
+SAMPLES: dict[str, Callable[[], Iterator[dict[str, Any]]]] = {
+    "profile": profiles, "compare": compares, "sweep": sweeps, "validate": validates, "generate": generates,
+    "partition": partitions, "graph": graphs, "graph-scaling": graph_scalings, "graph-estimate": graph_estimates,
+    "calibrate": calibrations,
+}  # fmt: skip
+
+
+def _nested_required_dropped(node: Any, depth: int = 0) -> Any:
+    """Keep ``required`` at the top level only: nested records carry maps (versions, timings, categories)
+    whose keys vary from one model to another."""
+    if isinstance(node, dict):
+        return {k: _nested_required_dropped(v, depth + 1) for k, v in node.items() if not (k == "required" and depth > 0)}
+    if isinstance(node, list):
+        return [_nested_required_dropped(v, depth + 1) for v in node]
+    return node
+
+
+def make(kind: str) -> dict[str, Any]:
+    builder = SchemaBuilder(schema_uri="https://json-schema.org/draft/2020-12/schema")
+    for doc in SAMPLES[kind]():
+        assert {k: doc[k] for k in ("kind", "schema_version")} == envelope(kind), (kind, doc.get("kind"))
+        builder.add_object(doc)
+    inferred = builder.to_schema()
+    required = inferred.get("required", [])
+    body = _nested_required_dropped({k: v for k, v in inferred.items() if k not in ("$schema", "required")})
+    body["properties"]["kind"] = {"const": kind}
+    body["properties"]["schema_version"] = {"const": SCHEMA_VERSIONS[kind]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://graphprof.dev/schemas/{kind}-{SCHEMA_VERSIONS[kind]}.schema.json",
+        "title": f"graphprof {kind} JSON, schema_version {SCHEMA_VERSIONS[kind]}",
+        **body,
+        "required": sorted(set(required) | {"kind", "schema_version"}),
+    }
+
+
+def main(kinds: list[str]) -> None:
+    torch.manual_seed(0)
+    for kind in kinds or list(SAMPLES):
+        schema = make(kind)
+        (OUT / f"{kind}.schema.json").write_text(json.dumps(schema, indent=1, sort_keys=False) + "\n")
+        print(f"wrote {kind}.schema.json ({len(schema['properties'])} top-level fields, {len(schema['required'])} required)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
