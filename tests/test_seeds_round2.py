@@ -82,3 +82,34 @@ def test_builder_output_shape_of_an_eager_fold_is_the_module_output():
     graphprof.prepare(model.model, example_kwargs={"input_ids": torch.zeros(1, 8, dtype=torch.long)}).run([builder])
     graph = builder.module_graph()
     assert graph.node("layers.1").output_shapes == ((1, 8, 64),)
+
+
+# ---- item 2: seed 004's memory figures on the CPU ------------------------------------------------------
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).eval()
+
+
+def test_cpu_forward_peak_includes_the_weights_as_the_seed_does():
+    from graphprof.seed004 import MemoryProfiler
+
+    model = _mlp()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())  # (512*1024 + 1024 + 1024*512 + 512) * 4
+    batch = torch.randn(32, 512)
+    stats = MemoryProfiler(model, "cpu").profile_forward(batch)
+    # the weights and the batch are live; the forward adds at least its output, 32*512*4 bytes
+    assert stats.peak_bytes >= weights + batch.nbytes + 32 * 512 * 4
+    assert stats.peak_bytes < weights + batch.nbytes + 2**20 * 8  # and not the whole process
+    assert stats.allocated_mb >= weights / 2**20
+
+
+def test_cpu_peak_counter_resets_and_sees_an_allocation():
+    from graphprof.seed004 import get_peak_memory, reset_memory_stats
+
+    reset_memory_stats("cpu")
+    base = get_peak_memory("cpu")
+    x = torch.empty(64 * 2**20, dtype=torch.uint8)  # 64 MB
+    assert get_peak_memory("cpu") - base >= 64
+    del x
+    assert get_peak_memory("cpu") - base >= 64  # the peak stays until the next reset
+    reset_memory_stats()
+    assert get_peak_memory("cpu") < base + 64
