@@ -113,3 +113,41 @@ def test_cpu_peak_counter_resets_and_sees_an_allocation():
     assert get_peak_memory("cpu") - base >= 64  # the peak stays until the next reset
     reset_memory_stats()
     assert get_peak_memory("cpu") < base + 64
+
+
+# ---- item 8: SAGE's mean aggregation on a sparse adjacency ----------------------------------------------
+def test_sparse_mm_reduce_counts_stored_elements_by_hand():
+    pytest.importorskip("torch_geometric")
+    from graphprof.formulas import op_cost
+
+    # N = 6 nodes, F = 4 features, E = 10 edges
+    src = torch.tensor([0, 1, 2, 3, 4, 5, 0, 1, 2, 3])
+    dst = torch.tensor([1, 2, 3, 4, 5, 0, 2, 3, 4, 5])
+    adj = torch.sparse_coo_tensor(torch.stack([dst, src]), torch.ones(10), (6, 6)).coalesce().to_sparse_csr()
+    x = torch.randn(6, 4)
+    aten = torch.ops.aten
+    for reduce, macs, flops in (("sum", 40, 80), ("mean", 40, 80 + 24), ("amax", 0, 80)):
+        out = aten._sparse_mm_reduce_impl(adj, x, reduce)
+        cost = op_cost(aten._sparse_mm_reduce_impl.default, (adj, x, reduce), {}, out)
+        # 10 stored x 4 features = 40 products; mean divides each of the 6 x 4 outputs once; amax compares
+        assert (cost.macs, cost.flops) == (macs, flops), reduce
+
+
+def test_sage_on_a_sparse_adjacency_counts_its_mean_aggregation():
+    """A tiny GraphSAGE (mean aggregation) on a CSR adjacency: graphprof's MACs equal an independent count,
+    the two linear layers per conv plus the aggregation's nnz x F products (before: the aggregation was 0)."""
+    pyg = pytest.importorskip("torch_geometric")
+    import graphprof
+
+    n, f, hidden, e = 50, 16, 8, 200
+    torch.manual_seed(0)
+    edge_index = torch.randint(0, n, (2, e))
+    adj = pyg.utils.to_torch_csr_tensor(edge_index, size=(n, n)).t().to_sparse_csr()
+    nnz = adj._nnz()
+    model = pyg.nn.GraphSAGE(f, hidden, num_layers=2, aggr="mean").eval()
+    profile = graphprof.profile_model(model, example_inputs=(torch.randn(n, f), adj))
+    # per conv: lin_l (F_in x F_out, on the aggregate) and lin_r (on the node itself), n rows each
+    linears = n * (f * hidden + f * hidden) + n * (hidden * hidden + hidden * hidden)
+    aggregation = nnz * f + nnz * hidden  # each stored edge meets one row of the layer's input features
+    assert profile.total.macs == linears + aggregation
+    assert not profile.unsupported
