@@ -151,3 +151,27 @@ def test_sage_on_a_sparse_adjacency_counts_its_mean_aggregation():
     aggregation = nnz * f + nnz * hidden  # each stored edge meets one row of the layer's input features
     assert profile.total.macs == linears + aggregation
     assert not profile.unsupported
+
+
+# ---- item 4: the summary's label for a capture method auto skipped -------------------------------------
+def test_summary_says_dynamo_was_not_tried_and_why_never_failed():
+    import dataclasses
+    import io
+
+    from rich.console import Console
+
+    import graphprof
+    from graphprof.render.table import render_summary
+
+    profile = graphprof.profile_model(torch.nn.Sequential(torch.nn.Linear(4, 4)), input_shape=(1, 4))
+    profile = dataclasses.replace(
+        profile,
+        capture_attempts=(("fx.symbolic_trace", "TraceError: a loop"),
+                          ("dynamo.export", "not tried: YOLO exports in tens of seconds")),
+    )  # fmt: skip
+    out = io.StringIO()
+    Console(file=out, width=200).print(render_summary(profile))
+    text = out.getvalue()
+    assert "fx.symbolic_trace failed" in text and "TraceError: a loop" in text
+    assert "dynamo.export not tried" in text and "YOLO exports in tens of seconds" in text
+    assert "dynamo.export failed" not in text
