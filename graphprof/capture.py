@@ -4,7 +4,8 @@ The strategy of seed 001:
 
 1. warm up once (models with lazily initialised state, such as YOLO's anchors, need it);
 2. ``torch.fx.symbolic_trace``: fast, names are the module paths;
-3. ``torch._dynamo.export`` (only when asked for, see :data:`DEFAULT_METHODS`): handles control flow on
+3. ``torch._dynamo.export`` (tried by default when symbolic tracing fails, except for the families whose
+   record says it costs too long, see :func:`dynamo_skip_reason`): handles control flow on
    Python values, attribute mutation and most Python patterns; its node names are mangled,
    :mod:`graphprof.names` makes them readable;
 4. when the graph methods fail (detection post-processing, data-dependent loops), an **eager** capture: the model
@@ -51,7 +52,11 @@ __all__ = [
     "default_methods",
     "dynamo_skip_reason",
     "family_of",
+    "NOT_TRIED",
 ]
+
+#: How an attempt that was skipped, not failed, begins: ``("dynamo.export", "not tried: <why>")``.
+NOT_TRIED = "not tried"
 
 #: Every capture method, in the order :func:`capture_graph` tries them when given no ``methods``.
 METHODS = ("fx.symbolic_trace", "dynamo.export", "eager")
@@ -377,7 +382,7 @@ def capture_graph(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     for method in methods:
         if method == "dynamo.export" and any(why.startswith("RecursionError") for _, why in attempts):
             # a model that nests too deeply for symbolic tracing costs Dynamo minutes before it fails too
-            attempts.append((method, "not tried: the model nests too deeply to trace (symbolic tracing hit the recursion limit)"))
+            attempts.append((method, f"{NOT_TRIED}: the model nests too deeply to trace (symbolic tracing hit the recursion limit)"))
             continue
         try:
             if method == "fx.symbolic_trace":

@@ -132,7 +132,8 @@ def profile_model(model: nn.Module | str, **options: Unpack[ModelOptions]) -> Pr
     (11689512, 'fx.symbolic_trace')
 
     ``methods`` forces capture methods, tried in order (see :data:`graphprof.capture.METHODS`); by
-    default symbolic tracing, then the eager capture (Dynamo only when asked for).
+    default symbolic tracing, then Dynamo export (not tried for the families whose record says it costs
+    too long: transformers, timm, YOLO, detectors; the summary says so), then the eager capture.
 
     A model object needs ``input_shape`` (a float input of that shape: a dry run, so nothing is
     allocated and no random numbers are drawn) or ``example_inputs``/``example_kwargs``. The model is

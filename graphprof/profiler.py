@@ -51,7 +51,9 @@ class Profiler(nn.Module):
     ``capture_ops`` builds the operator graph in that same pass. ``hardware`` adds roofline time
     estimates to the nodes. ``measure`` also runs the model for real in each pass and puts the measured
     times on the nodes of the graph it builds (:mod:`graphprof.graph.measured`); by default it does so
-    when the weights are real, not on the meta device, as the edge profiler reports forward times.
+    when the weights are real, not on the meta device, as the edge profiler reports forward times; the
+    last such run is kept as ``measurement`` (its ``instrumented_forward`` is the forward the node times
+    come from, and they sum to it less the model's own Python between its layers).
 
     The wrapper is an ``nn.Module`` so it can replace a submodule (``model.model = Profiler(model.model)``);
     the wrapped model is its child ``model`` and is otherwise untouched.
@@ -86,6 +88,7 @@ class Profiler(nn.Module):
         self.measure = measure
         self.graph: Graph | None = None
         self.detail_graph: Graph | None = None
+        self.measurement: Any = None  # the last pass's real run (a graphprof.measure.Measurement), if it ran one
 
     def guard_label(self) -> str:
         return type(self.model).__name__
@@ -109,7 +112,8 @@ class Profiler(nn.Module):
         device = weights[0].device if weights else torch.device("cpu")
         if not (self.measure or (self.measure is None and device.type != "meta")):
             return None
-        return prepared.measure(device=device, iters=10, warmup=2, layer_runs=1, breakdown=False)
+        self.measurement = prepared.measure(device=device, iters=10, warmup=2, layer_runs=1, breakdown=False)
+        return self.measurement
 
     @guard_user_code
     def profile_once(self, *args: Any, **kwargs: Any) -> Graph:

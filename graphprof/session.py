@@ -32,6 +32,7 @@ from typing_extensions import Unpack
 
 from graphprof.capture import (
     METHODS,
+    NOT_TRIED,
     CapturedGraph,
     capture_graph,
     default_methods,
@@ -202,7 +203,7 @@ class Session:
         """Capture with the first method that works *and* whose graph propagates; a graph that captures
         but cannot be run (a traced constant the code mutates, say) moves on to the next method."""
         skipped = dynamo_skip_reason(family_of(self.model, self.family), self.methods)
-        attempts = list(attempts or []) + ([("dynamo.export", f"not tried: {skipped}")] if skipped else [])
+        attempts = list(attempts or []) + ([("dynamo.export", f"{NOT_TRIED}: {skipped}")] if skipped else [])
         remaining = tuple(m for m in self.methods if not (skipped and m == "dynamo.export"))
         while True:
             captured = capture_graph(self.model, args, kwargs, methods=remaining)

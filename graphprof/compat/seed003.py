@@ -53,7 +53,7 @@ def capture_model(
     ``CHISEL_BACKEND_RUN=1``. ``model_name`` defaults to the class name."""
 
     def decorate(cls: M) -> M:
-        name = model_name or getattr(cls, "__name__", "model")
+        name = str(model_name or getattr(cls, "__name__", "model"))
         on_trace = (lambda path: print_trace_summary(path, name)) if summary else None
         native = _native_capture_model(
             name, record_shapes, profile_memory, enabled=enabled, trace_dir=trace_dir, on_trace=on_trace,

@@ -112,8 +112,10 @@ def _device(model: nn.Module, device: torch.device | str | None) -> torch.device
 class MemoryProfiler:
     """Peak memory of a forward, a backward or a training step (seed 004), as :class:`MemoryStats` (``peak_mb``).
 
-    The peak is what the step allocates on top of what was live before it (CUDA: the allocator's
-    ``max_memory_allocated``; CPU: ``torch.profiler``'s allocator events of this thread).
+    As in the seed, the peak counts everything allocated on the device at the step's peak, the weights
+    and the batch among them: what was live before the step (CUDA: ``memory_allocated``; CPU:
+    :func:`~graphprof.measure.memory.live_cpu_bytes`) plus the most the step added on top (CUDA: the
+    allocator's ``max_memory_allocated``; CPU: ``torch.profiler``'s allocator events of this thread).
     """
 
     def __init__(self, model: nn.Module, device: torch.device | str | None = None) -> None:
@@ -121,9 +123,7 @@ class MemoryProfiler:
         self.device = _device(model, device)
 
     def _stats(self, fn: Callable[[], Any]) -> MemoryStats:
-        peak, reserved = peak_during(fn, self.device)
-        now = memory_stats(self.device)
-        return MemoryStats(peak_bytes=peak, allocated_bytes=now.allocated_bytes, reserved_bytes=reserved, device=str(self.device))
+        return _measured(fn, self.device)
 
     def profile_forward(self, batch: Any) -> MemoryStats:
         data = _on(batch, self.device)
@@ -138,6 +138,8 @@ class MemoryProfiler:
         """Forward and backward (and ``optimizer.step()`` on a copy of the model when given)."""
         data = _on(batch, self.device)
         breakdown = get_memory_breakdown(self.model, data, self.device, train=True, optimizer=optimizer)
+        if self.device.type == "cpu":  # MemTracker's peak counts the weights, as the seed's does
+            _note_cpu_peak(breakdown.peak)
         return MemoryStats(peak_bytes=breakdown.peak, allocated_bytes=memory_stats(self.device).allocated_bytes, reserved_bytes=None, device=str(self.device))
 
     def profile_backward(self, batch: Any) -> MemoryStats:
@@ -154,8 +156,32 @@ class MemoryProfiler:
                 p.grad = g
 
 
+#: The CPU's peak since :func:`reset_memory_stats`, in bytes, process-wide as CUDA's counter is: the CPU
+#: allocator keeps none, so the seed's functions keep this one (raised by each query and each measured step).
+_CPU_PEAK = {"bytes": 0}
+
+
+def _note_cpu_peak(peak: int) -> int:
+    _CPU_PEAK["bytes"] = max(_CPU_PEAK["bytes"], peak)
+    return _CPU_PEAK["bytes"]
+
+
+def _measured(fn: Callable[[], Any], device: torch.device) -> MemoryStats:
+    """``fn()``'s peak as the seed means it: live before, plus the most ``fn`` added on top."""
+    before = memory_stats(device).allocated_bytes
+    added, reserved = peak_during(fn, device)
+    peak = before + added
+    if device.type == "cpu":
+        _note_cpu_peak(peak)
+    now = memory_stats(device)
+    return MemoryStats(peak_bytes=peak, allocated_bytes=now.allocated_bytes, reserved_bytes=reserved, device=str(device))
+
+
 def reset_memory_stats(device: torch.device | str | None = None) -> None:
-    """Reset CUDA's peak counter (every device when ``device`` is None); the CPU keeps no counter to reset."""
+    """Reset the peak counter to what is allocated now: CUDA's (every device when ``device`` is None) and
+    the CPU's (this module's, as the CPU allocator keeps none)."""
+    if device is None or torch.device(device).type == "cpu":
+        _CPU_PEAK["bytes"] = memory_stats("cpu").allocated_bytes
     if not torch.cuda.is_available():
         return
     if device is None:
@@ -166,17 +192,20 @@ def reset_memory_stats(device: torch.device | str | None = None) -> None:
 
 
 def get_peak_memory(device: torch.device | str | None = None) -> float:
-    """CUDA's peak allocated memory since the last reset, in MB; 0.0 on the CPU, which keeps no peak
-    counter (use :func:`profile_memory_usage` or :class:`MemoryProfiler`, which measure one there)."""
+    """The peak allocated memory since the last :func:`reset_memory_stats`, in MB. CUDA: the allocator's
+    ``max_memory_allocated``. CPU: the highest of what is allocated now and the peaks of the steps
+    measured since (:class:`MemoryProfiler`, :func:`profile_memory_usage`); an allocation made and freed
+    between two of these is not seen (the CPU allocator reports none)."""
     dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return memory_stats(dev).peak_bytes / _MB
+    peak = memory_stats(dev).peak_bytes
+    return (_note_cpu_peak(peak) if dev.type == "cpu" else peak) / _MB
 
 
 def profile_memory_usage(fn: Callable[..., Any], *args: Any, device: torch.device | str | None = None, **kwargs: Any) -> MemoryStats:
-    """Peak memory ``fn(*args, **kwargs)`` allocates on ``device`` (CPU by default), as :class:`MemoryStats`."""
+    """Peak memory while ``fn(*args, **kwargs)`` runs on ``device`` (CPU by default), as
+    :class:`MemoryStats`: what was live before plus the most ``fn`` added (see :class:`MemoryProfiler`)."""
     dev = torch.device(device) if device is not None else torch.device("cpu")
-    peak, reserved = peak_during(lambda: fn(*args, **kwargs), dev)
-    return MemoryStats(peak_bytes=peak, allocated_bytes=memory_stats(dev).allocated_bytes, reserved_bytes=reserved, device=str(dev))
+    return _measured(lambda: fn(*args, **kwargs), dev)
 
 
 def set_seed(seed: int) -> None:

@@ -13,6 +13,10 @@ does both at once as a sparse adjacency times the features. The two families her
   :mod:`graphprof.formulas.matmul`). A dense product would be ``m x k x n``: for an adjacency of N nodes
   and E edges, ``E x F`` instead of ``N^2 x F``. Bytes: the stored values and their indices
   (:attr:`TensorMeta.addressed_nbytes`), the dense factor and the output.
+* ``_sparse_mm_reduce_impl(csr, dense, reduce)`` (``torch.sparse.mm(csr, x, reduce)``, PyG's ``spmm``
+  for ``mean``/``max`` aggregation on a CSR adjacency): the same ``nnz x n`` products, reduced into the
+  output rows: ``sum`` and ``mean`` accumulate (``nnz x n`` MACs; ``mean`` then divides each output
+  element once), ``amax``/``amin`` compare (``nnz x n`` multiplies and as many compares, no MACs).
 """
 
 from __future__ import annotations
@@ -56,3 +60,12 @@ def sparse_addmm_cost(
 def sparse_mm_cost(sparse: TensorMeta, dense: TensorMeta, *args: Any, out: TensorMeta, **_: Any) -> Cost:
     # captured above dispatch (a graph of torch.sparse.mm); at dispatch it is _sparse_addmm with beta 0
     return contraction(_sparse_product(sparse, dense))
+
+
+@register(aten._sparse_mm_reduce_impl)
+def sparse_mm_reduce_cost(sparse: TensorMeta, dense: TensorMeta, reduce: str, *args: Any, out: Any, **_: Any) -> Cost:
+    # each stored element times a row of n, reduced into its output row; mean: one divide per output element
+    products = _sparse_product(sparse, dense)
+    if str(reduce) in ("amax", "amin"):
+        return Cost(flops=2 * products)  # a multiply and a compare per product
+    return contraction(products, first(out).numel if str(reduce) == "mean" else 0)

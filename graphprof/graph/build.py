@@ -102,7 +102,17 @@ class _Level:
         self.tokens += 1
         self.owner[t] = ((key, self.tokens),)
 
+    def handed_out(self, key: Any) -> tuple[tuple[int, ...], ...]:
+        """The shapes of the tensors ``key``'s node hands to other nodes, one per tensor, in the order made:
+        the outputs of a node folded at a depth (``layer1``), whose last inner layer is not the node."""
+        src = self.accs[key].node.id
+        tokens = {token: edge.shape for (s, _, token), edge in self.edges.items() if self.accs[s].node.id == src}
+        return tuple(tokens[t] for t in sorted(tokens))
+
     def graph(self, model_name: str, depth: int | None, hardware: Hardware | None) -> Graph:
+        for key, acc in self.accs.items():
+            if acc.node.kind == "module" and acc.node.output_shapes == ():
+                acc.node.output_shapes = self.handed_out(key)
         nodes = [acc.node for acc in self.accs.values()]
         if hardware is not None:
             for acc in self.accs.values():
@@ -179,9 +189,14 @@ class GraphBuilder(Observer):
         self.forward = phase == "forward"
 
     def layer_left(self, layer: Layer, output: Any) -> None:
-        if not self.forward or not self._is_node_layer(layer):
+        if not self.forward:
             return
         outs = _tensors(output)
+        fold = self._fold(layer.module)
+        if fold is not None and fold == layer.name and fold in self.modules.accs and outs:
+            self.modules.accs[fold].node.output_shapes = tuple(tuple(int(s) for s in t.shape) for t in outs)
+        if not self._is_node_layer(layer):
+            return
         if not outs:
             return
         key = self._layer_key(layer)

@@ -35,14 +35,22 @@ __all__ = ["with_measured_times"]
 _MODEL = "(model)"
 
 
-def _fold(layer: str, depth: int | None) -> str | None:
-    """The ``module`` key of the nodes that take ``layer``'s time (``None``: top-level nodes)."""
-    if layer == _MODEL:
-        return None
-    if depth is None:
-        return layer
+def _fold(layer: str) -> str | None:
+    """The ``module`` key of the nodes that take the time of ``layer``'s own ops (``None``: top-level nodes)."""
+    return None if layer == _MODEL else layer
+
+
+def _owner(layer: str, folds: set[str]) -> str | None:
+    """The node folded at a depth that holds ``layer``: the longest dotted prefix of its name that names a
+    node built for a whole module (``layers.0`` holds ``layers.0.mlp.up_proj``; ``layer1`` holds
+    ``layer1.0.add``). The graph builder folds through containers (``ModuleList``), so its names, not a
+    count of dots, decide. ``None``: a layer no fold holds (the model's own code)."""
     parts = layer.split(".")
-    return ".".join(parts[:depth]) if len(parts) >= depth else layer
+    for i in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:i])
+        if prefix in folds:
+            return prefix
+    return None
 
 
 def with_measured_times(graph: Graph, measurement: Any) -> Graph:
@@ -62,21 +70,23 @@ def with_measured_times(graph: Graph, measurement: Any) -> Graph:
         for op in measurement.ops:
             if op.dispatched_calls:
                 kind = functional_op(op.op.removeprefix("aten::"))
-                nodes = [n for n in by_module.get(_fold(op.layer, None), []) if functional_op(n.type.removeprefix("aten.")) == kind]
+                nodes = [n for n in by_module.get(_fold(op.layer), []) if functional_op(n.type.removeprefix("aten.")) == kind]
                 share(nodes, op.dispatched_time_us)
         return _with(graph, measured)
 
+    folds = {n.name for n in graph.nodes if n.kind == "module" and n.name == n.module} if graph.depth is not None else set()
+    unfolded: set[str] = set()  # layers whose own ops go to the function nodes of their module
     for layer in measurement.layers:
-        key = _fold(layer.name, graph.depth)
-        nodes = by_module.get(key, [])
-        if graph.depth is not None and key is not None and any(n.name == key for n in nodes):
-            share([n for n in nodes if n.name == key], layer.time_us)  # folded: the whole module's time
+        owner = _owner(layer.name, folds)
+        if owner is not None:
+            share([n for n in by_module[owner] if n.name == owner], layer.time_us)  # the whole module's time
         else:
-            share([n for n in nodes if n.type == layer.type], layer.time_us)
-    if graph.depth is None:  # functions run by a module itself: their own aten op's time there
-        for op in measurement.ops:
+            unfolded.add(layer.name)
+            share([n for n in by_module.get(_fold(layer.name), []) if n.type == layer.type], layer.time_us)
+    for op in measurement.ops:  # functions run by a module itself: their own aten op's time there
+        if op.layer in unfolded:
             kind = functional_op(op.op.removeprefix("aten::"))  # `out += x` runs aten::add_ where the graph has add
-            nodes = [n for n in by_module.get(_fold(op.layer, None), []) if functional_op(n.type) == kind]
+            nodes = [n for n in by_module.get(_fold(op.layer), []) if functional_op(n.type) == kind]
             share(nodes, op.kernel_us if op.kernel_us is not None else op.cpu_us)
     return _with(graph, measured)
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import os
 import tempfile
@@ -26,11 +27,37 @@ from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.result import CATEGORIES, MemoryBreakdown, MemoryStats
 from graphprof.measure.timing import _grads_kept, call_model, default_loss
 
-__all__ = ["memory_stats", "peak_during", "cpu_peak_from_trace", "tracked_breakdown", "get_memory_breakdown"]
+__all__ = ["live_cpu_bytes", "memory_stats", "peak_during", "cpu_peak_from_trace", "tracked_breakdown", "get_memory_breakdown"]
+
+
+def live_cpu_bytes() -> int:
+    """Bytes held by the CPU tensors alive now: the storage of every tensor the garbage collector tracks
+    (each ``torch.Tensor`` and ``nn.Parameter`` Python object), each storage counted once.
+
+    The CPU allocator keeps no counter (CUDA's does); this is its ``memory_allocated``. Tensors that live
+    only inside C++ (autograd's saved tensors before a backward) are not seen; fake and meta tensors hold
+    no memory and are skipped.
+
+    >>> before = live_cpu_bytes(); x = torch.empty(2**20, dtype=torch.uint8)
+    >>> live_cpu_bytes() - before >= 2**20
+    True
+    """
+    storages: dict[int, int] = {}
+    for obj in gc.get_objects():
+        kind = type(obj)  # not isinstance: that reads ``__class__``, which some deprecated objects warn on
+        if issubclass(kind, torch.Tensor) and kind.__name__ != "FakeTensor" and obj.device.type == "cpu":
+            try:
+                storage = obj.untyped_storage()
+                if storage.data_ptr():
+                    storages[storage.data_ptr()] = max(storages.get(storage.data_ptr(), 0), storage.nbytes())
+            except (RuntimeError, NotImplementedError):  # a tensor subclass or a view with no storage of its own
+                continue
+    return sum(storages.values())
 
 
 def memory_stats(device: torch.device | str) -> MemoryStats:
-    """The allocator's figures now (seed 004's ``MemoryStats``); on the CPU only what the device reports."""
+    """The allocator's figures now (seed 004's ``MemoryStats``). The CPU keeps no peak counter: its
+    ``peak_bytes`` is what is allocated now (:func:`live_cpu_bytes`), a lower bound of any peak."""
     dev = torch.device(device)
     if dev.type == "cuda":
         return MemoryStats(
@@ -39,7 +66,8 @@ def memory_stats(device: torch.device | str) -> MemoryStats:
             reserved_bytes=torch.cuda.memory_reserved(dev),
             device=str(dev),
         )
-    return MemoryStats(peak_bytes=0, allocated_bytes=0, reserved_bytes=None, device=str(dev))
+    live = live_cpu_bytes() if dev.type == "cpu" else 0
+    return MemoryStats(peak_bytes=live, allocated_bytes=live, reserved_bytes=None, device=str(dev))
 
 
 def cpu_peak_from_trace(trace: dict[str, Any], thread: int | None = None) -> int:

@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.aggregate import ancestors
+from graphprof.capture import NOT_TRIED
 from graphprof.hardware import Hardware
 from graphprof.inputs import format_inputs
 from graphprof.intensity import INTENSITY_BANDS, intensity_band
@@ -399,8 +400,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         ("Graph", f"{len(profile.layers)} nodes in {profile.num_subgraphs} captured subgraph(s)"),
         ("Capture", profile.capture_method),
     ]
-    for method, error in profile.capture_attempts:
-        rows.append((f"  {method} failed", error))
+    rows += [_attempt_row(method, error) for method, error in profile.capture_attempts]
     rows.append(("Run", f"{'dry run' if profile.execution == 'dry-run' else 'real run'}: {profile.execution_note}"))
     if profile.lowering != "cpu":
         rows.append(("Lowering", f"{profile.lowering}: attention costed as the fused kernels a GPU runs"))
@@ -412,6 +412,14 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
     for key, value in rows:
         table.add_row(key, value)
     return table
+
+
+def _attempt_row(method: str, outcome: str) -> tuple[str, str]:
+    """A capture method before the one used: ``failed`` with its error, or ``not tried`` and why (``auto``
+    skips Dynamo export for the families whose record says it costs too long, YOLO's among them)."""
+    if outcome.startswith(NOT_TRIED):
+        return f"  {method} not tried", outcome.removeprefix(NOT_TRIED).lstrip(": ") or "-"
+    return f"  {method} failed", outcome
 
 
 # ---- 4. operation breakdown -------------------------------------------------------------------------

@@ -1,0 +1,37 @@
+"""Seed 000's ``test_llamab.py``: a multi-epoch timing sketch for a local LLaMA-like model.
+
+The wrapper is profiled once, then called like the model for a few epochs; each epoch's wall time is
+printed beside the profile's own measured per-layer times.
+
+    python examples/test_llamab.py [out_dir]
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import transformers
+from _common import out_dir
+
+from graphprof.compat.seed000 import Profiler
+
+config = transformers.LlamaConfig(
+    vocab_size=1000, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+)  # fmt: skip
+torch.manual_seed(0)
+model = transformers.LlamaForCausalLM(config).eval()
+input_ids = torch.randint(0, config.vocab_size, (1, 16))
+model.model = Profiler(model.model, token_kwarg="input_ids", auto_profile=True)
+
+with torch.no_grad():
+    for epoch in range(3):
+        start = time.perf_counter()
+        model(input_ids=input_ids)  # the first call builds the module graph first (auto_profile)
+        print(f"epoch {epoch}: {(time.perf_counter() - start) * 1e3:.2f} ms")
+
+graph = model.model.graph
+timed = sum(n.measured_ms or 0.0 for n in graph.nodes)
+print(f"profiled layers: {timed:.2f} ms over {sum(n.measured_ms is not None for n in graph.nodes)} nodes")
+model.model.export(out_dir() / "llamab_profile", overwrite_module=True)
