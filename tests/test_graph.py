@@ -271,7 +271,7 @@ def test_json_is_versioned(resnet_graphs, tmp_path):
     _, graph, detail = resnet_graphs
     write_graph(graph, tmp_path / "g.json", detail=detail)
     data = json.loads((tmp_path / "g.json").read_text())
-    assert data["module_graph"]["schema_version"] == "1.0"
+    assert data["kind"] == "graph" and data["schema_version"] == data["module_graph"]["schema_version"] == "1.1"
     assert len(data["module_graph"]["edges"]) == 77
     assert data["detail_graph"]["stats"]["nodes"] == len(detail.nodes)
 
