@@ -19,6 +19,7 @@ from typing_extensions import Unpack
 
 from graphprof.aggregate import aggregate_modules
 from graphprof.count import count_costs
+from graphprof.display import NotebookDisplay
 from graphprof.errors import GraphprofError
 from graphprof.guard import guard_user_code
 from graphprof.inputs import describe_inputs
@@ -166,12 +167,16 @@ class ModelOutcome:
         return self.profile is not None
 
 
+class Comparison(list[ModelOutcome], NotebookDisplay):
+    """The outcomes of :func:`compare_models`, in order: a list, shown as the comparison page in a notebook."""
+
+
 def compare_models(
     models: Sequence[str | nn.Module],
     *,
     on_result: Callable[[ModelOutcome], None] | None = None,
     **options: Any,
-) -> list[ModelOutcome]:
+) -> Comparison:
     """Profile each model with the same ``options`` (as :func:`profile_model` takes them).
 
     A model that fails does not stop the others: its :class:`ModelOutcome` holds the error (a
@@ -179,7 +184,7 @@ def compare_models(
     for a bug).
     ``on_result`` is called after each model (a progress display, say).
     """
-    outcomes = []
+    outcomes = Comparison()
     for outcome in iter_compare(models, **options):
         outcomes.append(outcome)
         if on_result is not None:

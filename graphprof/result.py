@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from graphprof.bounds import Roofline
+from graphprof.display import NotebookDisplay
 from graphprof.formulas import Cost
 from graphprof.inputs import InputSpec
 from graphprof.schemas import SCHEMA_VERSIONS
@@ -157,7 +158,7 @@ class UnsupportedOp:
 
 
 @dataclass(frozen=True)
-class Profile:
+class Profile(NotebookDisplay):
     """What a model costs: the result of :func:`graphprof.profile_model`.
 
     Totals are exact sums of the rows: ``total_flops == sum(row.cost.flops for row in layers)``.

@@ -129,3 +129,51 @@ def test_sweep_and_compare_pages_open_offline(browser: Any, tmp_path: Path) -> N
     path.write_text(render_compare_html(comparison_rows([graphprof.profile_model(_mlp(), input_shape=(1, 16))])))
     page, errors = _open(browser, path)
     assert errors == [] and page.locator("#models tbody tr").count() == 1
+
+
+# ---- the roofline a person can read, the activation plot, the notebook display (issue 33) ------------------
+def test_the_roofline_names_its_axes_with_units_and_says_the_device_and_the_load(browser: Any, measured_page: Any) -> None:
+    with_m, _, _ = measured_page
+    page, errors = _open(browser, with_m)
+    assert errors == []
+    titles = page.evaluate("[...document.querySelectorAll('#roofline .xtitle, #roofline .ytitle')].map(e => e.textContent)")
+    assert titles == ["Arithmetic intensity (FLOP/byte)", "Achieved throughput (TFLOP/s)"]  # drawn, not only in the data
+    ticks = page.evaluate("[...document.querySelectorAll('#roofline .xtick text')].map(e => e.textContent)")
+    assert ticks and all(t == "1" or t.startswith("10") for t in ticks)  # one label per decade (1, 10, 10^k), never "5 2"
+    caption = page.inner_text("#roofline-caption")
+    assert "H100" in caption and "TFLOP/s" in caption and "Measured on cpu at load" in caption
+    hover = page.evaluate("document.getElementById('roofline').data.find(t => t.name == 'measured').text[0]")
+    assert "FLOPs at" in hover and "measured" in hover and "lower bound" in hover
+
+
+def test_a_training_profile_draws_its_activation_memory(browser: Any, tmp_path: Path) -> None:
+    profile = graphprof.profile_model(_mlp(), input_shape=(8, 16), mode="train")
+    path = tmp_path / "train.html"
+    path.write_text(render_profile_html(profile))
+    page, errors = _open(browser, path)
+    assert errors == []
+    bars = page.evaluate("document.getElementById('activations').data[0].y")
+    assert abs(sum(bars) * 2**20 - profile.saved_activation_bytes) < 1  # the bars are the Saved column, in MiB
+    assert page.evaluate("document.querySelector('#activations .ytitle').textContent") == "Saved by the layer (MiB)"
+
+
+@pytest.mark.parametrize("make", ["profile", "sweep", "compare", "plan"])
+def test_each_result_shows_itself_in_a_notebook(browser: Any, tmp_path: Path, make: str) -> None:
+    """Jupyter calls ``_repr_html_``: the report in an iframe, rendered here as a notebook would show it."""
+    result = {
+        "profile": lambda: graphprof.profile_model(_mlp(), input_shape=(8, 16)),
+        "sweep": lambda: graphprof.sweep(_mlp(), "batch", [1, 2], input_shape=(1, 16)),
+        "compare": lambda: graphprof.compare_models(["squeezenet1_0", "nope"]),
+        "plan": lambda: graphprof.partition_model("squeezenet1_0", "h100:2"),
+    }[make]()
+    cell = result._repr_html_()
+    assert cell.startswith("<iframe srcdoc=")
+    path = tmp_path / "notebook.html"
+    path.write_text(f"<!DOCTYPE html><html><body><div class='output'>{cell}</div></body></html>")
+    page, errors = _open(browser, path)
+    page.wait_for_timeout(500)
+    frame = page.frames[1]
+    assert errors == [] and frame.evaluate("document.querySelectorAll('table tr').length") >= 2  # a header and a row
+    plots = frame.evaluate("document.querySelectorAll('.js-plotly-plot').length")
+    assert plots >= (0 if make == "profile" else 1)  # a profile with no device has no roofline to draw
+    assert frame.evaluate("document.querySelector('h1').textContent").startswith("graphprof")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graphprof.display import NotebookDisplay
 from graphprof.partition.costs import CostTable
 from graphprof.partition.devices import Device, Links
 from graphprof.partition.solver import Problem, Solution, evaluate
@@ -108,7 +109,7 @@ class Baseline:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(NotebookDisplay):
     """The best split of one model over the devices for one objective, with the table it came from."""
 
     model_name: str

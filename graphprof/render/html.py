@@ -29,7 +29,7 @@ from graphprof.render.plots import POINT_KINDS, roofline_points
 from graphprof.result import Profile
 from graphprof.roofline import Roofline
 
-__all__ = ["render_profile_html", "render_sweep_html", "render_compare_html"]
+__all__ = ["render_html", "render_plan_html", "render_profile_html", "render_sweep_html", "render_compare_html"]
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}
@@ -181,25 +181,86 @@ def _op_table(profile: Profile) -> str:
     return _table("ops", headers, rows)
 
 
+def _axis(title: str, log: bool = True) -> dict[str, Any]:
+    """A plotly axis with its title (plotly.js 3 takes ``{"text": ...}`` only) and one label per decade."""
+    axis: dict[str, Any] = {"title": {"text": title}, "automargin": True}
+    if log:
+        axis.update(type="log", dtick=1, exponentformat="power", showexponent="all")
+    return axis
+
+
+def _hover(profile: Profile, roofline: Roofline) -> dict[str, str]:
+    """Per module path: its FLOPs, bytes and times (lower bound, predicted, measured), for every point's hover."""
+    points = roofline_points(profile, roofline)
+    seconds = {kind: {name: f / y for name, _, y, f in pts} for kind, pts in points.items()}
+    out = {}
+    for name, x, _, flops in points["lower bound"]:
+        times = " · ".join(f"{kind} {_seconds(by.get(name))}" for kind, by in seconds.items() if name in by)
+        out[name] = f"<b>{html.escape(name)}</b><br>{_num(flops)} FLOPs at {x:.2f} FLOP/byte<br>{times}"
+    return out
+
+
+def _roofline_caption(profile: Profile, roofline: Roofline) -> str:
+    hw = roofline.hardware
+    assert hw is not None and roofline.peak_flops is not None and roofline.bandwidth is not None
+    text = (f"Device: {hw.label}, {roofline.precision} peak {roofline.peak_flops / 1e12:.1f} TFLOP/s, "
+            f"memory {roofline.bandwidth / 1e12:.2f} TB/s (ridge {roofline.threshold:.1f} FLOP/byte).")  # fmt: skip
+    m = profile.measurement
+    if m is not None:
+        load = getattr(m.host, "loadavg", None)
+        cores = getattr(m.host, "cores", None) or 1
+        busy = load is not None and load[0] > 0.75 * cores
+        text += (f" Measured on {m.device} at load {load[0]:.2f} on {cores} cores" if load is not None else f" Measured on {m.device}") + "."
+        if busy:
+            text += " The machine was busy: measured points sit further below the roof than the kernels alone would."
+    return f"<p class='muted' id='roofline-caption'>{html.escape(text)}</p>"
+
+
 def _roofline_chart(profile: Profile, roofline: Roofline) -> str:
     if roofline.hardware is None or roofline.peak_flops is None or roofline.bandwidth is None:
         return "<p class='muted'>No device given (--hardware): no roof to draw.</p>"
+    hover = _hover(profile, roofline)
     traces = []
     for kind, points in roofline_points(profile, roofline).items():
         if points:
             names, xs, ys, _ = zip(*points, strict=True)
             marker = {"o": "circle", "s": "square", "^": "triangle-up"}[POINT_KINDS[kind]]
             traces.append({"type": "scatter", "mode": "markers", "name": kind, "x": xs, "y": [y / 1e12 for y in ys],
-                           "text": names, "hovertemplate": "%{text}<br>%{x:.2f} FLOP/B, %{y:.3g} TFLOP/s", "marker": {"symbol": marker}})  # fmt: skip
+                           "text": [hover.get(n, html.escape(n)) for n in names], "hovertemplate": f"%{{text}}<extra>{kind}</extra>",
+                           "marker": {"symbol": marker}})  # fmt: skip
     xs_all = [x for t in traces for x in t["x"]] or [roofline.threshold]
     lo, hi = min(xs_all + [roofline.threshold]) / 4, max(xs_all + [roofline.threshold]) * 4
     grid = [lo * (hi / lo) ** (i / 100) for i in range(101)]
     peak, bandwidth = roofline.peak_flops / 1e12, roofline.bandwidth / 1e12
-    traces.append({"type": "scatter", "mode": "lines", "name": "roof", "x": grid, "y": [min(peak, x * bandwidth) for x in grid], "line": {"color": "black"}})
-    layout = {"xaxis": {"type": "log", "title": "FLOPs / byte"}, "yaxis": {"type": "log", "title": "TFLOP/s"}, "height": 480,
-              "title": f"Roofline on {roofline.hardware.label}"}  # fmt: skip
+    traces.append({"type": "scatter", "mode": "lines", "name": "roof", "x": grid, "y": [min(peak, x * bandwidth) for x in grid],
+                   "line": {"color": "black"}, "hoverinfo": "skip"})  # fmt: skip
+    layout = {"xaxis": _axis("Arithmetic intensity (FLOP/byte)"), "yaxis": _axis("Achieved throughput (TFLOP/s)"), "height": 480,
+              "title": {"text": f"Roofline on {roofline.hardware.label}"}}  # fmt: skip
     data = json.dumps(traces, default=list)
-    return f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{json.dumps(layout)})</script>"
+    return f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{json.dumps(layout)})</script>" + _roofline_caption(profile, roofline)
+
+
+def _activation_chart(profile: Profile) -> str:
+    """Train mode: bytes each layer saves for backward (bars) and their running sum (line), in MiB."""
+    rows = [r for r in profile.layers if r.saved_bytes]
+    if profile.mode != "train" or not rows:
+        return "<p class='muted'>Activation memory by layer: a training profile (--mode train) shows what each layer saves for backward.</p>"
+    names = [r.name for r in rows]
+    mib = [r.saved_bytes / 2**20 for r in rows]
+    running = [sum(mib[: i + 1]) for i in range(len(mib))]
+    traces = [
+        {"type": "bar", "name": "saved by the layer", "x": names, "y": mib, "hovertemplate": "%{x}: %{y:.2f} MiB<extra></extra>"},
+        {"type": "scatter", "mode": "lines", "name": "held so far", "x": names, "y": running, "yaxis": "y2",
+         "hovertemplate": "after %{x}: %{y:.2f} MiB<extra></extra>"},
+    ]  # fmt: skip
+    layout = {"xaxis": {**_axis("Layer (execution order)", log=False), "showticklabels": len(names) <= 60},
+              "yaxis": _axis("Saved by the layer (MiB)", log=False),
+              "yaxis2": {**_axis("Held for backward so far (MiB)", log=False), "overlaying": "y", "side": "right"},
+              "height": 420, "title": {"text": "Activation memory: bytes saved for backward, by layer"}}  # fmt: skip
+    peak = f"{_num(profile.peak_activation_bytes, 'B')}" + (f" at {profile.peak_activation_layer}" if profile.peak_activation_layer else "")
+    caption = f"Saved for backward: {_num(profile.saved_activation_bytes, 'B')} in all; the run's activation peak: {peak}."
+    return (f"<div id='activations'></div><script>Plotly.newPlot('activations',{json.dumps(traces)},{json.dumps(layout)})</script>"
+            f"<p class='muted' id='activations-caption'>{html.escape(caption)}</p>")  # fmt: skip
 
 
 def _graph_svg(profile: Profile, graph: Any) -> str:
@@ -220,6 +281,7 @@ def render_profile_html(profile: Profile, roofline: Roofline | None = None, *, g
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in profile.notes)
     body = (
         _cards(profile, roofline) + "<h2>Module tree</h2>" + _tree(profile) + "<h2>Roofline</h2>" + _roofline_chart(profile, roofline)
+        + "<h2>Activation memory</h2>" + _activation_chart(profile)
         + "<h2>Layers</h2>" + _layer_table(profile, roofline) + "<h2>Aten ops</h2>" + _op_table(profile)
         + "<h2>Module graph</h2>" + _graph_svg(profile, graph) + f"<h2>Unsupported ops</h2><ul id='unsupported'>{unsupported}</ul>"
         + f"<h2>Notes</h2><ul>{notes}</ul>"
@@ -238,7 +300,7 @@ def render_sweep_html(sweep: Any) -> str:
         fit = sweep.fits().get(m)
         label = f"{m} (~ x^{fit.exponent:.2f})" if fit is not None else m
         traces.append({"type": "scatter", "mode": "lines+markers", "name": label, "x": xs, "y": ys})
-    layout = {"xaxis": {"type": "log", "title": sweep.label}, "yaxis": {"type": "log"}, "height": 480}
+    layout = {"xaxis": _axis(sweep.label), "yaxis": _axis("Count (log scale; each metric in its own unit)"), "height": 480}
     chart = f"<div id='growth'></div><script>Plotly.newPlot('growth',{json.dumps(traces)},{json.dumps(layout)})</script>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in sweep.notes)
     return _page(f"graphprof sweep: {sweep.model} over {sweep.label}", chart + "<h2>Points</h2>" + _table("points", ["value", *metrics], rows) + f"<ul>{notes}</ul>")
@@ -256,3 +318,45 @@ def render_compare_html(rows: Sequence[Any]) -> str:
     traces = [{"type": "bar", "name": "FLOPs", "x": [r.model for r in rows], "y": [r.flops or 0 for r in rows]}]
     chart = f"<div id='bars'></div><script>Plotly.newPlot('bars',{json.dumps(traces)},{{'height':360}})</script>"
     return _page("graphprof compare", chart + _table("models", headers, cells))
+
+
+def render_plan_html(plan: Any) -> str:
+    """The page of a partition plan: its stages (device, layers, compute, transfer, memory) and their times."""
+    headers = ["stage", "device", "layers", "params", "compute", "receive", "memory", "capacity"]
+    cells = [
+        [(str(s.index), s.index), (s.device, s.device), (f"{s.first} .. {s.last}", s.start), (_num(s.params), s.params),
+         (_seconds(s.compute_s), s.compute_s), (_seconds(s.receive_s), s.receive_s), (_num(s.memory_bytes, "B"), s.memory_bytes),
+         (_num(s.capacity_bytes, "B"), s.capacity_bytes)]
+        for s in plan.stages
+    ]  # fmt: skip
+    labels = [f"{s.index}: {s.device}" for s in plan.stages]
+    traces = [
+        {"type": "bar", "name": "compute", "x": labels, "y": [s.compute_s * 1e3 for s in plan.stages]},
+        {"type": "bar", "name": "receive", "x": labels, "y": [s.receive_s * 1e3 for s in plan.stages]},
+    ]
+    layout = {"barmode": "stack", "height": 360, "xaxis": _axis("Stage", log=False), "yaxis": _axis("Time per micro-batch (ms)", log=False)}
+    chart = f"<div id='stages'></div><script>Plotly.newPlot('stages',{json.dumps(traces)},{json.dumps(layout)})</script>"
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
+    title = f"graphprof partition: {plan.model_name} ({plan.objective})"
+    return _page(title, chart + _table("stages-table", headers, cells) + f"<ul>{notes}</ul>")
+
+
+def render_html(result: Any) -> str:
+    """The HTML page of any result that has one: a profile, a sweep, a comparison (a list of outcomes or of
+    rows) or a partition plan. What ``_repr_html_`` shows in a notebook."""
+    from graphprof.comparison import comparison_rows
+    from graphprof.partition.plan import Plan
+    from graphprof.scaling.result import Sweep
+
+    if isinstance(result, Profile):
+        return render_profile_html(result, result.roofline)
+    if isinstance(result, Sweep):
+        return render_sweep_html(result)
+    if isinstance(result, Plan):
+        return render_plan_html(result)
+    if isinstance(result, list) and all(hasattr(o, "profile") and hasattr(o, "spec") for o in result):
+        from graphprof.comparison import ModelFailure
+
+        entries = [o.profile if o.profile is not None else ModelFailure(o.spec, str(o.error)) for o in result]
+        return render_compare_html(comparison_rows(entries))
+    raise TypeError(f"no HTML page for {type(result).__name__}")

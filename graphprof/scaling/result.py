@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from graphprof.display import NotebookDisplay
 from graphprof.errors import InvalidInputError
 from graphprof.result import Profile
 from graphprof.scaling.axis import Axis
@@ -60,7 +61,7 @@ class SweepRow:
 
 
 @dataclass(frozen=True)
-class Sweep:
+class Sweep(NotebookDisplay):
     """The rows of one sweep, with growth fits. ``stopped_at`` is the value that ran out of device memory
     (the sweep stopped there cleanly; ``last_fit`` is the largest value that fit), else ``None``."""
 
