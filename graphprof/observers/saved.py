@@ -48,9 +48,9 @@ class SavedActivations(Observer):
         stack: list[Any] = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         while stack:
             fn = stack.pop()
-            if fn is None or _SEEN in fn.metadata:  # type: ignore[operator]  # a property returning a dict
+            if fn is None or _SEEN in fn.metadata:  # Node.metadata: a property returning a dict
                 continue
-            fn.metadata[_SEEN] = True  # type: ignore[index]
+            fn.metadata[_SEEN] = True
             with self.unobserved():  # unpacking a saved output makes a view: not one of the run's ops
                 saved = _saved_tensors(fn)
             for tensor in saved:
