@@ -114,10 +114,17 @@ def calibrations() -> Iterator[dict[str, Any]]:
         yield dict(json.loads(path.read_text()))
 
 
+def shards() -> Iterator[dict[str, Any]]:
+    from graphprof.sharding import shard_profile
+
+    yield _doc(shard_profile("hf:llama", "fsdp:8"))
+    yield _doc(shard_profile("hf:gpt2", "fsdp:4", dtype="bfloat16", hardware="h100"))
+
+
 SAMPLES: dict[str, Callable[[], Iterator[dict[str, Any]]]] = {
     "profile": profiles, "compare": compares, "sweep": sweeps, "validate": validates, "generate": generates,
     "partition": partitions, "graph": graphs, "graph-scaling": graph_scalings, "graph-estimate": graph_estimates,
-    "calibrate": calibrations,
+    "calibrate": calibrations, "shard": shards,
 }  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
 from graphprof_cli.generate import CacheOption, GenerateOption, KVDtypeOption, NewTokensOption, PromptLenOption
 from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, graph_estimate_command
+from graphprof_cli.shard import ShardOption
 
 app = typer.Typer(
     cls=Group,
@@ -122,6 +123,7 @@ def profile(
     nodes: NodesOption = None,
     avg_degree: AvgDegreeOption = None,
     edges: EdgesOption = None,
+    shard: ShardOption = None,
     debug: opt.DebugOption = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
@@ -145,7 +147,7 @@ def profile(
             peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, output=output, fmt=fmt, allow_unsafe_load=allow_unsafe_load,
             plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace,
             optimizer=optimizer, graph=graph, fvcore=fvcore, html=html_path, generate=generate, prompt_len=prompt_len,
-            new_tokens=new_tokens, kv_dtype=kv_dtype, cache=cache, nodes=nodes, avg_degree=avg_degree, edges=edges, debug=debug,
+            new_tokens=new_tokens, kv_dtype=kv_dtype, cache=cache, nodes=nodes, avg_degree=avg_degree, edges=edges, shard=shard, debug=debug,
         )  # fmt: skip
     )
 
@@ -158,6 +160,11 @@ def _run(req: Any) -> None:
 
     model = run_guarded(lambda: graph_spec(req.model, req.nodes, req.avg_degree, req.edges), req.debug)
     req = replace(req, model=model or req.model)
+    if req.shard is not None:
+        from graphprof_cli.shard import run_shard
+
+        run_shard(req)
+        return
     if req.generate:
         from graphprof_cli.generate import run_generate
 

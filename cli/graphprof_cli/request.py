@@ -55,6 +55,7 @@ class ProfileRequest:
     nodes: str | None = None
     avg_degree: float | None = None
     edges: int | None = None
+    shard: str | None = None
     debug: bool = False
 
     @property

@@ -16,6 +16,7 @@ kind                result                                                    fo
 ``partition``       :class:`graphprof.partition.report.PartitionReport`       json
 ``graph-scaling``   :class:`graphprof.gnn.scaling.GraphScalingResult`         json
 ``graph-estimate``  :class:`graphprof.gnn.compare.EstimateComparison`         json
+``shard``           :class:`graphprof.sharding.ShardedProfile`                json
 ==================  ========================================================  ===========
 
 Every JSON file starts with ``kind`` and ``schema_version`` (its schema: :mod:`graphprof.schemas`), then
@@ -62,6 +63,7 @@ RESULT_FORMATS: Mapping[str, tuple[str, ...]] = {
     "partition": ("json",),
     "graph-scaling": ("json",),
     "graph-estimate": ("json",),
+    "shard": ("json",),
 }
 _KNOWN = frozenset(f for formats in RESULT_FORMATS.values() for f in formats)
 
@@ -76,6 +78,7 @@ _KINDS = {
     "graphprof.partition.report.PartitionReport": "partition",
     "graphprof.gnn.scaling.GraphScalingResult": "graph-scaling",
     "graphprof.gnn.compare.EstimateComparison": "graph-estimate",
+    "graphprof.sharding.result.ShardedProfile": "shard",
 }
 
 
@@ -247,6 +250,7 @@ _RENDERERS: Mapping[str, Callable[[str], Callable[[Any], str]]] = {
     "partition": _partition,
     "graph-scaling": _to_dict("graph-scaling"),
     "graph-estimate": _to_dict("graph-estimate"),
+    "shard": _to_dict("shard"),
 }
 
 

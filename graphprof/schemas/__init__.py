@@ -16,6 +16,7 @@ kind                written by
 ``graph-scaling``   ``graphprof sweep pyg:X --nodes ... --output f.json``
 ``graph-estimate``  ``graphprof graph-estimate ... --output f.json``
 ``calibrate``       ``graphprof calibrate`` (the ``local.json`` preset)
+``shard``           ``graphprof --model X --mode train --shard fsdp:64 --output f.json``
 ==================  ===================================================================
 
 A version changes when a field is removed or changes meaning (the major number) or is added (the
@@ -49,6 +50,7 @@ SCHEMA_VERSIONS: dict[str, str] = {
     "graph-scaling": "1.1",
     "graph-estimate": "1.1",
     "calibrate": "1.1",
+    "shard": "1.0",
 }
 KINDS = tuple(SCHEMA_VERSIONS)
 

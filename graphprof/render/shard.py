@@ -1,0 +1,45 @@
+"""A sharded training step, per rank, as a Rich table: what the rank holds, computes and sends, beside
+the analytic figure and their difference. A pure function of :class:`graphprof.sharding.ShardedProfile`."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from graphprof.render.table import format_bytes, format_count
+from graphprof.sharding.result import ShardedProfile
+
+__all__ = ["render_sharded"]
+
+_ROWS = (
+    ("FLOPs (forward + backward)", "flops", format_count),
+    ("parameters (shard)", "param_bytes", format_bytes),
+    ("gradients (shard)", "grad_bytes", format_bytes),
+    ("optimizer state (AdamW, shard)", "optimizer_bytes", format_bytes),
+    ("activations saved for backward", "activation_bytes", format_bytes),
+    ("two gathered units (current + prefetched)", "unsharded_bytes", format_bytes),
+    ("all-gather per step (gathered)", "all_gather_bytes", format_bytes),
+    ("reduce-scatter per step (gradients)", "reduce_scatter_bytes", format_bytes),
+    ("all-gather calls", "all_gather_calls", str),
+    ("reduce-scatter calls", "reduce_scatter_calls", str),
+)
+
+
+def render_sharded(p: ShardedProfile) -> RenderableType:
+    """The per-rank table and the verdict on memory (when a device is known)."""
+    table = Table(title=f"{p.model_name}, {p.strategy}:{p.world}, {p.dtype}, per-rank batch {p.inputs}: one rank of a training step",
+                  box=box.SIMPLE_HEAD, title_justify="left")  # fmt: skip
+    for name, justify in (("per rank", "left"), ("counted", "right"), ("reference", "right"), ("difference", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    differences = p.differences()
+    for label, key, fmt in _ROWS:
+        table.add_row(label, fmt(getattr(p.rank, key)), fmt(getattr(p.analytic, key)), f"{differences[key]:+.2%}")
+    peak = f"estimated peak per rank: {format_bytes(p.rank.memory_bytes)}"
+    if p.device is not None and p.device_memory_bytes is not None:
+        verdict = "fits" if p.fits else "does NOT fit"
+        peak += f" on {p.device} ({format_bytes(p.device_memory_bytes)}): {verdict}"
+    lines = [Text(peak, style="bold" if p.fits is not False else "bold red")]
+    lines += [Text(note, style="dim") for note in p.notes]
+    return Group(table, *lines)

@@ -1,0 +1,82 @@
+"""What one rank of a sharded training step holds, computes and sends, beside the analytic figures."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graphprof.display import NotebookDisplay
+
+__all__ = ["RankFigures", "ShardedProfile"]
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """Per rank, one training step (forward, backward; the optimizer's state held, its step not counted).
+
+    Bytes: ``param_bytes`` / ``grad_bytes`` the rank's shards (FSDP pads each parameter's first dimension
+    to a multiple of the world size), ``optimizer_bytes`` AdamW's two moments of the shard in the
+    parameters' dtype (torch's default), ``activation_bytes`` what the forward saves for backward,
+    ``unsharded_bytes`` the largest unit's gathered parameters twice (the unit computing and the one
+    prefetched). Collectives: bytes of the tensors each rank gathers / reduces in one step.
+    """
+
+    flops: int
+    param_bytes: int
+    grad_bytes: int
+    optimizer_bytes: int
+    activation_bytes: int
+    unsharded_bytes: int
+    all_gather_bytes: int
+    reduce_scatter_bytes: int
+    all_gather_calls: int
+    reduce_scatter_calls: int
+
+    @property
+    def memory_bytes(self) -> int:
+        """The estimate of the rank's peak: shards, optimizer state, activations, two gathered units."""
+        return self.param_bytes + self.grad_bytes + self.optimizer_bytes + self.activation_bytes + self.unsharded_bytes
+
+
+@dataclass(frozen=True)
+class ShardedProfile(NotebookDisplay):
+    """A model's training step sharded over ``world`` ranks: the figures of one rank (``rank``, counted
+    on a dry run of FSDP2's ``fully_shard`` over a fake process group) and the analytic ones
+    (``analytic``: parameters / N, the all-gather of every unit forward and backward, the
+    reduce-scatter of every gradient once, the unsharded model's FLOPs at the same per-rank batch)."""
+
+    model_name: str
+    strategy: str
+    world: int
+    dtype: str
+    inputs: str
+    units: int
+    total_params: int
+    rank: RankFigures
+    analytic: RankFigures
+    device: str | None = None
+    device_memory_bytes: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the rank's estimated peak fits the device's memory (``None`` without a device)."""
+        return None if self.device_memory_bytes is None else self.rank.memory_bytes <= self.device_memory_bytes
+
+    def differences(self) -> dict[str, float]:
+        """Per figure: ``rank / analytic - 1`` (0.0 where both are 0)."""
+        out = {}
+        for name, value in asdict(self.rank).items():
+            expected = getattr(self.analytic, name)
+            out[name] = 0.0 if value == expected else (value / expected - 1 if expected else float("inf"))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_name": self.model_name, "strategy": self.strategy, "world": self.world, "dtype": self.dtype,
+            "inputs": self.inputs, "units": self.units, "total_params": self.total_params,
+            "rank": {**asdict(self.rank), "memory_bytes": self.rank.memory_bytes},
+            "analytic": {**asdict(self.analytic), "memory_bytes": self.analytic.memory_bytes},
+            "difference": self.differences(), "device": self.device, "device_memory_bytes": self.device_memory_bytes,
+            "fits": self.fits, "notes": list(self.notes),
+        }  # fmt: skip

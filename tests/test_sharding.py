@@ -1,0 +1,93 @@
+"""Sharded training per rank (issue 33): FSDP2's fully_shard over a fake process group, on a dry run,
+checked against the analytic figures, and the process group left as found."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from typer.testing import CliRunner
+
+from graphprof.errors import InvalidInputError
+from graphprof.sharding import parse_shard, shard_profile
+from graphprof_cli.main import app
+
+
+class Blocks(nn.Module):
+    """Three 64 -> 256 -> 64 blocks and a head: 3 x 33,088 + 650 = 99,914 parameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)) for _ in range(3))
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def test_the_spec_is_parsed_once_and_a_bad_one_is_one_line() -> None:
+    assert str(parse_shard("FSDP:64")) == "fsdp:64"
+    for bad in ("fsdp", "tp:4", "fsdp:1", "fsdp:x", "fsdp:²", "fsdp:99999999"):
+        with pytest.raises(InvalidInputError, match="--shard"):
+            parse_shard(bad)
+
+
+@pytest.mark.parametrize("world", [2, 8, 1024])
+def test_per_rank_figures_match_the_analytic_ones_by_hand(world: int) -> None:
+    model = Blocks()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    p = shard_profile(model, f"fsdp:{world}", input_shape=(4, 64))
+    block, head = 33_088 * 4, 650 * 4  # bytes in float32: 64*256 + 256 + 256*64 + 64, 64*10 + 10
+    # FSDP pads each parameter's first dimension to a multiple of the world size: the head's 10 rows and
+    # 10 biases become 16 each on 8 ranks (1,040 elements), 1,024 each on 1,024 ranks
+    padded_head = {2: 650, 8: 16 * 64 + 16, 1024: 1024 * 64 + 1024}[world] * 4
+    padded_block = {2: 33_088, 8: 33_088, 1024: 1024 * 64 + 1024 + 1024 * 256 + 1024}[world] * 4
+    # each block gathered forward and backward, the root's own parameters (the head) once
+    assert p.rank.all_gather_bytes == 2 * 3 * padded_block + padded_head
+    assert p.analytic.all_gather_bytes == 2 * 3 * block + head
+    assert p.rank.reduce_scatter_bytes == 3 * padded_block + padded_head  # every gradient once
+    assert (p.rank.all_gather_calls, p.rank.reduce_scatter_calls) == (7, 4)
+    # shards: FSDP pads each parameter's first dimension to a multiple of the world size
+    assert p.analytic.param_bytes == round((3 * block + head) / world)
+    assert p.rank.param_bytes == (3 * padded_block + padded_head) // world
+    assert p.rank.optimizer_bytes == 2 * p.rank.param_bytes
+    assert abs(p.rank.flops / p.analytic.flops - 1) < 0.01  # the same arithmetic, plus the gradients' scaling
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # the model as found
+    assert not dist.is_initialized()  # the fake process group is gone
+
+
+def test_a_process_group_of_the_users_is_refused_and_kept(tmp_path) -> None:
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        with pytest.raises(InvalidInputError, match="already exists"):
+            shard_profile(Blocks(), "fsdp:4", input_shape=(4, 64))
+        assert dist.is_initialized()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_cli_prints_one_rank_and_asks_for_train_mode(tmp_path) -> None:
+    runner = CliRunner()
+    refused = runner.invoke(app, ["--model", "hf:llama", "--shard", "fsdp:8"])
+    assert refused.exit_code == 2 and "--mode train" in refused.output
+    done = runner.invoke(app, ["--model", "hf:llama", "--mode", "train", "--shard", "fsdp:8", "--hardware", "h100",
+                               "--output", str(tmp_path / "s.json"), "--width", "120"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert "all-gather per step" in done.output and "fits" in done.output
+    from graphprof.schemas import validate
+
+    validate(__import__("json").loads((tmp_path / "s.json").read_text()))
+
+
+@pytest.mark.slow  # Llama-3-8B on 64 ranks and Llama-3-70B on 512, dry runs of a training step: about a minute
+@pytest.mark.parametrize("spec, world", [("hf:llama-3-8b", 64), ("hf:llama-3-70b", 512)])
+def test_llama_at_full_size_within_one_percent(spec: str, world: int) -> None:
+    p = shard_profile(spec, f"fsdp:{world}", dtype="bfloat16", hardware="h100")
+    d = p.differences()
+    for key in ("flops", "param_bytes", "grad_bytes", "optimizer_bytes", "all_gather_bytes", "reduce_scatter_bytes"):
+        assert abs(d[key]) <= 0.01, (key, d[key])
