@@ -31,6 +31,7 @@ from torch import nn
 from typing_extensions import Unpack
 
 from graphprof.capture import (
+    DEFAULT_METHODS,
     METHODS,
     NOT_TRIED,
     CapturedGraph,
@@ -201,14 +202,19 @@ class Session:
 
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], timings: list[tuple[str, float]], attempts: list[tuple[str, str]] | None = None) -> tuple[_Capture, Trace]:
         """Capture with the first method that works *and* whose graph propagates; a graph that captures
-        but cannot be run (a traced constant the code mutates, say) moves on to the next method."""
+        but cannot be run (a traced constant the code mutates, say) moves on to the next method.
+
+        In the default order, where symbolic tracing fails the eager capture is tried before Dynamo: when
+        it puts every op that costs anything in a leaf module, Dynamo's graph would hold the same ops
+        under the same layers, and its export (a second or more) would add nothing."""
         skipped = dynamo_skip_reason(family_of(self.model, self.family), self.methods)
         attempts = list(attempts or []) + ([("dynamo.export", f"{NOT_TRIED}: {skipped}")] if skipped else [])
         remaining = tuple(m for m in self.methods if not (skipped and m == "dynamo.export"))
+        eager_first = remaining == DEFAULT_METHODS
         while True:
-            captured = capture_graph(self.model, args, kwargs, methods=remaining)
+            methods = tuple(m for m in remaining if m != "dynamo.export") if eager_first else remaining
+            captured = capture_graph(self.model, args, kwargs, methods=methods)
             captured.attempts[:0] = attempts
-            captured.attempts.sort(key=lambda a: METHODS.index(a[0]) if a[0] in METHODS else len(METHODS))
             timings.append(("capture", captured.seconds))
             t = time.perf_counter()
             try:
@@ -221,8 +227,15 @@ class Session:
                 if isinstance(exc, DataDependentError) or not later:
                     raise
                 attempts = [*captured.attempts, (captured.method, f"captured, but shape propagation failed: {_short(exc)}")]
-                remaining = later
+                remaining, eager_first = later, False
                 continue
+            if eager_first and captured.method == "eager" and not _only_leaves_compute(self.model, trace):
+                attempts, eager_first = [a for a in captured.attempts if a[0] != "eager"], False
+                remaining = tuple(m for m in remaining if m != "fx.symbolic_trace")
+                continue  # arithmetic outside leaf modules: Dynamo's graph gives it layers of its own
+            if eager_first and captured.method == "eager" and "dynamo.export" in remaining:
+                captured.attempts.append(("dynamo.export", f"{NOT_TRIED}: {DYNAMO_ADDS_NOTHING}"))
+            captured.attempts.sort(key=lambda a: METHODS.index(a[0]) if a[0] in METHODS else len(METHODS))
             timings.append(("propagate", time.perf_counter() - t))
             return cap, trace
 
@@ -254,6 +267,22 @@ class Session:
         note = warm_up(self.model, materialize(warm[0], device), materialize(warm[1], device))
         notes.append(note or f"warmed up with one real forward: {self.warm}")
         timings.append(("warm-up", time.perf_counter() - t))
+
+
+#: Why ``auto`` took the eager capture without trying Dynamo (see :meth:`Session._capture`).
+DYNAMO_ADDS_NOTHING = "the eager capture puts every op that costs anything in a leaf module, so Dynamo's graph would add nothing"
+
+
+def _only_leaves_compute(model: nn.Module, trace: Trace) -> bool:
+    """True when every call with a cost ran inside a leaf module (no arithmetic in a container's forward)."""
+    from graphprof.formulas import OpStatus, op_status
+
+    leaves = {name for name, m in model.named_modules() if next(m.children(), None) is None}
+    for key in [*trace.keys, trace.unattributed]:
+        costly = any(op_status(c.func) is OpStatus.COUNTED for c in key.calls)
+        if costly and (key.module or "") not in leaves:
+            return False
+    return True
 
 
 S = TypeVar("S", bound=Session)

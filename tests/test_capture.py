@@ -118,3 +118,33 @@ def test_train_mode_on_a_real_run_counts_backward():
     p = graphprof.profile_model(m, input_shape=(2, 3, 8, 8), mode="train")
     assert p.backward.macs > 0
     assert all(q.grad is None for q in m.parameters())
+
+
+class SlicedLayers(nn.Module):
+    """FX cannot slice the ModuleList by a traced shape; every op runs inside a Linear (a leaf)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(16, 16) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers[: x.shape[-1] // 8]:
+            x = layer(x)
+        return x
+
+
+class SlicedWithResidual(SlicedLayers):
+    """The same, with an add in the container's own forward: a layer of its own in Dynamo's graph."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + x
+
+
+def test_eager_first_where_dynamo_would_add_nothing() -> None:
+    p = graphprof.profile_model(SlicedLayers(), input_shape=(4, 16))
+    assert p.capture_method == "eager"
+    assert p.capture_attempts[1][0] == "dynamo.export" and p.capture_attempts[1][1].startswith("not tried: the eager capture")
+    assert p.total_macs == 2 * 4 * 16 * 16  # two Linear layers (16 // 8) on 4 rows
+    # an add in the container's forward: Dynamo gives it a layer, so it is tried (and works here)
+    q = graphprof.profile_model(SlicedWithResidual(), input_shape=(4, 16))
+    assert q.capture_method == "dynamo.export" and q.total_macs == p.total_macs
