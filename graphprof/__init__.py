@@ -30,7 +30,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from graphprof import display as _display
 from graphprof.version import __version__
+
+
+def _render_html(result: object) -> str:
+    """A result's HTML page, for ``_repr_html_`` (:mod:`graphprof.display`); the renderer is imported on use."""
+    from graphprof.render.html import render_html
+
+    return render_html(result)
+
+
+_display.set_renderer(_render_html)
 
 __all__ = [
     "__version__",

@@ -4,14 +4,24 @@ Jupyter (and any front end that honours IPython's display protocol) calls ``_rep
 value of a cell. :class:`NotebookDisplay` gives the result records that method; the page is
 :func:`graphprof.render.html.render_html`'s, the same page ``--html`` writes, shown in an ``<iframe>``
 (``srcdoc``) so that its styles and scripts stay out of the notebook's own. Rendering happens only when
-the notebook asks: this is the one import from a record up to the renderers, made on display.
+the notebook asks. The records sit below the renderers, so the renderer is handed in from above:
+``graphprof/__init__.py`` (which runs before any module of the package) sets it with :func:`set_renderer`.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["NotebookDisplay", "inline_page"]
+__all__ = ["NotebookDisplay", "inline_page", "set_renderer"]
+
+_renderer: list[Callable[[Any], str]] = []
+
+
+def set_renderer(render: Callable[[Any], str]) -> None:
+    """The function that turns a result into its HTML page (set once, by the package's ``__init__``)."""
+    _renderer[:] = [render]
 
 
 def inline_page(page: str, height: int = 900) -> str:
@@ -26,6 +36,6 @@ class NotebookDisplay:
     """Mixin: ``_repr_html_`` shows the result as its HTML report (a profile, a sweep, a comparison, a plan)."""
 
     def _repr_html_(self) -> str:
-        from graphprof.render.html import render_html
-
-        return inline_page(render_html(self))
+        if not _renderer:
+            raise RuntimeError("graphprof's HTML renderer is not set (graphprof/__init__.py sets it)")
+        return inline_page(_renderer[0](self))

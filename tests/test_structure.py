@@ -255,10 +255,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 )  # fmt: skip
 
 #: Imports allowed to run upward, each with its reason. The issue's bound is 2; keep it as short as you can.
-UPWARD_ALLOWED: frozenset[tuple[str, str]] = frozenset({
-    # a result shows itself in a notebook (``_repr_html_``): the page is rendered when the notebook asks
-    ("graphprof.display", "graphprof.render.html"),
-})  # fmt: skip
+UPWARD_ALLOWED: frozenset[tuple[str, str]] = frozenset()
 
 
 def floor_of(module: str) -> int:
