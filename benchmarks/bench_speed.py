@@ -36,6 +36,8 @@ import time
 
 QUIET = 1.5
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_cost import _best  # noqa: E402  (the same timer as the earlier cost benchmark)
 
 
 def _load() -> float:
@@ -55,19 +57,8 @@ def _report(row: str, text: str, load_before: float) -> None:
     print(f"{row}: {text}; load {load_before:.2f}->{_load():.2f}{verdict}", flush=True)
 
 
-def _best(fn, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def part_llama() -> None:
     import torch
-
-    sys.path.insert(0, HERE)
     from bench_cost import flop_counter_flops, llama_8b_meta
     from torch.utils.flop_counter import FlopCounterMode
 

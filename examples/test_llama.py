@@ -8,19 +8,11 @@ devices) is a node with its measured forward time and output shape.
 
 from __future__ import annotations
 
-import torch
-import transformers
-from _common import out_dir
+from _common import out_dir, tiny_llama
 
 from graphprof.compat.seed000 import Profiler
 
-config = transformers.LlamaConfig(
-    vocab_size=1000, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-)  # fmt: skip
-torch.manual_seed(0)
-model = transformers.LlamaForCausalLM(config).eval()
-input_ids = torch.randint(0, config.vocab_size, (1, 16))
+model, input_ids = tiny_llama()
 
 prof = Profiler(model.model, granularity="module", token_kwarg="input_ids", auto_profile=False)
 graph = prof.profile_once(input_ids=input_ids)

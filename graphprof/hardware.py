@@ -157,6 +157,9 @@ class Hardware:
 #: memory, the largest configuration). The generic desktop CPU has no datasheet: 32GB, two 16GB DDR5 DIMMs,
 #: is an assumption (``memory_assumed``). ``device_names`` keep the order in which CUDA names were matched
 #: before (h200, h100, a100, l4, t4: no name holds two of them); the PCIe H100 is matched as the SXM one.
+#: Hopper SXM (H100 SXM, and H200 SXM on the same compute), dense TFLOP/s: the datasheets' sparse figures / 2.
+_HOPPER_SXM_DENSE = {"float64": 67.0, "float32": 67.0, "tf32": 494.5, "float16": 989.5, "bfloat16": 989.5, "float8": 1979.0}
+
 _PRESETS = (
     # NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column):
     # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
@@ -179,14 +182,7 @@ _PRESETS = (
         name="h100",
         label="NVIDIA H100 SXM5 80GB",
         kind="datacenter GPU",
-        peak_tflops={
-            "float64": 67.0,
-            "float32": 67.0,
-            "tf32": 494.5,
-            "float16": 989.5,
-            "bfloat16": 989.5,
-            "float8": 1979.0,
-        },
+        peak_tflops=dict(_HOPPER_SXM_DENSE),
         bandwidth_gbs=3350.0,
         source="NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 SXM; dense = sparse / 2",
         memory_gb=80.0,
@@ -197,14 +193,7 @@ _PRESETS = (
         name="h100-pcie",
         label="NVIDIA H100 PCIe 80GB",
         kind="datacenter GPU",
-        peak_tflops={
-            "float64": 51.0,
-            "float32": 51.0,
-            "tf32": 378.0,
-            "float16": 756.5,
-            "bfloat16": 756.5,
-            "float8": 1513.0,
-        },
+        peak_tflops={"float64": 51.0, "float32": 51.0, "tf32": 378.0, "float16": 756.5, "bfloat16": 756.5, "float8": 1513.0},
         bandwidth_gbs=2000.0,
         source="NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 PCIe; dense = sparse / 2",
         memory_gb=80.0,
@@ -216,14 +205,7 @@ _PRESETS = (
         name="h200",
         label="NVIDIA H200 SXM 141GB",
         kind="datacenter GPU",
-        peak_tflops={
-            "float64": 67.0,
-            "float32": 67.0,
-            "tf32": 494.5,
-            "float16": 989.5,
-            "bfloat16": 989.5,
-            "float8": 1979.0,
-        },
+        peak_tflops=dict(_HOPPER_SXM_DENSE),
         bandwidth_gbs=4800.0,
         source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200), H200 SXM; dense = sparse / 2",
         memory_gb=141.0,

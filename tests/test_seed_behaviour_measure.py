@@ -330,7 +330,7 @@ def test_every_json_has_a_timestamp_and_the_host(train_measured) -> None:
     from graphprof.render import render_json
 
     dry = json.loads(render_json(graphprof.profile_model(_Block(), input_shape=(1, 3, 8, 8))))
-    assert dry["schema_version"] == "2.2"
+    assert dry["schema_version"] == "2.3"
     stamp = datetime.datetime.fromisoformat(dry["timestamp"])
     assert stamp.tzinfo is not None and abs((datetime.datetime.now(datetime.timezone.utc) - stamp).total_seconds()) < 600
     assert dry["host"]["torch"] == torch.__version__ and dry["host"]["threads"] == torch.get_num_threads()

@@ -11,7 +11,6 @@ stderr, and is switched on by its backend's ``CHISEL_BACKEND_RUN=1`` as well as 
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -38,27 +37,16 @@ def print_trace_summary(path: Path, model_name: str) -> None:
         sys.stderr.flush()
 
 
-def capture_model(
-    model_name: str | None = None,
-    record_shapes: bool = True,
-    profile_memory: bool = True,
-    *,
-    enabled: bool | None = None,
-    trace_dir: str | os.PathLike[str] | None = None,
-    summary: bool = True,
-    **profiler_kwargs: Any,
-) -> Callable[[M], M]:
-    """Seed 003's class decorator: :func:`graphprof.capture_model`, printing each forward's layer summary to
-    stderr unless ``summary=False``, switched on by ``enabled=True``, ``GRAPHPROF_CAPTURE=1`` or
+def capture_model(model_name: str | None = None, *args: Any, summary: bool = True, **options: Any) -> Callable[[M], M]:
+    """Seed 003's class decorator: :func:`graphprof.capture_model` (the same arguments: ``record_shapes``,
+    ``profile_memory``, ``enabled``, ``trace_dir``, profiler keywords), printing each forward's layer summary
+    to stderr unless ``summary=False``, switched on by ``enabled=True``, ``GRAPHPROF_CAPTURE=1`` or
     ``CHISEL_BACKEND_RUN=1``. ``model_name`` defaults to the class name."""
 
     def decorate(cls: M) -> M:
         name = str(model_name or getattr(cls, "__name__", "model"))
         on_trace = (lambda path: print_trace_summary(path, name)) if summary else None
-        native = _native_capture_model(
-            name, record_shapes, profile_memory, enabled=enabled, trace_dir=trace_dir, on_trace=on_trace,
-            switches=(CAPTURE_ENV, CHISEL_ENV), **profiler_kwargs,
-        )  # fmt: skip
-        return native(cls)
+        switches = (CAPTURE_ENV, CHISEL_ENV)
+        return _native_capture_model(name, *args, on_trace=on_trace, switches=switches, **options)(cls)
 
     return decorate
