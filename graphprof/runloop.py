@@ -58,6 +58,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from graphprof.capture import CapturedGraph
 from graphprof.errors import ShapePropagationError
+from graphprof.hooks import module_call_hooks
 from graphprof.moe import grouped_mm_any_dtype
 from graphprof.names import module_path
 from graphprof.params import parameter_tensors
@@ -531,15 +532,8 @@ def _module_layers(model: nn.Module, loop: _Loop, layers: dict[str, Layer]) -> I
             loop.leave(entered, output)
         loop.layer = before
 
-    handles = [
-        torch.nn.modules.module.register_module_forward_pre_hook(pre_hook),
-        torch.nn.modules.module.register_module_forward_hook(post_hook, always_call=True),
-    ]
-    try:
+    with module_call_hooks(pre_hook, post_hook):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 # ---- the run ----------------------------------------------------------------------------------------------

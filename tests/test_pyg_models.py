@@ -7,16 +7,8 @@ import json
 import pytest
 import torch
 
+import graphprof.gnn.estimate as seed_estimate
 from graphprof.errors import DownloadUnavailableError, InvalidInputError, ModelNotFoundError
-from graphprof.gnn.estimate import (
-    FLOPsEstimator,
-    estimate_attention_flops,
-    estimate_ffn_flops,
-    estimate_linear_flops,
-    estimate_model_flops,
-    estimate_mpnn_flops,
-    estimate_pe_flops,
-)
 from graphprof.models.graphs import edge_count, graph_args, random_graph
 
 pyg = pytest.importorskip("torch_geometric")
@@ -144,21 +136,21 @@ def test_datasets_karate_and_download_error() -> None:
 
 
 def test_estimators_by_hand() -> None:
-    assert estimate_linear_flops(16, 32, 2, 3) == 2 * 2 * 3 * 16 * 32  # 6,144
+    assert seed_estimate.estimate_linear_flops(16, 32, 2, 3) == 2 * 2 * 3 * 16 * 32  # 6,144
     # QKV + out 8 N d^2 = 8*100*32^2 = 819,200; scores + weighted sum 4 N^2 d = 1,280,000; softmax 5 N^2 h = 200,000
-    assert estimate_attention_flops(100, 32, 4) == 819_200 + 1_280_000 + 200_000
-    assert estimate_attention_flops(100, 32, 4, sparse_ratio=0.5) == 819_200 + 640_000 + 100_000
-    assert estimate_ffn_flops(32, 64, 100) == 4 * 100 * 32 * 64 + 4 * 100 * 64  # 819,200 + 25,600
-    assert estimate_mpnn_flops(100, 500, 32, 32, "gin") == 500 * 32 + 2 * (2 * 100 * 32 * 32)  # 425,600
-    assert estimate_mpnn_flops(100, 500, 32, 32, "gcn") == 2 * 100 * 32 * 32 + 2 * 500 * 32  # 236,800
-    assert estimate_pe_flops(30, 8, "lap") == 4 * 30**3 // 3 == 36_000
-    assert estimate_pe_flops(30, 8, "none") == 0
+    assert seed_estimate.estimate_attention_flops(100, 32, 4) == 819_200 + 1_280_000 + 200_000
+    assert seed_estimate.estimate_attention_flops(100, 32, 4, sparse_ratio=0.5) == 819_200 + 640_000 + 100_000
+    assert seed_estimate.estimate_ffn_flops(32, 64, 100) == 4 * 100 * 32 * 64 + 4 * 100 * 64  # 819,200 + 25,600
+    assert seed_estimate.estimate_mpnn_flops(100, 500, 32, 32, "gin") == 500 * 32 + 2 * (2 * 100 * 32 * 32)  # 425,600
+    assert seed_estimate.estimate_mpnn_flops(100, 500, 32, 32, "gcn") == 2 * 100 * 32 * 32 + 2 * 500 * 32  # 236,800
+    assert seed_estimate.estimate_pe_flops(30, 8, "lap") == 4 * 30**3 // 3 == 36_000
+    assert seed_estimate.estimate_pe_flops(30, 8, "none") == 0
     with pytest.raises(InvalidInputError, match="mpnn_type"):
-        estimate_mpnn_flops(1, 1, 1, 1, "sage")
+        seed_estimate.estimate_mpnn_flops(1, 1, 1, 1, "sage")
 
 
 def test_estimate_model_flops_is_the_sum_of_its_breakdown() -> None:
-    e = estimate_model_flops(num_nodes=500, num_edges=2500, hidden_dim=256, num_layers=6, num_heads=8, ffn_dim=512)
+    e = seed_estimate.estimate_model_flops(num_nodes=500, num_edges=2500, hidden_dim=256, num_layers=6, num_heads=8, ffn_dim=512)
     assert e.total == sum(e.breakdown.values()) == 5_545_824_000  # 6 x 924,304,000 (see estimate.py)
     assert set(e.breakdown) >= {"attention", "ffn", "mpnn", "pe"}
 
@@ -167,10 +159,10 @@ def test_flops_estimator_reads_a_pyg_model() -> None:
     from graphprof.models.pyg import build_graph_model
 
     model = build_graph_model("gps", hidden_dim=32, num_layers=3, num_heads=4)
-    estimator = FLOPsEstimator(model)
+    estimator = seed_estimate.FLOPsEstimator(model)
     assert estimator.hyperparameters["ffn_dim"] == 64 and estimator.hyperparameters["num_layers"] == 3
     assert estimator.count_parameters() == sum(p.numel() for p in model.parameters())
-    assert estimator.estimate(100, 500).total == estimate_model_flops(100, 500, 32, 3, 4, 64).total
+    assert estimator.estimate(100, 500).total == seed_estimate.estimate_model_flops(100, 500, 32, 3, 4, 64).total
 
 
 def test_comparison_of_the_readme_graph_transformer() -> None:

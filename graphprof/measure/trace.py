@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError
+from graphprof.hooks import module_call_hooks
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import RANGE_PREFIX
 from graphprof.measure.result import OUTSIDE
@@ -93,15 +94,10 @@ def module_ranges(model: nn.Module) -> Iterator[None]:
             if rf is not None:
                 rf.__exit__(None, None, None)
 
-    handles = [
-        torch.nn.modules.module.register_module_forward_pre_hook(pre),
-        torch.nn.modules.module.register_module_forward_hook(post, always_call=True),
-    ]
     try:
-        yield
+        with module_call_hooks(pre, post):
+            yield
     finally:
-        for h in handles:
-            h.remove()
         while stack:
             rf = stack.pop()
             if rf is not None:
