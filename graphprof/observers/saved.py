@@ -45,7 +45,7 @@ class SavedActivations(Observer):
         self.unobserved = ctx.unobserved
 
     def layer_left(self, layer: Layer, output: Any) -> None:
-        stack = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        stack: list[torch.autograd.graph.Node | None] = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         while stack:
             fn = stack.pop()
             if fn is None or _SEEN in fn.metadata:  # type: ignore[operator]  # a property returning a dict
