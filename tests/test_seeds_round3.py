@@ -140,3 +140,106 @@ def test_seed_script_runs_from_the_seeds_path() -> None:
     done = subprocess.run([sys.executable, "scripts/profile_model.py", "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "--profile" in done.stdout and "--hidden_dim" in done.stdout
+
+
+# ---- item 5: seed 003's traces ---------------------------------------------------------------------------
+class _ConvBN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.bn = nn.BatchNorm2d(8)
+        self.blocks = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return self.fc(self.blocks(self.bn(self.conv(x)).mean((2, 3))))
+
+
+def _events(path: Path) -> list[dict[str, object]]:
+    import json
+
+    return list(json.loads(path.read_text())["traceEvents"])
+
+
+def test_train_mode_batchnorm_shows_its_input_shape(tmp_path: Path) -> None:
+    """In train mode BatchNorm first bumps its scalar step counter (``aten::add_`` on ``[]``): the shape
+    shown is its input's, never the scalar's (before: ``Shapes -``)."""
+    import torch
+
+    from graphprof.compat.seed003 import capture_model
+    from graphprof.render.tracesummary import render_trace_summary
+
+    model = capture_model("ConvBN", enabled=True, trace_dir=tmp_path, summary=False)(type("ConvBN", (_ConvBN,), {}))().train()
+    model(torch.randn(2, 3, 8, 8))
+    analysis = graphprof_parse(tmp_path / "ConvBN_forward_001.json")
+    assert analysis["layer_stats"]["bn"]["input_shape"] == (2, 8, 6, 6)
+    assert "aten::add_" in analysis["layer_stats"]["bn"]["operations"]
+    assert any(line.startswith("bn ") and line.endswith("(2, 8, 6, 6)") for line in render_trace_summary(analysis).splitlines())
+
+
+def graphprof_parse(path: Path) -> dict[str, object]:
+    from graphprof.measure.trace import parse_model_trace
+
+    analysis = parse_model_trace(path, "m")
+    assert analysis is not None
+    return analysis
+
+
+def test_the_seeds_decorator_records_python_stacks_and_layers_by_path(tmp_path: Path) -> None:
+    import torch
+
+    from graphprof.compat.seed003 import capture_model
+
+    model = capture_model("ConvBN", enabled=True, trace_dir=tmp_path, summary=False)(type("ConvBN", (_ConvBN,), {}))()
+    model(torch.randn(2, 3, 8, 8))
+    events = _events(tmp_path / "ConvBN_forward_001.json")
+    assert any(e.get("cat") == "python_function" for e in events)  # before: no stacks
+    stats = graphprof_parse(tmp_path / "ConvBN_forward_001.json")["layer_stats"]
+    assert {"conv", "bn", "blocks.0", "fc"} <= set(stats) and "Conv2d_0" not in stats  # graphprof's ranges win
+    assert stats["fc"]["call_count"] == 1  # not counted twice through the frames
+
+
+def test_a_foreign_trace_with_stacks_is_read_by_its_module_frames(tmp_path: Path) -> None:
+    """A plain ``torch.profiler`` trace recorded ``with_stack=True`` (not written by graphprof): layers come
+    from its module frames; before, every op went under "(outside layers)"."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    model, x = _ConvBN().eval(), torch.randn(2, 3, 8, 8)
+    model(x)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof:
+        model(x)
+    prof.export_chrome_trace(str(tmp_path / "foreign.json"))
+    stats = graphprof_parse(tmp_path / "foreign.json")["layer_stats"]
+    assert {"_ConvBN_0", "Conv2d_0", "BatchNorm2d_0", "Sequential_0", "Linear_0", "ReLU_0", "Linear_1"} <= set(stats)
+    assert "(outside layers)" not in stats or not stats["(outside layers)"]["operations"] & {"aten::conv2d", "aten::linear"}
+    assert stats["Conv2d_0"]["input_shape"] == (2, 3, 8, 8) and "aten::conv2d" in stats["Conv2d_0"]["operations"]
+    assert stats["Linear_1"]["call_count"] == 1 and stats["Linear_1"]["input_shape"] == (2, 8)
+
+
+def test_cli_trace_files_carry_memory_events(tmp_path: Path) -> None:
+    import torch
+
+    import graphprof
+
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    graphprof.prepare(model, example_inputs=(torch.randn(8, 16),)).measure(device="cpu", trace_dir=tmp_path, iters=2, warmup=1, layer_runs=1)
+    (trace,) = sorted(tmp_path.glob("*.json"))
+    assert any(e.get("name") == "[memory]" for e in _events(trace))  # allocator events: profile_memory=True
+
+
+def test_a_decorated_model_under_the_users_own_profiler_leaves_that_profiler_alone(tmp_path: Path) -> None:
+    """Before, the decorator started a second profiler inside the user's, which stopped theirs: its
+    trace was empty and its export crashed the process."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from graphprof.measure.trace import TraceWarning, capture_model
+
+    model = capture_model("Mine", enabled=True, trace_dir=tmp_path)(type("Mine", (_ConvBN,), {}))().eval()
+    with warnings.catch_warnings(record=True) as caught, profile(activities=[ProfilerActivity.CPU]) as prof:
+        warnings.simplefilter("always")
+        model(torch.randn(2, 3, 8, 8))
+    assert any(e.key == "aten::conv2d" for e in prof.key_averages())
+    assert [w for w in caught if issubclass(w.category, TraceWarning) and "another torch.profiler" in str(w.message)]
+    assert not list(tmp_path.glob("*.json"))

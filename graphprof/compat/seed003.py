@@ -50,7 +50,10 @@ def capture_model(
 ) -> Callable[[M], M]:
     """Seed 003's class decorator: :func:`graphprof.capture_model`, printing each forward's layer summary to
     stderr unless ``summary=False``, switched on by ``enabled=True``, ``GRAPHPROF_CAPTURE=1`` or
-    ``CHISEL_BACKEND_RUN=1``. ``model_name`` defaults to the class name."""
+    ``CHISEL_BACKEND_RUN=1``. ``model_name`` defaults to the class name. As the seed's, its traces carry
+    Python stacks (``with_stack=True``, unless given ``with_stack=False``)."""
+
+    profiler_kwargs.setdefault("with_stack", True)  # the seed's traces carry Python stacks
 
     def decorate(cls: M) -> M:
         name = str(model_name or getattr(cls, "__name__", "model"))
