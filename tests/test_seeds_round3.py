@@ -243,3 +243,25 @@ def test_a_decorated_model_under_the_users_own_profiler_leaves_that_profiler_alo
     assert any(e.key == "aten::conv2d" for e in prof.key_averages())
     assert [w for w in caught if issubclass(w.category, TraceWarning) and "another torch.profiler" in str(w.message)]
     assert not list(tmp_path.glob("*.json"))
+
+
+# ---- item 8: parameters an op reads though their module never runs -------------------------------------
+def test_multihead_attention_out_proj_is_used_in_the_eager_capture() -> None:
+    """``nn.MultiheadAttention`` hands ``out_proj.weight`` to ``F.multi_head_attention_forward``, so
+    ``out_proj`` never runs as a module: its 64 * 64 + 64 = 4,160 parameters are used all the same
+    (before: "4,172 parameters are not used"); a Linear(3, 3) that nothing reads (12) still is not."""
+    import graphprof
+
+    class Attn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = nn.MultiheadAttention(64, 4, batch_first=True)
+            self.unused = nn.Linear(3, 3)
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return self.attn(x, x, x)[0]
+
+    profile = graphprof.profile_model(Attn(), input_shape=(1, 10, 64), methods=("eager",))
+    assert profile.graph_params == profile.total_params - 12
+    assert next(r for r in profile.layers if r.name == "attn").params == 3 * 64 * 64 + 3 * 64 + 4_160
+    assert "12 parameters are not used by the captured forward pass" in profile.notes
