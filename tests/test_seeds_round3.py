@@ -265,3 +265,32 @@ def test_multihead_attention_out_proj_is_used_in_the_eager_capture() -> None:
     assert profile.graph_params == profile.total_params - 12
     assert next(r for r in profile.layers if r.name == "attn").params == 3 * 64 * 64 + 3 * 64 + 4_160
     assert "12 parameters are not used by the captured forward pass" in profile.notes
+
+
+# ---- item 6: seed 002's model registry ------------------------------------------------------------------
+def test_a_model_registered_the_seeds_way_profiles_from_the_command_line(tmp_path: Path) -> None:
+    """Seed 002: ``MODEL_REGISTRY['my_model'] = lambda: MyModel()`` in the user's file, then
+    ``--model my_models.py:MODEL_REGISTRY[my_model]`` (before: "has no attribute")."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from graphprof_cli.main import app
+
+    (tmp_path / "my_models.py").write_text(
+        "import torch.nn as nn\n\n"
+        "class MyModel(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))\n\n"
+        "    def forward(self, x):\n"
+        "        return self.net(x)\n\n"
+        "MODEL_REGISTRY = {}\n"
+        "MODEL_REGISTRY['my_model'] = lambda: MyModel()\n"
+    )
+    spec = f"{tmp_path / 'my_models.py'}:MODEL_REGISTRY[my_model]"
+    done = CliRunner().invoke(app, ["--model", spec, "--input-shape", "1,8", "--output", "-", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout[done.stdout.index("{"):])["total_params"] == 8 * 16 + 16 + 16 * 2 + 2
+    missing = CliRunner().invoke(app, ["--model", spec.replace("[my_model]", "['other']"), "--input-shape", "1,8"])
+    assert missing.exit_code != 0 and "no entry 'other'" in missing.output and "my_model" in missing.output
