@@ -127,9 +127,18 @@ class OpRecorder(Observer):
         self.by_layer: dict[int, TraceKey] = {}
         self.unattributed = TraceKey(name="(unattributed)", node="(unattributed)", module=None, type="-")
         self.layers: dict[str, Layer] = {}
+        #: eager capture: each parameter's names (one tensor, several names when tied), to see what ops read
+        self.param_names: dict[int, list[str]] = {}
+        #: eager capture: per layer (by id), the parameters its ops read, by tensor id
+        self.read: dict[int, dict[int, torch.Tensor]] = {}
 
     def started(self, ctx: RunContext) -> None:
         self.layers = ctx.layers
+        if ctx.captured.graph_module is None:  # the eager capture: layers are modules, called or not
+            params = {name for name, _ in ctx.model.named_parameters(remove_duplicate=False)}
+            for name, t in ctx.state.items():
+                if name in params:
+                    self.param_names.setdefault(id(t), []).append(name)
 
     def _key(self, layer: Layer) -> TraceKey:
         key = self.by_layer.get(id(layer))
@@ -145,10 +154,30 @@ class OpRecorder(Observer):
     def op(self, event: OpEvent) -> None:
         key = self._key(event.layer) if event.layer is not None else self.unattributed
         key.calls.append(op_call(event))
+        if self.param_names and event.layer is not None:
+            for t in tree_flatten((event.args, event.kwargs))[0]:
+                if isinstance(t, torch.Tensor) and id(t) in self.param_names:
+                    self.read.setdefault(id(event.layer), {})[id(t)] = t
 
     def trace_keys(self) -> list[TraceKey]:
         """The layers in the run's order (the graph's order, or first entry in the eager capture)."""
-        return [self._key(layer) for layer in self.layers.values()]
+        keys = [self._key(layer) for layer in self.layers.values()]
+        self._credit_uncalled_parameters()
+        return keys
+
+    def _credit_uncalled_parameters(self) -> None:
+        """Eager capture: a parameter whose module never ran but whose weight an op read (``nn.MultiheadAttention``
+        hands ``out_proj.weight`` to ``F.multi_head_attention_forward``; ``out_proj`` is never called) is
+        credited to the layer whose op read it: it is used, and its MACs are counted there."""
+        called = {layer.module or "" for layer in self.layers.values()}
+        for layer in self.layers.values():
+            key = self._key(layer)
+            own = {id(p) for p in key.params}
+            for tid, t in self.read.get(id(layer), {}).items():
+                owners = {name.rpartition(".")[0] for name in self.param_names[tid]}
+                if tid not in own and not owners & called:
+                    key.params = [*key.params, t]  # a new list: the layer's own stays as it was
+                    own.add(tid)
 
 
 def propagate(

@@ -18,6 +18,7 @@ import graphprof
 from graphprof.errors import InvalidInputError
 from graphprof.measure.memory import peak_during
 from graphprof.measure.timing import quantile
+from graphprof.schemas import SCHEMA_VERSIONS
 
 RUN = dict(iters=3, warmup=1, layer_runs=2)
 
@@ -129,7 +130,7 @@ def test_profile_json_has_runtime_memory_host() -> None:
 
     pm = graphprof.prepare(nn.Linear(8, 4), example_inputs=(torch.randn(2, 8),))
     d = dataclasses.replace(pm.profile(), measurement=pm.measure(device="cpu", **RUN)).to_dict()
-    assert d["schema_version"] == "2.3"
+    assert d["schema_version"] == SCHEMA_VERSIONS["profile"]
     assert d["runtime"]["forward"]["unit"] == "ms" and d["host"]["torch"] == torch.__version__
     # Linear(8, 4): 8*4*4 + 4*4 = 144 bytes of parameters, measured and estimated alike
     assert d["memory"]["measured"]["breakdown"]["parameters"] == 144 == d["memory"]["estimated"]["param_bytes"]

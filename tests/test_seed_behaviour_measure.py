@@ -18,6 +18,7 @@ from torch import nn
 import graphprof
 from graphprof.compat.seed003 import capture_model
 from graphprof.measure.trace import TraceWarning
+from graphprof.schemas import SCHEMA_VERSIONS
 
 
 def _seed_model(**options):
@@ -330,7 +331,7 @@ def test_every_json_has_a_timestamp_and_the_host(train_measured) -> None:
     from graphprof.render import render_json
 
     dry = json.loads(render_json(graphprof.profile_model(_Block(), input_shape=(1, 3, 8, 8))))
-    assert dry["schema_version"] == "2.3"
+    assert dry["schema_version"] == SCHEMA_VERSIONS["profile"]
     stamp = datetime.datetime.fromisoformat(dry["timestamp"])
     assert stamp.tzinfo is not None and abs((datetime.datetime.now(datetime.timezone.utc) - stamp).total_seconds()) < 600
     assert dry["host"]["torch"] == torch.__version__ and dry["host"]["threads"] == torch.get_num_threads()

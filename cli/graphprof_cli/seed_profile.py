@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:
 def _summary(report: dict[str, Any]) -> list[str]:
     lines = [f"parameters: {report['model_info']['total_parameters']:,} ({report['model_info']['parameter_memory_mb']:.2f} MB)"]
     for name, stats in report.get("runtime", {}).items():
-        lines.append(f"{name}: {stats['mean']:.2f} ± {stats['std']:.2f} ms ({stats['num_runs']} runs)")
+        lines.append(f"{name}: {stats['mean']:.2f} ± {stats['std']:.2f} ms ({stats['num_runs']} runs)" + _noise(stats))
     if "memory" in report:
         lines.append(f"peak memory (forward): {report['memory']['peak_mb']:.2f} MB on {report['memory']['device']}")
     flops = report.get("flops")
@@ -88,6 +88,16 @@ def _summary(report: dict[str, Any]) -> list[str]:
         for name, estimated in flops["breakdown"].items():
             lines.append(f"  {name}: estimate {estimated:.3f} G, count {flops['counted_breakdown'].get(name, 0.0):.3f} G; {flops['reasons'].get(name, '')}")
     return lines
+
+
+def _noise(stats: dict[str, Any]) -> str:
+    """`` - noisy: ...`` where the spread is over :data:`~graphprof.measure.timing.NOISY_CV` of the mean, as the main command flags."""
+    from graphprof.measure.timing import NOISY_CV
+
+    cv = stats["std"] / stats["mean"] if stats["mean"] > 0 else 0.0
+    if cv <= NOISY_CV:
+        return ""
+    return f" - noisy: the spread is {cv:.0%} of the mean (over {NOISY_CV:.0%}); quiet the machine or raise --num_runs"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -42,6 +42,7 @@ def capture_model(model_name: str | None = None, *args: Any, summary: bool = Tru
     ``profile_memory``, ``enabled``, ``trace_dir``, profiler keywords), printing each forward's layer summary
     to stderr unless ``summary=False``, switched on by ``enabled=True``, ``GRAPHPROF_CAPTURE=1`` or
     ``CHISEL_BACKEND_RUN=1``. ``model_name`` defaults to the class name."""
+    options.setdefault("with_stack", True)  # the seed's traces carry Python stacks (with_stack=False turns it off)
 
     def decorate(cls: M) -> M:
         name = str(model_name or getattr(cls, "__name__", "model"))

@@ -12,16 +12,13 @@ from typing import Any, cast
 
 from graphprof.choices import OPTIMIZER_STATE_TENSORS
 from graphprof.host import Host
-from graphprof.measure.timing import RuntimeStats
+from graphprof.measure.timing import NOISY_CV, RuntimeStats
 
 __all__ = ["NOISY_CV", "OPTIMIZER_STATE_TENSORS", "OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Host", "Measurement"]
 
 
 #: Name of the pseudo-layer that collects profiler events outside every layer range.
 OUTSIDE = "(outside layers)"
-
-#: A forward whose coefficient of variation (std / mean over the timed runs) is above this is a noisy run.
-NOISY_CV = 0.10
 
 
 @dataclass(frozen=True)
@@ -215,7 +212,7 @@ class Measurement:
     @property
     def forward_cv(self) -> float:
         """Coefficient of variation of the forward: its std over its mean (0.05: a 5% spread)."""
-        return self.forward.std / self.forward.mean if self.forward.mean > 0 else 0.0
+        return self.forward.cv
 
     @property
     def noisy(self) -> bool:

@@ -310,8 +310,9 @@ def _layer_times(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
     ranges = LayerRanges()
     runs, busy, wall, traces = [], [], [], []
     run_model(eager, work, args, kwargs, [], fake=False)  # warm the hooks' path once
+    traced = options.trace_dir is not None  # a trace file carries shapes and memory events, as seed 003's do
     for _ in range(options.layer_runs):
-        with quiet_kineto(), profile(activities=activities, record_shapes=options.trace_dir is not None) as prof:
+        with quiet_kineto(), profile(activities=activities, record_shapes=traced, profile_memory=traced) as prof:
             if cuda:
                 torch.cuda.synchronize(dev)
             t = time.perf_counter()

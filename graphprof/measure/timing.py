@@ -35,6 +35,7 @@ from torch.utils._pytree import tree_flatten
 from graphprof.errors import InvalidInputError
 
 __all__ = [
+    "NOISY_CV",
     "RuntimeStats",
     "benchmark_function",
     "profile_forward",
@@ -45,6 +46,9 @@ __all__ = [
     "default_loss",
     "check_runs",
 ]
+
+#: A timing whose coefficient of variation (std / mean over the timed runs) is above this is a noisy run.
+NOISY_CV = 0.10
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,16 @@ class RuntimeStats:
             stopped_early=len(samples) < requested,
             timer=timer,
         )
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation: ``std / mean`` (0.05: a 5% spread; 0 for a zero mean)."""
+        return self.std / self.mean if self.mean > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the spread is over :data:`NOISY_CV`, the threshold the main command flags."""
+        return self.cv > NOISY_CV
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -57,6 +57,9 @@ CAPTURE_ENV = "GRAPHPROF_CAPTURE"
 #: Where ``@capture_model`` writes its traces when its ``trace_dir`` is not given (default: the working folder).
 TRACE_DIR_ENV = "GRAPHPROF_TRACE_DIR"
 
+#: How torch names a module call in a trace recorded ``with_stack=True``: a ``python_function`` event ``nn.Module: Linear_0``.
+MODULE_FRAME_PREFIX = "nn.Module: "
+
 M = TypeVar("M", bound=type)
 
 
@@ -181,6 +184,9 @@ class _Capture:
 
     def __call__(self, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
         if not _switched_on(self.enabled, self.switches) or getattr(_inside, "active", False):
+            return self.original(module, *args, **kwargs)
+        if torch._C._autograd._profiler_enabled():  # the caller's own profiler: a second one would stop it
+            self.warn_once("running", "another torch.profiler is running (it records this forward; no file of ours)")
             return self.original(module, *args, **kwargs)
         directory = Path(self.trace_dir if self.trace_dir is not None else os.environ.get(TRACE_DIR_ENV, "."))
         try:
@@ -310,11 +316,26 @@ def _load_spans(trace_file: str | os.PathLike[str]) -> list[tuple[dict[str, Any]
         raise _Malformed("no traceEvents list")
     spans = []
     for e in events:
-        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"):
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "python_function"):
             if not isinstance(e.get("name", ""), str):
                 raise _Malformed(f"an event has a name that is not a string: {e.get('name')!r:.60}")
-            spans.append((e, _number(e, "ts"), _number(e, "dur")))
-    return spans
+            if e.get("cat") != "python_function" or e["name"].startswith(MODULE_FRAME_PREFIX):
+                spans.append((e, _number(e, "ts"), _number(e, "dur")))
+    return _layer_ranges(spans)
+
+
+def _layer_ranges(spans: list[tuple[dict[str, Any], float, float]]) -> list[tuple[dict[str, Any], float, float]]:
+    """The spans with one layer range per module call: graphprof's own ranges where the trace has them;
+    else, in a trace recorded ``with_stack=True`` by anyone, torch's module frames (``nn.Module: Linear_0``,
+    named ``Linear_0``: the class and its instance's number, as the profiler gives no attribute path)."""
+    frames = [s for s in spans if s[0].get("cat") == "python_function"]
+    if not frames:
+        return spans
+    ops = [s for s in spans if s[0].get("cat") != "python_function"]
+    if any(e.get("name", "").startswith(RANGE_PREFIX) for e, _, _ in ops):
+        return ops  # graphprof's ranges name the layers by path; the frames would count every call twice
+    renamed = [({**e, "name": RANGE_PREFIX + e["name"][len(MODULE_FRAME_PREFIX) :]}, start, dur) for e, start, dur in frames]
+    return ops + renamed
 
 
 def _thread(event: dict[str, Any]) -> tuple[str, str]:
@@ -358,8 +379,8 @@ def _layer_stats(spans: list[tuple[dict[str, Any], float, float]]) -> dict[str, 
             dims = _frozen(args.get("Input Dims")) if isinstance(args, dict) else None
             if dims:
                 s["shapes"].add(dims)
-                if s["input_shape"] is None and isinstance(dims[0], tuple):
-                    s["input_shape"] = dims[0]
+                if s["input_shape"] is None and isinstance(dims[0], tuple) and dims[0]:
+                    s["input_shape"] = dims[0]  # not a scalar: train-mode BatchNorm first bumps its step counter
     for layer, seconds in zip(owner, self_time, strict=True):
         # a child overrunning its parent (clock rounding, or a hand-made file) leaves the parent 0, not less
         stats[layer]["total_time_us"] += max(seconds, 0.0)
@@ -379,14 +400,16 @@ def read_model_trace(trace_file: str | os.PathLike[str], model_name: str = "Unkn
 
 
 def parse_model_trace(trace_file: str | os.PathLike[str], model_name: str = "Unknown") -> dict[str, Any] | None:
-    """Per-layer summary of a trace written by graphprof (seed 003's ``parse_model_trace``), or ``None``.
+    """Per-layer summary of a trace (seed 003's ``parse_model_trace``), or ``None``.
 
     Returns ``{"model_name", "trace_file", "layer_stats": {layer: {"total_time_us", "call_count",
     "shapes", "operations", "input_shape"}}}`` where layers are module paths in the order they first
     ran, ``total_time_us`` (an int, microseconds) is the layer's *self* time (its ops and Python, not
     its sub-modules', so layers sum to the forward), ``shapes`` the input dims of the ops called
-    directly in it, ``operations`` their names and ``input_shape`` the first input of the first of them.
-    Ops outside every module go to ``"(outside layers)"``. A missing file, or one that is not a trace
+    directly in it, ``operations`` their names and ``input_shape`` the first input of the first of them
+    that is not a scalar. Ops outside every module go to ``"(outside layers)"``. A trace graphprof did
+    not write is read by the module frames torch records ``with_stack=True`` (layers ``Conv2d_0``,
+    ``Linear_1``: class and instance number); without them every op is outside the layers. A missing file, or one that is not a trace
     (not JSON, no event list, a duration or timestamp that is not a finite number of microseconds >= 0,
     NaN refused), gives one
     :class:`TraceWarning` naming it and ``None``, as seed 003's does.

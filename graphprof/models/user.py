@@ -1,4 +1,5 @@
-"""A user's own model: ``package.module:make_model``, ``package.module:MyModel`` or ``path/to/file.py:make_model``.
+"""A user's own model: ``package.module:make_model``, ``package.module:MyModel``, ``path/to/file.py:make_model``,
+or an entry of a registry dict, seed 002's way: ``my_models.py:MODEL_REGISTRY[my_model]``.
 
 The module is imported with the current directory first on ``sys.path`` (removed again after;
 a file's own directory too), the attribute is looked up (dots allowed: ``mod:Zoo.small``), and then:
@@ -20,7 +21,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -107,13 +108,21 @@ def find_user_object(spec: str) -> Any:
 
 
 def _attribute(module: ModuleType, dotted: str, spec: str, target: str) -> Any:
-    """``module.a.b`` for ``dotted="a.b"``; a missing one names ``target``, the user's file or module."""
+    """``module.a.b`` for ``dotted="a.b"``, and an entry of a mapping for ``a[key]`` (seed 002's
+    ``MODEL_REGISTRY[my_model]``, quotes optional); a missing one names ``target``, the user's file or module."""
+    path, bracket, key = dotted.partition("[")
     found: Any = module
-    for part in dotted.split("."):
+    for part in path.split("."):
         if not hasattr(found, part):
-            raise ModelNotFoundError(f"{spec}: {target} has no attribute {dotted!r}")
+            raise ModelNotFoundError(f"{spec}: {target} has no attribute {path!r}")
         found = getattr(found, part)
-    return found
+    if not bracket:
+        return found
+    key = key.removesuffix("]").strip().strip("'\"")
+    if not isinstance(found, Mapping) or key not in found:
+        known = ", ".join(sorted(map(str, found))) if isinstance(found, Mapping) else f"not a mapping but {a_type(found)}"
+        raise ModelNotFoundError(f"{spec}: {target}'s {path} has no entry {key!r} ({known})")
+    return found[key]
 
 
 def resolve_user(

@@ -3,13 +3,15 @@ scaling (per-component FLOPs at each point, growth fits, measured mean ± std). 
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from graphprof.gnn.compare import EstimateComparison
 from graphprof.gnn.scaling import GraphScalingResult
-from graphprof.render.table import format_count
+from graphprof.measure.timing import NOISY_CV, RuntimeStats
+from graphprof.render.table import format_count, format_percent
 
 __all__ = ["render_comparison", "render_graph_scaling", "growth_word"]
 
@@ -42,35 +44,62 @@ def render_comparison(comparison: EstimateComparison) -> RenderableType:
 
 
 def render_graph_scaling(result: GraphScalingResult) -> RenderableType:
-    """A row per point: nodes, edges, FLOPs per component and total, measured forward (mean ± std ms); then the fits."""
+    """A row per point: nodes, edges, FLOPs per component and total, measured forward (mean ± std ms); then the fits.
+
+    Every column folds rather than cuts a cell to ``…`` (a pipe or a narrow terminal is 80 columns); a
+    forward whose spread is over :data:`~graphprof.measure.timing.NOISY_CV` of its mean is starred, as
+    the main command flags a noisy run."""
+    return Group(_scaling_table(result), *_scaling_notes(result))
+
+
+def _scaling_table(result: GraphScalingResult) -> Table:
     components = result.components
-    table = Table(title=Text(f"{result.model}: {result.parameter_name} scaling (forward FLOPs, graphprof count)"), title_justify="left")
-    table.add_column(result.parameter_name, justify="right")
-    table.add_column("Nodes", justify="right")
-    table.add_column("Edges", justify="right")
-    for name in components:
-        table.add_column(name, justify="right")
-    table.add_column("Total", justify="right")
+    by_nodes = result.parameter_name == "num_nodes"  # the first column is then the node count
+    title = Text(f"{result.model}: {result.parameter_name} scaling (forward FLOPs, graphprof count)")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # no side rules: room for the cells
+    for name in [result.parameter_name.replace("_", " "), *([] if by_nodes else ["Nodes"]), "Edges", *components, "Total"]:
+        table.add_column(name, justify="right", overflow="fold")
     measured = any(p.runtime is not None for p in result.points)
     if measured:
-        table.add_column("Forward (ms)", justify="right")
+        table.add_column("Forward (ms)", justify="right", overflow="fold")
     for p in result.points:
-        cells = [str(p.value), f"{p.num_nodes:,}", f"{p.num_edges:,}", *(format_count(p.costs.flops(c)) for c in components), format_count(p.costs.total.flops)]
+        cells: list[str | Text] = [str(p.value), *([] if by_nodes else [f"{p.num_nodes:,}"]), f"{p.num_edges:,}"]
+        cells += [*(format_count(p.costs.flops(c)) for c in components), format_count(p.costs.total.flops)]
         if measured:
-            cells.append("-" if p.runtime is None else f"{p.runtime.mean:.2f} ± {p.runtime.std:.2f}")
+            cells.append(_forward(p.runtime))
         table.add_row(*cells)
+    return table
+
+
+def _forward(runtime: RuntimeStats | None) -> str | Text:
+    if runtime is None:
+        return "-"
+    cell = f"{runtime.mean:.2f} ± {runtime.std:.2f}"
+    return Text(cell + " *", style="yellow") if runtime.noisy else cell
+
+
+def _scaling_notes(result: GraphScalingResult) -> list[Text]:
+    """The growth fits, the quadratic split of attention over nodes, the noisy runs, the result's notes."""
     lines = [Text(f"growth in {result.parameter_name} (log-log fit of FLOPs):", style="bold")]
     for name, fit in result.fits().items():
         lines.append(Text(f"  {name}: exponent {abs(fit.exponent) if abs(fit.exponent) < 0.005 else fit.exponent:.2f} ({growth_word(fit.exponent)}), R² {fit.r2:.4f}"))
-    if "attention" in components and len(result.series("attention")[0]) >= 3:
+    if result.parameter_name == "num_nodes" and "attention" in result.components and len(result.series("attention")[0]) >= 3:
         q = result.fit_quadratic("attention")
         largest = result.series("attention")[0][-1]
         lines.append(
             Text(
                 f"  attention = {q.linear:,.0f}·x + {q.quadratic:,.1f}·x²{_constant(q.constant)}  (R² {q.r2:.4f}); "
-                f"the x² term (scores over all node pairs) is {q.quadratic_share(largest):.1%} of attention at x = {largest:,.0f}"
+                f"the x² term (scores over all node pairs) is {format_percent(q.quadratic_share(largest))} of attention at x = {largest:,.0f}"
+            )
+        )
+    noisy = [p.runtime.cv for p in result.points if p.runtime is not None and p.runtime.noisy]
+    if noisy:
+        lines.append(
+            Text(
+                f"* noisy: the forward's spread is over {NOISY_CV:.0%} of its mean at {len(noisy)} point(s) (up to "
+                f"{max(noisy):.0%}); quiet the machine, raise num_runs, pin the threads (OMP_NUM_THREADS=N)",
+                style="bold yellow",
             )
         )
     lines.extend(Text(note, style="dim") for note in result.notes)
-    return Group(table, *lines)
-
+    return lines

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -61,11 +62,13 @@ def render_sweep(sweep: Sweep) -> RenderableType:
     linear and quadratic terms of MACs with the quadratic share at the largest point)."""
     metrics = _metrics(sweep)
     title = f"{sweep.model}: {sweep.label} sweep" + (f" (estimates for {sweep.hardware})" if sweep.hardware else "")
-    table = Table(title=Text(title), title_justify="left")  # Text: a name like hf:llama is no emoji code
-    table.add_column(sweep.label, justify="right", no_wrap=True)
-    table.add_column("Inputs", no_wrap=True)
+    # Text: a name like hf:llama is no emoji code. No side rules, and cells fold rather than cut to "…":
+    # a pipe or a narrow terminal is 80 columns, and every figure must survive it.
+    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column(sweep.label, justify="right", overflow="fold")
+    table.add_column("Inputs", overflow="fold")
     for metric in metrics:
-        table.add_column(_TITLES[metric], justify="right", no_wrap=True)
+        table.add_column(_TITLES[metric], justify="right", overflow="fold")
     for row in sweep.rows:
         table.add_row(_value(row.value), row.inputs.replace(" float32", "").replace(" int64", ""), *(_show(m, row.metric(m)) for m in metrics))
     if sweep.stopped_at is not None:

@@ -102,8 +102,8 @@ def format_seconds(value: float | None) -> str:
 
 
 def format_percent(share: float | None) -> str:
-    """``0.1234`` -> ``"12.3%"``."""
-    return "-" if share is None else f"{share * 100:.1f}%"
+    """``0.1234`` -> ``"12.3%"``; a share that rounds to zero is ``"0.0%"``, never ``"-0.0%"``."""
+    return "-" if share is None else f"{round(share * 100, 1) + 0.0:.1f}%"
 
 
 def _num(value: int) -> str:
