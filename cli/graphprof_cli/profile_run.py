@@ -64,13 +64,10 @@ def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
     return device_hw, measuring, target
 
 
-def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any, Any]:
-    """``(prepared model, profile, hardware, device to measure on or None, output target, graph builder or None)``.
-
-    With ``--html`` or ``--graph``, the graphs are built on the same dry run (a graph builder rides along
-    as an observer): one dry run for the profile, the page and the graph files together."""
+def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """``(prepared model, profile, hardware, device to measure on or None, output target)``; the profile is
+    the run that validated the capture (no second dry run)."""
     import graphprof
-    from graphprof.graph import GraphBuilder
 
     device_hw, measuring, output = _check(req)
     # the target the costs are for: the device measured, else the hardware preset's kind
@@ -80,9 +77,8 @@ def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any
             req.model, input_shape=req.input_shape, batch_size=req.batch_size, dtype=req.dtype, mode=req.mode.value,
             methods=req.capture.methods, allow_unsafe_load=req.allow_unsafe_load, target=target, proposals=req.proposals,
         )  # fmt: skip
-        builder = GraphBuilder(hardware=device_hw, detail=req.graph is not None) if req.html or req.graph else None
-        result = prepared.profile(observers=[builder] if builder else [])
-    return prepared, result, device_hw, measuring, output, builder
+        result = prepared.profile()
+    return prepared, result, device_hw, measuring, output
 
 
 def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, device_hw: Any, measuring: Any) -> tuple[Any, Any]:
@@ -125,8 +121,7 @@ def run_profile(req: ProfileRequest) -> None:
 
     req = run_guarded(lambda: _resolved(req), req.debug)
     console = make_console(req.width, stderr=req.to_stdout)  # with --output -, stdout carries the file alone
-    prepared, result, device_hw, measuring, target, builder = run_guarded(lambda: _dry_run(req, console), req.debug)
-    built = (builder, device_hw)
+    prepared, result, device_hw, measuring, target = run_guarded(lambda: _dry_run(req, console), req.debug)
     if measuring is not None:
         result, device_hw = run_guarded(lambda: _measured(req, console, prepared, result, device_hw, measuring), req.debug)
     if req.fvcore:
@@ -138,7 +133,7 @@ def run_profile(req: ProfileRequest) -> None:
         from graphprof.render.measured import render_measured
 
         console.print(render_measured(result, roofline))
-    _write(req, console, prepared, built, result, roofline, target)
+    _write(req, console, prepared, result, roofline, target)
 
 
 def check_html_path(path: Path) -> None:
@@ -150,21 +145,11 @@ def check_html_path(path: Path) -> None:
     _plotly_js()
 
 
-def _graphs(req: ProfileRequest, prepared: Any, built: tuple[Any, Any], result: Any, roofline: Any) -> tuple[Any, Any]:
-    """The module and operator graphs for ``--html`` and ``--graph``: those ``built`` on the dry run (its
-    builder and the hardware it estimated for), or, where a measurement changed the hardware, one more
-    dry run; with the measured times added."""
-    from graphprof.graph import with_measured_times
-
-    builder, hardware = built
-    if builder is not None and hardware == roofline.hardware:
-        module_graph, detail = builder.module_graph(prepared.name), builder.detail_graph(prepared.name)
-    else:
-        module_graph, detail = prepared.graph(hardware=roofline.hardware, detail=req.graph is not None)
-    if result.measurement is not None:
-        module_graph = with_measured_times(module_graph, result.measurement)
-        detail = with_measured_times(detail, result.measurement) if detail is not None else None
-    return module_graph, detail
+def _graphs(req: ProfileRequest, prepared: Any, result: Any, roofline: Any) -> tuple[Any, Any]:
+    """The module and operator graphs for ``--html`` and ``--graph`` together: one more dry run (after the
+    report is shown), with the measured times added."""
+    detail = req.graph is not None
+    return prepared.graph(hardware=roofline.hardware, detail=detail, measurement=result.measurement)  # type: ignore[no-any-return]
 
 
 def _write_html(req: ProfileRequest, console: Any, graph: Any, result: Any, roofline: Any) -> None:
@@ -177,7 +162,7 @@ def _write_html(req: ProfileRequest, console: Any, graph: Any, result: Any, roof
     console.print(f"wrote {path}")
 
 
-def _write(req: ProfileRequest, console: Any, prepared: Any, built: tuple[Any, Any], result: Any, roofline: Any, target: Any) -> None:
+def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofline: Any, target: Any) -> None:
     from graphprof.render import write_plot
     from graphprof.render.sink import ProfileResult
     from graphprof_cli.output import emit
@@ -186,7 +171,7 @@ def _write(req: ProfileRequest, console: Any, prepared: Any, built: tuple[Any, A
     for spec in req.plot:
         path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), req.debug)
         console.print(f"wrote {path}")
-    graphs = run_guarded(lambda: _graphs(req, prepared, built, result, roofline), req.debug) if req.html or req.graph else None
+    graphs = run_guarded(lambda: _graphs(req, prepared, result, roofline), req.debug) if req.html or req.graph else None
     if req.html is not None and graphs is not None:
         _write_html(req, console, graphs[0], result, roofline)
     if req.graph is not None and graphs is not None:

@@ -91,10 +91,10 @@ def render_comparison(
 
 
 def comparison_dict(rows: Sequence[ComparisonRow], hardware: Hardware | None = None) -> dict[str, Any]:
-    """A JSON-ready dictionary: ``schema_version``, ``kind: "comparison"``, ``hardware`` and ``models``."""
+    """A JSON-ready dictionary: ``schema_version``, ``kind: "compare"``, ``hardware`` and ``models``."""
     return {
         "schema_version": SCHEMA_VERSION,
-        "kind": "comparison",
+        "kind": "compare",
         "hardware": hardware.to_dict() if hardware is not None else None,
         "threshold_flops_per_byte": None if hardware is not None else DEFAULT_THRESHOLD,
         "models": [asdict(row) for row in rows],
