@@ -16,7 +16,6 @@ unsupported ops and the notes.
 from __future__ import annotations
 
 import html
-import json
 import shutil
 import subprocess
 from collections import defaultdict
@@ -25,6 +24,7 @@ from typing import Any
 
 from graphprof.errors import MissingDependencyError
 from graphprof.render.common import profile_roofline
+from graphprof.render.escape import plotly_json
 from graphprof.render.plots import POINT_KINDS, roofline_points
 from graphprof.result import Profile
 from graphprof.roofline import Roofline
@@ -198,8 +198,7 @@ def _roofline_chart(profile: Profile, roofline: Roofline) -> str:
     traces.append({"type": "scatter", "mode": "lines", "name": "roof", "x": grid, "y": [min(peak, x * bandwidth) for x in grid], "line": {"color": "black"}})
     layout = {"xaxis": {"type": "log", "title": "FLOPs / byte"}, "yaxis": {"type": "log", "title": "TFLOP/s"}, "height": 480,
               "title": f"Roofline on {roofline.hardware.label}"}  # fmt: skip
-    data = json.dumps(traces, default=list)
-    return f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{json.dumps(layout)})</script>"
+    return f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{plotly_json(traces)},{plotly_json(layout)})</script>"
 
 
 def _graph_svg(profile: Profile, graph: Any) -> str:
@@ -239,7 +238,7 @@ def render_sweep_html(sweep: Any) -> str:
         label = f"{m} (~ x^{fit.exponent:.2f})" if fit is not None else m
         traces.append({"type": "scatter", "mode": "lines+markers", "name": label, "x": xs, "y": ys})
     layout = {"xaxis": {"type": "log", "title": sweep.label}, "yaxis": {"type": "log"}, "height": 480}
-    chart = f"<div id='growth'></div><script>Plotly.newPlot('growth',{json.dumps(traces)},{json.dumps(layout)})</script>"
+    chart = f"<div id='growth'></div><script>Plotly.newPlot('growth',{plotly_json(traces)},{plotly_json(layout)})</script>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in sweep.notes)
     return _page(f"graphprof sweep: {sweep.model} over {sweep.label}", chart + "<h2>Points</h2>" + _table("points", ["value", *metrics], rows) + f"<ul>{notes}</ul>")
 
@@ -254,5 +253,5 @@ def render_compare_html(rows: Sequence[Any]) -> str:
         for r in rows
     ]  # fmt: skip
     traces = [{"type": "bar", "name": "FLOPs", "x": [r.model for r in rows], "y": [r.flops or 0 for r in rows]}]
-    chart = f"<div id='bars'></div><script>Plotly.newPlot('bars',{json.dumps(traces)},{{'height':360}})</script>"
+    chart = f"<div id='bars'></div><script>Plotly.newPlot('bars',{plotly_json(traces)},{{'height':360}})</script>"
     return _page("graphprof compare", chart + _table("models", headers, cells))
