@@ -243,3 +243,24 @@ def test_partition_run_leaves_batchnorm_statistics_as_found() -> None:
     partition_report(model, "cpu:2", input_shape=(2, 3, 16, 16), iters=1, run=True, run_iters=1, micro_batches=2, compare=False)
     assert [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])] == []
     assert model.training
+
+
+# ---- 12. graph sizes refused up front, with the bytes they would need -------------------------------
+@pytest.mark.parametrize(
+    "spec",
+    ["pyg:gin?num_edges=1000000000000000", "pyg:gin?avg_degree=1000000000000", "pyg:gin?hidden_dim=1000000000", "pyg:gin?num_nodes=1000000000000"],
+)
+def test_graph_sizes_that_cannot_fit_are_refused_with_their_size(spec: str, monkeypatch) -> None:
+    pytest.importorskip("torch_geometric")
+    from graphprof.models import graphs
+
+    monkeypatch.setattr(graphs.torch, "randint", lambda *a, **k: pytest.fail("allocated before the check"))
+    with pytest.raises(InvalidInputError, match=r"would need [0-9.]+ [KMGTP]iB"):
+        graphprof.profile_model(spec)
+
+
+@pytest.mark.parametrize("query", ["avg_degree=nan", "avg_degree=inf", "pe_dim=-1", "dropout=nan", "ffn_dim=-2"])
+def test_graph_options_that_are_not_numbers_are_bad_input(query: str) -> None:
+    pytest.importorskip("torch_geometric")
+    with pytest.raises(InvalidInputError):
+        graphprof.profile_model(f"pyg:gin?{query}")
