@@ -142,7 +142,7 @@ def test_the_roofline_names_its_axes_with_units_and_says_the_device_and_the_load
     assert ticks and all(t == "1" or t.startswith("10") for t in ticks)  # one label per decade (1, 10, 10^k), never "5 2"
     caption = page.inner_text("#roofline-caption")
     assert "H100" in caption and "TFLOP/s" in caption and "Measured on cpu at load" in caption
-    hover = page.evaluate("document.getElementById('roofline').data.find(t => t.name == 'measured').text[0]")
+    hover = page.evaluate("document.getElementById('roofline').data.find(t => t.name == 'measured').customdata[0].join(' | ')")
     assert "FLOPs at" in hover and "measured" in hover and "lower bound" in hover
 
 

@@ -94,7 +94,7 @@ def test_device_spec() -> None:
         ("rtx4090:x", "whole number"),
         ("rtx4090:1,rtx4090:2", "named twice"),
         ("edge=5/100:1", "needs its memory"),
-        ("rtx4090@-3", "must be positive"),
+        ("rtx4090@-3", "must be from"),
     ],
 )
 def test_bad_device_specs(spec: str, words: str) -> None:

@@ -231,7 +231,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # 0: facts every layer shares, torch-free or nearly: errors, choices, options, names, the host, files
     ("graphprof.version", "graphprof.schemas", "graphprof.errors", "graphprof.choices", "graphprof.options", "graphprof.names",
      "graphprof.params", "graphprof.intensity", "graphprof.guard", "graphprof.inputs", "graphprof.host",
-     "graphprof.atomic", "graphprof.display", "graphprof.hooks"),
+     "graphprof.atomic", "graphprof.display", "graphprof.hooks", "graphprof.limits"),
     # 1: the op-cost registry and the device records
     ("graphprof.formulas", "graphprof.hardware", "graphprof.hardware_local"),
     # 2: resolving models and capturing them

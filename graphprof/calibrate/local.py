@@ -33,6 +33,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.hardware import PRECISIONS, Hardware, match_hardware
 from graphprof.hardware_local import LOCAL, missing_local_message, read_local
 from graphprof.host import load_average
+from graphprof.measure.run import resolve_device
 from graphprof.predict import Calibration
 
 __all__ = ["LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local", "measure_default_hardware"]
@@ -112,11 +113,7 @@ def calibrate(
     """Measure ``device`` (CPU, or CUDA when present), fit, and write the ``local`` preset to ``output``
     (default ``$XDG_CACHE_HOME/graphprof/local.json``). ``threads`` sets torch's thread count while
     measuring (restored after); it is recorded either way."""
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidInputError("--device cuda: no CUDA device here (calibrate the CPU with --device cpu)")
-    if dev.type not in ("cpu", "cuda"):
-        raise InvalidInputError(f"cannot calibrate a {dev.type!r} device (cpu or cuda)")
+    dev = resolve_device(device)  # an unknown device, or CUDA without a GPU: one line, exit 2
     if threads is not None and (isinstance(threads, bool) or threads < 1):
         raise InvalidInputError(f"threads must be a positive integer, got {threads!r}")
     before_threads = torch.get_num_threads()

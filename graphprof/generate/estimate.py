@@ -92,9 +92,14 @@ def _spec(
     )  # fmt: skip
 
 
+_NOT_A_DECODER = "generation profiles need a transformers decoder-only causal LM (one with generate())"
+
+
 def prepare_generation(model: nn.Module | str, spec: GenerationSpec, **options: Any) -> PreparedModel:
     """The model prepared for the dry runs (built on the meta device when named); refuses a non-decoder."""
     target = spec.hardware.target if spec.hardware is not None else None
+    if not isinstance(model, str) and not hasattr(model, "generate"):
+        raise InvalidInputError(f"{type(model).__name__}: {_NOT_A_DECODER}")
     if isinstance(model, str):
         pm = prepare(model, input_shape=(spec.batch, spec.prompt_len), dtype=spec.dtype, target=target, **options)
     else:
@@ -102,8 +107,13 @@ def prepare_generation(model: nn.Module | str, spec: GenerationSpec, **options: 
         pm = prepare(model, example_kwargs={"input_ids": ids}, dtype=spec.dtype, target=target, **options)
     config = getattr(pm.model, "config", None)
     if config is None or getattr(config, "is_encoder_decoder", False) or not hasattr(pm.model, "generate"):
+        raise InvalidInputError(f"{pm.name}: {_NOT_A_DECODER}")
+    positions = getattr(config, "max_position_embeddings", None)
+    context = spec.prompt_len + spec.new_tokens - 1  # the last token never enters the cache
+    if isinstance(positions, int) and context > positions:
         raise InvalidInputError(
-            f"{pm.name}: generation profiles need a transformers decoder-only causal LM (one with generate())"
+            f"{pm.name} has {positions:,} positions: --prompt-len {spec.prompt_len:,} + --new-tokens {spec.new_tokens:,}"
+            f" needs a context of {context:,}; lower either"
         )
     return pm
 

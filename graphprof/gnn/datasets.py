@@ -9,6 +9,11 @@ option of the command line) where a copy of it already is; without one, :func:`l
 one-line :class:`~graphprof.errors.DownloadUnavailableError` naming the option. Loading runs inside
 :func:`graphprof.models.offline.network_blocked`, so a dataset class that tries to fetch files fails at
 once instead of hanging.
+
+PyG reads a folder's ``processed/*.pt`` files with ``torch.load(weights_only=True)`` and, where that
+fails, again with ``weights_only=False``, which runs whatever a crafted file names. So every such file is
+first loaded with torch's restricted unpickler alone (:func:`graphprof.models.trust.restricted_load_refusal`);
+one it refuses is refused (:class:`~graphprof.errors.UnsafeLoadError`) unless ``allow_unsafe_load=True``.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from graphprof.errors import DownloadUnavailableError, InvalidInputError
+from graphprof.errors import DownloadUnavailableError, InvalidInputError, UnsafeLoadError
 from graphprof.models.offline import find_blocked_download, network_blocked
 from graphprof.models.pyg_import import import_pyg
+from graphprof.models.trust import ALLOW_HINT, restricted_load_refusal
 
 __all__ = ["DATASETS", "load_graph", "DATA_ROOT_OPTION"]
 
@@ -45,7 +51,16 @@ def _key(name: str) -> str:
     return "karate" if key in ("karateclub", "karate_club") else key
 
 
-def load_graph(name: str, root: str | Path | None = None, index: int = 0) -> Any:
+def check_processed(root: Path, name: str) -> None:
+    """Refuse a processed file under ``root`` that PyG could load only by running code from it."""
+    for path in sorted(root.rglob("*.pt")):
+        if path.is_file() and path.parent.name == "processed":
+            refusal = restricted_load_refusal(path)
+            if refusal:
+                raise UnsafeLoadError(f"dataset {name}: {path} would run code as PyG loads it ({refusal}); {ALLOW_HINT}")
+
+
+def load_graph(name: str, root: str | Path | None = None, index: int = 0, *, allow_unsafe_load: bool = False) -> Any:
     """Graph ``index`` of dataset ``name`` as a PyG ``Data`` (see the module docstring)."""
     key = _key(name)
     if key not in DATASETS:
@@ -62,6 +77,8 @@ def load_graph(name: str, root: str | Path | None = None, index: int = 0) -> Any
         raise DownloadUnavailableError(
             f"dataset {name} needs a download and graphprof never downloads ({where}); point {DATA_ROOT_OPTION} at a folder holding a copy"
         )
+    if not allow_unsafe_load:
+        check_processed(Path(root).expanduser(), name)
     try:
         with network_blocked():
             dataset = cls(root=str(Path(root).expanduser()), **dict(kwargs))

@@ -14,6 +14,7 @@ is left alone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 
 from graphprof.errors import InvalidInputError
+from graphprof.limits import require_fits
 
 __all__ = ["SyntheticGraph", "random_graph", "edge_count", "graph_args", "generate_graphs", "DEFAULT_NODES", "DEFAULT_DEGREE", "DEFAULT_FEATURES"]
 
@@ -74,9 +76,14 @@ def edge_count(num_nodes: int, avg_degree: float | None = None, num_edges: int |
             raise InvalidInputError(f"number of edges must be a non-negative integer, got {num_edges!r}")
         return num_edges
     degree = DEFAULT_DEGREE if avg_degree is None else avg_degree
-    if isinstance(degree, bool) or not isinstance(degree, (int, float)) or degree < 0:
+    if isinstance(degree, bool) or not isinstance(degree, (int, float)) or not math.isfinite(degree) or degree < 0:
         raise InvalidInputError(f"average degree must be a non-negative number, got {degree!r}")
     return round(num_nodes * degree)
+
+
+def graph_bytes(num_nodes: int, num_edges: int, feature_dim: int, pe_dim: int = 0) -> int:
+    """Bytes :func:`random_graph` allocates at its peak: the edges drawn twice and stacked (int64), features and PE (float32)."""
+    return 4 * 2 * 8 * num_edges + 4 * num_nodes * (feature_dim + pe_dim)
 
 
 def random_graph(
@@ -105,6 +112,7 @@ def random_graph(
         return SyntheticGraph(torch.empty(n, feature_dim, device=target), torch.empty(2, e, dtype=torch.long, device=target), pe)
     if n == 1 and e:
         raise InvalidInputError("a graph of one node has no edges without self-loops; use 0 edges or more nodes")
+    require_fits(graph_bytes(n, e, feature_dim, pe_dim), f"a graph of {n:,} nodes and {e:,} edges")
     generator = torch.Generator().manual_seed(seed)
     source = torch.randint(0, n, (e,), generator=generator)
     target_node = (source + torch.randint(1, max(n, 2), (e,), generator=generator)) % n  # never the source

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError, ModelNotFoundError
+from graphprof.limits import require_fits
 from graphprof.models.base import ModelInfo, ResolvedModel
 from graphprof.models.family import Family, Request, Source
 from graphprof.models.graphs import DEFAULT_DEGREE, DEFAULT_NODES, graph_args, random_graph
@@ -98,11 +99,22 @@ def split_options(options: Mapping[str, Any], spec: str) -> tuple[GraphModelConf
         raise InvalidInputError(f"{spec}: unknown option {', '.join(unknown)} (known: {known})")
     config = replace(GraphModelConfig(), **{k: v for k, v in options.items() if k in model_names})
     graph = replace(GraphOptions(), **{k: v for k, v in options.items() if k in graph_names})
-    for name in ("hidden_dim", "num_layers", "num_heads", "in_dim", "out_dim"):
+    for name in ("hidden_dim", "num_layers", "num_heads", "in_dim", "out_dim", "pe_dim", "ffn_dim"):
         value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InvalidInputError(f"{spec}: {name} must be a positive integer, got {value!r}")
+        low = 0 if name in ("pe_dim", "ffn_dim") else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InvalidInputError(f"{spec}: {name} must be {'a non-negative' if low == 0 else 'a positive'} integer, got {value!r}")
+    dropout = config.dropout
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:  # NaN fails too
+        raise InvalidInputError(f"{spec}: dropout must be a number from 0 to below 1, got {dropout!r}")
     return config, graph
+
+
+def model_bytes(config: GraphModelConfig) -> int:
+    """A lower bound on the model's float32 weights: one ``hidden_dim x hidden_dim`` matrix per layer, the
+    encoders and the head (the graph's own bytes are :func:`graphprof.models.graphs.graph_bytes`)."""
+    d = config.hidden_dim
+    return 4 * (config.num_layers * d * d + (config.in_dim + config.pe_dim + config.out_dim) * d)
 
 
 class _MPNNLayer(nn.Module):
@@ -221,6 +233,7 @@ def resolve_pyg(spec: str, *, input_shape: Sequence[int] | None, batch_size: int
     if device.type == "meta":
         raise InvalidInputError(f"{spec}: graph models need real edge indices; build on the CPU (the dry run still allocates no activations)")
     config, graph_options = split_options(parse_options(query), spec)
+    require_fits(model_bytes(config), f"{spec} (its weights)")
     model = GraphModel(arch, config).eval()
     graph = random_graph(
         graph_options.num_nodes, avg_degree=graph_options.avg_degree, num_edges=graph_options.num_edges,

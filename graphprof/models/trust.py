@@ -23,7 +23,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib.util
+import io
 import pickle
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -33,7 +35,7 @@ import torch
 
 from graphprof.errors import ModelBuildError, UnsafeLoadError
 
-__all__ = ["ALLOW_HINT", "load_pickle", "check_yolo_yaml", "restricted_build"]
+__all__ = ["ALLOW_HINT", "load_pickle", "check_yolo_yaml", "restricted_build", "restricted_load_refusal"]
 
 ALLOW_HINT = "pass --allow-unsafe-load (allow_unsafe_load=True) only if you trust the file"
 
@@ -67,6 +69,21 @@ def _needed_globals(path: Path) -> list[str] | None:
         return list(torch.serialization.get_unsafe_globals_in_checkpoint(path))
     except (ValueError, RuntimeError, pickle.UnpicklingError):
         return None  # the legacy (non-zip) format: torch.load(weights_only=True) vets it as it reads
+
+
+def restricted_load_refusal(source: Path | bytes) -> str | None:
+    """Why torch's restricted unpickler (``torch.load(weights_only=True)``) refuses ``source``; None if it loads.
+
+    For a file a library would load with a fallback to ``weights_only=False`` (``torch.export.load``'s
+    sample inputs, PyG's processed data sets): refusing what the restricted unpickler refuses means the
+    fallback never runs. Any pickle format is covered (zip, legacy, a raw ``pickle.dumps``).
+    """
+    try:
+        torch.load(io.BytesIO(source) if isinstance(source, bytes) else source, map_location="cpu", weights_only=True)
+    except Exception as exc:  # the restricted unpickler refused it: the fallback would unpickle it freely
+        named = re.search(r"GLOBAL (\S+)", str(exc))
+        return f"it names {named.group(1)}" if named else f"not loadable with weights_only=True: {type(exc).__name__}"
+    return None
 
 
 def load_pickle(path: Path, spec: str, *, allow_unsafe_load: bool, tasks: ModuleType | None) -> tuple[Any, list[str]]:

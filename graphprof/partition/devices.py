@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from graphprof.errors import InvalidInputError
 from graphprof.hardware import Hardware, custom_hardware, get_hardware, host_memory_bytes
 
-__all__ = ["LOCAL_CPU", "Device", "Links", "parse_devices", "parse_links", "kinds_of"]
+__all__ = ["FIGURE_RANGE", "LOCAL_CPU", "MAX_COUNT", "Device", "Links", "parse_devices", "parse_links", "kinds_of"]
 
 #: The device kind that means "a process on this machine" (times measured here, not predicted).
 LOCAL_CPU = "cpu"
@@ -65,23 +65,33 @@ class Device:
         }
 
 
-def _number(text: str, what: str, item: str) -> float:
+#: The most devices of one kind a spec may name: more than any model has units to give them.
+MAX_COUNT = 1024
+#: Every figure a spec gives (TFLOP/s, GB/s, GB) lies in this range: outside it, times and sizes are
+#: infinite or zero in floating point (``1e-320`` GB/s, ``1e300`` GB) and the JSON would not be standard.
+FIGURE_RANGE = (1e-6, 1e9)
+
+
+def _number(text: str, what: str, item: str, kind: str = "device") -> float:
     try:
         value = float(text)
     except ValueError:
-        raise InvalidInputError(f"device spec {item!r}: {what} must be a number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidInputError(f"device spec {item!r}: {what} must be positive, got {text!r}")
+        raise InvalidInputError(f"{kind} spec {item!r}: {what} must be a number, got {text!r}") from None
+    low, high = FIGURE_RANGE
+    if not math.isfinite(value) or not low <= value <= high:
+        raise InvalidInputError(f"{kind} spec {item!r}: {what} must be from {low:g} to {high:g}, got {text!r}")
     return value
 
 
 def _count(text: str | None, item: str) -> int:
     if text is None or text == "":
         return 1
-    if not text.isdigit():
+    if re.fullmatch(r"[0-9]+", text) is None:  # str.isdigit() accepts "²", which int() refuses
         raise InvalidInputError(f"device spec {item!r}: the count must be a whole number, got {text!r}")
     if int(text) == 0:
         raise InvalidInputError(f"device spec {item!r}: zero devices of kind {item.split(':')[0]!r}")
+    if int(text) > MAX_COUNT:
+        raise InvalidInputError(f"device spec {item!r}: at most {MAX_COUNT} devices of one kind, got {text}")
     return int(text)
 
 
@@ -166,14 +176,14 @@ class Links:
 
 def _figures(text: str, item: str) -> tuple[float, float | None]:
     gbps, _, ms = text.partition("/")
-    bandwidth = _number(gbps, "link bandwidth (GB/s)", item) * 1e9
+    bandwidth = _number(gbps, "link bandwidth (GB/s)", item, "link") * 1e9
     if not ms:
         return bandwidth, None
     try:
         latency = float(ms)
     except ValueError:
         raise InvalidInputError(f"link spec {item!r}: latency (ms) must be a number, got {ms!r}") from None
-    if not math.isfinite(latency) or latency < 0:
+    if not math.isfinite(latency) or not 0 <= latency <= FIGURE_RANGE[1]:
         raise InvalidInputError(f"link spec {item!r}: latency (ms) must be zero or more, got {ms!r}")
     return bandwidth, latency * 1e-3
 

@@ -13,6 +13,7 @@ cost table (:mod:`~graphprof.partition.costs`), the exact program (:mod:`~graphp
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,7 @@ import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError
+from graphprof.limits import require_count
 from graphprof.partition.costs import CostTable, measured_seconds, preset_seconds, table, unit_records
 from graphprof.partition.devices import Device, Links, kinds_of, parse_devices, parse_links
 from graphprof.partition.plan import Plan, equal_layers, equal_params, make_stages
@@ -59,6 +61,7 @@ def _kv_shape(prepared: PreparedModel, kv_len: int | None) -> tuple[int, int] | 
 
 def _measure(prepared: PreparedModel, threads: int, iters: int) -> Any:
     """The local CPU's measurement with ``threads`` intra-op threads (what each pipeline process gets)."""
+    require_count(threads, "threads per process", high=os.cpu_count() or 1)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

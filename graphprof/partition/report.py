@@ -13,10 +13,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.limits import require_count
 from graphprof.partition.devices import Device, Links, parse_devices
 from graphprof.partition.plan import Plan, Stage
 from graphprof.partition.planner import as_links, plan_prepared, prepare_for
-from graphprof.partition.run import PipelineRun, run_split
+from graphprof.partition.run import PipelineRun, check_run_options, run_split
 
 __all__ = ["PartitionReport", "partition_report"]
 
@@ -53,6 +54,9 @@ def partition_report(
 ) -> PartitionReport:
     """:func:`graphprof.partition.partition`, then with ``run`` :func:`~graphprof.partition.run.run_split`
     of the plan (and with ``compare`` of the equal-layer split too) on ``micro_batches`` micro-batches."""
+    check_run_options(micro_batches=micro_batches, iters=run_iters, threads=threads)  # before any work
+    if kv_len is not None:
+        require_count(kv_len, "the KV cache length (--kv-len)", low=0, high=10**9)
     devs = parse_devices(devices) if isinstance(devices, str) else tuple(devices)
     prepared = prepare_for(model_or_name, devs, weights=run, batch_size=batch_size, dtype=dtype, **prepare_options)
     plan = plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)

@@ -24,6 +24,7 @@ The last stage's output is checked against the unsplit model's output on the sam
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import queue
 import socket
@@ -38,9 +39,9 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
-from graphprof.capture import preserved_state
 from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.inputs import materialize
+from graphprof.limits import require_count, require_fits
 from graphprof.prepared import PreparedModel
 
 __all__ = ["StageRun", "PipelineRun", "run_split", "step_prediction"]
@@ -274,6 +275,10 @@ def _spawn(job: _Job, world: int) -> dict[int, tuple[Any, ...]]:
         p.start()
     try:
         return _collect(processes, results, world)
+    except BaseException:  # Ctrl-C or a stage's failure: end every stage now, not after a join's timeout
+        for p in processes:
+            p.terminate()
+        raise
     finally:
         for p in processes:
             p.join(timeout=30)
@@ -286,6 +291,25 @@ def _first_tensor(value: Any) -> torch.Tensor:
         if isinstance(leaf, torch.Tensor):
             return leaf
     raise MeasurementError("the model's output holds no tensor to compare")
+
+
+#: The most micro-batches one step of a run may hold (a pipeline of that depth is already all fill).
+MAX_MICRO_BATCHES = 1024
+
+
+def check_run_options(*, micro_batches: int, iters: int, threads: int, stages: int = 1) -> None:
+    """Refuse a run this machine cannot hold: every figure a whole number, and the processes (one per
+    stage) and the threads in each no more than its cores (``os.cpu_count()``)."""
+    cores = os.cpu_count() or 1
+    require_count(micro_batches, "micro-batches", high=MAX_MICRO_BATCHES)
+    require_count(iters, "iterations", high=10**6)
+    require_count(threads, "threads per process", high=cores)
+    if stages > cores:
+        raise InvalidInputError(f"the plan has {stages} stages, one process each, and this machine has {cores} cores; name fewer cpu devices")
+
+
+def _tensor_bytes(value: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tree_leaves(value) if isinstance(t, torch.Tensor))
 
 
 def run_split(
@@ -307,14 +331,15 @@ def run_split(
     """
     if prepared.device.type != "cpu":
         raise InvalidInputError(f"running a split needs the model's weights on the CPU; {prepared.name} is on {prepared.device.type}")
-    for name, value in (("micro-batches", micro_batches), ("iterations", iters), ("threads", threads)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+    check_run_options(micro_batches=micro_batches, iters=iters, threads=threads, stages=len(split_points) + 1)
     batch = micro_batches * _batch_of(prepared)
     args, kwargs = prepared.inputs(batch_size=batch)
+    require_fits(_tensor_bytes((args, kwargs)), f"--micro-batches {micro_batches}: a batch of {batch}")
     args, kwargs = materialize(args, torch.device("cpu")), materialize(kwargs, torch.device("cpu"))
-    model = prepared.model
-    with preserved_state(model), torch.no_grad():
+    # the stages get a copy: torch.multiprocessing moves a tensor it sends into shared memory, where the
+    # stages' own updates (a train-mode BatchNorm's running statistics) would reach the user's model
+    model = copy.deepcopy(prepared.model)
+    with torch.no_grad():
         model.eval()
         reference = _first_tensor(model(*args, **kwargs))
     job = _Job(model, args, kwargs, tuple(split_points), micro_batches, iters, warmup, threads, f"tcp://127.0.0.1:{_free_port()}")

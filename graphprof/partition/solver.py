@@ -29,15 +29,18 @@ stage, for a sum and for a maximum alike (both are monotone in each stage's time
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graphprof.errors import InvalidInputError
 
-__all__ = ["OBJECTIVES", "Problem", "Solution", "solve", "evaluate", "Infeasible"]
+__all__ = ["MAX_WORK", "OBJECTIVES", "problem_work", "Problem", "Solution", "solve", "evaluate", "Infeasible"]
 
 OBJECTIVES = ("latency", "throughput")
 _EPS = 1e-12
+#: The most stage choices one solve may weigh (a few seconds of pure Python); beyond, refused up front.
+MAX_WORK = 10**8
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,20 @@ def _check(problem: Problem, objective: str) -> None:
         raise InvalidInputError("the model has no units to place")
     if not problem.count or sum(problem.count) == 0:
         raise InvalidInputError("no devices to place the model on")
+    work = problem_work(problem)
+    if work > MAX_WORK:
+        raise InvalidInputError(
+            f"the exact planner would weigh about {work:.1e} stage choices ({problem.units} units, "
+            f"{len(problem.count)} device kinds of {', '.join(map(str, problem.count))}), more than {MAX_WORK:.0e}: "
+            "name fewer device kinds or fewer devices of each"
+        )
+
+
+def problem_work(problem: Problem) -> int:
+    """Stage choices the program weighs at most: ``L x prod(min(count_k, L) + 1) x K`` states, ``K x L`` each."""
+    n, kinds = problem.units, len(problem.count)
+    states = n * kinds * math.prod(min(c, n) + 1 for c in problem.count)
+    return states * kinds * n
 
 
 def solve(problem: Problem, objective: str = "latency", *, names: Sequence[str] = (), kinds: Sequence[str] = ()) -> Solution:

@@ -16,7 +16,6 @@ unsupported ops and the notes.
 from __future__ import annotations
 
 import html
-import json
 import shutil
 import subprocess
 from collections import defaultdict
@@ -25,6 +24,7 @@ from typing import Any
 
 from graphprof.errors import MissingDependencyError
 from graphprof.render.common import profile_roofline
+from graphprof.render.escape import plotly_json
 from graphprof.render.plots import POINT_KINDS, roofline_points
 from graphprof.result import Profile
 from graphprof.roofline import Roofline
@@ -189,14 +189,15 @@ def _axis(title: str, log: bool = True) -> dict[str, Any]:
     return axis
 
 
-def _hover(profile: Profile, roofline: Roofline) -> dict[str, str]:
-    """Per module path: its FLOPs, bytes and times (lower bound, predicted, measured), for every point's hover."""
+def _hover(profile: Profile, roofline: Roofline) -> dict[str, list[str]]:
+    """Per module path: its FLOPs and intensity, and its times (lower bound, predicted, measured), the two
+    lines under the layer's name in each point's hover (plain text: the page escapes it)."""
     points = roofline_points(profile, roofline)
     seconds = {kind: {name: f / y for name, _, y, f in pts} for kind, pts in points.items()}
     out = {}
     for name, x, _, flops in points["lower bound"]:
         times = " · ".join(f"{kind} {_seconds(by.get(name))}" for kind, by in seconds.items() if name in by)
-        out[name] = f"<b>{html.escape(name)}</b><br>{_num(flops)} FLOPs at {x:.2f} FLOP/byte<br>{times}"
+        out[name] = [f"{_num(flops)} FLOPs at {x:.2f} FLOP/byte", times]
     return out
 
 
@@ -226,7 +227,8 @@ def _roofline_chart(profile: Profile, roofline: Roofline) -> str:
             names, xs, ys, _ = zip(*points, strict=True)
             marker = {"o": "circle", "s": "square", "^": "triangle-up"}[POINT_KINDS[kind]]
             traces.append({"type": "scatter", "mode": "markers", "name": kind, "x": xs, "y": [y / 1e12 for y in ys],
-                           "text": [hover.get(n, html.escape(n)) for n in names], "hovertemplate": f"%{{text}}<extra>{kind}</extra>",
+                           "text": list(names), "customdata": [hover.get(n, ["", ""]) for n in names],
+                           "hovertemplate": f"<b>%{{text}}</b><br>%{{customdata[0]}}<br>%{{customdata[1]}}<extra>{kind}</extra>",
                            "marker": {"symbol": marker}})  # fmt: skip
     xs_all = [x for t in traces for x in t["x"]] or [roofline.threshold]
     lo, hi = min(xs_all + [roofline.threshold]) / 4, max(xs_all + [roofline.threshold]) * 4
@@ -236,8 +238,8 @@ def _roofline_chart(profile: Profile, roofline: Roofline) -> str:
                    "line": {"color": "black"}, "hoverinfo": "skip"})  # fmt: skip
     layout = {"xaxis": _axis("Arithmetic intensity (FLOP/byte)"), "yaxis": _axis("Achieved throughput (TFLOP/s)"), "height": 480,
               "title": {"text": f"Roofline on {roofline.hardware.label}"}}  # fmt: skip
-    data = json.dumps(traces, default=list)
-    return f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{json.dumps(layout)})</script>" + _roofline_caption(profile, roofline)
+    data = plotly_json(traces)
+    return f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{plotly_json(layout)})</script>" + _roofline_caption(profile, roofline)
 
 
 def _activation_chart(profile: Profile) -> str:
@@ -259,7 +261,7 @@ def _activation_chart(profile: Profile) -> str:
               "height": 420, "title": {"text": "Activation memory: bytes saved for backward, by layer"}}  # fmt: skip
     peak = f"{_num(profile.peak_activation_bytes, 'B')}" + (f" at {profile.peak_activation_layer}" if profile.peak_activation_layer else "")
     caption = f"Saved for backward: {_num(profile.saved_activation_bytes, 'B')} in all; the run's activation peak: {peak}."
-    return (f"<div id='activations'></div><script>Plotly.newPlot('activations',{json.dumps(traces)},{json.dumps(layout)})</script>"
+    return (f"<div id='activations'></div><script>Plotly.newPlot('activations',{plotly_json(traces)},{plotly_json(layout)})</script>"
             f"<p class='muted' id='activations-caption'>{html.escape(caption)}</p>")  # fmt: skip
 
 
@@ -301,7 +303,7 @@ def render_sweep_html(sweep: Any) -> str:
         label = f"{m} (~ x^{fit.exponent:.2f})" if fit is not None else m
         traces.append({"type": "scatter", "mode": "lines+markers", "name": label, "x": xs, "y": ys})
     layout = {"xaxis": _axis(sweep.label), "yaxis": _axis("Count (log scale; each metric in its own unit)"), "height": 480}
-    chart = f"<div id='growth'></div><script>Plotly.newPlot('growth',{json.dumps(traces)},{json.dumps(layout)})</script>"
+    chart = f"<div id='growth'></div><script>Plotly.newPlot('growth',{plotly_json(traces)},{plotly_json(layout)})</script>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in sweep.notes)
     return _page(f"graphprof sweep: {sweep.model} over {sweep.label}", chart + "<h2>Points</h2>" + _table("points", ["value", *metrics], rows) + f"<ul>{notes}</ul>")
 
@@ -316,7 +318,7 @@ def render_compare_html(rows: Sequence[Any]) -> str:
         for r in rows
     ]  # fmt: skip
     traces = [{"type": "bar", "name": "FLOPs", "x": [r.model for r in rows], "y": [r.flops or 0 for r in rows]}]
-    chart = f"<div id='bars'></div><script>Plotly.newPlot('bars',{json.dumps(traces)},{{'height':360}})</script>"
+    chart = f"<div id='bars'></div><script>Plotly.newPlot('bars',{plotly_json(traces)},{{'height':360}})</script>"
     return _page("graphprof compare", chart + _table("models", headers, cells))
 
 
@@ -335,7 +337,7 @@ def render_plan_html(plan: Any) -> str:
         {"type": "bar", "name": "receive", "x": labels, "y": [s.receive_s * 1e3 for s in plan.stages]},
     ]
     layout = {"barmode": "stack", "height": 360, "xaxis": _axis("Stage", log=False), "yaxis": _axis("Time per micro-batch (ms)", log=False)}
-    chart = f"<div id='stages'></div><script>Plotly.newPlot('stages',{json.dumps(traces)},{json.dumps(layout)})</script>"
+    chart = f"<div id='stages'></div><script>Plotly.newPlot('stages',{plotly_json(traces)},{plotly_json(layout)})</script>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
     title = f"graphprof partition: {plan.model_name} ({plan.objective})"
     return _page(title, chart + _table("stages-table", headers, cells) + f"<ul>{notes}</ul>")
