@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphprof.hardware import Hardware
+from graphprof.opmodel import Interval
 from graphprof.predict import Calibration
 
 __all__ = ["DEFAULT_THRESHOLD", "Bound", "LayerBound", "Roofline", "classify_layer", "ridge_point", "roofline_time"]
@@ -89,6 +90,8 @@ class Roofline:
     #: predicted seconds of the *forward* ops alone per module path, in train mode with a calibration
     #: (what a measured forward is compared with; in eval mode the layers' predicted times are the forward's)
     forward_predicted: tuple[tuple[str, float], ...] = ()
+    #: the 80% interval of :attr:`predicted_seconds` (a calibration with per-kind models; else ``None``)
+    predicted_interval: Interval | None = None
 
     @property
     def fixed_threshold(self) -> bool:
@@ -166,6 +169,7 @@ class Roofline:
             "estimate": "sum over layers of max(flops / peak, bytes / bandwidth); an idealised lower bound, not a measurement",
             "lower_bound_time_s": self.seconds,
             "predicted_time_s": self.predicted_seconds,
+            "predicted_interval": None if self.predicted_interval is None else self.predicted_interval.to_dict(),
             "prediction": None if self.calibration is None else self.calibration.summary(),
             "bounds": shares,
             "notes": list(self.notes),

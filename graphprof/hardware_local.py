@@ -19,12 +19,15 @@ from typing import Any
 
 from graphprof.errors import InvalidInputError
 
-__all__ = ["FORMAT", "LOCAL", "local_path", "read_local", "require_local", "missing_local_message"]
+__all__ = ["FORMAT", "LOCAL", "MAX_LEARNED", "check_current", "local_path", "read_local", "require_local", "missing_local_message"]
 
 #: The name ``--hardware`` takes for the calibrated machine.
 LOCAL = "local"
 #: Version of the file's layout; a file of another version is refused with a message to calibrate again.
-FORMAT = 1
+#: 2: per-kind latency models (``calibration.op_model``), learned samples (``learned``), staleness checks.
+FORMAT = 2
+#: The most samples learned from the user's runs a file keeps (the oldest go first).
+MAX_LEARNED = 20000
 
 
 def local_path() -> Path:
@@ -52,9 +55,33 @@ def read_local(path: Path | None = None) -> dict[str, Any] | None:
     return data
 
 
+def _stale(device: dict[str, Any]) -> list[str]:
+    """What differs between the machine a CPU calibration measured and this process: CPU, threads, torch."""
+    import torch
+
+    from graphprof.host import cpu_model
+
+    now = {"name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__}
+    return [f"{key} {device.get(key)!r}, this run {value!r}" for key, value in now.items() if device.get(key) != value]
+
+
+def check_current(data: dict[str, Any], path: Path | None = None) -> None:
+    """Refuse (one line, :class:`InvalidInputError`) a CPU calibration made on another CPU, at another thread
+    count or with another torch: its times are not this run's. A CUDA calibration is not checked here."""
+    device = data.get("device")
+    if not isinstance(device, dict):
+        raise InvalidInputError(f"the local calibration {path or local_path()} records no device; run `graphprof calibrate` again")
+    if device.get("type", "cpu") != "cpu":
+        return
+    stale = _stale(device)
+    if stale:
+        raise InvalidInputError(f"the local calibration {path or local_path()} is stale ({'; '.join(stale)}); run `graphprof calibrate` again")
+
+
 def require_local(path: Path | None = None) -> dict[str, Any]:
-    """The stored preset, or :class:`InvalidInputError` saying how to make it."""
+    """The stored preset, checked current (:func:`check_current`), or :class:`InvalidInputError` saying how to make it."""
     data = read_local(path)
     if data is None:
         raise InvalidInputError(missing_local_message(path))
+    check_current(data, path)
     return data

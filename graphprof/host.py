@@ -47,6 +47,11 @@ class Host:
         }
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s, else the platform's)."""
+    return _cpu_model()
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

@@ -34,12 +34,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from graphprof.hardware import Hardware
+from graphprof.opmodel import Interval, OpModel, Sample, call_of
 
 __all__ = [
     "OP_CLASSES",
@@ -50,6 +51,7 @@ __all__ = [
     "kernel_seconds",
     "load_calibration",
     "op_class",
+    "predict_interval",
     "predict_ops",
     "reduction_depth",
     "steady_seconds",
@@ -181,6 +183,8 @@ class Calibration:
     overlap: float = 1.0
     view_s: float = 0.0
     memory: MemoryCurve | None = None
+    #: per-kind latency models (:mod:`graphprof.opmodel`): when present they predict every op, in context
+    op_model: OpModel | None = field(hash=False, default=None)
 
     def rates_for(self, dtype: str, klass: str) -> ClassRates:
         table = self.rates.get(dtype) or self.rates.get("bfloat16" if dtype in ("float16", "bfloat16") else "float32")
@@ -193,6 +197,8 @@ class Calibration:
         return nbytes / hardware.bandwidth if self.memory is None else self.memory.seconds(nbytes)
 
     def summary(self) -> dict[str, Any]:
+        if self.op_model is not None:
+            return self._op_model_summary(self.op_model)
         return {
             "preset": self.preset,
             "launch_s": self.launch_s,
@@ -207,7 +213,22 @@ class Calibration:
             "bytes / (bandwidth(bytes) * memory_fraction[class]))); overlap of host and kernel fitted per device",
         }
 
+    def _op_model_summary(self, model: OpModel) -> dict[str, Any]:
+        return {
+            "preset": self.preset,
+            "source": self.source,
+            "records": {"calibration": model.counts.get("calibration", 0), "own_runs": model.counts.get("run", 0)},
+            "interval": "80%: quantiles of log error over whole held-out models" if model.model_q is not None
+            else "80%: per-kind held-out quantiles combined assuming independent op errors",
+            "formula": "sum over ops of the op kind's model in context: exp(ridge on log features + k nearest "
+            "neighbours' residuals), never below the op's roofline bound",
+        }  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
+        out = self._rates_dict()
+        return out if self.op_model is None else {**out, "op_model": self.op_model.to_dict()}
+
+    def _rates_dict(self) -> dict[str, Any]:
         return {
             "preset": self.preset, "kind": self.kind, "bandwidth_gbs": self.bandwidth_gbs, "launch_s": self.launch_s,
             "host_per_kernel_s": self.host_per_kernel_s, "view_s": self.view_s, "overlap": self.overlap,
@@ -235,6 +256,7 @@ class Calibration:
             overlap=float(data.get("overlap", 1.0)),
             view_s=float(data.get("view_s", 0.0)),
             memory=None if memory is None else MemoryCurve(**memory),
+            op_model=OpModel.from_dict(data["op_model"]) if data.get("op_model") else None,
         )
 
 
@@ -246,13 +268,20 @@ def _shipped(preset: str) -> Calibration | None:
     return Calibration.from_dict(json.loads(path.read_text()))
 
 
+def _with_learned(calibration: Calibration, learned: Sequence[Sequence[Any]]) -> Calibration:
+    """The calibration with the samples learned from the user's runs added as neighbours."""
+    if calibration.op_model is None or not learned:
+        return calibration
+    return replace(calibration, op_model=calibration.op_model.with_samples(Sample.from_list(row) for row in learned))
+
+
 def load_calibration(preset: str) -> Calibration | None:
     """The calibration table of a hardware preset (``local``: the one ``graphprof calibrate`` wrote), or ``None``."""
     if preset == "local":
         from graphprof.hardware_local import read_local
 
         stored = read_local()
-        return None if stored is None else Calibration.from_dict(stored["calibration"])
+        return None if stored is None else _with_learned(Calibration.from_dict(stored["calibration"]), stored.get("learned", ()))
     return _shipped(preset)
 
 
@@ -304,8 +333,33 @@ def timeline(demands: Iterable[tuple[float, float]], overlap: float) -> list[flo
     return shares
 
 
+def _op_model_seconds(ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel) -> list[tuple[float, float, float]]:
+    """(seconds, q_low, q_high) of each call from the kind models; never below the call's roofline bound."""
+    calls = [call_of(op) for op in ops]
+    known = [(i, c) for i, c in enumerate(calls) if c is not None]
+    predicted = model.predict([c for _, c in known])
+    out = [(0.0, 0.0, 0.0)] * len(ops)
+    peak = hardware.peak_flops(dtype)
+    for (i, _), (t, lo, hi) in zip(known, predicted, strict=True):
+        op = ops[i]
+        bound = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth)
+        out[i] = (max(t, bound), lo, hi)
+    return out
+
+
+def predict_interval(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> Interval | None:
+    """The 80% interval of the total of ``ops``, where the calibration has kind models (else ``None``)."""
+    if calibration.op_model is None:
+        return None
+    parts = _op_model_seconds(ops, dtype, hardware, calibration.op_model)
+    return calibration.op_model.interval([t for t, _, _ in parts], [lo for _, lo, _ in parts], [hi for _, _, hi in parts])
+
+
 def predict_ops(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> list[float]:
-    """Predicted seconds of each recorded call of ``ops`` (in execution order), from :func:`timeline`."""
+    """Predicted seconds of each recorded call of ``ops`` (in execution order): the kind models' where the
+    calibration has them (each op in context, host included), else the class rates on :func:`timeline`."""
+    if calibration.op_model is not None:
+        return [t for t, _, _ in _op_model_seconds(ops, dtype, hardware, calibration.op_model)]
     demands = [
         (host_seconds(op, calibration), 0.0 if op.status == "zero_cost" else kernel_seconds(op, dtype, hardware, calibration))
         for op in ops

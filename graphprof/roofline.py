@@ -33,7 +33,16 @@ from dataclasses import replace
 
 from graphprof.bounds import DEFAULT_THRESHOLD, Bound, LayerBound, Roofline, classify_layer, ridge_point, roofline_time
 from graphprof.hardware import Hardware
-from graphprof.predict import Calibration, ClassRates, kernel_seconds, load_calibration, op_class, predict_ops
+from graphprof.opmodel import Interval
+from graphprof.predict import (
+    Calibration,
+    ClassRates,
+    kernel_seconds,
+    load_calibration,
+    op_class,
+    predict_interval,
+    predict_ops,
+)
 from graphprof.result import Profile
 
 __all__ = [
@@ -73,13 +82,7 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
     calibration = load_calibration(hardware.name) if hardware is not None else None
     if calibration is not None and hardware is not None and calibration.bandwidth_gbs != hardware.bandwidth_gbs:
         calibration = None  # figures overridden on the command line: the table is for the preset
-    predicted: list[float | None] = [None] * len(profile.layers)
-    if calibration is not None and hardware is not None:
-        ops = [(i, op) for i, row in enumerate(profile.layers) for op in row.ops]
-        shares = predict_ops([op for _, op in ops], profile.dtype, hardware, calibration)
-        predicted = [0.0] * len(profile.layers)
-        for (i, _), share in zip(ops, shares, strict=True):
-            predicted[i] = (predicted[i] or 0.0) + share
+    predicted, interval = _predicted(profile, hardware, calibration)
     layers = []
     for row, layer_predicted in zip(profile.layers, predicted, strict=True):
         cost = row.cost
@@ -99,7 +102,20 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
         notes=tuple(notes),
         calibration=calibration,
         forward_predicted=_forward_predicted(profile, hardware, calibration),
+        predicted_interval=interval,
     )
+
+
+def _predicted(profile: Profile, hardware: Hardware | None, calibration: Calibration | None) -> tuple[list[float | None], Interval | None]:
+    """Predicted seconds per layer (``None`` each without a calibration) and the model's 80% interval."""
+    if calibration is None or hardware is None:
+        return [None] * len(profile.layers), None
+    ops = [(i, op) for i, row in enumerate(profile.layers) for op in row.ops]
+    shares = predict_ops([op for _, op in ops], profile.dtype, hardware, calibration)
+    predicted: list[float | None] = [0.0] * len(profile.layers)
+    for (i, _), share in zip(ops, shares, strict=True):
+        predicted[i] = (predicted[i] or 0.0) + share
+    return predicted, predict_interval([op for _, op in ops], profile.dtype, hardware, calibration)
 
 
 def _forward_predicted(profile: Profile, hardware: Hardware | None, calibration: Calibration | None) -> tuple[tuple[str, float], ...]:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import torch
 
 from graphprof.calibrate import fit as fit_module
 from graphprof.calibrate.local import LocalPreset, load_local, measure_default_hardware, preset_from_table
@@ -107,7 +108,11 @@ def _preset(tmp_path: Path) -> LocalPreset:
     table = synthetic_table(0.0)
     for r in table["records"]:
         r["label"] = r["op"]
-    return preset_from_table(table, {"type": "cpu", "name": "synthetic CPU", "threads": 1, "measured_at": "now"})
+    from graphprof.host import cpu_model
+
+    # made on this machine, with this thread count and this torch: a file that is current (else refused as stale)
+    info = {"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__, "measured_at": "now"}
+    return preset_from_table(table, info)
 
 
 def test_preset_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,6 +173,8 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
         return synthetic_table(0.0)
 
     monkeypatch.setattr(local, "measure_op_table", fake_table)
+    monkeypatch.setattr(local, "zoo_samples", lambda models, progress=None: [])  # no real model runs here
+    monkeypatch.setattr(local, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
     out = tmp_path / "preset.json"
     result = CliRunner().invoke(app, ["calibrate", "--output", str(out)])
     assert result.exit_code == 0, result.output

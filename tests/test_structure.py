@@ -238,7 +238,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("graphprof.models", "graphprof.capture", "graphprof.lowering", "graphprof.moe"),
     # 3: the run loop, its observers, counting and the pure result records
     ("graphprof.runloop", "graphprof.observers", "graphprof.propagate", "graphprof.count", "graphprof.aggregate",
-     "graphprof.bounds", "graphprof.result", "graphprof.predict", "graphprof.roofline"),
+     "graphprof.bounds", "graphprof.result", "graphprof.predict", "graphprof.opmodel", "graphprof.roofline"),
     # 4: the passes over a session: the dry run, real runs, graphs
     ("graphprof.session", "graphprof.profile", "graphprof.measure", "graphprof.graph"),
     # 5: the façade over one prepared model

@@ -5,6 +5,7 @@ Parses options, calls :func:`graphprof.calibrate.calibrate`, renders its summary
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +27,20 @@ def _summary(preset: Any) -> list[str]:
         f"  floors   {cal.host_per_kernel_s * 1e6:.1f} us per eager op in a module, {cal.launch_s * 1e6:.1f} us bare, "
         f"{cal.view_s * 1e6:.1f} us per view; host/kernel overlap {cal.overlap:.1f}",
         f"  fit      median |error| {acc['median_abs_error']:.0%} on its {acc['records']} records (worst {acc['worst']})",
+        *_op_model_lines(cal.op_model),
         f"wrote {preset.path}; use it with --hardware local (and --measure compares against it)",
+    ]
+
+
+def _op_model_lines(model: Any) -> list[str]:
+    if model is None:
+        return []
+    held = model.accuracy.get("held_out_models", {})
+    errors = ", ".join(f"{name} {math.expm1(e):+.0%}" for name, e in held.items())
+    band = "" if model.model_q is None else f"; 80% band of a whole model {math.expm1(-model.model_q[1]):+.0%} to {math.expm1(-model.model_q[0]):+.0%}"
+    return [
+        f"  models   {len(model.kinds)} op kinds from {model.counts.get('calibration', 0):,} timed ops{band}",
+        f"  held out (predicted vs measured, each model left out of the fit): {errors or '-'}",
     ]
 
 
@@ -38,6 +52,7 @@ def calibrate_command(
     threads: Annotated[
         int | None, typer.Option("--threads", min=1, help="torch threads while measuring (default: torch's own); recorded.")
     ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="A one-minute calibration: fewer zoo models, batch 1 only.")] = False,
 ) -> None:
     """Measure this machine (matrix products, convolutions, bandwidth, per-op floor) and write the `local` preset."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -61,6 +76,6 @@ def calibrate_command(
         def progress(done: int, total: int, what: str) -> None:
             bar.update(task, completed=done, total=total, description=what)
 
-        preset = run_guarded(lambda: calibrate(device, output=output, progress=progress, threads=threads))
+        preset = run_guarded(lambda: calibrate(device, output=output, progress=progress, threads=threads, quick=quick))
     for line in _summary(preset):
         console.print(line, highlight=False)

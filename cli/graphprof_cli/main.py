@@ -106,6 +106,7 @@ def profile(
     iters: opt.IterationsOption = 50,
     warmup: opt.WarmupOption = 5,
     trace: Annotated[Path | None, typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory.")] = None,
+    no_learn: Annotated[bool, flag("--no-learn", help="With --measure against --hardware local: do not add this run's op times to the local calibration.")] = False,
     optimizer: opt.OptimizerOption = Optimizer.SGD,
     graph: Annotated[
         Path | None,
@@ -145,7 +146,7 @@ def profile(
             model=model, input_shape=input_shape, batch_size=batch_size, dtype=dtype, mode=mode, capture=capture,
             proposals=proposals, showshape=showshape, verbose=verbose, depth=depth, top=top, hardware=hardware,
             peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, output=output, fmt=fmt, allow_unsafe_load=allow_unsafe_load,
-            plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace,
+            plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace, learn=not no_learn,
             optimizer=optimizer, graph=graph, fvcore=fvcore, html=html_path, generate=generate, prompt_len=prompt_len,
             new_tokens=new_tokens, kv_dtype=kv_dtype, cache=cache, nodes=nodes, avg_degree=avg_degree, edges=edges, shard=shard, debug=debug,
         )  # fmt: skip

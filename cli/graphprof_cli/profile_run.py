@@ -133,7 +133,19 @@ def run_profile(req: ProfileRequest) -> None:
         from graphprof.render.measured import render_measured
 
         console.print(render_measured(result, roofline))
+        _learn(req, console, result, device_hw)
     _write(req, console, prepared, result, roofline, target)
+
+
+def _learn(req: ProfileRequest, console: Any, result: Any, device_hw: Any) -> None:
+    """After the report (whose prediction did not see this run): the run's op times join the local calibration."""
+    if not req.learn or device_hw is None or device_hw.name != "local":
+        return
+    from graphprof.calibrate.learn import learn_from_run
+
+    learned = run_guarded(lambda: learn_from_run(result), req.debug)
+    if learned:
+        console.print(f"learned {learned} measured op records into the local calibration (--no-learn to skip)", highlight=False)
 
 
 def check_html_path(path: Path) -> None:

@@ -43,6 +43,7 @@ class ProfileRequest:
     iters: int = 50
     warmup: int = 5
     trace: Path | None = None
+    learn: bool = True
     optimizer: Optimizer = Optimizer.SGD
     graph: Path | None = None
     fvcore: bool = False

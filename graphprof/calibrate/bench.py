@@ -19,6 +19,7 @@ layers at batch 1: one eager op inside a module's forward, module call included)
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from graphprof.count import op_name
 from graphprof.formulas import OpStatus, op_cost, op_status
 
-__all__ = ["Benchmark", "benchmarks", "time_call", "cost_of", "measure_floors", "measure_op_table", "Progress"]
+__all__ = ["Benchmark", "benchmarks", "kind_benchmarks", "measure_benchmarks", "time_call", "cost_of", "measure_floors", "measure_op_table", "Progress"]
 
 #: ``progress(done, total, what)``: how a caller hears about a long measurement (the library never prints).
 Progress = Callable[[int, int, str], None]
@@ -47,6 +48,7 @@ class _CostRecorder(TorchDispatchMode):
         self.flops = 0
         self.bytes = 0
         self.main: tuple[int, str, list[list[int]]] = (-1, "", [])
+        self.out_shapes: list[list[int]] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -60,14 +62,16 @@ class _CostRecorder(TorchDispatchMode):
                 if weight > self.main[0]:
                     shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
                     self.main = (weight, op_name(func), shapes)
+                    outs = out if isinstance(out, tuple | list) else (out,)
+                    self.out_shapes = [list(o.shape) for o in outs if isinstance(o, torch.Tensor)]
         return out
 
 
-def cost_of(fn: Callable[[], Any]) -> tuple[str, list[list[int]], int, int]:
-    """(main aten op, its input shapes, FLOPs, bytes) of one call of ``fn``, by graphprof's formulas."""
+def cost_of(fn: Callable[[], Any]) -> tuple[str, list[list[int]], int, int, list[list[int]]]:
+    """(main aten op, its input shapes, FLOPs, bytes, its output shapes) of one call of ``fn``, by graphprof's formulas."""
     with torch.no_grad(), _CostRecorder() as recorder:
         fn()
-    return recorder.main[1], recorder.main[2], recorder.flops, recorder.bytes
+    return recorder.main[1], recorder.main[2], recorder.flops, recorder.bytes, recorder.out_shapes
 
 
 def time_call(fn: Callable[[], Any], sync: Callable[[], None], chunk_s: float = 0.004, chunks: int = 5) -> float:
@@ -228,11 +232,12 @@ def _sync_for(dev: torch.device) -> Callable[[], None]:
 
 def _record(bench: Benchmark, dev: torch.device) -> dict[str, Any]:
     call = bench.make(dev)
-    op, shapes, flops, nbytes = cost_of(call)
+    op, shapes, flops, nbytes, out_shapes = cost_of(call)
     with torch.no_grad():
         seconds = time_call(call, _sync_for(dev))
     dtype = str(bench.dtype).removeprefix("torch.")
-    return {"label": bench.label, "op": op, "shapes": shapes, "dtype": dtype, "flops": flops, "bytes": nbytes, "seconds": seconds}
+    return {"label": bench.label, "op": op, "shapes": shapes, "out_shapes": out_shapes, "dtype": dtype, "flops": flops,
+            "bytes": nbytes, "seconds": seconds}  # fmt: skip
 
 
 def measure_floors(dev: torch.device) -> dict[str, float]:
@@ -275,3 +280,69 @@ def measure_op_table(device: str | torch.device = "cpu", progress: Progress | No
     if progress is not None:
         progress(total, total, "done")
     return {"floors": floors, "records": records, "skipped": skipped}
+
+
+def _norm_bench(shape: tuple[int, ...], dt: torch.dtype) -> Benchmark:
+    if len(shape) == 4:
+        return _image("batch_norm", shape, dt, _batch_norm)
+    return _image("layer_norm", shape, dt, lambda x: F.layer_norm(x, x.shape[-1:]))
+
+
+def _activation(rng: random.Random, numel: int, dt: torch.dtype) -> Benchmark:
+    name, fn = rng.choice((("gelu", F.gelu), ("silu", F.silu), ("hardswish", F.hardswish), ("sigmoid", torch.sigmoid), ("relu", torch.relu)))
+    return _unary(name, numel, dt, fn)
+
+
+def _kind_grid(kind: str, rng: random.Random, dt: torch.dtype) -> Benchmark:
+    """One random configuration of ``kind``, in the ranges image and transformer models use at batch 1 to 8."""
+    b = rng.choice((1, 2, 4, 8))
+    c = rng.choice((16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768))
+    hw = rng.choice((7, 14, 28, 56, 112))
+    seq, dim = rng.choice((49, 64, 196, 197, 256, 512)), rng.choice((32, 64, 96, 128, 192, 384, 768))
+    image = (b, c, hw, hw)
+    if kind == "conv_dw":
+        return _conv(image, c, rng.choice((3, 5, 7)), c, rng.choice((1, 1, 2)), dt)
+    if kind == "conv_grouped":
+        g = rng.choice((2, 4, 8, 16, 32))
+        return _conv((b, max(g, c // g * g), hw, hw), max(g, c // g * g), 3, g, rng.choice((1, 2)), dt)
+    if kind == "conv_pointwise":
+        return _conv(image, rng.choice((16, 64, 128, 256, 512, 1024)), 1, 1, 1, dt)
+    if kind == "conv_dense":
+        return _conv(image, rng.choice((32, 64, 128, 256)), rng.choice((3, 3, 5, 7)), 1, rng.choice((1, 2)), dt)
+    if kind == "linear":
+        return _linear(b * rng.choice((1, 49, 197)), dim, rng.choice((256, 768, 1000, 3072)), dt)
+    if kind == "bmm":
+        return _bmm(b * rng.choice((3, 6, 12)), seq, rng.choice((seq, 32, 64)), rng.choice((seq, 32, 64)), dt)
+    if kind == "sdpa":
+        return _sdpa(b, rng.choice((3, 6, 12)), seq, rng.choice((32, 64)), dt)
+    numel = b * seq * dim
+    table: dict[str, Callable[[], Benchmark]] = {
+        "norm": lambda: _norm_bench(rng.choice((image, (b, seq, dim))), dt),
+        "softmax": lambda: _unary("softmax", numel, dt, lambda x: x.softmax(-1)),
+        "activation": lambda: _activation(rng, numel, dt),
+        "pooling": lambda: _image("max_pool2d", image, dt, lambda x: F.max_pool2d(x, 3, 2, 1)),
+        "reduction": lambda: _unary("mean", numel, dt, lambda x: x.mean(-1)),
+        "copy": lambda: _unary("clone", numel, dt, lambda x: x.t().contiguous()),
+        "gather": lambda: _unary("index_select", numel, dt, lambda x: x.index_select(0, torch.arange(0, x.shape[0], 2, device=x.device))),
+    }  # fmt: skip
+    return table.get(kind, lambda: _add(numel, dt))()
+
+
+def kind_benchmarks(kinds: list[str], per_kind: int, seed: int = 0) -> list[Benchmark]:
+    """``per_kind`` random float32 configurations of each kind (adaptive sampling's second round)."""
+    rng = random.Random(seed)
+    return [_kind_grid(kind, rng, torch.float32) for kind in kinds for _ in range(per_kind)]
+
+
+def measure_benchmarks(grid: list[Benchmark], device: str | torch.device = "cpu", progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Records of ``grid`` (as :func:`measure_op_table`'s), a benchmark the device cannot run left out."""
+    dev = torch.device(device)
+    records = []
+    for i, bench in enumerate(grid, start=1):
+        if progress is not None:
+            progress(i, len(grid), bench.label)
+        try:
+            records.append(_record(bench, dev))
+        except RuntimeError:
+            continue
+    return records

@@ -20,23 +20,39 @@ import os
 import platform
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from graphprof.calibrate.bench import Progress, measure_op_table
+from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchmarks, measure_op_table
 from graphprof.calibrate.fit import fit_op_table
+from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
+from graphprof.calibrate.samples import samples_from_run, samples_from_table
 from graphprof.calibrate.store import write_preset
 from graphprof.errors import InvalidInputError
 from graphprof.hardware import PRECISIONS, Hardware, match_hardware
 from graphprof.hardware_local import LOCAL, missing_local_message, read_local
-from graphprof.host import load_average
+from graphprof.host import cpu_model, load_average
 from graphprof.measure.run import resolve_device
+from graphprof.opmodel import OpModel, Sample
 from graphprof.predict import Calibration
 
-__all__ = ["LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local", "measure_default_hardware"]
+__all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
+           "measure_default_hardware", "zoo_samples"]  # fmt: skip
+
+#: The zoo models whose measured ops the full calibration samples, ``(name, batch)``: families apart from
+#: the benchmark's (benchmarks/bench_predict.py), never used to judge the fit.
+CALIBRATION_MODELS = (
+    ("squeezenet1_1", 1), ("squeezenet1_1", 8), ("mobilenet_v2", 1), ("mobilenet_v2", 8), ("shufflenet_v2_x1_0", 1),
+    ("shufflenet_v2_x1_0", 8), ("mnasnet0_5", 1), ("regnet_x_400mf", 1), ("regnet_x_400mf", 8), ("efficientnet_b1", 1),
+    ("resnet34", 1), ("resnet34", 4), ("densenet121", 1), ("vit_b_16", 1), ("swin_v2_t", 1), ("maxvit_t", 1),
+)  # fmt: skip
+#: ``--quick``: fewer models, batch 1 only.
+QUICK_MODELS = (("mobilenet_v2", 1), ("shufflenet_v2_x1_0", 1), ("regnet_x_400mf", 1), ("vit_b_16", 1), ("resnet34", 1))
+#: Adaptive sampling: after the first fit, this many new grid configurations of each of the worst kinds.
+ADAPTIVE_KINDS, ADAPTIVE_PER_KIND = 4, 10
 
 
 @dataclass(frozen=True)
@@ -66,17 +82,43 @@ def _device_name(dev: torch.device) -> str:
     return platform.processor() or platform.machine() or "CPU"
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "CPU"
+def zoo_samples(models: tuple[tuple[str, int], ...], progress: Progress | None = None) -> list[Sample]:
+    """Samples of the measured forward ops of each ``(zoo model, batch)`` (a model that fails is skipped)."""
+    from graphprof.prepared import prepare
+
+    samples: list[Sample] = []
+    for i, (name, batch) in enumerate(models, start=1):
+        if progress is not None:
+            progress(i, len(models), f"{name} batch {batch}")
+        try:
+            prepared = prepare(name, batch_size=batch)
+            measured = prepared.measure(device="cpu", iters=3, warmup=1, layer_runs=2, breakdown=False)
+        except Exception:  # noqa: BLE001 - a model missing here (no timm, an old torchvision) only samples less
+            continue
+        samples += samples_from_run(prepared.profile(), measured, source="calibration", group=name)
+    return samples
 
 
-def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any]) -> LocalPreset:
+def _fit_adaptive(table: Mapping[str, Any], samples: list[Sample], models: list[str], progress: Progress | None) -> OpModel:
+    """Fit, then sample more of the kinds whose held-out error is widest, and fit again."""
+    first = fit_op_model(samples, models)
+    extra = measure_benchmarks(kind_benchmarks(worst_kinds(first, ADAPTIVE_KINDS), ADAPTIVE_PER_KIND), "cpu", progress)
+    more = samples_from_table({"floors": table["floors"], "records": extra}, group_prefix="adaptive")
+    return fit_op_model(samples + more, models) if more else first
+
+
+def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None) -> OpModel:
+    """The CPU's per-kind models from the grid and the zoo's measured ops (see the module docstring)."""
+    models = QUICK_MODELS if quick else CALIBRATION_MODELS
+
+    def stage(name: str) -> Progress | None:
+        return None if progress is None else (lambda done, total, what: progress(done, total, f"{name}: {what}"))
+
+    samples = samples_from_table(table) + zoo_samples(models, stage("models"))
+    return _fit_adaptive(table, samples, sorted({name for name, _ in models}), stage("adaptive"))
+
+
+def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None) -> LocalPreset:
     """The ``local`` preset of a measured op table: peaks and bandwidth from its fastest records, then the fit."""
     peaks: dict[str, float] = {}
     best_bytes = 0.0
@@ -100,6 +142,8 @@ def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any]) -> Lo
         table, hardware, preset=LOCAL, kind=str(device.get("type", "cpu")),
         source=f"fitted by graphprof.calibrate from {len(table['records'])} records on {hardware.label}",
     )  # fmt: skip
+    if op_model is not None:
+        calibration = replace(calibration, op_model=op_model, overlap=0.0)
     return LocalPreset(hardware, calibration, device)
 
 
@@ -109,6 +153,7 @@ def calibrate(
     output: Path | None = None,
     progress: Progress | None = None,
     threads: int | None = None,
+    quick: bool = False,
 ) -> LocalPreset:
     """Measure ``device`` (CPU, or CUDA when present), fit, and write the ``local`` preset to ``output``
     (default ``$XDG_CACHE_HOME/graphprof/local.json``). ``threads`` sets torch's thread count while
@@ -122,17 +167,18 @@ def calibrate(
     try:
         if threads is not None:
             torch.set_num_threads(threads)
-        table = measure_op_table(dev, progress=progress)
+        table = measure_op_table(dev, progress=None if progress is None else (lambda d, t, w: progress(d, t, f"op grid: {w}")))
+        op_model = _op_model(table, quick, progress) if dev.type == "cpu" else None
         used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(before_threads)
     info = {
-        "type": dev.type, "name": _device_name(dev) if dev.type == "cuda" else _cpu_name(), "threads": used_threads,
+        "type": dev.type, "name": _device_name(dev) if dev.type == "cuda" else cpu_model(), "threads": used_threads,
         "cpu_count": os.cpu_count(), "torch": torch.__version__, "loadavg_before": load_before, "loadavg_after": loadavg(),
         "seconds": round(time.perf_counter() - start, 1),
         "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }  # fmt: skip
-    preset = preset_from_table(table, info)
+    preset = preset_from_table(table, info, op_model)
     path = write_preset(preset.to_dict(table), output)
     return LocalPreset(preset.hardware, preset.calibration, preset.device, path)
 

@@ -408,10 +408,25 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         rows.append(("Hardware", f"{roofline.hardware.label} ({roofline.precision})"))
         rows.append(("Roofline time (lower bound)", format_seconds(roofline.seconds)))
         if roofline.predicted_seconds is not None:
-            rows.append(("Predicted time", format_seconds(roofline.predicted_seconds)))
+            rows.append(("Predicted time", _predicted_text(roofline)))
     for key, value in rows:
         table.add_row(key, value)
     return table
+
+
+def _predicted_text(roofline: Roofline) -> str:
+    """``"22.1 ms (80%: 19.8–24.9 ms)"``, and where the calibration's records came from."""
+    text = format_seconds(roofline.predicted_seconds)
+    interval = roofline.predicted_interval
+    if interval is not None:
+        low, high = format_seconds(interval.low), format_seconds(interval.high)
+        if low.split(" ")[-1] == high.split(" ")[-1]:
+            low = low.split(" ")[0]  # "19.8–24.9 ms"
+        text += f" (80%: {low}–{high})"
+    records = roofline.calibration.summary().get("records") if roofline.calibration is not None else None
+    if records:
+        text += f"; {records['calibration']:,} calibration records, {records['own_runs']:,} from your runs"
+    return text
 
 
 def _attempt_row(method: str, outcome: str) -> tuple[str, str]:

@@ -1,0 +1,39 @@
+"""Learn from every real run: a ``--measure`` run's per-op times join the local calibration.
+
+:func:`learn_from_run` turns the measured forward's ops into samples (:func:`graphprof.calibrate.samples.
+samples_from_run`, marked ``source="run"``) and appends them to the ``learned`` list of the ``local``
+preset's file; :func:`graphprof.predict.load_calibration` adds them as neighbours of their kinds'
+models, so the next prediction (of any model with those configurations) uses them, and the report
+counts them apart from the calibration's own. Only a file made on this machine (same CPU, thread count
+and torch) learns: :func:`graphprof.hardware_local.check_current`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from graphprof.atomic import write_atomic
+from graphprof.calibrate.samples import samples_from_run
+from graphprof.hardware_local import MAX_LEARNED, check_current, local_path, read_local
+
+__all__ = ["learn_from_run"]
+
+
+def learn_from_run(profile: Any, path: Path | None = None) -> int:
+    """Append the samples of ``profile``'s measured forward (eval mode, on the CPU) to the local preset;
+    how many (0 without a current CPU calibration with kind models, or without a usable measurement)."""
+    data = read_local(path)
+    measurement = getattr(profile, "measurement", None)
+    if data is None or measurement is None or profile.mode != "eval" or not data["calibration"].get("op_model"):
+        return 0
+    if str(getattr(measurement, "device", "cpu")).split(":")[0] != "cpu":
+        return 0
+    check_current(data, path)
+    samples = samples_from_run(profile, measurement, source="run", group=str(getattr(profile, "model_name", "") or "run"))
+    if not samples:
+        return 0
+    learned = [*data.get("learned", []), *(s.to_list() for s in samples)][-MAX_LEARNED:]
+    write_atomic(path or local_path(), json.dumps({**data, "learned": learned}, indent=1) + "\n")
+    return len(samples)
