@@ -5,6 +5,7 @@ Each form is checked against the plain eager model's count (the same MACs) or a 
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torchvision
 from torch import nn
@@ -49,6 +50,7 @@ def test_shared_module_gives_each_parent_its_own_call_whatever_the_capture() -> 
         assert macs["a"] == macs["b"] == 32 and macs[""] == 64, (p.capture_method, macs)
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_torchscript_modules_are_counted_as_they_run() -> None:
     m = torchvision.models.resnet18().eval()
     plain = graphprof.profile_model(m, input_shape=(1, 3, 64, 64)).total_macs

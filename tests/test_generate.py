@@ -81,6 +81,7 @@ def test_small_kv_traffic(small):
     assert small.kv_cache_bytes == per_token * (32 + 6 - 1)
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_affine_sum_equals_every_step_profiled():
     spec = _spec(32, 6, 1, None, None, "static", "h100")
     pm = prepare_generation("hf:llama", spec)
@@ -125,6 +126,7 @@ def test_refuses_a_model_that_is_not_a_decoder():
         profile_generation("hf:llama", prompt_len=4, cache="paged")
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_llama3_8b_prefill_compute_bound_decode_memory_bound_on_h100():
     g = profile_generation("hf:llama-3-8b", prompt_len=1024, new_tokens=2, hardware="h100")
     assert g.kv_bytes_per_token == 131_072

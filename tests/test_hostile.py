@@ -552,6 +552,7 @@ def test_two_hundred_deep_nesting_profiles(user):
     assert sys.getrecursionlimit() == limit  # the deeper limit was only for the run
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_thousand_deep_nesting_is_a_clear_error(user):
     name, _ = user
     start = time.perf_counter()

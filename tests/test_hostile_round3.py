@@ -147,6 +147,7 @@ def test_dataset_payload_is_refused(tmp_path) -> None:
     assert marker.exists()
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_dataset_payload_is_refused_by_the_seed_script(tmp_path) -> None:
     pytest.importorskip("torch_geometric")
     marker = tmp_path / "MARKER"

@@ -130,6 +130,7 @@ def test_missing_output_folder_is_refused_before_the_work(argv: list[str], facto
     assert "does not exist" in result.stderr and not built.exists()
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_seed_script_refuses_a_missing_folder_before_the_work(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "cli" / "profile_model.py"), "--model", "gcn", "--dataset", "no-such-dataset", "--output", str(tmp_path / "nope" / "r.json")],
@@ -176,6 +177,7 @@ def _shell(command: str, cwd: Path) -> None:
     subprocess.run(command, shell=True, check=True, env=ENV, cwd=cwd, capture_output=True, timeout=300)
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_dev_stdout_appends_for_graph_estimate(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
     log.write_text("earlier line\n")
@@ -184,6 +186,7 @@ def test_dev_stdout_appends_for_graph_estimate(tmp_path: Path) -> None:
     assert text.startswith("earlier line\n") and '"timestamp"' in text
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_graph_through_a_link_to_stdout_appends(tmp_path: Path) -> None:
     (tmp_path / "g.json").symlink_to("/proc/self/fd/1")
     (tmp_path / "factory.py").write_text(FACTORY.format(elsewhere=str(tmp_path), marker=str(tmp_path / "built")))

@@ -131,6 +131,7 @@ def test_sparse_mm_above_dispatch() -> None:
 _PRODUCTS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_dot_product_flash_attention_for_cpu")
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_pyg_gps_has_no_unsupported_op_and_its_products_match_flop_counter() -> None:
     """``graphprof --model pyg:gps --nodes 1000 --avg-degree 5``: nothing unsupported, and every matrix
     product's forward MACs x 2 equals torch's FlopCounterMode on the same model and graph.

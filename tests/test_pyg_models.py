@@ -165,6 +165,7 @@ def test_flops_estimator_reads_a_pyg_model() -> None:
     assert estimator.estimate(100, 500).total == seed_estimate.estimate_model_flops(100, 500, 32, 3, 4, 64).total
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_comparison_of_the_readme_graph_transformer() -> None:
     """The README's side-by-side: the seed's example arguments and the matching pyg:graph_transformer."""
     from graphprof.gnn.compare import compare_graph_model

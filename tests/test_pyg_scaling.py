@@ -12,6 +12,7 @@ pytest.importorskip("torch_geometric")
 NODES = [100, 200, 400, 800, 1600]
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_gps_node_sweep_attention_quadratic_message_passing_linear() -> None:
     result = run_graph_scaling("pyg:gps?num_layers=1&hidden_dim=32&num_heads=2", "num_nodes", NODES, avg_degree=5)
     assert result.parameter_values == NODES and result.runtime_stats == []
@@ -36,6 +37,7 @@ def test_gin_node_sweep_is_linear() -> None:
     assert "attention" not in result.components
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_layer_sweep_is_linear_in_depth() -> None:
     result = run_graph_scaling("pyg:gcn", "num_layers", [1, 2, 4], num_nodes=100)
     flops = [p.costs.flops("mpnn") for p in result.points]

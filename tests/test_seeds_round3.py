@@ -101,6 +101,7 @@ def test_seed_script_flags_a_noisy_run() -> None:
     assert "noisy" not in lines[2]
 
 
+@pytest.mark.slow  # over 4 s: the full suite runs it, the fast tier does not
 def test_pyg_import_is_silent_and_leaves_the_users_filters_alone() -> None:
     """PyG's ``torch.jit.script`` deprecation is silenced where graphprof imports PyG, and only there."""
     pytest.importorskip("torch_geometric")

@@ -35,7 +35,7 @@ def test_the_spec_is_parsed_once_and_a_bad_one_is_one_line() -> None:
             parse_shard(bad)
 
 
-@pytest.mark.parametrize("world", [2, 8, 1024])
+@pytest.mark.parametrize("world", [2, 8, pytest.param(1024, marks=pytest.mark.slow)])
 def test_per_rank_figures_match_the_analytic_ones_by_hand(world: int) -> None:
     model = Blocks()
     before = {k: v.clone() for k, v in model.state_dict().items()}
