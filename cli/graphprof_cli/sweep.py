@@ -42,6 +42,17 @@ def _axis(batch: str | None, resolution: str | None, seq_len: str | None, layers
     return axis, values, key.strip()
 
 
+def _graph_sweep_takes(given: dict[str, Any]) -> None:
+    """Refuse an option a graph sweep (``--nodes``, a ``pyg:`` model) would ignore, rather than ignore it."""
+    from graphprof.errors import InvalidInputError
+
+    ignored = [option for option, value in given.items() if value is not None]
+    if ignored:
+        raise InvalidInputError(
+            f"a graph sweep (--nodes or --layers of a pyg: model, eval mode, JSON) does not take {', '.join(ignored)}"
+        )
+
+
 def sweep_command(
     model: Annotated[str, typer.Option("--model", "-m", help="The model: resnet50, hf:llama, yolov8n, pkg.mod:factory.")],
     batch: Annotated[str | None, typer.Option("--batch", help="Batch sizes: 1,2,4 or 1:256:x2.")] = None,
@@ -74,6 +85,10 @@ def sweep_command(
 ) -> None:
     """Profile one model along one axis, with growth fits: graphprof sweep --model resnet50 --batch 1:128:x2."""
     if nodes is not None or is_graph_model(model):  # graph models: per-component counts and fits
+        given = {"--batch": batch, "--resolution": resolution, "--seq-len": seq_len, "--set": set_, "--input-shape": input_shape,
+                 "--batch-size": batch_size, "--dtype": dtype, "--mode": None if mode == Mode.EVAL else mode, "--plot": plot,
+                 "--html": html_path, "--format": fmt, "--device": device}  # fmt: skip
+        run_guarded(lambda: _graph_sweep_takes(given), debug)
         run_graph_sweep(model, nodes=nodes, layers=layers, avg_degree=avg_degree, edges=edges, measure=measure, output=output, debug=debug, redact=redact)
         return
 
