@@ -166,6 +166,10 @@ class FLOPsEstimator:
         self.hyperparameters = {**_read_hyperparameters(model), **hyperparameters}
 
     def estimate(self, num_nodes: int, num_edges: int, **overrides: Any) -> FLOPsEstimate:
+        from graphprof.limits import require_count
+
+        num_nodes = require_count(num_nodes, "num_nodes", high=2**53)  # a negative size would be negative FLOPs
+        num_edges = require_count(num_edges, "num_edges", low=0, high=2**53)
         options = {**self.hyperparameters, **overrides}
         return estimate_model_flops(num_nodes, num_edges, **options)
 
