@@ -27,6 +27,7 @@ from graphprof.gnn.scaling import GraphScalingResult, ModelSource, run_graph_sca
 from graphprof.limits import require_count
 from graphprof.measure.memory import get_memory_breakdown, memory_stats, peak_during
 from graphprof.measure.result import MemoryStats
+from graphprof.measure.run import resolve_device
 from graphprof.measure.timing import (
     RuntimeStats,
     benchmark_function,
@@ -109,13 +110,11 @@ _MOST = 2**53
 
 
 def _torch_device(device: object) -> torch.device:
-    """``device`` as a :class:`torch.device`; a name torch does not know is :class:`InvalidInputError`."""
-    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
+    """``device`` as a :class:`torch.device`; a name torch does not know, or CUDA without a GPU, is
+    :class:`InvalidInputError` (:func:`graphprof.measure.run.resolve_device`)."""
+    if not isinstance(device, (str, torch.device)):
         raise InvalidInputError(f"device must be a name such as 'cpu' or 'cuda', or a torch.device, not {type(device).__name__}")
-    try:
-        return torch.device(device)
-    except (RuntimeError, ValueError) as exc:
-        raise InvalidInputError(f"unknown device {device!r}: cpu, cuda or cuda:N") from exc
+    return resolve_device(device)
 
 
 def _device(model: nn.Module, device: torch.device | str | None) -> torch.device:
@@ -363,6 +362,8 @@ def profile_report(
 ) -> dict[str, Any]:
     """The seed's JSON report (timestamp, hardware, model_info, runtime, memory, flops with breakdown);
     ``flops`` also carries graphprof's count of the same model per component beside the estimate."""
+    if device is not None:
+        device = _torch_device(device)  # an unknown device, or CUDA without a GPU, before any work
     params = list(model.parameters())
     report: dict[str, Any] = {
         "timestamp": datetime.now().isoformat(timespec="seconds"),
