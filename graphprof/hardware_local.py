@@ -47,11 +47,15 @@ def read_local(path: Path | None = None) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), parse_constant=_no_constant)
     except (OSError, ValueError) as exc:
         raise InvalidInputError(f"the local calibration {path} is unreadable ({exc}); run `graphprof calibrate` again") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT or not {"hardware", "calibration"} <= set(data):
         raise InvalidInputError(f"the local calibration {path} is of another version; run `graphprof calibrate` again")
+    problem = _fields(data["hardware"], "hardware", _HARDWARE) or _fields(data["calibration"], "calibration", _CALIBRATION)
+    problem = problem or _rates(data["calibration"]["rates"])
+    if problem:
+        raise InvalidInputError(f"the local calibration {path} is damaged: {problem}; run `graphprof calibrate` again")
     return data
 
 
@@ -76,6 +80,50 @@ def check_current(data: dict[str, Any], path: Path | None = None) -> None:
     stale = _stale(device)
     if stale:
         raise InvalidInputError(f"the local calibration {path or local_path()} is stale ({'; '.join(stale)}); run `graphprof calibrate` again")
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+_NUMBER = (int, float)
+#: field -> (the types it may hold, whether it must be there): a Hardware's and a Calibration's dicts.
+_HARDWARE: dict[str, tuple[tuple[type, ...], bool]] = {
+    "name": ((str,), True), "label": ((str,), True), "kind": ((str,), True), "peak_tflops": ((dict,), True),
+    "bandwidth_gbs": (_NUMBER, True), "source": ((str,), True), "memory_gb": ((*_NUMBER, type(None)), False),
+    "memory_assumed": ((bool,), False), "device_names": ((list,), False),
+}  # fmt: skip
+_CALIBRATION: dict[str, tuple[tuple[type, ...], bool]] = {
+    "preset": ((str,), True), "kind": ((str,), False), "bandwidth_gbs": (_NUMBER, True), "launch_s": (_NUMBER, True),
+    "host_per_kernel_s": (_NUMBER, True), "rates": ((dict,), True), "accuracy": ((dict,), False),
+    "source": ((str,), False), "overlap": (_NUMBER, False), "view_s": (_NUMBER, False),
+    "memory": ((dict, type(None)), False), "op_model": ((dict,), False),
+}  # fmt: skip
+_RATE_FIELDS = {"compute_fraction", "memory_fraction", "latency_s", "half_depth"}
+
+
+def _fields(part: object, name: str, spec: dict[str, tuple[tuple[type, ...], bool]]) -> str | None:
+    """What is wrong with ``part`` against ``spec`` (a missing, unknown or mistyped field), else ``None``."""
+    if not isinstance(part, dict):
+        return f"{name} is {type(part).__name__}, not an object"
+    unknown = sorted(set(part) - set(spec))
+    missing = sorted(k for k, (_, needed) in spec.items() if needed and k not in part)
+    if unknown or missing:
+        return f"{name} has {'unknown field ' + repr(unknown[0]) if unknown else 'no ' + repr(missing[0])}"
+    for key, value in part.items():
+        types = spec[key][0]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            return f"{name}.{key} is {value!r:.40}, not {' or '.join(t.__name__ for t in types)}"
+    return None
+
+
+def _rates(rates: dict[str, Any]) -> str | None:
+    for dtype, table in rates.items():
+        for klass, values in table.items() if isinstance(table, dict) else [("?", table)]:
+            ok = isinstance(values, dict) and set(values) <= _RATE_FIELDS and set(values) >= _RATE_FIELDS - {"half_depth"}
+            if not ok or any(isinstance(v, bool) or not isinstance(v, _NUMBER) for v in values.values()):
+                return f"calibration.rates.{dtype}.{klass} is not {{{', '.join(sorted(_RATE_FIELDS))}: numbers}}"
+    return None
 
 
 def require_local(path: Path | None = None) -> dict[str, Any]:

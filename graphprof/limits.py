@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 
 from graphprof.errors import InvalidInputError
 
-__all__ = ["available_memory", "human_bytes", "require_count", "require_fits"]
+__all__ = ["available_memory", "human_bytes", "require_count", "require_file", "require_fits"]
 
 
 def human_bytes(n: float) -> str:
@@ -61,3 +62,18 @@ def require_count(value: float, what: str, *, low: int = 1, high: int) -> int:
     if not low <= int(value) <= high:
         raise InvalidInputError(f"{what} must be from {low} to {high}, not {int(value)}")
     return int(value)
+
+
+def require_file(path: str | os.PathLike[str], what: str, *, cap: int, growth: float = 1.0) -> int:
+    """The size of ``path``, a regular file of at most ``cap`` bytes whose parse (``growth`` times its size)
+    fits in memory; else one clear error, before a byte is read (``/dev/zero``, a FIFO, a 2 GiB file).
+
+    A missing file is the caller's :class:`FileNotFoundError`, as ``open`` would raise it.
+    """
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidInputError(f"{os.fspath(path)}: not a regular file, so not read as {what}")
+    if info.st_size > cap:
+        raise InvalidInputError(f"{os.fspath(path)} is {human_bytes(info.st_size)}, above the {human_bytes(cap)} graphprof reads as {what}")
+    require_fits(info.st_size * growth, f"reading {os.fspath(path)} ({human_bytes(info.st_size)}) as {what}")
+    return info.st_size

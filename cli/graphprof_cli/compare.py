@@ -30,6 +30,7 @@ def run_compare(
     debug: bool = False,
     profile_options: Mapping[str, Any] | None = None,
     html: Path | None = None,
+    redact: bool = False,
 ) -> int:
     """Profile ``models``, print them side by side, write ``output`` if given; return the exit code.
 
@@ -47,7 +48,7 @@ def run_compare(
     device = resolve_hardware(hardware, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs)
     parse_shape((profile_options or {}).get("input_shape"))
     distinct({"--output": output, "--html": html})
-    target = plan("compare", output, fmt)
+    target = plan("compare", output, fmt, redact)
     html = absolute(html)  # before a model's factory can os.chdir
     if html is not None:
         from graphprof_cli.profile_run import check_html_path
@@ -75,22 +76,22 @@ def run_compare(
         if row.error is not None:
             prefix = "" if row.error.startswith(row.model) else f"{row.model}: "
             print(f"graphprof: error: {prefix}{row.error}", file=sys.stderr)
-    _write(rows, device, console, target, html)
+    _write(rows, device, console, target, html, redact)
     failures = [entry for entry in entries if isinstance(entry, ModelFailure)]
     return failures[0].exit_code if failures else 0
 
 
-def _write(rows: Any, device: Any, console: Console, target: Any, html: Path | None) -> None:
+def _write(rows: Any, device: Any, console: Console, target: Any, html: Path | None, redact: bool = False) -> None:
     """The comparison's file (``-``: standard output) and its HTML page, when asked for."""
     from graphprof.render import write_atomic
     from graphprof.render.sink import ComparisonResult
-    from graphprof_cli.output import emit
+    from graphprof_cli.output import emit, page
 
     emit(ComparisonResult(tuple(rows), device), target, console)
     if html is not None:
         from graphprof.render.html import render_compare_html
 
-        write_atomic(html, render_compare_html(rows))
+        write_atomic(html, page(render_compare_html(rows), redact))
         console.print(f"wrote {html}")
 
 

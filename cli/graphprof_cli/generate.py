@@ -61,7 +61,7 @@ def run_generate(req: ProfileRequest) -> None:
 
     def checked() -> tuple[Any, Any]:  # before any model is built: the hardware and the output's folder
         hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
-        return hardware, plan("generate", req.output)
+        return hardware, plan("generate", req.output, redact=req.redact)
 
     hardware, target = run_guarded(checked, req.debug)
     console = make_console(req.width)

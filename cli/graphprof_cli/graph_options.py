@@ -58,7 +58,7 @@ def graph_spec(model: str | None, nodes: str | None, avg_degree: float | None, e
 
 def run_graph_sweep(
     model: str, *, nodes: str | None, layers: str | None, avg_degree: float | None, edges: int | None,
-    measure: bool, output: Path | None, debug: bool,
+    measure: bool, output: Path | None, debug: bool, redact: bool = False,
 ) -> None:  # fmt: skip
     """``graphprof sweep`` on a graph model: ``--nodes`` or ``--layers``; a table per component and the fits."""
     from graphprof.errors import InvalidInputError
@@ -67,7 +67,7 @@ def run_graph_sweep(
     from graphprof.scaling import parse_values
     from graphprof_cli.output import emit, plan
 
-    target = run_guarded(lambda: plan("graph-scaling", output), debug)  # a bad path fails before the sweep
+    target = run_guarded(lambda: plan("graph-scaling", output, redact=redact), debug)  # a bad path fails before the sweep
 
     def run() -> Any:
         if (nodes is None) == (layers is None):
@@ -96,6 +96,7 @@ def graph_estimate_command(
     sparse_ratio: Annotated[float, typer.Option("--sparse-ratio", help="The seed's share of node pairs its attention scores.")] = 1.0,
     output: opt.OutputOption = None,
     width: opt.WidthOption = None,
+    redact: opt.RedactOption = False,
     debug: opt.DebugOption = False,
 ) -> None:
     """The seed's FLOPs estimate beside graphprof's count, per component: graphprof graph-estimate --model pyg:gps."""
@@ -104,7 +105,7 @@ def graph_estimate_command(
     from graphprof_cli.output import emit, plan
 
     spec = run_guarded(lambda: graph_spec(model, nodes, avg_degree, edges), debug) or model
-    target = run_guarded(lambda: plan("graph-estimate", output), debug)  # JSON only; a bad path fails before the work
+    target = run_guarded(lambda: plan("graph-estimate", output, redact=redact), debug)  # JSON only; a bad path fails before the work
     comparison = run_guarded(lambda: compare_graph_model(spec, sparse_ratio=sparse_ratio), debug)
     console = make_console(width, stderr=target is not None and target.to_stdout)
     console.print(render_comparison(comparison))

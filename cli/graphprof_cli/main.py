@@ -125,6 +125,7 @@ def profile(
     avg_degree: AvgDegreeOption = None,
     edges: EdgesOption = None,
     shard: ShardOption = None,
+    redact: opt.RedactOption = False,
     debug: opt.DebugOption = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
@@ -148,7 +149,8 @@ def profile(
             peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, output=output, fmt=fmt, allow_unsafe_load=allow_unsafe_load,
             plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace, learn=not no_learn,
             optimizer=optimizer, graph=graph, fvcore=fvcore, html=html_path, generate=generate, prompt_len=prompt_len,
-            new_tokens=new_tokens, kv_dtype=kv_dtype, cache=cache, nodes=nodes, avg_degree=avg_degree, edges=edges, shard=shard, debug=debug,
+            new_tokens=new_tokens, kv_dtype=kv_dtype, cache=cache, nodes=nodes, avg_degree=avg_degree, edges=edges, shard=shard, redact=redact,
+            debug=debug,
         )  # fmt: skip
     )
 
@@ -203,6 +205,7 @@ def compare_command(
     width: opt.WidthOption = None,
     allow_unsafe_load: opt.AllowUnsafeOption = False,
     html_path: opt.HtmlOption = None,
+    redact: opt.RedactOption = False,
     debug: opt.DebugOption = False,
 ) -> None:
     """Compare models side by side: graphprof compare resnet50 efficientnet_b0 [--hardware l4]."""
@@ -219,6 +222,7 @@ def compare_command(
             fmt=fmt.value if fmt else None,
             debug=debug,
             html=html_path,
+            redact=redact,
             profile_options={
                 "input_shape": input_shape,
                 "batch_size": batch_size,

@@ -86,3 +86,10 @@ OptimizerOption = Annotated[Optimizer, typer.Option("--optimizer", help="With --
 HtmlOption = Annotated[
     Path | None, typer.Option("--html", help="Also write one self-contained HTML page (opens offline; needs plotly).")
 ]
+RedactOption = Annotated[
+    bool,
+    flag(
+        "--redact",
+        help="Leave the host out of the JSON and HTML written: host name, home, working folder, install paths, CPU and platform.",
+    ),
+]

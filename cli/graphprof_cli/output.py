@@ -14,17 +14,17 @@ from typing import Any
 
 from graphprof_cli.common import run_guarded
 
-__all__ = ["absolute", "distinct", "emit", "plan"]
+__all__ = ["absolute", "distinct", "emit", "page", "plan"]
 
 
-def plan(kind: str, output: Path | str | None, fmt: Any = None) -> Any:
+def plan(kind: str, output: Path | str | None, fmt: Any = None, redact: bool = False) -> Any:
     """The :class:`graphprof.render.sink.OutputTarget` of ``--output`` for a result of ``kind`` (``None``
     without one); a bad format or path is an :class:`~graphprof.errors.OutputError` now, not after the work."""
     if output is None:
         return None
     from graphprof.render.sink import plan_output
 
-    return plan_output(output, kind, getattr(fmt, "value", fmt))
+    return plan_output(output, kind, getattr(fmt, "value", fmt), redact)
 
 
 def absolute(path: Path | None) -> Path | None:
@@ -49,9 +49,18 @@ def emit(result: Any, target: Any, console: Any, debug: bool = False) -> None:
     from graphprof.render.sink import render_result, write_result
 
     if target.to_stdout:  # the shell's own stdout: appended to a `>> log`, never replaced
-        text = run_guarded(lambda: render_result(result, target.fmt), debug)
+        text = run_guarded(lambda: render_result(result, target.fmt, target.redact), debug)
         sys.stdout.write(text)
         sys.stdout.flush()
         return
     run_guarded(lambda: write_result(result, target), debug)
     console.print(f"wrote {target.shown}", highlight=False, markup=False)
+
+
+def page(text: str, redact: bool) -> str:
+    """An HTML page's text, with the host left out under ``--redact`` (:mod:`graphprof.render.redact`)."""
+    if not redact:
+        return text
+    from graphprof.render.redact import redact_text
+
+    return redact_text(text, html=True)

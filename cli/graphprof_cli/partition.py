@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from graphprof_cli.common import flag
+from graphprof_cli.options import RedactOption
 
 
 class Objective(str, Enum):
@@ -38,6 +39,7 @@ def partition_command(
     iters: Annotated[int, typer.Option("--iters", help="Timed steps of --run.")] = 5,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the plan (and runs) as JSON.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Draw the stages along the model: partition.png (.svg, .pdf).")] = None,
+    redact: RedactOption = False,
     debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Split a model across devices (exact dynamic program over its costed module graph); --run proves it."""
@@ -58,7 +60,7 @@ def partition_command(
             if plot.suffix.lstrip(".").lower() not in PLOT_FORMATS:
                 raise OutputError(f"cannot draw {str(plot)!r}: the picture's file must end in {', '.join('.' + f for f in PLOT_FORMATS)}")
             check_path(plot)
-        return plan("partition", output), absolute(plot)
+        return plan("partition", output, redact=redact), absolute(plot)
 
     target, drawn = run_guarded(checked, debug)
     console = make_console(stderr=target is not None and target.to_stdout)

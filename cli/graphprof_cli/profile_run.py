@@ -43,7 +43,7 @@ def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
 
     device_hw = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
     parse_shape(req.input_shape)
-    target = plan("profile", req.output, req.fmt)
+    target = plan("profile", req.output, req.fmt, req.redact)
     if req.plot:
         require_matplotlib()
     if req.graph is not None:
@@ -167,10 +167,11 @@ def _graphs(req: ProfileRequest, prepared: Any, result: Any, roofline: Any) -> t
 def _write_html(req: ProfileRequest, console: Any, graph: Any, result: Any, roofline: Any) -> None:
     from graphprof.render.files import write_atomic
     from graphprof.render.html import render_profile_html
+    from graphprof_cli.output import page
 
     path = req.html
     assert path is not None
-    run_guarded(lambda: write_atomic(path, render_profile_html(result, roofline, graph=graph)), req.debug)
+    run_guarded(lambda: write_atomic(path, page(render_profile_html(result, roofline, graph=graph), req.redact)), req.debug)
     console.print(f"wrote {path}")
 
 

@@ -48,6 +48,8 @@ class ProfileRequest:
     graph: Path | None = None
     fvcore: bool = False
     html: Path | None = None
+    #: --redact: the host left out of the JSON and HTML written
+    redact: bool = False
     generate: bool = False
     prompt_len: int = 1024
     new_tokens: int = 256

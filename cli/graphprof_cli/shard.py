@@ -36,7 +36,7 @@ def run_shard(req: ProfileRequest) -> None:
 
             raise InvalidInputError("--shard profiles a training step: add --mode train")
         hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
-        return spec, hardware, plan("shard", req.output)
+        return spec, hardware, plan("shard", req.output, redact=req.redact)
 
     spec, hardware, target = run_guarded(checked, req.debug)
     console = make_console(req.width, stderr=target is not None and target.to_stdout)

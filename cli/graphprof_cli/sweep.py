@@ -42,6 +42,17 @@ def _axis(batch: str | None, resolution: str | None, seq_len: str | None, layers
     return axis, values, key.strip()
 
 
+def _graph_sweep_takes(given: dict[str, Any]) -> None:
+    """Refuse an option a graph sweep (``--nodes``, a ``pyg:`` model) would ignore, rather than ignore it."""
+    from graphprof.errors import InvalidInputError
+
+    ignored = [option for option, value in given.items() if value is not None]
+    if ignored:
+        raise InvalidInputError(
+            f"a graph sweep (--nodes or --layers of a pyg: model, eval mode, JSON) does not take {', '.join(ignored)}"
+        )
+
+
 def sweep_command(
     model: Annotated[str, typer.Option("--model", "-m", help="The model: resnet50, hf:llama, yolov8n, pkg.mod:factory.")],
     batch: Annotated[str | None, typer.Option("--batch", help="Batch sizes: 1,2,4 or 1:256:x2.")] = None,
@@ -69,11 +80,16 @@ def sweep_command(
     avg_degree: AvgDegreeOption = None,
     edges: EdgesOption = None,
     html_path: opt.HtmlOption = None,
+    redact: opt.RedactOption = False,
     debug: opt.DebugOption = False,
 ) -> None:
     """Profile one model along one axis, with growth fits: graphprof sweep --model resnet50 --batch 1:128:x2."""
     if nodes is not None or is_graph_model(model):  # graph models: per-component counts and fits
-        run_graph_sweep(model, nodes=nodes, layers=layers, avg_degree=avg_degree, edges=edges, measure=measure, output=output, debug=debug)
+        given = {"--batch": batch, "--resolution": resolution, "--seq-len": seq_len, "--set": set_, "--input-shape": input_shape,
+                 "--batch-size": batch_size, "--dtype": dtype, "--mode": None if mode == Mode.EVAL else mode, "--plot": plot,
+                 "--html": html_path, "--format": fmt, "--device": device}  # fmt: skip
+        run_guarded(lambda: _graph_sweep_takes(given), debug)
+        run_graph_sweep(model, nodes=nodes, layers=layers, avg_degree=avg_degree, edges=edges, measure=measure, output=output, debug=debug, redact=redact)
         return
 
     from graphprof.atomic import check_path
@@ -86,7 +102,7 @@ def sweep_command(
         values = parse_values(text, f"--{axis}")
         check_sweep(model, axis, values, key)  # an axis the model lacks fails here, before the progress bar
         distinct({"--output": output, "--plot": plot, "--html": html_path})
-        target = plan("sweep", output, fmt)  # a bad path fails now, not after the sweep
+        target = plan("sweep", output, fmt, redact)  # a bad path fails now, not after the sweep
         if plot is not None:
             require_matplotlib()
             check_path(plot)  # the folder must exist and be writable
@@ -101,7 +117,7 @@ def sweep_command(
         "key": key, "measure": measure, "device": device, "hardware": hardware, "input_shape": input_shape,
         "batch_size": batch_size, "dtype": dtype, "mode": mode.value,
     }  # fmt: skip
-    show = functools.partial(_show, target=target, plot=absolute(plot), html=absolute(html_path), debug=debug)
+    show = functools.partial(_show, target=target, plot=absolute(plot), html=absolute(html_path), debug=debug, redact=redact)
     show(run_guarded(lambda: _run_sweep(model, axis, values, options, show), debug))
 
 
@@ -132,10 +148,10 @@ def _run_sweep(model: str, axis: str, values: list[float], options: dict[str, An
         raise
 
 
-def _show(result: Any, *, target: Any, plot: Path | None, html: Path | None, debug: bool) -> None:
+def _show(result: Any, *, target: Any, plot: Path | None, html: Path | None, debug: bool, redact: bool = False) -> None:
     """The sweep's table, then its file (``-``: standard output, the table on standard error) and chart."""
     from graphprof.render.sweep import render_sweep, write_sweep_plot
-    from graphprof_cli.output import emit
+    from graphprof_cli.output import emit, page
 
     console = make_console(stderr=target is not None and target.to_stdout)
     console.print(render_sweep(result))
@@ -147,5 +163,5 @@ def _show(result: Any, *, target: Any, plot: Path | None, html: Path | None, deb
         from graphprof.render.files import write_atomic
         from graphprof.render.html import render_sweep_html
 
-        run_guarded(lambda: write_atomic(html, render_sweep_html(result)), debug)
+        run_guarded(lambda: write_atomic(html, page(render_sweep_html(result), redact)), debug)
         console.print(f"wrote {html}")

@@ -15,7 +15,7 @@ import typer
 from graphprof.choices import Reference
 from graphprof.errors import EXIT_DISAGREE as DISAGREE_EXIT
 from graphprof_cli.common import flag
-from graphprof_cli.options import DebugOption, FormatOption
+from graphprof_cli.options import DebugOption, FormatOption, RedactOption
 
 DEFAULT_TOLERANCE = 1.0  # graphprof.crosscheck.DEFAULT_TOLERANCE; the library is imported only when the command runs
 
@@ -61,6 +61,7 @@ def validate_command(
         Path | None, typer.Option("--output", "-o", help="Also write the comparison to a .json or .csv file.")
     ] = None,
     fmt: FormatOption = None,
+    redact: RedactOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Cross-check graphprof against fvcore's FlopCountAnalysis (or --against torch), model by model."""
@@ -77,7 +78,7 @@ def validate_command(
     names = run_guarded(
         lambda: select_models([*(model or []), *([models] if models else [])], family=family, all_models=all_), debug
     )
-    target = run_guarded(lambda: plan("validate", output, fmt), debug)  # a bad path fails now, not after the checks
+    target = run_guarded(lambda: plan("validate", output, fmt, redact), debug)  # a bad path fails now, not after the checks
     console = _console(stderr=target is not None and target.to_stdout)
     results: list[CrossCheck | None] = [None] * len(names)
 

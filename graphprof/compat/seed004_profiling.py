@@ -22,10 +22,12 @@ import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError
-from graphprof.gnn.estimate import FLOPsEstimator
+from graphprof.gnn.estimate import FLOPsEstimator, check_sparse_ratio
 from graphprof.gnn.scaling import GraphScalingResult, ModelSource, run_graph_scaling
+from graphprof.limits import require_count
 from graphprof.measure.memory import get_memory_breakdown, memory_stats, peak_during
 from graphprof.measure.result import MemoryStats
+from graphprof.measure.run import resolve_device
 from graphprof.measure.timing import (
     RuntimeStats,
     benchmark_function,
@@ -79,9 +81,9 @@ class RuntimeProfiler:
 
     def __init__(self, model: nn.Module, device: torch.device | str | None = None, num_runs: int = 100, warmup_runs: int = 10) -> None:
         self.model = model
-        self.device = None if device is None else torch.device(device)
-        self.num_runs = num_runs
-        self.warmup_runs = warmup_runs
+        self.device = None if device is None else _torch_device(device)
+        self.num_runs = require_count(num_runs, "num_runs", high=_MOST)
+        self.warmup_runs = require_count(warmup_runs, "warmup_runs", low=0, high=_MOST)
 
     def _options(self) -> dict[str, Any]:
         return {"num_runs": self.num_runs, "warmup_runs": self.warmup_runs, **({"device": self.device} if self.device is not None else {})}
@@ -103,9 +105,21 @@ class RuntimeProfiler:
         return results
 
 
+#: The largest size or count the seed's API takes (beyond it an estimate is meaningless and a run endless).
+_MOST = 2**53
+
+
+def _torch_device(device: object) -> torch.device:
+    """``device`` as a :class:`torch.device`; a name torch does not know, or CUDA without a GPU, is
+    :class:`InvalidInputError` (:func:`graphprof.measure.run.resolve_device`)."""
+    if not isinstance(device, (str, torch.device)):
+        raise InvalidInputError(f"device must be a name such as 'cpu' or 'cuda', or a torch.device, not {type(device).__name__}")
+    return resolve_device(device)
+
+
 def _device(model: nn.Module, device: torch.device | str | None) -> torch.device:
     if device is not None:
-        return torch.device(device)
+        return _torch_device(device)
     return next((p.device for p in model.parameters()), torch.device("cpu"))
 
 
@@ -180,15 +194,15 @@ def _measured(fn: Callable[[], Any], device: torch.device) -> MemoryStats:
 def reset_memory_stats(device: torch.device | str | None = None) -> None:
     """Reset the peak counter to what is allocated now: CUDA's (every device when ``device`` is None) and
     the CPU's (this module's, as the CPU allocator keeps none)."""
-    if device is None or torch.device(device).type == "cpu":
+    if device is None or _torch_device(device).type == "cpu":
         _CPU_PEAK["bytes"] = memory_stats("cpu").allocated_bytes
     if not torch.cuda.is_available():
         return
     if device is None:
         for index in range(torch.cuda.device_count()):
             torch.cuda.reset_peak_memory_stats(index)
-    elif torch.device(device).type == "cuda":
-        torch.cuda.reset_peak_memory_stats(torch.device(device))
+    elif _torch_device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(_torch_device(device))
 
 
 def get_peak_memory(device: torch.device | str | None = None) -> float:
@@ -196,7 +210,7 @@ def get_peak_memory(device: torch.device | str | None = None) -> float:
     ``max_memory_allocated``. CPU: the highest of what is allocated now and the peaks of the steps
     measured since (:class:`MemoryProfiler`, :func:`profile_memory_usage`); an allocation made and freed
     between two of these is not seen (the CPU allocator reports none)."""
-    dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = _torch_device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     peak = memory_stats(dev).peak_bytes
     return (_note_cpu_peak(peak) if dev.type == "cpu" else peak) / _MB
 
@@ -204,7 +218,7 @@ def get_peak_memory(device: torch.device | str | None = None) -> float:
 def profile_memory_usage(fn: Callable[..., Any], *args: Any, device: torch.device | str | None = None, **kwargs: Any) -> MemoryStats:
     """Peak memory while ``fn(*args, **kwargs)`` runs on ``device`` (CPU by default), as
     :class:`MemoryStats`: what was live before plus the most ``fn`` added (see :class:`MemoryProfiler`)."""
-    dev = torch.device(device) if device is not None else torch.device("cpu")
+    dev = _torch_device(device) if device is not None else torch.device("cpu")
     return _measured(lambda: fn(*args, **kwargs), dev)
 
 
@@ -212,6 +226,7 @@ def set_seed(seed: int) -> None:
     """Seed Python's ``random``, torch (CPU and every CUDA device) and numpy when installed (seed 004).
 
     This sets global state on purpose: it is what the caller asks for."""
+    seed = require_count(seed, "seed", low=0, high=2**32 - 1)  # numpy's range; a string or a float is refused
     random.seed(seed)
     torch.manual_seed(seed)
     try:
@@ -227,6 +242,8 @@ def estimate_attention_memory(num_nodes: int, num_heads: int, hidden_dim: int, b
     >>> round(estimate_attention_memory(1000, 8, 256), 2)   # (2*8*1000**2 + 4*1000*256) * 4 / 2**20 = 68,096,000 B
     64.94
     """
+    num_nodes, num_heads, hidden_dim = (require_count(v, k, low=0, high=_MOST) for k, v in (("num_nodes", num_nodes), ("num_heads", num_heads), ("hidden_dim", hidden_dim)))
+    batch_size, dtype_bytes = require_count(batch_size, "batch_size", high=_MOST), require_count(dtype_bytes, "dtype_bytes", high=16)
     elements = 2 * batch_size * num_heads * num_nodes**2 + 4 * batch_size * num_nodes * hidden_dim
     return elements * dtype_bytes / _MB
 
@@ -239,6 +256,8 @@ def estimate_pe_storage(num_nodes: int, node_pe_dim: int, relative_pe_buckets: i
     >>> round(s["node_pe"], 4), round(s["relative_pe_dense"], 2), round(s["relative_pe_sparse"], 2)
     (0.1221, 61.04, 7.63)
     """
+    num_nodes, node_pe_dim, relative_pe_buckets = (require_count(v, k, low=0, high=_MOST) for k, v in (("num_nodes", num_nodes), ("node_pe_dim", node_pe_dim), ("relative_pe_buckets", relative_pe_buckets)))
+    sparse_ratio, dtype_bytes = check_sparse_ratio(sparse_ratio), require_count(dtype_bytes, "dtype_bytes", high=16)
     pairs = num_nodes * num_nodes
     node = num_nodes * node_pe_dim * dtype_bytes / _MB
     dense = pairs * relative_pe_buckets * dtype_bytes / _MB
@@ -308,7 +327,7 @@ def run_pe_scaling(
 
 
 def _cpu_only(device: torch.device | str | None) -> None:
-    if device is not None and torch.device(device).type != "cpu":
+    if device is not None and _torch_device(device).type != "cpu":
         raise InvalidInputError(f"graph scaling measures on the CPU here; got device {device!r} (a GPU run: graphprof sweep --measure)")
 
 
@@ -343,6 +362,8 @@ def profile_report(
 ) -> dict[str, Any]:
     """The seed's JSON report (timestamp, hardware, model_info, runtime, memory, flops with breakdown);
     ``flops`` also carries graphprof's count of the same model per component beside the estimate."""
+    if device is not None:
+        device = _torch_device(device)  # an unknown device, or CUDA without a GPU, before any work
     params = list(model.parameters())
     report: dict[str, Any] = {
         "timestamp": datetime.now().isoformat(timespec="seconds"),

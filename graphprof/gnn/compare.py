@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphprof.gnn.components import ComponentCosts, component_costs
-from graphprof.gnn.estimate import FLOPsEstimate, FLOPsEstimator
+from graphprof.gnn.estimate import FLOPsEstimate, FLOPsEstimator, check_sparse_ratio
 from graphprof.result import Profile
 
 __all__ = ["ComponentRow", "EstimateComparison", "compare_estimate", "compare_graph_model"]
@@ -117,7 +117,14 @@ def compare_estimate(profile: Profile, model: Any, estimate: FLOPsEstimate, num_
 
 def compare_graph_model(spec: str, **estimate_overrides: Any) -> EstimateComparison:
     """Profile the ``pyg:`` model ``spec`` (a dry run) and compare it with the seed's estimate of the same sizes."""
+    from graphprof.errors import InvalidInputError
+    from graphprof.models.pyg import PREFIX
     from graphprof.prepared import prepare
+
+    if not str(spec).strip().lower().startswith(PREFIX):
+        raise InvalidInputError(f"graph-estimate compares a graph model (pyg:gps, pyg:gin...) with the seed's estimate, not {spec!r}")
+    if "sparse_ratio" in estimate_overrides:
+        check_sparse_ratio(estimate_overrides["sparse_ratio"])
 
     prepared = prepare(spec)
     profile = prepared.profile()

@@ -36,6 +36,7 @@ from graphprof.errors import InvalidInputError
 __all__ = [
     "FLOPsEstimate",
     "FLOPsEstimator",
+    "check_sparse_ratio",
     "estimate_linear_flops",
     "estimate_attention_flops",
     "estimate_mpnn_flops",
@@ -66,8 +67,17 @@ def estimate_linear_flops(in_features: int, out_features: int, batch_size: int =
     return 2 * batch_size * seq_len * in_features * out_features
 
 
+def check_sparse_ratio(sparse_ratio: object) -> float:
+    """``sparse_ratio``, a share of the N² node pairs: a number in (0, 1]; else :class:`InvalidInputError`."""
+    ok = isinstance(sparse_ratio, (int, float)) and not isinstance(sparse_ratio, bool) and 0 < sparse_ratio <= 1
+    if not ok:  # NaN fails 0 < x too
+        raise InvalidInputError(f"sparse_ratio is the share of node pairs the attention scores: a number above 0 and at most 1, not {sparse_ratio!r}")
+    return float(sparse_ratio)  # type: ignore[arg-type]
+
+
 def estimate_attention_flops(num_nodes: int, hidden_dim: int, num_heads: int, sparse_ratio: float = 1.0) -> int:
     """Global multi-head attention over ``num_nodes`` nodes; ``sparse_ratio`` is the share of the N² pairs scored."""
+    sparse_ratio = check_sparse_ratio(sparse_ratio)
     n, d = num_nodes, hidden_dim
     projections = 4 * estimate_linear_flops(d, d, n)  # Q, K, V and the output projection
     pairs = n * n * sparse_ratio
@@ -156,6 +166,10 @@ class FLOPsEstimator:
         self.hyperparameters = {**_read_hyperparameters(model), **hyperparameters}
 
     def estimate(self, num_nodes: int, num_edges: int, **overrides: Any) -> FLOPsEstimate:
+        from graphprof.limits import require_count
+
+        num_nodes = require_count(num_nodes, "num_nodes", high=2**53)  # a negative size would be negative FLOPs
+        num_edges = require_count(num_edges, "num_edges", low=0, high=2**53)
         options = {**self.hyperparameters, **overrides}
         return estimate_model_flops(num_nodes, num_edges, **options)
 

@@ -36,6 +36,7 @@ from torch import nn
 
 from graphprof.errors import InvalidInputError
 from graphprof.hooks import module_call_hooks
+from graphprof.limits import require_file
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import RANGE_PREFIX
 from graphprof.measure.result import OUTSIDE
@@ -43,6 +44,7 @@ from graphprof.measure.result import OUTSIDE
 __all__ = [
     "CAPTURE_ENV",
     "TRACE_DIR_ENV",
+    "TRACE_MAX_BYTES",
     "TraceWarning",
     "capture_model",
     "claim_trace_path",
@@ -285,6 +287,11 @@ def _frozen(value: Any, depth: int = 0) -> Any:
     return None
 
 
+#: The largest trace file read: a forward's trace is a few MiB; a longer recording is better split.
+TRACE_MAX_BYTES = 128 * 2**20
+#: Memory a parse may take per byte of JSON: ``[],`` (3 bytes) becomes a 56-byte list and an 8-byte slot.
+_JSON_GROWTH = 22.0
+
 #: Largest timestamp or duration accepted, in microseconds (about 31 years): beyond it a sum could overflow.
 _MAX_US = 1e15
 
@@ -304,6 +311,10 @@ def _number(event: dict[str, Any], key: str) -> float:
 
 def _load_spans(trace_file: str | os.PathLike[str]) -> list[tuple[dict[str, Any], float, float]]:
     """The trace's complete CPU op and range events as ``(event, start, duration)``, checked."""
+    try:
+        require_file(trace_file, "a Chrome trace", cap=TRACE_MAX_BYTES, growth=_JSON_GROWTH)  # before a byte is read
+    except FileNotFoundError as exc:
+        raise _Malformed("no such file") from exc
     try:
         with open(trace_file, encoding="utf-8") as f:
             data = json.load(f)

@@ -139,7 +139,9 @@ def _load_ultralytics(path: Path, spec: str, needed: list[str], tasks: ModuleTyp
 def _allow_list_restored() -> Iterator[None]:
     """Put torch's process-wide ``weights_only`` allow-list back as it was: ultralytics' restricted loader
     registers the classes a checkpoint needs for the life of the process, which would widen what the
-    caller's own later ``torch.load(weights_only=True)`` calls accept."""
+    caller's own later ``torch.load(weights_only=True)`` calls accept. (The list also grows by torch's own
+    classes, DTensor, DeviceMesh, ``_DimRange``, when ``torch.distributed.tensor`` and ``torch._dynamo`` are
+    first imported, torchvision's import included: torch's registration for every user, left as it is.)"""
     before = list(torch.serialization.get_safe_globals())
     try:
         yield

@@ -114,6 +114,8 @@ class OutputTarget:
     path: Path
     fmt: str
     shown: str
+    #: leave the host out (:mod:`graphprof.render.redact`): ``--redact``
+    redact: bool = False
 
     @property
     def to_stdout(self) -> bool:
@@ -154,12 +156,12 @@ def choose_format(path: str | os.PathLike[str], kind: str, fmt: str | None = Non
     )
 
 
-def plan_output(path: str | os.PathLike[str], kind: str, fmt: str | None = None) -> OutputTarget:
+def plan_output(path: str | os.PathLike[str], kind: str, fmt: str | None = None, redact: bool = False) -> OutputTarget:
     """Before any work: the format (:func:`choose_format`), a writable path (:func:`graphprof.atomic.check_path`),
-    made absolute now so that a model's ``os.chdir`` cannot move it."""
+    made absolute now so that a model's ``os.chdir`` cannot move it; ``redact`` leaves the host out."""
     chosen = choose_format(path, kind, fmt)
     check_path(path)
-    return OutputTarget(absolute_output(path), chosen, str(path))
+    return OutputTarget(absolute_output(path), chosen, str(path), redact)
 
 
 def check_distinct(paths: Mapping[str, Sequence[str | os.PathLike[str]] | str | os.PathLike[str] | None]) -> None:
@@ -254,18 +256,26 @@ _RENDERERS: Mapping[str, Callable[[str], Callable[[Any], str]]] = {
 }
 
 
-def render_result(result: object, fmt: str | None = None) -> str:
-    """``result`` as text in ``fmt`` (default: its kind's first format): what :func:`write_result` writes."""
+def render_result(result: object, fmt: str | None = None, redact: bool = False) -> str:
+    """``result`` as text in ``fmt`` (default: its kind's first format): what :func:`write_result` writes;
+    ``redact`` leaves the host out (:mod:`graphprof.render.redact`)."""
     kind = result_kind(result)
     chosen = choose_format("out", kind, fmt) if fmt else RESULT_FORMATS[kind][0]
-    return _RENDERERS[kind](chosen)(result)
+    text = _RENDERERS[kind](chosen)(result)
+    if not redact:
+        return text
+    from graphprof.render.redact import redact_json, redact_text
+
+    return redact_json(text) if chosen == "json" else redact_text(text)
 
 
-def write_result(result: object, path: str | os.PathLike[str] | OutputTarget, fmt: str | None = None) -> Path:
+def write_result(
+    result: object, path: str | os.PathLike[str] | OutputTarget, fmt: str | None = None, redact: bool = False
+) -> Path:
     """Write ``result`` to ``path`` (an :class:`OutputTarget` from :func:`plan_output`, or a path) atomically;
     the path written. Standard output (``-``) is the caller's: write :func:`render_result` there."""
-    target = path if isinstance(path, OutputTarget) else plan_output(path, result_kind(result), fmt)
+    target = path if isinstance(path, OutputTarget) else plan_output(path, result_kind(result), fmt, redact)
     if str(target.path) == STDOUT:
         raise OutputError("write_result writes files; for standard output write render_result(result) there")
-    write_atomic(target.path, render_result(result, target.fmt))
+    write_atomic(target.path, render_result(result, target.fmt, target.redact))
     return target.path
