@@ -206,7 +206,9 @@ class Session:
 
         In the default order, where symbolic tracing fails the eager capture is tried before Dynamo: when
         it puts every op that costs anything in a leaf module, Dynamo's graph would hold the same ops
-        under the same layers, and its export (a second or more) would add nothing."""
+        under the same layers, and its export (a second or more) would add nothing. That try stays a dry
+        run: a model whose shapes depend on its data goes on to Dynamo, whose graph, run for real, frees its
+        values as it goes."""
         skipped = dynamo_skip_reason(family_of(self.model, self.family), self.methods)
         attempts = list(attempts or []) + ([("dynamo.export", f"{NOT_TRIED}: {skipped}")] if skipped else [])
         remaining = tuple(m for m in self.methods if not (skipped and m == "dynamo.export"))
@@ -217,36 +219,41 @@ class Session:
             captured.attempts[:0] = attempts
             timings.append(("capture", captured.seconds))
             t = time.perf_counter()
+            trial = eager_first and captured.method == "eager"  # the eager try before Dynamo stays a dry run
             try:
                 cap, trace = self._propagate(
                     _Capture(captured, "dry-run", "FakeTensor: shapes only, no arithmetic, no weights read"),
-                    args, kwargs, train, dtype, observers,
+                    args, kwargs, train, dtype, observers, real_ok=not trial,
                 )  # fmt: skip
             except ShapePropagationError as exc:
                 later = remaining[remaining.index(captured.method) + 1 :]
+                if trial and isinstance(exc, DataDependentError):
+                    attempts, eager_first = list(attempts), False
+                    remaining = tuple(m for m in remaining if m != "fx.symbolic_trace")
+                    continue  # data-dependent shapes: Dynamo's graph, run for real, frees as it goes
                 if isinstance(exc, DataDependentError) or not later:
                     raise
                 attempts = [*captured.attempts, (captured.method, f"captured, but shape propagation failed: {_short(exc)}")]
                 remaining, eager_first = later, False
                 continue
-            if eager_first and captured.method == "eager" and not _only_leaves_compute(self.model, trace):
+            if trial and not _only_leaves_compute(self.model, trace):
                 attempts, eager_first = [a for a in captured.attempts if a[0] != "eager"], False
                 remaining = tuple(m for m in remaining if m != "fx.symbolic_trace")
                 continue  # arithmetic outside leaf modules: Dynamo's graph gives it layers of its own
-            if eager_first and captured.method == "eager" and "dynamo.export" in remaining:
+            if trial and "dynamo.export" in remaining:
                 captured.attempts.append(("dynamo.export", f"{NOT_TRIED}: {DYNAMO_ADDS_NOTHING}"))
             captured.attempts.sort(key=lambda a: METHODS.index(a[0]) if a[0] in METHODS else len(METHODS))
             timings.append(("propagate", time.perf_counter() - t))
             return cap, trace
 
-    def _propagate(self, cap: _Capture, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer]) -> tuple[_Capture, Trace]:
-        """One run of ``cap``; a dry run that needs real values runs for real when that is allowed."""
+    def _propagate(self, cap: _Capture, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], real_ok: bool = True) -> tuple[_Capture, Trace]:
+        """One run of ``cap``; a dry run that needs real values runs for real when that is allowed (and ``real_ok``)."""
         if cap.execution == "dry-run":
             try:
                 modes = [lowering_context(self.lowering)]
                 return cap, propagate(cap.graph, self.model, args, kwargs, train=train, dtype=dtype, observers=observers, modes=modes)
             except DataDependentError as exc:
-                if not self.allow_real or self.device.type == "meta":
+                if not (self.allow_real and real_ok) or self.device.type == "meta":
                     raise
                 note = f"ran for real on the given input: the dry run cannot go on ({_short(exc)})"
                 cap = _Capture(cap.graph, "real", note)
