@@ -228,7 +228,7 @@ class Session:
             except ShapePropagationError as exc:
                 later = remaining[remaining.index(captured.method) + 1 :]
                 if trial and isinstance(exc, DataDependentError):
-                    attempts, eager_first = list(attempts), False
+                    attempts, eager_first = [a for a in captured.attempts if a[0] != "eager"], False
                     remaining = tuple(m for m in remaining if m != "fx.symbolic_trace")
                     continue  # data-dependent shapes: Dynamo's graph, run for real, frees as it goes
                 if isinstance(exc, DataDependentError) or not later:
