@@ -220,6 +220,7 @@ def test_tiny_model_against_torch():
     assert {e.name: e.amount for e in c.explanations()} == {"aten._scaled_dot_product_flash_attention_for_cpu": 1024}
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_resnet18_agrees_exactly_both_ways():
     c = crosscheck_model("resnet18", input_shape=(1, 3, 64, 64))
     assert c.status(tolerance=0.0) is Status.AGREES and c.difference == 0

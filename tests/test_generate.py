@@ -49,6 +49,7 @@ def small():
     return profile_generation("hf:llama", prompt_len=32, new_tokens=6, hardware="h100")
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_small_decode_macs_by_hand(small):
     # first step: the cache holds 32 tokens, the new one attends to 33 keys: QK^T and AV per head,
     # 4 heads * 64 * 33 * 2 = 16,896 per layer
@@ -196,6 +197,7 @@ def resnet18_pt2(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_pt2_resnet18_same_macs_as_eager_with_module_names(resnet18_pt2):
     exported = graphprof.profile_model(str(resnet18_pt2))
     eager = graphprof.profile_model("resnet18")
@@ -221,6 +223,7 @@ def test_pt2_that_would_unpickle_is_refused(resnet18_pt2, tmp_path):
     assert graphprof.profile_model(str(tmp_path / "good.pt2")).total_macs == 1_814_073_344
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_compiled_resnet18_counts_as_eager():
     import torchvision
 

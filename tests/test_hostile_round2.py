@@ -318,6 +318,7 @@ def test_batchnorm_buffers_are_bit_identical_after_a_train_measurement() -> None
     assert all(torch.equal(before[k], v) for k, v in model.named_buffers())
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_a_float64_default_dtype_does_not_break_a_real_run() -> None:
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)

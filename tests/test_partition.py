@@ -168,6 +168,7 @@ def test_plan_invariants(resnet18_plan) -> None:  # type: ignore[no-untyped-def]
     assert {b["name"] for b in data["baselines"]} == {"equal-layers", "equal-params"}
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_llama_cut_carries_rotary_and_kv_cache() -> None:
     from graphprof.partition import partition
 

@@ -109,6 +109,7 @@ def test_components_sum_to_the_total_and_gin_has_no_attention() -> None:
     assert costs.flops("mpnn") == 2 * per_layer
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_a_user_pyg_model_with_data_inputs() -> None:
     """A model of the user's own (a bare GCNConv) profiled through the API with a PyG Data's tensors."""
     import graphprof

@@ -29,6 +29,7 @@ def test_gps_node_sweep_attention_quadratic_message_passing_linear() -> None:
     assert 1.8 < (torch.tensor(ys[-1] / ys[-2]).log2().item()) <= 2.0
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_gin_node_sweep_is_linear() -> None:
     result = run_graph_scaling("pyg:gin?num_layers=2", "num_nodes", NODES[:4])
     fits = result.fits()

@@ -105,6 +105,7 @@ def test_cpu_forward_peak_includes_the_weights_as_the_seed_does():
     assert stats.allocated_mb >= weights / 2**20
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_cpu_peak_counter_resets_and_sees_an_allocation():
     from graphprof.seed004 import get_peak_memory, reset_memory_stats
 

@@ -136,6 +136,7 @@ def test_laplacian_pe_precompute_runs() -> None:
     assert stats.num_runs == 2 and stats.mean > 0
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_seed_script_runs_from_the_seeds_path() -> None:
     env = {**os.environ, "PYTHONPATH": ""}
     done = subprocess.run([sys.executable, "scripts/profile_model.py", "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

@@ -71,6 +71,7 @@ def test_a_process_group_of_the_users_is_refused_and_kept(tmp_path) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
 def test_the_cli_prints_one_rank_and_asks_for_train_mode(tmp_path) -> None:
     runner = CliRunner()
     refused = runner.invoke(app, ["--model", "hf:llama", "--shard", "fsdp:8"])
