@@ -89,6 +89,7 @@ def test_custom_device_needs_both_figures():
     assert result.exit_code == 2 and "--bandwidth-gbs" in result.output
 
 
+@pytest.mark.slow  # over 1.5 s: the full suite runs it, the fast tier does not
 def test_profile_with_roofline_json_and_plot(tmp_path):
     out, chart = tmp_path / "p.json", tmp_path / "roofline.png"
     result = invoke(

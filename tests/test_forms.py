@@ -117,6 +117,7 @@ def scripted():
 """
 
 
+@pytest.mark.slow  # over 1.5 s: the full suite runs it, the fast tier does not
 def test_cli_profiles_factories_that_return_wrapped_or_scripted_models(tmp_path, monkeypatch) -> None:
     from typer.testing import CliRunner
 

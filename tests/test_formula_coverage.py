@@ -171,6 +171,7 @@ def test_multihead_attention_fast_path_is_reached_under_fake_tensors() -> None:
     assert aten._scaled_dot_product_flash_attention_for_cpu.default not in recorder.seen
 
 
+@pytest.mark.slow  # over 1.5 s: the full suite runs it, the fast tier does not
 def test_sdpa_reaches_the_cpu_flash_kernel_with_gqa() -> None:
     pytest.importorskip("transformers")
     recorder = _run(_tiny_llama(), (torch.zeros(1, 8, dtype=torch.long),), train=True)

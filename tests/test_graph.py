@@ -126,6 +126,7 @@ def _tiny_llama(device: str):
         return transformers.LlamaForCausalLM(cfg)
 
 
+@pytest.mark.slow  # over 1.5 s: the full suite runs it, the fast tier does not
 def test_llama_detail_graph_crosses_both_residual_paths():
     model = _tiny_llama("meta")
     prof = Profiler(model.model, token_kwarg="input_ids", auto_profile=False)

@@ -88,6 +88,7 @@ def test_resnet_batch_macs_linear_and_capture_reused():
     assert all(r.capture_reused for r in s.rows[1:])
 
 
+@pytest.mark.slow  # over 1.5 s: the full suite runs it, the fast tier does not
 def test_llama_seq_len_quadratic_term_is_attention():
     s = sweep("hf:llama", "seq-len", [128, 256, 512])
     quad = s.fit_quadratic("macs")
