@@ -17,7 +17,6 @@ was ever above the measurement, and the 80% interval's coverage; writes
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -34,16 +33,8 @@ MODELS = (
 QUIET = 1.5
 OUT = Path(__file__).resolve().parent / "results" / "bench_predict.md"
 
-
-def _load() -> float:
-    return float(open("/proc/loadavg").read().split()[0]) if os.path.exists("/proc/loadavg") else 0.0
-
-
-def _wait_quiet(limit: float) -> bool:
-    start = time.time()
-    while _load() > QUIET and time.time() - start < limit:
-        time.sleep(5)
-    return _load() <= QUIET
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_speed import _load, _wait_quiet  # noqa: E402  (one reading of the load, one wait for quiet)
 
 
 def point(name: str, batch: int, iters: int) -> dict[str, object]:
