@@ -53,8 +53,15 @@ def test_a_file_that_does_not_fit_is_named_where() -> None:
         ("s.json", ["sweep", "--model", "squeezenet1_0", "--batch", "1,2"]),
         ("v.json", ["validate", "--model", "squeezenet1_0", "--against", "torch"]),
         ("e.json", ["graph-estimate", "--model", "pyg:gcn"]),
+        # slower: a generation profile, a partition plan, a node sweep and a calibration (about a minute)
+        *(pytest.param(name, argv, marks=pytest.mark.slow) for name, argv in (
+            ("gen.json", ["--model", "hf:gpt2", "--generate", "--prompt-len", "8", "--new-tokens", "2"]),
+            ("part.json", ["partition", "--model", "mobilenet_v2", "--devices", "a100:2"]),
+            ("gs.json", ["sweep", "--model", "pyg:gcn", "--nodes", "100,300"]),
+            ("cal.json", ["calibrate", "--threads", "1"]),
+        )),
     ],
-)
+)  # fmt: skip
 def test_the_commands_json_fits_its_schema(tmp_path: Path, name: str, argv: list[str]) -> None:
     path = tmp_path / name
     result = runner.invoke(app, join_input_shape([*argv, "--output", str(path)]))
@@ -72,19 +79,3 @@ def test_the_graph_json_fits_its_schema(tmp_path: Path) -> None:
     validate(data)
     assert data["kind"] == "graph"
 
-
-@pytest.mark.slow  # a generation profile, a partition plan, a node sweep and a calibration: about a minute
-@pytest.mark.parametrize(
-    "name, argv",
-    [
-        ("gen.json", ["--model", "hf:gpt2", "--generate", "--prompt-len", "8", "--new-tokens", "2"]),
-        ("part.json", ["partition", "--model", "mobilenet_v2", "--devices", "a100:2"]),
-        ("gs.json", ["sweep", "--model", "pyg:gcn", "--nodes", "100,300"]),
-        ("cal.json", ["calibrate", "--threads", "1"]),
-    ],
-)
-def test_the_slower_commands_json_fits_its_schema(tmp_path: Path, name: str, argv: list[str]) -> None:
-    path = tmp_path / name
-    result = runner.invoke(app, join_input_shape([*argv, "--output", str(path)]))
-    assert result.exit_code == 0, result.output
-    validate(json.loads(path.read_text()))

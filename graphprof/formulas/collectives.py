@@ -22,7 +22,7 @@ from typing import Any
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.registry import FORMULAS, register
 
-__all__ = ["register_collectives", "collective_bytes"]
+__all__ = ["register_collectives"]
 
 
 def _tensors(value: Any) -> list[TensorMeta]:
@@ -72,21 +72,3 @@ def register_collectives() -> None:
         if packet not in FORMULAS:
             register(packet)(formula)
 
-
-def collective_bytes(op: str, input_shapes: list[tuple[int, ...]], itemsize: int) -> tuple[str, int] | None:
-    """``(kind, bytes)`` of one collective call as a rank sees it, or ``None`` for another op: the
-    all-gather's gathered tensor, the reduce-scatter's full input (each rank's whole gradient)."""
-    if op.endswith("_allgather_base_"):
-        return "all_gather", _numel(input_shapes[0]) * itemsize
-    if op.endswith("_reduce_scatter_base_"):
-        return "reduce_scatter", _numel(input_shapes[1]) * itemsize
-    if op.endswith("allreduce_"):
-        return "all_reduce", sum(_numel(s) for s in input_shapes) * itemsize
-    return None
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
