@@ -30,12 +30,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphprof import display as _display
+from graphprof.base import display as _display
 from graphprof.version import __version__
 
 
 def _render_html(result: object) -> str:
-    """A result's HTML page, for ``_repr_html_`` (:mod:`graphprof.display`); the renderer is imported on use."""
+    """A result's HTML page, for ``_repr_html_`` (:mod:`graphprof.base.display`); the renderer is imported on use."""
     from graphprof.render.html import render_html
 
     return render_html(result)
@@ -105,7 +105,7 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.hardware import Hardware as Hardware
     from graphprof.hardware import get_hardware as get_hardware
     from graphprof.hardware import list_hardware as list_hardware
-    from graphprof.inputs import InputSpec as InputSpec
+    from graphprof.base.inputs import InputSpec as InputSpec
     from graphprof.measure import Measurement as Measurement
     from graphprof.measure import capture_model as capture_model
     from graphprof.measure import parse_model_trace as parse_model_trace
@@ -160,7 +160,7 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "ModuleRow": "graphprof.result",
         "OpRecord": "graphprof.result",
         "UnsupportedOp": "graphprof.result",
-        "InputSpec": "graphprof.inputs",
+        "InputSpec": "graphprof.base.inputs",
         "Hardware": "graphprof.hardware",
         "get_hardware": "graphprof.hardware",
         "list_hardware": "graphprof.hardware",

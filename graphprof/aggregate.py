@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from torch import nn
 
 from graphprof.formulas import Cost
-from graphprof.params import count_parameters
+from graphprof.base.params import count_parameters
 from graphprof.result import LayerRow, ModuleRow
 
 __all__ = ["aggregate_modules", "ancestors"]

@@ -7,7 +7,7 @@ The strategy of seed 001:
 3. ``torch._dynamo.export`` (tried by default when symbolic tracing fails, except for the families whose
    record says it costs too long, see :func:`dynamo_skip_reason`): handles control flow on
    Python values, attribute mutation and most Python patterns; its node names are mangled,
-   :mod:`graphprof.names` makes them readable;
+   :mod:`graphprof.base.names` makes them readable;
 4. when the graph methods fail (detection post-processing, data-dependent loops), an **eager** capture: the model
    itself is run op by op under a dispatch mode and each aten call is attributed to the module that
    issued it. It is not a graph of the Python program, but every op is still seen and counted.
@@ -34,9 +34,9 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from graphprof.choices import Capture
+from graphprof.base.choices import Capture
 from graphprof.errors import CaptureError, ModelBuildError
-from graphprof.inputs import materialize
+from graphprof.base.inputs import materialize
 from graphprof.models.family import CUSTOM
 
 __all__ = [

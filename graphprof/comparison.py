@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graphprof.hardware import Hardware
-from graphprof.inputs import format_inputs
+from graphprof.base.inputs import format_inputs
 from graphprof.result import Profile
 from graphprof.roofline import Bound, classify
 

@@ -26,11 +26,11 @@ from typing_extensions import Unpack
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
-from graphprof.guard import guard_user_code
+from graphprof.base.guard import guard_user_code
 from graphprof.hardware import Hardware
 from graphprof.measure.result import Measurement
 from graphprof.measure.run import MeasureOptions, measure_run
-from graphprof.options import KEEP, Mode, ModelOptions, RunSpec
+from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec
 from graphprof.profile import profile_session
 from graphprof.result import Profile
 from graphprof.runloop import Observer
@@ -42,7 +42,7 @@ __all__ = ["PreparedModel", "prepare", "measure_model", "graph_model", "model_de
 class PreparedModel(Session):
     """A model resolved, warmed up and captured once, with the passes that run it. See the module docstring.
 
-    Each pass runs the user's model as user code (:func:`graphprof.guard.guard_user_code`): a ``sys.exit``
+    Each pass runs the user's model as user code (:func:`graphprof.base.guard.guard_user_code`): a ``sys.exit``
     in its forward is the model's error (:class:`~graphprof.errors.ModelExitError`), never an exit.
     """
 
@@ -60,7 +60,7 @@ class PreparedModel(Session):
         dtype: str | torch.dtype | None = KEEP,
         mode: Mode | str | None = None,
     ) -> RunSpec:
-        """The :class:`~graphprof.options.RunSpec` of these keywords (``dtype``/``mode``: the prepared ones by default)."""
+        """The :class:`~graphprof.base.options.RunSpec` of these keywords (``dtype``/``mode``: the prepared ones by default)."""
         return RunSpec.of(
             batch_size=batch_size, input_shape=input_shape, seq_len=seq_len, example_inputs=example_inputs,
             example_kwargs=example_kwargs, dtype=dtype, mode=mode,
@@ -140,7 +140,7 @@ def prepare(model_or_name: nn.Module | str, **options: Unpack[ModelOptions]) -> 
 
     ``model_or_name`` is a name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``)
     or an ``nn.Module`` with ``input_shape`` or ``example_inputs``/``example_kwargs`` (the keywords are
-    :class:`~graphprof.options.ModelOptions`; ``batch_size``, ``dtype`` and ``mode`` as for
+    :class:`~graphprof.base.options.ModelOptions`; ``batch_size``, ``dtype`` and ``mode`` as for
     :meth:`PreparedModel.spec`, ``model_name`` to name a module object). Named models are
     built on the meta device when the family allows it; ``device="cpu"`` builds them with weights
     (what a real run or a reference counter needs). ``methods`` forces capture methods, tried in order.

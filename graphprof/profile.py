@@ -19,14 +19,14 @@ from typing_extensions import Unpack
 
 from graphprof.aggregate import aggregate_modules
 from graphprof.count import count_costs
-from graphprof.display import NotebookDisplay
+from graphprof.base.display import NotebookDisplay
 from graphprof.errors import GraphprofError
-from graphprof.guard import guard_user_code
-from graphprof.inputs import describe_inputs
+from graphprof.base.guard import guard_user_code
+from graphprof.base.inputs import describe_inputs
 from graphprof.lowering import Lowering
 from graphprof.moe import moe_note
-from graphprof.options import Mode, ModelOptions, RunSpec
-from graphprof.params import parameter_tensors
+from graphprof.base.options import Mode, ModelOptions, RunSpec
+from graphprof.base.params import parameter_tensors
 from graphprof.result import Profile
 from graphprof.roofline import with_roofline
 from graphprof.runloop import Observer

@@ -24,13 +24,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.atomic import write_atomic
+from graphprof.base.atomic import write_atomic
 from graphprof.errors import InvalidInputError
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.export import check_paths, text_paths, to_text
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
-from graphprof.guard import guard_user_code
+from graphprof.base.guard import guard_user_code
 from graphprof.hardware import Hardware
 from graphprof.prepared import prepare
 

@@ -13,9 +13,9 @@ from functools import cached_property
 from typing import Any
 
 from graphprof.bounds import Roofline
-from graphprof.display import NotebookDisplay
+from graphprof.base.display import NotebookDisplay
 from graphprof.formulas import Cost
-from graphprof.inputs import InputSpec
+from graphprof.base.inputs import InputSpec
 from graphprof.schemas import SCHEMA_VERSIONS
 
 __all__ = [
@@ -317,11 +317,11 @@ class Profile(NotebookDisplay):
     def estimated_memory(self) -> dict[str, int]:
         """graphprof's own estimate beside a measured peak, in bytes: parameters, buffers and peak activations;
         in a measured training step also gradients (one per trainable parameter) and the optimizer's state
-        (:data:`graphprof.choices.OPTIMIZER_STATE_TENSORS` per trainable parameter)."""
+        (:data:`graphprof.base.choices.OPTIMIZER_STATE_TENSORS` per trainable parameter)."""
         estimated = {"param_bytes": self.param_bytes, "buffer_bytes": self.buffer_bytes, "peak_activation_bytes": self.peak_activation_bytes}
         optimizer = self.measurement.optimizer if self.measurement is not None else None
         if optimizer is not None and self.total_params:
-            from graphprof.choices import OPTIMIZER_STATE_TENSORS
+            from graphprof.base.choices import OPTIMIZER_STATE_TENSORS
 
             trainable = self.param_bytes * self.trainable_params // self.total_params  # at the profile's dtype
             estimated["gradient_bytes"] = trainable

@@ -60,8 +60,8 @@ from graphprof.capture import CapturedGraph
 from graphprof.errors import ShapePropagationError
 from graphprof.hooks import module_call_hooks
 from graphprof.moe import grouped_mm_any_dtype
-from graphprof.names import module_path
-from graphprof.params import parameter_tensors
+from graphprof.base.names import module_path
+from graphprof.base.params import parameter_tensors
 
 __all__ = [
     "Layer",

@@ -45,11 +45,11 @@ from graphprof.capture import (
     warm_up_reason,
 )
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
-from graphprof.guard import guard_user_code
-from graphprof.inputs import materialize, resize_inputs
+from graphprof.base.guard import guard_user_code
+from graphprof.base.inputs import materialize, resize_inputs
 from graphprof.lowering import Lowering, lowering_context, parse_lowering
 from graphprof.models.family import CUSTOM
-from graphprof.options import Mode, ModelOptions, RunSpec, parse_shape
+from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
 from graphprof.propagate import DataDependentError, Trace, propagate
 from graphprof.runloop import Observer
 

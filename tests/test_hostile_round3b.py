@@ -132,7 +132,7 @@ def test_trace_refuses_dev_zero_and_a_fifo(tmp_path: Path) -> None:
 
 
 def test_require_file_allows_a_small_trace(tmp_path: Path) -> None:
-    from graphprof.limits import require_file
+    from graphprof.base.limits import require_file
 
     path = tmp_path / "t.json"
     path.write_text('{"traceEvents": []}')

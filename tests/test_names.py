@@ -1,4 +1,4 @@
-"""Tests for graphprof.names: name abbreviation and module paths of graph nodes."""
+"""Tests for graphprof.base.names: name abbreviation and module paths of graph nodes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from torch import fx, nn
 
 from graphprof.errors import InvalidInputError
-from graphprof.names import abbreviate, module_path, module_type, normalize_path
+from graphprof.base.names import abbreviate, module_path, module_type, normalize_path
 
 # --- abbreviate: hand-written cases -------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from graphprof.atomic import write_atomic
+from graphprof.base.atomic import write_atomic
 from graphprof.errors import InvalidInputError, OutputError
 from graphprof.render.sink import RESULT_FORMATS, check_distinct, choose_format, plan_output, stamped
 from graphprof_cli.main import app, join_input_shape
@@ -201,7 +201,7 @@ def test_graph_through_a_link_to_stdout_appends(tmp_path: Path) -> None:
 
 PARTIAL_WRITER = """
 import resource, signal, sys
-from graphprof.atomic import write_atomic
+from graphprof.base.atomic import write_atomic
 from graphprof.errors import OutputError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
 resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
@@ -235,7 +235,7 @@ def test_calibration_preset_keeps_the_old_file_and_refuses_a_folder(tmp_path: Pa
 
 KILLED_WRITER = """
 import os, signal, sys
-from graphprof import atomic
+from graphprof.base import atomic
 atomic.os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL)
 atomic.write_atomic(sys.argv[1], "new")
 """
@@ -248,7 +248,7 @@ def test_a_killed_writers_temporary_is_swept_by_the_next_write(tmp_path: Path) -
     proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(target)], env=ENV, timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert len(list(tmp_path.glob(".p.json.gp*.tmp"))) == 1 and target.read_text() == "old"  # the kill's leftover
-    proc = subprocess.run([sys.executable, "-c", "import sys; from graphprof.atomic import write_atomic; write_atomic(sys.argv[1], 'next')", str(tmp_path / "q.json")], env=ENV, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", "import sys; from graphprof.base.atomic import write_atomic; write_atomic(sys.argv[1], 'next')", str(tmp_path / "q.json")], env=ENV, timeout=60)
     assert proc.returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "q.json"]
 

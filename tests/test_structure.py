@@ -229,9 +229,9 @@ def test_the_checker_sees_every_kind_of_import_and_a_long_body(tmp_path: Path) -
 #: line sit on top.
 FLOORS: tuple[tuple[str, ...], ...] = (
     # 0: facts every layer shares, torch-free or nearly: errors, choices, options, names, the host, files
-    ("graphprof.version", "graphprof.schemas", "graphprof.errors", "graphprof.choices", "graphprof.options", "graphprof.names",
-     "graphprof.params", "graphprof.intensity", "graphprof.guard", "graphprof.inputs", "graphprof.host",
-     "graphprof.atomic", "graphprof.display", "graphprof.hooks", "graphprof.limits"),
+    ("graphprof.version", "graphprof.schemas", "graphprof.errors", "graphprof.base.choices", "graphprof.base.options", "graphprof.base.names",
+     "graphprof.base.params", "graphprof.intensity", "graphprof.base.guard", "graphprof.base.inputs", "graphprof.host",
+     "graphprof.base.atomic", "graphprof.base.display", "graphprof.hooks", "graphprof.base.limits"),
     # 1: the op-cost registry and the device records
     ("graphprof.formulas", "graphprof.hardware", "graphprof.hardware_local"),
     # 2: resolving models and capturing them

@@ -61,7 +61,7 @@ def calibrate_command(
     from graphprof_cli.output import absolute
 
     def checked() -> Path | None:  # a folder given as the file, or a missing folder, fails now, not after a minute
-        from graphprof.atomic import check_path
+        from graphprof.base.atomic import check_path
 
         if output is not None:
             check_path(output)

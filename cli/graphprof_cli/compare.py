@@ -40,7 +40,7 @@ def run_compare(
     import graphprof
     from graphprof.errors import EXIT_INTERNAL, GraphprofError
     from graphprof.hardware import resolve_hardware
-    from graphprof.options import parse_shape
+    from graphprof.base.options import parse_shape
     from graphprof.profile import iter_compare
     from graphprof.render import ModelFailure, comparison_rows, render_comparison
     from graphprof_cli.output import absolute, distinct, plan

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from graphprof import __version__
-from graphprof.choices import Capture, Mode, Optimizer
+from graphprof.base.choices import Capture, Mode, Optimizer
 from graphprof.errors import EXIT_CODES
 from graphprof_cli import options as opt
 from graphprof_cli.common import Command, Group, flag, run_guarded
@@ -279,7 +279,7 @@ def join_input_shape(argv: Sequence[str]) -> list[str]:
     """Let ``--input-shape 1 3 384 384`` through Click, which takes one value per option.
 
     The tokens that follow ``--input-shape`` up to the next option are joined into one comma list, so
-    that a wrong one (``-1``, ``a``, ``1e12``) reaches :func:`graphprof.options.parse_shape`, whose error names
+    that a wrong one (``-1``, ``a``, ``1e12``) reaches :func:`graphprof.base.options.parse_shape`, whose error names
     the flag. After a subcommand whose arguments are positional (``compare a b``), only the first token
     and those that start like a number are taken.
     """

@@ -1,6 +1,6 @@
 """The options graphprof's commands share, declared once; each command takes the ones it needs.
 
-The choices are :mod:`graphprof.choices` (torch-free), so ``--help`` builds without importing torch.
+The choices are :mod:`graphprof.base.choices` (torch-free), so ``--help`` builds without importing torch.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from graphprof.choices import Capture, Mode, Optimizer, OutputFormat
+from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat
 from graphprof_cli.common import MIN_WIDTH, flag
 
 __all__ = [

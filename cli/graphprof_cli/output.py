@@ -29,7 +29,7 @@ def plan(kind: str, output: Path | str | None, fmt: Any = None, redact: bool = F
 
 def absolute(path: Path | None) -> Path | None:
     """``path`` fixed against the current folder (``-`` and descriptors kept), before a model can ``os.chdir``."""
-    from graphprof.atomic import absolute_output
+    from graphprof.base.atomic import absolute_output
 
     return None if path is None else absolute_output(path)
 

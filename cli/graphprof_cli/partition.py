@@ -43,7 +43,7 @@ def partition_command(
     debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Split a model across devices (exact dynamic program over its costed module graph); --run proves it."""
-    from graphprof.atomic import check_path
+    from graphprof.base.atomic import check_path
     from graphprof.errors import OutputError
     from graphprof.partition.report import partition_report
     from graphprof.render.files import write_atomic

@@ -37,7 +37,7 @@ def _resolved(req: ProfileRequest) -> ProfileRequest:
 def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
     """Everything that can be checked without the model: ``(hardware, device measured or None, output target)``."""
     from graphprof.hardware import resolve_hardware
-    from graphprof.options import parse_shape
+    from graphprof.base.options import parse_shape
     from graphprof.render.plots import require_matplotlib
     from graphprof_cli.output import plan
 
@@ -150,7 +150,7 @@ def _learn(req: ProfileRequest, console: Any, result: Any, device_hw: Any) -> No
 
 def check_html_path(path: Path) -> None:
     """Before any work: the page's folder exists and is writable, and plotly (embedded in it) is installed."""
-    from graphprof.atomic import check_path
+    from graphprof.base.atomic import check_path
     from graphprof.render.html import _plotly_js
 
     check_path(path)  # the same checks as for any output file

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphprof.choices import Capture, Mode, Optimizer, OutputFormat
+from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat
 
 __all__ = ["ProfileRequest"]
 
@@ -63,6 +63,6 @@ class ProfileRequest:
 
     @property
     def to_stdout(self) -> bool:
-        from graphprof.atomic import means_stdout
+        from graphprof.base.atomic import means_stdout
 
         return self.output is not None and means_stdout(self.output)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from graphprof.atomic import absolute_output, check_path, means_stdout, write_atomic
+from graphprof.base.atomic import absolute_output, check_path, means_stdout, write_atomic
 from graphprof.render.sink import stamped
 
 __all__ = ["main", "build_parser", "run"]

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from graphprof.choices import Mode
+from graphprof.base.choices import Mode
 from graphprof_cli import options as opt
 from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
@@ -92,7 +92,7 @@ def sweep_command(
         run_graph_sweep(model, nodes=nodes, layers=layers, avg_degree=avg_degree, edges=edges, measure=measure, output=output, debug=debug, redact=redact)
         return
 
-    from graphprof.atomic import check_path
+    from graphprof.base.atomic import check_path
     from graphprof.render.plots import require_matplotlib
     from graphprof.scaling import check_sweep, parse_values
     from graphprof_cli.output import absolute, distinct, plan

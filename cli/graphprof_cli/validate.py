@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from graphprof.choices import Reference
+from graphprof.base.choices import Reference
 from graphprof.errors import EXIT_DISAGREE as DISAGREE_EXIT
 from graphprof_cli.common import flag
 from graphprof_cli.options import DebugOption, FormatOption, RedactOption
@@ -20,7 +20,7 @@ from graphprof_cli.options import DebugOption, FormatOption, RedactOption
 DEFAULT_TOLERANCE = 1.0  # graphprof.crosscheck.DEFAULT_TOLERANCE; the library is imported only when the command runs
 
 
-#: The references (:class:`graphprof.choices.Reference`), under the name this command has always used.
+#: The references (:class:`graphprof.base.choices.Reference`), under the name this command has always used.
 AgainstChoice = Reference
 
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphprof.atomic import write_atomic
+from graphprof.base.atomic import write_atomic
 from graphprof.calibrate.samples import samples_from_run
 from graphprof.hardware_local import MAX_LEARNED, check_current, local_path, read_local
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphprof.atomic import write_atomic
+from graphprof.base.atomic import write_atomic
 from graphprof.errors import OutputError
 from graphprof.hardware_local import FORMAT, LOCAL, local_path, missing_local_message, read_local, require_local
 from graphprof.schemas import envelope
@@ -18,7 +18,7 @@ __all__ = ["FORMAT", "LOCAL", "local_path", "read_local", "require_local", "writ
 
 def write_preset(preset: dict[str, Any], path: Path | None = None) -> Path:
     """Write ``preset`` (with ``format`` set) as JSON to ``path`` (default :func:`local_path`, its folder made),
-    atomically (:func:`graphprof.atomic.write_atomic`); the path."""
+    atomically (:func:`graphprof.base.atomic.write_atomic`); the path."""
     if path is None:  # the cache's folder is graphprof's to make; a folder the user names must exist
         path = local_path()
         try:

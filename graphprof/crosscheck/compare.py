@@ -12,7 +12,7 @@ from collections import defaultdict
 from graphprof.crosscheck.conventions import GROUP_ORDER, Convention
 from graphprof.crosscheck.references import ReferenceCounts
 from graphprof.crosscheck.result import Adjustment, CrossCheck, GroupComparison, OpCount
-from graphprof.inputs import format_inputs
+from graphprof.base.inputs import format_inputs
 from graphprof.result import Profile
 
 __all__ = ["compare_counts", "graphprof_groups"]

@@ -19,15 +19,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.choices import Reference
+from graphprof.base.choices import Reference
 from graphprof.crosscheck.compare import compare_counts
 from graphprof.crosscheck.conventions import CONVENTIONS
 from graphprof.crosscheck.references import REFERENCES
 from graphprof.crosscheck.result import CrossCheck
 from graphprof.errors import GraphprofError, InvalidInputError
-from graphprof.guard import guard_user_code
-from graphprof.inputs import materialize
-from graphprof.options import parse_shape
+from graphprof.base.guard import guard_user_code
+from graphprof.base.inputs import materialize
+from graphprof.base.options import parse_shape
 from graphprof.prepared import prepare
 
 __all__ = [

@@ -31,7 +31,7 @@ from graphprof.generate.reprice import reprice_kv
 from graphprof.generate.result import GenerationProfile, Latency, MemoryFit, Phase
 from graphprof.generate.steps import profile_decode, profile_prefill
 from graphprof.hardware import Hardware, get_hardware
-from graphprof.options import parse_dtype
+from graphprof.base.options import parse_dtype
 from graphprof.prepared import PreparedModel, prepare
 from graphprof.result import Profile
 
@@ -60,7 +60,7 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
-#: KV cache dtypes beyond :func:`graphprof.options.parse_dtype`'s (a float8 cache with bfloat16 compute).
+#: KV cache dtypes beyond :func:`graphprof.base.options.parse_dtype`'s (a float8 cache with bfloat16 compute).
 _KV_DTYPES = {
     "float8": torch.float8_e4m3fn,
     "fp8": torch.float8_e4m3fn,

@@ -19,13 +19,13 @@ from typing import Any
 
 import torch
 
-from graphprof.choices import KVCache
+from graphprof.base.choices import KVCache
 from graphprof.errors import InvalidInputError, MissingDependencyError
 
 __all__ = ["CacheKind", "KVCacheSpec", "kv_spec", "make_cache"]
 
 
-#: How the decode graph keeps its cache (:class:`graphprof.choices.KVCache`). ``static``: a preallocated
+#: How the decode graph keeps its cache (:class:`graphprof.base.choices.KVCache`). ``static``: a preallocated
 #: cache sized to the context (transformers' ``StaticCache`` with ``max_cache_len = context + new tokens of
 #: the step``): a step writes its new token's K and V in place (``index_copy_``) and attention reads the
 #: cached tokens once, as a paged-attention server does. ``dynamic``: transformers' default

@@ -25,7 +25,7 @@ from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.generate.kvcache import CacheKind
 from graphprof.generate.result import GenerationMeasurement, GenerationProfile
 from graphprof.hardware import Hardware, get_hardware, match_hardware
-from graphprof.inputs import INPUT_SEED
+from graphprof.base.inputs import INPUT_SEED
 
 __all__ = ["HOST_PRESETS", "host_hardware", "measure_generation", "with_measurement"]
 

@@ -166,7 +166,7 @@ class FLOPsEstimator:
         self.hyperparameters = {**_read_hyperparameters(model), **hyperparameters}
 
     def estimate(self, num_nodes: int, num_edges: int, **overrides: Any) -> FLOPsEstimate:
-        from graphprof.limits import require_count
+        from graphprof.base.limits import require_count
 
         num_nodes = require_count(num_nodes, "num_nodes", high=2**53)  # a negative size would be negative FLOPs
         num_edges = require_count(num_edges, "num_edges", low=0, high=2**53)

@@ -42,7 +42,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.formulas import OpStatus, op_status
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
 from graphprof.hardware import Hardware
-from graphprof.names import called_op
+from graphprof.base.names import called_op
 from graphprof.propagate import op_call
 from graphprof.roofline import roofline_time
 from graphprof.runloop import Layer, Observer, OpEvent, RunContext

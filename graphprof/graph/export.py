@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from graphprof.atomic import write_atomic
+from graphprof.base.atomic import write_atomic
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.graph.model import Graph
 from graphprof.schemas import envelope

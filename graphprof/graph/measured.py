@@ -27,7 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 from graphprof.graph.model import Graph, GraphNode
-from graphprof.names import functional_op
+from graphprof.base.names import functional_op
 
 __all__ = ["with_measured_times"]
 

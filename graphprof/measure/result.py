@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from graphprof.choices import OPTIMIZER_STATE_TENSORS
+from graphprof.base.choices import OPTIMIZER_STATE_TENSORS
 from graphprof.host import Host
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
 

@@ -36,7 +36,7 @@ from torch import nn
 
 from graphprof.errors import InvalidInputError
 from graphprof.hooks import module_call_hooks
-from graphprof.limits import require_file
+from graphprof.base.limits import require_file
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import RANGE_PREFIX
 from graphprof.measure.result import OUTSIDE

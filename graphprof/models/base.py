@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from graphprof.errors import InvalidInputError, ModelNotFoundError
-from graphprof.inputs import INPUT_SEED
+from graphprof.base.inputs import INPUT_SEED
 
 __all__ = [
     "ModelInfo",

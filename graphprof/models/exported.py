@@ -11,7 +11,7 @@ naming ``os.system``, in any pickle format) is refused (:class:`~graphprof.error
 torch's fallback never runs; ``allow_unsafe_load=True`` skips that check.
 
 Whatever the opt-in, every member's declared size is checked before anything is read
-(:func:`graphprof.limits.require_fits`): a member inflating to more than this machine's memory, or
+(:func:`graphprof.base.limits.require_fits`): a member inflating to more than this machine's memory, or
 compressed more than :data:`MAX_RATIO` times (a zip bomb: ``torch.export.save`` stores its members
 uncompressed), is refused.
 
@@ -33,8 +33,8 @@ from typing import Any
 import torch
 
 from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError, UnsafeLoadError
-from graphprof.inputs import resize_inputs
-from graphprof.limits import human_bytes, require_fits
+from graphprof.base.inputs import resize_inputs
+from graphprof.base.limits import human_bytes, require_fits
 from graphprof.models.base import ResolvedModel
 from graphprof.models.family import Family, Request, Source
 from graphprof.models.trust import ALLOW_HINT, restricted_load_refusal

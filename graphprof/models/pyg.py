@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError, ModelNotFoundError
-from graphprof.limits import require_fits
+from graphprof.base.limits import require_fits
 from graphprof.models.base import ModelInfo, ResolvedModel
 from graphprof.models.family import Family, Request, Source
 from graphprof.models.graphs import DEFAULT_DEGREE, DEFAULT_NODES, graph_args, random_graph

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graphprof.display import NotebookDisplay
+from graphprof.base.display import NotebookDisplay
 from graphprof.partition.costs import CostTable
 from graphprof.partition.devices import Device, Links
 from graphprof.partition.solver import Problem, Solution, evaluate

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.limits import require_count
+from graphprof.base.limits import require_count
 from graphprof.partition.devices import Device, Links, parse_devices
 from graphprof.partition.plan import Plan, Stage
 from graphprof.partition.planner import as_links, plan_prepared, prepare_for

@@ -40,8 +40,8 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from graphprof.errors import InvalidInputError, MeasurementError
-from graphprof.inputs import materialize
-from graphprof.limits import require_count, require_fits
+from graphprof.base.inputs import materialize
+from graphprof.base.limits import require_count, require_fits
 from graphprof.prepared import PreparedModel
 
 __all__ = ["StageRun", "PipelineRun", "run_split", "step_prediction"]

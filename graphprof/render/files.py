@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from graphprof.atomic import STDOUT, check_path, is_descriptor_path, means_stdout, write_atomic
+from graphprof.base.atomic import STDOUT, check_path, is_descriptor_path, means_stdout, write_atomic
 from graphprof.errors import OutputError
 from graphprof.intensity import intensity_band
 from graphprof.render.common import profile_roofline
@@ -141,7 +141,7 @@ def write_output(
 
 
 def check_output(path: str | os.PathLike[str], fmt: str | None = None) -> str:
-    """Check before any profiling that ``path`` can be written (:func:`graphprof.atomic.check_path`); return
+    """Check before any profiling that ``path`` can be written (:func:`graphprof.base.atomic.check_path`); return
     its format (see :func:`output_format`). ``"-"`` (:data:`STDOUT`) is JSON unless ``fmt`` says otherwise."""
     if str(path) == STDOUT or is_descriptor_path(path):
         return output_format("out.json" if str(path) == STDOUT else path, fmt)

@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.measure.result import NOISY_CV
-from graphprof.names import functional_op
+from graphprof.base.names import functional_op
 from graphprof.result import Profile
 from graphprof.roofline import LayerBound, Roofline, roofline_time
 

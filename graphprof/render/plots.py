@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graphprof.atomic import write_atomic
+from graphprof.base.atomic import write_atomic
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.render.common import profile_roofline
 from graphprof.render.measured import estimated_layer_seconds, predicted_layer_seconds

@@ -3,7 +3,7 @@
 :func:`write_result` takes any result (a :class:`~graphprof.result.Profile`, a sweep, a comparison, a
 cross-check, a generation profile, a partition plan, a graph scaling or a graph estimate), picks the
 format (``fmt``, else the file's suffix), renders it with the result's entry in one table and writes it
-with :func:`graphprof.atomic.write_atomic`. :func:`plan_output` makes the same checks before any work.
+with :func:`graphprof.base.atomic.write_atomic`. :func:`plan_output` makes the same checks before any work.
 
 ==================  ========================================================  ===========
 kind                result                                                    formats
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphprof.atomic import STDOUT, absolute_output, check_path, is_descriptor_path, means_stdout, write_atomic
+from graphprof.base.atomic import STDOUT, absolute_output, check_path, is_descriptor_path, means_stdout, write_atomic
 from graphprof.errors import InvalidInputError, OutputError
 from graphprof.schemas import envelope
 
@@ -157,7 +157,7 @@ def choose_format(path: str | os.PathLike[str], kind: str, fmt: str | None = Non
 
 
 def plan_output(path: str | os.PathLike[str], kind: str, fmt: str | None = None, redact: bool = False) -> OutputTarget:
-    """Before any work: the format (:func:`choose_format`), a writable path (:func:`graphprof.atomic.check_path`),
+    """Before any work: the format (:func:`choose_format`), a writable path (:func:`graphprof.base.atomic.check_path`),
     made absolute now so that a model's ``os.chdir`` cannot move it; ``redact`` leaves the host out."""
     chosen = choose_format(path, kind, fmt)
     check_path(path)

@@ -28,9 +28,9 @@ from rich.text import Text
 from graphprof.aggregate import ancestors
 from graphprof.capture import NOT_TRIED
 from graphprof.hardware import Hardware
-from graphprof.inputs import format_inputs
+from graphprof.base.inputs import format_inputs
 from graphprof.intensity import INTENSITY_BANDS, intensity_band
-from graphprof.names import abbreviate
+from graphprof.base.names import abbreviate
 from graphprof.render.common import profile_roofline
 from graphprof.result import ModuleRow, Profile
 from graphprof.roofline import Bound, Roofline
@@ -130,7 +130,7 @@ def _shape(shapes: Sequence[tuple[int, ...]]) -> str:
 
 
 def short_names(names: Sequence[str], width: int | None) -> list[str]:
-    """Each name abbreviated to ``width`` (:func:`graphprof.names.abbreviate`), unless that would make two
+    """Each name abbreviated to ``width`` (:func:`graphprof.base.names.abbreviate`), unless that would make two
     rows shown together read the same: those keep their full names (folded over lines, never cut).
     ``width=None`` keeps every name in full.
 

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.choices import SweepAxis
+from graphprof.base.choices import SweepAxis
 from graphprof.errors import InvalidInputError
 from graphprof.prepared import PreparedModel
 from graphprof.scaling.factory import check_keyword, user_factory
@@ -18,7 +18,7 @@ from graphprof.scaling.factory import check_keyword, user_factory
 __all__ = ["MAX_POINTS", "Axis", "FACTORY_LAYERS_KEY", "parse_values", "check_values", "check_sweep", "point_options", "with_option"]
 
 
-#: What a sweep varies (:class:`graphprof.choices.SweepAxis`).
+#: What a sweep varies (:class:`graphprof.base.choices.SweepAxis`).
 Axis = SweepAxis
 
 #: The keyword a factory's depth goes to on the ``layers`` axis (the seed framework's name).

@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError
-from graphprof.guard import guard_user_code
+from graphprof.base.guard import guard_user_code
 from graphprof.hardware import Hardware, get_hardware
-from graphprof.inputs import format_inputs
+from graphprof.base.inputs import format_inputs
 from graphprof.measure.run import is_out_of_memory
 from graphprof.prepared import PreparedModel, prepare
 from graphprof.result import Profile

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from graphprof.display import NotebookDisplay
+from graphprof.base.display import NotebookDisplay
 from graphprof.errors import InvalidInputError
 from graphprof.result import Profile
 from graphprof.scaling.axis import Axis

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphprof.display import NotebookDisplay
+from graphprof.base.display import NotebookDisplay
 
 __all__ = ["RankFigures", "ShardedProfile"]
 

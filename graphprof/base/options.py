@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 
 import torch
 
-from graphprof.choices import Mode
+from graphprof.base.choices import Mode
 from graphprof.errors import InvalidInputError
 
 __all__ = ["Mode", "parse_mode", "parse_dtype", "parse_shape", "RunSpec", "KEEP", "ModelOptions"]
