@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import graphprof  # noqa: E402
-from graphprof.hardware import get_hardware  # noqa: E402
+from graphprof.devices.hardware import get_hardware  # noqa: E402
 from graphprof.roofline import classify  # noqa: E402
 
 MODELS = (

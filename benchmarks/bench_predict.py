@@ -40,7 +40,7 @@ from bench_speed import _load, _wait_quiet  # noqa: E402  (one reading of the lo
 def point(name: str, batch: int, iters: int) -> dict[str, object]:
     """One model at one batch: predicted (with interval), lower bound, measured mean."""
     import graphprof
-    from graphprof.hardware import get_hardware
+    from graphprof.devices.hardware import get_hardware
     from graphprof.roofline import classify
 
     load = _load()

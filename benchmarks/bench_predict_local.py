@@ -34,7 +34,7 @@ OUT = Path(__file__).resolve().parent / "results" / "predict_local.md"
 def row(name: str, batch: int, iters: int, warmup: int) -> dict[str, object]:
     load = loadavg()
     prepared = graphprof.prepare(name, batch_size=batch)
-    roofline = classify(prepared.profile(), graphprof.hardware.get_hardware("local"))
+    roofline = classify(prepared.profile(), graphprof.devices.hardware.get_hardware("local"))
     measured = prepared.measure(device="cpu", iters=iters, warmup=warmup, layer_runs=1, breakdown=False)
     mean_s = measured.forward.mean / 1e3
     predicted = roofline.predicted_seconds or 0.0

@@ -12,10 +12,10 @@ Two modes:
 
       python benchmarks/calibrate.py --preset h100 --fit ../shared/calibration/h100_ops.json
 
-Either way the table lands in ``graphprof/calibration/<preset>.json`` (package data; ``--out`` to write
+Either way the table lands in ``graphprof/devices/calibration/<preset>.json`` (package data; ``--out`` to write
 elsewhere) and the fit's accuracy on its own records is printed and stored in the table.
 
-The model is :mod:`graphprof.predict`'s and the fit :func:`graphprof.calibrate.fit.fit_op_table`, the
+The model is :mod:`graphprof.devices.predict`'s and the fit :func:`graphprof.calibrate.fit.fit_op_table`, the
 same procedure `graphprof calibrate` applies to the local machine's table, here on each record's
 back-to-back time (``stream_s``: launches overlapped). ``host_per_kernel_s``, the floor of one eager
 kernel inside a model's forward, is measured on the device (a chain of small layers, eager, batch 1);
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from graphprof.calibrate.fit import fit_op_table, records_from_opbench  # noqa: E402
-from graphprof.hardware import get_hardware  # noqa: E402
+from graphprof.devices.hardware import get_hardware  # noqa: E402
 
 
 def fit(raw: dict[str, Any], preset: str) -> dict[str, Any]:
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--fit", type=Path, metavar="RECORDS.json", help="fit from recorded timings")
     mode.add_argument("--measure", type=Path, metavar="RECORDS.json", help="measure on this GPU, save the records, fit")
-    parser.add_argument("--out", type=Path, default=None, help="table path (default graphprof/calibration/<preset>.json)")
+    parser.add_argument("--out", type=Path, default=None, help="table path (default graphprof/devices/calibration/<preset>.json)")
     args = parser.parse_args(argv)
     if args.measure is not None:
         raw = measure()

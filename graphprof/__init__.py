@@ -102,9 +102,9 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.generate import GenerationProfile as GenerationProfile
     from graphprof.generate import profile_generation as profile_generation
     from graphprof.graph import Graph as Graph
-    from graphprof.hardware import Hardware as Hardware
-    from graphprof.hardware import get_hardware as get_hardware
-    from graphprof.hardware import list_hardware as list_hardware
+    from graphprof.devices.hardware import Hardware as Hardware
+    from graphprof.devices.hardware import get_hardware as get_hardware
+    from graphprof.devices.hardware import list_hardware as list_hardware
     from graphprof.base.inputs import InputSpec as InputSpec
     from graphprof.measure import Measurement as Measurement
     from graphprof.measure import capture_model as capture_model
@@ -161,9 +161,9 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "OpRecord": "graphprof.result",
         "UnsupportedOp": "graphprof.result",
         "InputSpec": "graphprof.base.inputs",
-        "Hardware": "graphprof.hardware",
-        "get_hardware": "graphprof.hardware",
-        "list_hardware": "graphprof.hardware",
+        "Hardware": "graphprof.devices.hardware",
+        "get_hardware": "graphprof.devices.hardware",
+        "list_hardware": "graphprof.devices.hardware",
         "Roofline": "graphprof.roofline",
         "Bound": "graphprof.roofline",
         "classify": "graphprof.roofline",

@@ -12,9 +12,9 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from graphprof.hardware import Hardware
-from graphprof.opmodel import Interval
-from graphprof.predict import Calibration
+from graphprof.devices.hardware import Hardware
+from graphprof.devices.opmodel import Interval
+from graphprof.devices.predict import Calibration
 
 __all__ = ["DEFAULT_THRESHOLD", "Bound", "LayerBound", "Roofline", "classify_layer", "ridge_point", "roofline_time"]
 

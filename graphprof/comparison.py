@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from graphprof.hardware import Hardware
+from graphprof.devices.hardware import Hardware
 from graphprof.base.inputs import format_inputs
 from graphprof.result import Profile
 from graphprof.roofline import Bound, classify

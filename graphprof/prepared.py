@@ -27,7 +27,7 @@ from graphprof.graph.build import GraphBuilder
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
 from graphprof.base.guard import guard_user_code
-from graphprof.hardware import Hardware
+from graphprof.devices.hardware import Hardware
 from graphprof.measure.result import Measurement
 from graphprof.measure.run import MeasureOptions, measure_run
 from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec

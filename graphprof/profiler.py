@@ -31,7 +31,7 @@ from graphprof.graph.export import check_paths, text_paths, to_text
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
 from graphprof.base.guard import guard_user_code
-from graphprof.hardware import Hardware
+from graphprof.devices.hardware import Hardware
 from graphprof.prepared import prepare
 
 __all__ = ["Profiler", "GRANULARITIES"]

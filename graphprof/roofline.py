@@ -19,10 +19,10 @@ Worked example, a layer of 2 GFLOPs moving 10 MB on an H100 SXM in bfloat16 (989
 The estimate is a lower bound under ideal conditions (datasheet peak rates, no launch overhead, layers
 run one after the other); it is not a measurement.
 
-**Predicted time.** Beside the lower bound, a device with a calibration table (``graphprof/calibration/
+**Predicted time.** Beside the lower bound, a device with a calibration table (``graphprof/devices/calibration/
 <preset>.json``, or the ``local`` preset written by ``graphprof calibrate``) gets a *predicted* time:
 every recorded aten call is a host demand and a kernel demand, combined on a timeline whose overlap is
-fitted per device. The model is :mod:`graphprof.predict`; each layer's predicted time is its calls'
+fitted per device. The model is :mod:`graphprof.devices.predict`; each layer's predicted time is its calls'
 share of the timeline, never below its roofline bound.
 """
 
@@ -32,9 +32,9 @@ from collections import defaultdict
 from dataclasses import replace
 
 from graphprof.bounds import DEFAULT_THRESHOLD, Bound, LayerBound, Roofline, classify_layer, ridge_point, roofline_time
-from graphprof.hardware import Hardware
-from graphprof.opmodel import Interval
-from graphprof.predict import (
+from graphprof.devices.hardware import Hardware
+from graphprof.devices.opmodel import Interval
+from graphprof.devices.predict import (
     Calibration,
     ClassRates,
     kernel_seconds,

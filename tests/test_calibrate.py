@@ -1,4 +1,4 @@
-"""graphprof calibrate and the one prediction model (graphprof.predict, graphprof.calibrate)."""
+"""graphprof calibrate and the one prediction model (graphprof.devices.predict, graphprof.calibrate)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from graphprof.calibrate.local import LocalPreset, load_local, measure_default_h
 from graphprof.calibrate.store import local_path, read_local, write_preset
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import Cost
-from graphprof.hardware import Hardware, get_hardware
-from graphprof.predict import (
+from graphprof.devices.hardware import Hardware, get_hardware
+from graphprof.devices.predict import (
     Calibration,
     ClassRates,
     MemoryCurve,
@@ -108,7 +108,7 @@ def _preset(tmp_path: Path) -> LocalPreset:
     table = synthetic_table(0.0)
     for r in table["records"]:
         r["label"] = r["op"]
-    from graphprof.host import cpu_model
+    from graphprof.devices.host import cpu_model
 
     # made on this machine, with this thread count and this torch: a file that is current (else refused as stale)
     info = {"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__, "measured_at": "now"}

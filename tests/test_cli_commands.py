@@ -83,11 +83,11 @@ def test_validate_calls_the_crosscheck_with_its_reference(monkeypatch: pytest.Mo
 
 
 def test_hardware_and_list_call_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
-    import graphprof.hardware
+    import graphprof.devices.hardware
     import graphprof.models
 
     calls: list[Any] = []
-    monkeypatch.setattr(graphprof.hardware, "get_hardware", _recorder(calls))
+    monkeypatch.setattr(graphprof.devices.hardware, "get_hardware", _recorder(calls))
     assert _invoke("hardware", "h100").exit_code == 2 and calls[-1][0] == ("h100",)
     monkeypatch.setattr(graphprof.models, "list_models", _recorder(calls))
     assert _invoke("list", "--filter", "yolo").exit_code == 2 and calls[-1][0] == ("yolo",)

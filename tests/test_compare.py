@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 import graphprof
 from graphprof.capture import Capture
-from graphprof.hardware import HARDWARE, get_hardware
+from graphprof.devices.hardware import HARDWARE, get_hardware
 from graphprof.render import ModelFailure, comparison_rows, render_comparison_csv
 from graphprof_cli.main import app, join_input_shape
 

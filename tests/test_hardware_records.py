@@ -1,5 +1,5 @@
 """Every fact about a device on its ``Hardware`` record (issue 29): memory and CUDA-name matching are read
-from :mod:`graphprof.hardware` by the partition planner, the generation estimate and the calibration, and
+from :mod:`graphprof.devices.hardware` by the partition planner, the generation estimate and the calibration, and
 the ``local`` preset is read below ``hardware.py`` (which no longer imports the calibration package)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import graphprof
-from graphprof.hardware import HARDWARE, get_hardware, host_memory_bytes, match_hardware
+from graphprof.devices.hardware import HARDWARE, get_hardware, host_memory_bytes, match_hardware
 
 ROOT = Path(graphprof.__file__).parent
 

@@ -161,13 +161,13 @@ def _damage(text: str, case: str) -> str:
 def test_a_damaged_local_calibration_is_one_line_exit_2(tmp_path: Path, monkeypatch, case: str) -> None:
     from graphprof.calibrate.local import LocalPreset
     from graphprof.calibrate.store import write_preset
-    from graphprof.hardware import get_hardware
-    from graphprof.predict import load_calibration
+    from graphprof.devices.hardware import get_hardware
+    from graphprof.devices.predict import load_calibration
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     import torch
 
-    from graphprof.host import cpu_model
+    from graphprof.devices.host import cpu_model
 
     device = {"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__}  # current
     shipped = LocalPreset(get_hardware("h100"), load_calibration("h100"), device)

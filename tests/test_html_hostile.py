@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 import graphprof
-from graphprof.hardware import get_hardware
+from graphprof.devices.hardware import get_hardware
 from graphprof.render.escape import plotly_json, script_json
 from graphprof.render.html import render_compare_html, render_profile_html, render_sweep_html
 from graphprof.roofline import classify

@@ -1,4 +1,4 @@
-"""Per-kind latency models (graphprof.opmodel, graphprof.calibrate.fit_ops): kinds, the fit, intervals,
+"""Per-kind latency models (graphprof.devices.opmodel, graphprof.calibrate.fit_ops): kinds, the fit, intervals,
 staleness, learning from runs. Synthetic op tables with known truth: nothing depends on this machine's speed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from graphprof.errors import InvalidInputError
-from graphprof.opmodel import Interval, OpModel, Sample, independent_interval, op_features, op_kind
+from graphprof.devices.opmodel import Interval, OpModel, Sample, independent_interval, op_features, op_kind
 
 pytest.importorskip("sklearn")
 
@@ -139,7 +139,7 @@ def _write_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **device: Any)
 
     from graphprof.calibrate.local import preset_from_table
     from graphprof.calibrate.store import write_preset
-    from graphprof.host import cpu_model
+    from graphprof.devices.host import cpu_model
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     table = synthetic_table(0.0)
@@ -154,7 +154,7 @@ def _write_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **device: Any)
 def test_a_stale_local_file_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value: Any) -> None:
     from typer.testing import CliRunner
 
-    from graphprof.hardware import get_hardware
+    from graphprof.devices.hardware import get_hardware
     from graphprof_cli.main import app
 
     _write_local(tmp_path, monkeypatch, **{field: value})
@@ -166,7 +166,7 @@ def test_a_stale_local_file_is_refused_in_one_line(tmp_path: Path, monkeypatch: 
 
 
 def test_a_foreign_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphprof.hardware import get_hardware
+    from graphprof.devices.hardware import get_hardware
 
     path = _write_local(tmp_path, monkeypatch)
     path.write_text(json.dumps({**json.loads(path.read_text()), "format": 1}))
@@ -176,7 +176,7 @@ def test_a_foreign_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_prediction_carries_an_interval_and_its_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import graphprof
-    from graphprof.hardware import get_hardware
+    from graphprof.devices.hardware import get_hardware
     from graphprof.render.table import _predicted_text
     from graphprof.roofline import classify
 
@@ -196,8 +196,8 @@ def test_a_measured_run_is_learned_and_used_for_another_model(tmp_path: Path, mo
 
     import graphprof
     from graphprof.calibrate.learn import learn_from_run
-    from graphprof.hardware import get_hardware
-    from graphprof.predict import load_calibration
+    from graphprof.devices.hardware import get_hardware
+    from graphprof.devices.predict import load_calibration
     from graphprof.roofline import classify
 
     _write_local(tmp_path, monkeypatch)

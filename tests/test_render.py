@@ -23,7 +23,7 @@ from torch import nn
 import graphprof
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.formulas import Cost
-from graphprof.hardware import get_hardware
+from graphprof.devices.hardware import get_hardware
 from graphprof.render import files as files_module
 from graphprof.render import (
     output_format,

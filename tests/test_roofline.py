@@ -8,7 +8,7 @@ from torch import nn
 import graphprof
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import Cost
-from graphprof.hardware import (
+from graphprof.devices.hardware import (
     HARDWARE,
     PRECISIONS,
     custom_hardware,

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import graphprof
-from graphprof.hardware import get_hardware
+from graphprof.devices.hardware import get_hardware
 from graphprof.render.plots import roofline_points
 from graphprof.roofline import classify
 

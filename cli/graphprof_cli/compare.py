@@ -39,7 +39,7 @@ def run_compare(
     """
     import graphprof
     from graphprof.errors import EXIT_INTERNAL, GraphprofError
-    from graphprof.hardware import resolve_hardware
+    from graphprof.devices.hardware import resolve_hardware
     from graphprof.base.options import parse_shape
     from graphprof.profile import iter_compare
     from graphprof.render import ModelFailure, comparison_rows, render_comparison
@@ -97,7 +97,7 @@ def _write(rows: Any, device: Any, console: Console, target: Any, html: Path | N
 
 def show_hardware(console: Console, name: str | None = None) -> None:
     """Print every device preset, or one (``name``) with a ridge point per precision."""
-    from graphprof.hardware import get_hardware, list_hardware
+    from graphprof.devices.hardware import get_hardware, list_hardware
     from graphprof.render.table import render_hardware
 
     presets = list_hardware() if name is None else (get_hardware(name),)

@@ -36,7 +36,7 @@ def _resolved(req: ProfileRequest) -> ProfileRequest:
 
 def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
     """Everything that can be checked without the model: ``(hardware, device measured or None, output target)``."""
-    from graphprof.hardware import resolve_hardware
+    from graphprof.devices.hardware import resolve_hardware
     from graphprof.base.options import parse_shape
     from graphprof.render.plots import require_matplotlib
     from graphprof_cli.output import plan

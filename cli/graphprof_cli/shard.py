@@ -23,7 +23,7 @@ ShardOption = Annotated[
 
 def run_shard(req: ProfileRequest) -> None:
     """Check the options, run the sharded step, print the per-rank table, write ``--output`` as JSON."""
-    from graphprof.hardware import resolve_hardware
+    from graphprof.devices.hardware import resolve_hardware
     from graphprof.render.shard import render_sharded
     from graphprof.sharding import parse_shard, shard_profile
     from graphprof_cli.common import console as make_console

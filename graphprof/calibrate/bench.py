@@ -5,7 +5,7 @@ under ``torch.no_grad`` as graphprof's ``--measure`` runs a forward. Its FLOPs a
 written by hand: the call is run once under :class:`_CostRecorder`, which applies graphprof's own
 formula registry (:func:`graphprof.formulas.op_cost`) to every aten call it makes, so the table is
 costed exactly as a profile is. The record keeps the main aten op and its input shapes, from which
-:func:`graphprof.predict.op_class` and :func:`graphprof.predict.reduction_depth` read its family.
+:func:`graphprof.devices.predict.op_class` and :func:`graphprof.devices.predict.reduction_depth` read its family.
 
 Timing (:func:`time_call`): calls run in back-to-back chunks of about ``chunk_s`` seconds; the
 per-call time is the median over chunks. On the CPU that is one call after another; on CUDA the

@@ -1,4 +1,4 @@
-"""Fit the prediction model of :mod:`graphprof.predict` to an op table: one procedure for every device.
+"""Fit the prediction model of :mod:`graphprof.devices.predict` to an op table: one procedure for every device.
 
 An op table (from :func:`graphprof.calibrate.bench.measure_op_table`, or the H100 table converted by
 :func:`records_from_opbench`) is a list of single-call timings, each with its aten op, input shapes,
@@ -9,7 +9,7 @@ minimising the sum of absolute log errors (robust to one odd record)::
     1. overlap, MemoryCurve   from the float32 streaming records (add, relu) across sizes:
                               t = steady(floor, bytes / bandwidth(bytes), overlap)
     2. per dtype and class    compute_fraction, memory_fraction, latency, half_depth, from every record:
-                              t = steady(floor, kernel, overlap)   (kernel as in graphprof.predict)
+                              t = steady(floor, kernel, overlap)   (kernel as in graphprof.devices.predict)
 
 No parameter is set by hand for a device or a model: the same grids fit a CPU and an H100. A class a
 dtype has no records for takes float32's rates (``accuracy["borrowed"]`` lists them).
@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from graphprof.formulas.attention import causal_work_fraction
-from graphprof.hardware import Hardware
-from graphprof.predict import OP_CLASSES, Calibration, ClassRates, MemoryCurve, op_class, reduction_depth
+from graphprof.devices.hardware import Hardware
+from graphprof.devices.predict import OP_CLASSES, Calibration, ClassRates, MemoryCurve, op_class, reduction_depth
 
 __all__ = ["fit_op_table", "records_from_opbench", "STREAMING_OPS"]
 
@@ -41,12 +41,12 @@ def _geom(lo: float, hi: float, n: int) -> torch.Tensor:
 
 
 def _steady(host: float, kernel: torch.Tensor, overlap: torch.Tensor | float) -> torch.Tensor:
-    """:func:`graphprof.predict.steady_seconds` over tensors."""
+    """:func:`graphprof.devices.predict.steady_seconds` over tensors."""
     return torch.maximum(kernel, host + (1.0 - overlap) * kernel)
 
 
 def _curve_seconds(nbytes: torch.Tensor, near: torch.Tensor, far: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
-    """:meth:`graphprof.predict.MemoryCurve.seconds` over tensors (bandwidths in bytes per second)."""
+    """:meth:`graphprof.devices.predict.MemoryCurve.seconds` over tensors (bandwidths in bytes per second)."""
     share = cache / (cache + nbytes)
     return nbytes * (share / near + (1.0 - share) / far)
 
@@ -116,7 +116,7 @@ def _accuracy(errors: list[tuple[float, Mapping[str, Any]]], dropped: list[str],
 
 
 def fit_op_table(table: Mapping[str, Any], hardware: Hardware, *, preset: str, kind: str, source: str = "") -> Calibration:
-    """Fit :class:`~graphprof.predict.Calibration` for ``hardware`` (its peaks and bandwidth) to ``table``."""
+    """Fit :class:`~graphprof.devices.predict.Calibration` for ``hardware`` (its peaks and bandwidth) to ``table``."""
     floors = table["floors"]
     floor = float(floors["floor_s"])
     records = [r for r in table["records"] if r["seconds"] >= 0.5 * floor]

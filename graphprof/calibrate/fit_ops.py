@@ -1,4 +1,4 @@
-"""Fit the per-kind latency models of :mod:`graphprof.opmodel` to timed samples (scikit-learn).
+"""Fit the per-kind latency models of :mod:`graphprof.devices.opmodel` to timed samples (scikit-learn).
 
 Per kind: a ridge regression of ``log(seconds)`` on the standardised log features (scikit-learn's
 ``Ridge``: a log-log power law that extrapolates), then the number ``k`` of nearest neighbours whose
@@ -6,7 +6,7 @@ residuals correct it, chosen by grouped cross-validation (scikit-learn's ``Group
 samples are held out together, so a kind is judged on models it never saw). The held-out log errors of
 the chosen ``k`` give the kind's 10% and 90% quantiles. Then each zoo model is held out whole, the
 others fitted, and its total predicted: those whole-model log errors give the 80% interval of a model's
-total (:attr:`graphprof.opmodel.OpModel.model_q`).
+total (:attr:`graphprof.devices.opmodel.OpModel.model_q`).
 
 scikit-learn is needed only here, to fit (``pip install graphprof[predict]``); predicting reads the
 stored numbers with numpy.
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from graphprof.errors import InvalidInputError
-from graphprof.opmodel import Z80, KindModel, OpModel, Sample
+from graphprof.devices.opmodel import Z80, KindModel, OpModel, Sample
 
 __all__ = ["fit_kind", "fit_op_model", "model_quantiles", "worst_kinds"]
 

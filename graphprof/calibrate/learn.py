@@ -2,10 +2,10 @@
 
 :func:`learn_from_run` turns the measured forward's ops into samples (:func:`graphprof.calibrate.samples.
 samples_from_run`, marked ``source="run"``) and appends them to the ``learned`` list of the ``local``
-preset's file; :func:`graphprof.predict.load_calibration` adds them as neighbours of their kinds'
+preset's file; :func:`graphprof.devices.predict.load_calibration` adds them as neighbours of their kinds'
 models, so the next prediction (of any model with those configurations) uses them, and the report
 counts them apart from the calibration's own. Only a file made on this machine (same CPU, thread count
-and torch) learns: :func:`graphprof.hardware_local.check_current`.
+and torch) learns: :func:`graphprof.devices.local.check_current`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from graphprof.base.atomic import write_atomic
 from graphprof.calibrate.samples import samples_from_run
-from graphprof.hardware_local import MAX_LEARNED, check_current, local_path, read_local
+from graphprof.devices.local import MAX_LEARNED, check_current, local_path, read_local
 
 __all__ = ["learn_from_run"]
 

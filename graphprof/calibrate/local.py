@@ -8,7 +8,7 @@ Example::
 
 The preset's peak per dtype is the fastest FLOP rate any benchmark reached, and its bandwidth the fastest
 byte rate: so its roofline is a lower bound that no op measured here beat. The prediction model
-(:mod:`graphprof.predict`) is fitted to the same table by :func:`graphprof.calibrate.fit.fit_op_table`.
+(:mod:`graphprof.devices.predict`) is fitted to the same table by :func:`graphprof.calibrate.fit.fit_op_table`.
 The thread count (``torch.get_num_threads()``) and the load average before and after are stored with
 it: a prediction holds for that thread count, and a loaded machine measures slow.
 """
@@ -32,12 +32,12 @@ from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
 from graphprof.calibrate.samples import samples_from_run, samples_from_table
 from graphprof.calibrate.store import write_preset
 from graphprof.errors import InvalidInputError
-from graphprof.hardware import PRECISIONS, Hardware, match_hardware
-from graphprof.hardware_local import LOCAL, missing_local_message, read_local
-from graphprof.host import cpu_model, load_average
+from graphprof.devices.hardware import PRECISIONS, Hardware, match_hardware
+from graphprof.devices.local import LOCAL, missing_local_message, read_local
+from graphprof.devices.host import cpu_model, load_average
 from graphprof.measure.run import resolve_device
-from graphprof.opmodel import OpModel, Sample
-from graphprof.predict import Calibration
+from graphprof.devices.opmodel import OpModel, Sample
+from graphprof.devices.predict import Calibration
 
 __all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
            "measure_default_hardware", "zoo_samples"]  # fmt: skip
@@ -71,7 +71,7 @@ class LocalPreset:
 
 def loadavg() -> str | None:
     """The 1, 5 and 15 minute load averages as ``/proc/loadavg`` writes them (``"1.20 0.85 0.40"``), from
-    :func:`graphprof.host.load_average`; None where there is none."""
+    :func:`graphprof.devices.host.load_average`; None where there is none."""
     load = load_average()
     return None if load is None else " ".join(f"{v:.2f}" for v in load)
 

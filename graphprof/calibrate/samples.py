@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from graphprof.base.names import functional_op
-from graphprof.opmodel import Sample, call_of, op_features, op_kind
+from graphprof.devices.opmodel import Sample, call_of, op_features, op_kind
 
 __all__ = ["samples_from_run", "samples_from_table"]
 

@@ -1,5 +1,5 @@
-"""How ``graphprof calibrate`` writes the ``local`` preset; reading it is :mod:`graphprof.hardware_local`'s
-(re-exported here), below :mod:`graphprof.hardware`, which reads it for ``--hardware local``.
+"""How ``graphprof calibrate`` writes the ``local`` preset; reading it is :mod:`graphprof.devices.local`'s
+(re-exported here), below :mod:`graphprof.devices.hardware`, which reads it for ``--hardware local``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from graphprof.base.atomic import write_atomic
 from graphprof.errors import OutputError
-from graphprof.hardware_local import FORMAT, LOCAL, local_path, missing_local_message, read_local, require_local
+from graphprof.devices.local import FORMAT, LOCAL, local_path, missing_local_message, read_local, require_local
 from graphprof.schemas import envelope
 
 __all__ = ["FORMAT", "LOCAL", "local_path", "read_local", "require_local", "write_preset", "missing_local_message"]

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.hardware import Hardware
+from graphprof.devices.hardware import Hardware
 from graphprof.scaling.axis import FACTORY_LAYERS_KEY, Axis
 from graphprof.scaling.loop import sweep
 from graphprof.scaling.result import Sweep

@@ -30,7 +30,7 @@ from graphprof.generate.phases import KVTraffic, exact_phase, single_phase, summ
 from graphprof.generate.reprice import reprice_kv
 from graphprof.generate.result import GenerationProfile, Latency, MemoryFit, Phase
 from graphprof.generate.steps import profile_decode, profile_prefill
-from graphprof.hardware import Hardware, get_hardware
+from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.base.options import parse_dtype
 from graphprof.prepared import PreparedModel, prepare
 from graphprof.result import Profile
@@ -225,7 +225,7 @@ def profile_generation(
 
     ``model``: a name (``"hf:llama-3-8b"``, ``"pkg.mod:factory"``) or a transformers causal LM.
     ``dtype`` defaults to bfloat16; ``kv_dtype`` to ``dtype``. ``hardware`` (a preset name or a
-    :class:`~graphprof.hardware.Hardware`) gives times, bounds and "will it fit" (``memory_bytes``
+    :class:`~graphprof.devices.hardware.Hardware`) gives times, bounds and "will it fit" (``memory_bytes``
     overrides the device's memory). The user's model is left as found.
     """
     spec = _spec(prompt_len, new_tokens, batch_size, dtype, kv_dtype, cache, hardware)

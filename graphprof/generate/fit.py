@@ -1,6 +1,6 @@
 """Will it fit: the largest context and batch whose weights, KV cache and activations fit in a device's memory.
 
-Device memory is the preset's own figure (:attr:`graphprof.hardware.Hardware.memory_gb`, from its
+Device memory is the preset's own figure (:attr:`graphprof.devices.hardware.Hardware.memory_gb`, from its
 datasheet, in the vendor's GB = 10**9 bytes); a device without one (a custom device, a calibrated
 ``local`` one) takes ``memory_bytes`` from the caller, or, for a CPU (the generic desktop CPU too, whose
 figure is only an assumption), this machine's physical memory.
@@ -9,7 +9,7 @@ figure is only an assumption), this machine's physical memory.
 from __future__ import annotations
 
 from graphprof.generate.result import MemoryFit
-from graphprof.hardware import Hardware, host_memory_bytes
+from graphprof.devices.hardware import Hardware, host_memory_bytes
 
 __all__ = ["device_memory", "memory_fit"]
 

@@ -24,7 +24,7 @@ from torch import nn
 from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.generate.kvcache import CacheKind
 from graphprof.generate.result import GenerationMeasurement, GenerationProfile
-from graphprof.hardware import Hardware, get_hardware, match_hardware
+from graphprof.devices.hardware import Hardware, get_hardware, match_hardware
 from graphprof.base.inputs import INPUT_SEED
 
 __all__ = ["HOST_PRESETS", "host_hardware", "measure_generation", "with_measurement"]
@@ -96,7 +96,7 @@ def measure_generation(
     Random weights (seeded, as the dry run's models) and random prompt tokens; ``min_new_tokens`` makes
     every run produce exactly ``new_tokens`` tokens. The user's model is not changed (a copy is moved or cast).
     """
-    from graphprof.host import detect_host
+    from graphprof.devices.host import detect_host
     from graphprof.measure.memory import peak_during
 
     dev = torch.device(device)

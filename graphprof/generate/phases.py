@@ -17,7 +17,7 @@ from graphprof.generate.blocks import group_rows
 from graphprof.generate.growth import AffineDecode
 from graphprof.generate.kvcache import KVCacheSpec
 from graphprof.generate.result import BlockCost, Phase
-from graphprof.hardware import Hardware
+from graphprof.devices.hardware import Hardware
 from graphprof.result import Profile
 from graphprof.roofline import LayerBound, classify, classify_layer
 
@@ -91,7 +91,7 @@ def _row_times(
 
     The lower bound is a sum over ops, so only the rows whose cost grows with the context are classified
     again at each step. The predicted time is not: host and kernel time overlap along the whole step
-    (:mod:`graphprof.predict`), so a row's share depends on its neighbours, and each step is predicted whole.
+    (:mod:`graphprof.devices.predict`), so a row's share depends on its neighbours, and each step is predicted whole.
     """
     base = classify(fit.base, hardware)
     lower = [None if b.seconds is None else b.seconds * steps for b in base.layers]

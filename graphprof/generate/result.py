@@ -14,7 +14,7 @@ from typing import Any
 
 from graphprof.formulas import Cost
 from graphprof.generate.kvcache import KVCacheSpec
-from graphprof.hardware import Hardware
+from graphprof.devices.hardware import Hardware
 from graphprof.result import cost_dict
 
 __all__ = ["BlockCost", "Phase", "Latency", "MemoryFit", "GenerationMeasurement", "GenerationProfile"]

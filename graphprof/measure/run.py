@@ -34,7 +34,7 @@ from torch.utils._pytree import tree_map
 
 from graphprof.capture import CapturedGraph, preserved_state
 from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
-from graphprof.host import detect_host
+from graphprof.devices.host import detect_host
 from graphprof.base.inputs import describe_inputs, format_inputs, materialize
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import LayerRanges, attribute, kernel_busy_us

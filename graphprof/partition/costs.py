@@ -29,7 +29,7 @@ from typing import Any
 from torch import nn
 
 from graphprof.graph.model import Graph
-from graphprof.hardware import Hardware
+from graphprof.devices.hardware import Hardware
 from graphprof.partition.units import UnitNodes
 from graphprof.result import Profile
 from graphprof.roofline import classify

@@ -7,7 +7,7 @@ Grammar (``--devices``), items separated by commas::
 
 ``KIND`` is a hardware preset (``graphprof hardware`` lists them; its time is the roofline's, see
 :mod:`graphprof.partition.costs`) or ``cpu``: a process on *this* machine, whose per-layer times are
-measured, not predicted. Memory defaults to the preset's datasheet figure (:attr:`graphprof.hardware.Hardware.memory_gb`), or for
+measured, not predicted. Memory defaults to the preset's datasheet figure (:attr:`graphprof.devices.hardware.Hardware.memory_gb`), or for
 ``cpu`` to this machine's RAM shared by the ``cpu`` processes.
 
 Links (``--link``): one figure for every pair, ``GBPS[/LATENCY_MS]``, or per pair of kinds,
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from graphprof.errors import InvalidInputError
-from graphprof.hardware import Hardware, custom_hardware, get_hardware, host_memory_bytes
+from graphprof.devices.hardware import Hardware, custom_hardware, get_hardware, host_memory_bytes
 
 __all__ = ["FIGURE_RANGE", "LOCAL_CPU", "MAX_COUNT", "Device", "Links", "parse_devices", "parse_links", "kinds_of"]
 
@@ -96,7 +96,7 @@ def _count(text: str | None, item: str) -> int:
 
 
 def local_memory_bytes() -> int:
-    """This machine's physical memory in bytes (:func:`graphprof.hardware.host_memory_bytes`)."""
+    """This machine's physical memory in bytes (:func:`graphprof.devices.hardware.host_memory_bytes`)."""
     return host_memory_bytes() or 0
 
 

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.comparison import COMPARISON_COLUMNS, ComparisonRow, ModelFailure, comparison_rows
-from graphprof.hardware import Hardware
+from graphprof.devices.hardware import Hardware
 from graphprof.render.files import csv_text
 from graphprof.render.table import format_bytes, format_count, format_percent, format_seconds
 from graphprof.result import SCHEMA_VERSION

@@ -27,7 +27,7 @@ from rich.text import Text
 
 from graphprof.aggregate import ancestors
 from graphprof.capture import NOT_TRIED
-from graphprof.hardware import Hardware
+from graphprof.devices.hardware import Hardware
 from graphprof.base.inputs import format_inputs
 from graphprof.intensity import INTENSITY_BANDS, intensity_band
 from graphprof.base.names import abbreviate
@@ -723,7 +723,7 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
     sources.add_column(overflow="fold", style="dim")
     for device in presets:
         sources.add_row(device.name, device.source)
-    lines += [Text("Sources (details and URLs: graphprof/hardware.py)", style="bold"), sources]
+    lines += [Text("Sources (details and URLs: graphprof/devices/hardware.py)", style="bold"), sources]
     return Group(*lines)
 
 

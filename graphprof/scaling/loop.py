@@ -18,7 +18,7 @@ from torch import nn
 
 from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError
 from graphprof.base.guard import guard_user_code
-from graphprof.hardware import Hardware, get_hardware
+from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.base.inputs import format_inputs
 from graphprof.measure.run import is_out_of_memory
 from graphprof.prepared import PreparedModel, prepare

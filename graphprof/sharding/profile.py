@@ -7,7 +7,7 @@ from typing import Any
 from torch import nn
 
 from graphprof.errors import InvalidInputError
-from graphprof.hardware import Hardware, get_hardware
+from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.base.inputs import describe_inputs, format_inputs
 from graphprof.result import OpRecord
 from graphprof.sharding.result import RankFigures, ShardedProfile

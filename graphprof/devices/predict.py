@@ -39,8 +39,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from graphprof.hardware import Hardware
-from graphprof.opmodel import Interval, OpModel, Sample, call_of
+from graphprof.devices.hardware import Hardware
+from graphprof.devices.opmodel import Interval, OpModel, Sample, call_of
 
 __all__ = [
     "OP_CLASSES",
@@ -163,7 +163,7 @@ class MemoryCurve:
 
 @dataclass(frozen=True)
 class Calibration:
-    """A fitted table for one device (package data ``graphprof/calibration/<preset>.json``, or the
+    """A fitted table for one device (package data ``graphprof/devices/calibration/<preset>.json``, or the
     ``local`` preset that ``graphprof calibrate`` writes).
 
     ``rates[dtype][op class]``; a dtype the table lacks uses ``bfloat16`` for 2-byte types and
@@ -183,7 +183,7 @@ class Calibration:
     overlap: float = 1.0
     view_s: float = 0.0
     memory: MemoryCurve | None = None
-    #: per-kind latency models (:mod:`graphprof.opmodel`): when present they predict every op, in context
+    #: per-kind latency models (:mod:`graphprof.devices.opmodel`): when present they predict every op, in context
     op_model: OpModel | None = field(hash=False, default=None)
 
     def rates_for(self, dtype: str, klass: str) -> ClassRates:
@@ -262,7 +262,7 @@ class Calibration:
 
 @cache
 def _shipped(preset: str) -> Calibration | None:
-    path = resources.files("graphprof") / "calibration" / f"{preset}.json"
+    path = resources.files("graphprof.devices") / "calibration" / f"{preset}.json"
     if not path.is_file():
         return None
     return Calibration.from_dict(json.loads(path.read_text()))
@@ -278,7 +278,7 @@ def _with_learned(calibration: Calibration, learned: Sequence[Sequence[Any]]) ->
 def load_calibration(preset: str) -> Calibration | None:
     """The calibration table of a hardware preset (``local``: the one ``graphprof calibrate`` wrote), or ``None``."""
     if preset == "local":
-        from graphprof.hardware_local import read_local
+        from graphprof.devices.local import read_local
 
         stored = read_local()
         return None if stored is None else _with_learned(Calibration.from_dict(stored["calibration"]), stored.get("learned", ()))

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from graphprof.errors import InvalidInputError
-from graphprof.hardware_local import LOCAL, require_local
+from graphprof.devices.local import LOCAL, require_local
 
 __all__ = [
     "PRECISIONS",
@@ -314,7 +314,7 @@ def get_hardware(name: str) -> Hardware:
     """
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     key = _ALIASES.get(key, key)
-    if key == LOCAL:  # the machine `graphprof calibrate` measured (graphprof.hardware_local)
+    if key == LOCAL:  # the machine `graphprof calibrate` measured (graphprof.devices.local)
         return Hardware(**require_local()["hardware"])
     if key in HARDWARE:
         return HARDWARE[key]

@@ -2,10 +2,10 @@
 
 ``graphprof calibrate`` (:mod:`graphprof.calibrate.store`) writes ``$XDG_CACHE_HOME/graphprof/local.json``
 (``~/.cache/graphprof/local.json`` when the variable is unset); ``--hardware local``
-(:func:`graphprof.hardware.get_hardware`) and its calibration table (:func:`graphprof.predict.load_calibration`)
+(:func:`graphprof.devices.hardware.get_hardware`) and its calibration table (:func:`graphprof.devices.predict.load_calibration`)
 read it here, below both, so that neither imports the calibration package. The file holds three parts:
-``hardware`` (a :class:`graphprof.hardware.Hardware` as a dict: measured peaks and bandwidth),
-``calibration`` (a :class:`graphprof.predict.Calibration` as a dict) and ``device`` (what was measured,
+``hardware`` (a :class:`graphprof.devices.hardware.Hardware` as a dict: measured peaks and bandwidth),
+``calibration`` (a :class:`graphprof.devices.predict.Calibration` as a dict) and ``device`` (what was measured,
 with the thread count and the load while measuring), plus the raw op table under ``table`` so that it
 can be fitted again.
 """
@@ -63,7 +63,7 @@ def _stale(device: dict[str, Any]) -> list[str]:
     """What differs between the machine a CPU calibration measured and this process: CPU, threads, torch."""
     import torch
 
-    from graphprof.host import cpu_model
+    from graphprof.devices.host import cpu_model
 
     now = {"name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__}
     return [f"{key} {device.get(key)!r}, this run {value!r}" for key, value in now.items() if device.get(key) != value]

@@ -1,0 +1,4 @@
+"""The devices a cost is priced on: presets with their peaks (``hardware``), this machine's own preset
+(``local``, ``host``), and the time predicted from a calibration (``predict``, ``opmodel``, with the
+shipped tables in ``calibration/``).
+"""
