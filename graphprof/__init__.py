@@ -128,7 +128,7 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.roofline import Bound as Bound
     from graphprof.roofline import Roofline as Roofline
     from graphprof.roofline import classify as classify
-    from graphprof.runloop import Observer as Observer
+    from graphprof.run.loop import Observer as Observer
     from graphprof.scaling import Sweep as Sweep
     from graphprof.scaling import sweep as sweep
 else:  # what runs: each name imported from its module on first use (PEP 562)
@@ -170,7 +170,7 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "Cost": "graphprof.formulas",
         "TensorMeta": "graphprof.formulas",
         "register_formula": "graphprof.formulas",
-        "Observer": "graphprof.runloop",
+        "Observer": "graphprof.run.loop",
         "GraphprofError": "graphprof.errors",
         "capture_model": "graphprof.measure",
         "parse_model_trace": "graphprof.measure",

@@ -33,7 +33,7 @@ from graphprof.measure.run import MeasureOptions, measure_run
 from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec
 from graphprof.profile import profile_session
 from graphprof.result import Profile
-from graphprof.runloop import Observer
+from graphprof.run.loop import Observer
 from graphprof.session import Session, model_device, open_session
 
 __all__ = ["PreparedModel", "prepare", "measure_model", "graph_model", "model_device"]

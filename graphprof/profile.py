@@ -23,13 +23,13 @@ from graphprof.base.display import NotebookDisplay
 from graphprof.errors import GraphprofError
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import describe_inputs
-from graphprof.lowering import Lowering
-from graphprof.moe import moe_note
+from graphprof.run.lowering import Lowering
+from graphprof.run.moe import moe_note
 from graphprof.base.options import Mode, ModelOptions, RunSpec
 from graphprof.base.params import parameter_tensors
 from graphprof.result import Profile
 from graphprof.roofline import with_roofline
-from graphprof.runloop import Observer
+from graphprof.run.loop import Observer
 from graphprof.session import Session, SessionRun, open_session
 from graphprof.version import __version__
 
@@ -141,7 +141,7 @@ def profile_model(model: nn.Module | str, **options: Unpack[ModelOptions]) -> Pr
     left exactly as it was found. Equivalent to ``prepare(...).profile()``.
 
     ``target`` (``"cpu"`` by default, or ``"cuda"``) is the device the costs are for: for ``"cuda"`` the
-    dry run records the fused attention kernels a GPU runs (see :mod:`graphprof.lowering`);
+    dry run records the fused attention kernels a GPU runs (see :mod:`graphprof.run.lowering`);
     :attr:`Profile.lowering` says which was used.
 
     ``proposals`` sets a two-stage detector's region proposals per image (a model named from the

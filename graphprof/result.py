@@ -90,7 +90,7 @@ class LayerRow:
     backward: Cost
     ops: tuple[OpRecord, ...] = field(default=(), repr=False)
     #: bytes this node saves for backward (train mode; 0 in eval): the activation memory a training
-    #: step holds for it until its backward (:mod:`graphprof.observers.saved`)
+    #: step holds for it until its backward (:mod:`graphprof.run.observers.saved`)
     saved_bytes: int = 0
 
     @property
@@ -190,7 +190,7 @@ class Profile(NotebookDisplay):
     versions: tuple[tuple[str, str], ...]
     timings: tuple[tuple[str, float], ...] = ()
     #: how ops were lowered for costing: ``"cpu"`` (the decomposition the profiling machine runs) or
-    #: ``"cuda"`` (fused attention kernels, as a GPU runs them; see :mod:`graphprof.lowering`)
+    #: ``"cuda"`` (fused attention kernels, as a GPU runs them; see :mod:`graphprof.run.lowering`)
     lowering: str = "cpu"
     #: the layer running when the activation peak was reached (``None`` for an empty run)
     peak_activation_layer: str | None = None

@@ -1,7 +1,7 @@
 """The session at the bottom of every pass: a model resolved, warmed up and captured once, then run.
 
 :class:`Session` is the one place where a model object is handled: built (once), warmed up, captured,
-and run by :func:`graphprof.runloop.run_model` with whatever observers a pass brings
+and run by :func:`graphprof.run.loop.run_model` with whatever observers a pass brings
 (:meth:`Session.run`). It knows nothing of the passes above it: the dry-run profile
 (:mod:`graphprof.profile`), measurement (:mod:`graphprof.measure`), graphs (:mod:`graphprof.graph`) and
 sweeps (:mod:`graphprof.sweep`) each take a session (or plain data) and bring their own observers.
@@ -47,11 +47,11 @@ from graphprof.capture import (
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import materialize, resize_inputs
-from graphprof.lowering import Lowering, lowering_context, parse_lowering
+from graphprof.run.lowering import Lowering, lowering_context, parse_lowering
 from graphprof.models.family import CUSTOM
 from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
-from graphprof.propagate import DataDependentError, Trace, propagate
-from graphprof.runloop import Observer
+from graphprof.run.propagate import DataDependentError, Trace, propagate
+from graphprof.run.loop import Observer
 
 __all__ = ["Session", "SessionRun", "open_session", "model_device", "unwrap_model"]
 

@@ -1,4 +1,4 @@
-"""The run loop's contract (graphprof.runloop): the events observers see, in order, on a small MLP.
+"""The run loop's contract (graphprof.run.loop): the events observers see, in order, on a small MLP.
 
 The sequences below are pinned for the torch this project runs (2.14). ``prim.*`` calls (the
 FakeTensor's ``device`` queries) are left out of the pinned sequences: they say nothing about the
@@ -17,8 +17,8 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import graphprof
 from graphprof.capture import capture_graph
-from graphprof.observers import LiveMemory
-from graphprof.runloop import Layer, Observer, OpEvent, RunContext, run_model
+from graphprof.run.observers import LiveMemory
+from graphprof.run.loop import Layer, Observer, OpEvent, RunContext, run_model
 
 FX, EAGER = "fx.symbolic_trace", "eager"
 

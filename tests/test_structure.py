@@ -231,13 +231,13 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # 0: facts every layer shares, torch-free or nearly: errors, choices, options, names, the host, files
     ("graphprof.version", "graphprof.schemas", "graphprof.errors", "graphprof.base.choices", "graphprof.base.options", "graphprof.base.names",
      "graphprof.base.params", "graphprof.intensity", "graphprof.base.guard", "graphprof.base.inputs", "graphprof.devices.host",
-     "graphprof.base.atomic", "graphprof.base.display", "graphprof.hooks", "graphprof.base.limits"),
+     "graphprof.base.atomic", "graphprof.base.display", "graphprof.run.hooks", "graphprof.base.limits"),
     # 1: the op-cost registry and the device records
     ("graphprof.formulas", "graphprof.devices.hardware", "graphprof.devices.local"),
     # 2: resolving models and capturing them
-    ("graphprof.models", "graphprof.capture", "graphprof.lowering", "graphprof.moe"),
+    ("graphprof.models", "graphprof.capture", "graphprof.run.lowering", "graphprof.run.moe"),
     # 3: the run loop, its observers, counting and the pure result records
-    ("graphprof.runloop", "graphprof.observers", "graphprof.propagate", "graphprof.count", "graphprof.aggregate",
+    ("graphprof.run.loop", "graphprof.run.observers", "graphprof.run.propagate", "graphprof.count", "graphprof.aggregate",
      "graphprof.bounds", "graphprof.result", "graphprof.devices.predict", "graphprof.devices.opmodel", "graphprof.roofline"),
     # 4: the passes over a session: the dry run, real runs, graphs
     ("graphprof.session", "graphprof.profile", "graphprof.measure", "graphprof.graph"),
@@ -301,7 +301,7 @@ def test_the_core_never_imports_the_seeds_compatibility() -> None:
 def test_renderers_consume_results_and_never_classify_predict_or_run() -> None:
     """A renderer reads a result (a profile carries its roofline); it never classifies, predicts or
     dry-runs again: no renderer imports the classifier, the predictor, or anything that runs a model."""
-    forbidden = ("graphprof.devices.predict", "graphprof.prepared", "graphprof.profile", "graphprof.session", "graphprof.runloop")
+    forbidden = ("graphprof.devices.predict", "graphprof.prepared", "graphprof.profile", "graphprof.session", "graphprof.run.loop")
     found = [e for e in import_graph() if e.source.startswith("graphprof.render") and e.target.startswith(forbidden)]
     for path in sorted((ROOT / "graphprof" / "render").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -87,7 +87,7 @@ class Hardware:
 
     @property
     def target(self) -> str:
-        """``"cuda"`` for an NVIDIA GPU (costs follow the fused kernels it runs, see :mod:`graphprof.lowering`),
+        """``"cuda"`` for an NVIDIA GPU (costs follow the fused kernels it runs, see :mod:`graphprof.run.lowering`),
         else ``"cpu"`` (the decomposition the profiling machine runs)."""
         return "cuda" if self.label.startswith("NVIDIA") else "cpu"
 

@@ -299,7 +299,7 @@ def _to_meta(value: Any, seen: set[int], total: list[int], read: bool = True) ->
     """Replace tensors by TensorMeta (recursing into lists and tuples); add each distinct tensor's bytes.
 
     An input (``read``) adds the bytes it addresses (a broadcast dimension once), an output its dense size.
-    A TensorMeta argument (from a pass that already dropped the tensor, like graphprof.propagate) is
+    A TensorMeta argument (from a pass that already dropped the tensor, like graphprof.run.propagate) is
     kept as is; one object passed twice counts once, as for tensors.
     """
     if isinstance(value, (torch.Tensor, TensorMeta)):

@@ -43,9 +43,9 @@ from graphprof.formulas import OpStatus, op_status
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
 from graphprof.devices.hardware import Hardware
 from graphprof.base.names import called_op
-from graphprof.propagate import op_call
+from graphprof.run.propagate import op_call
 from graphprof.roofline import roofline_time
-from graphprof.runloop import Layer, Observer, OpEvent, RunContext
+from graphprof.run.loop import Layer, Observer, OpEvent, RunContext
 
 __all__ = ["GraphBuilder", "passes_through"]
 

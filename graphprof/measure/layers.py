@@ -20,7 +20,7 @@ from typing import Any, cast
 import torch
 
 from graphprof.measure.result import OUTSIDE
-from graphprof.runloop import Layer, Observer, RunContext
+from graphprof.run.loop import Layer, Observer, RunContext
 
 __all__ = ["RANGE_PREFIX", "LayerRanges", "RunTimes", "attribute", "kernel_busy_us"]
 

@@ -51,7 +51,7 @@ from graphprof.measure.timing import (
     profile_training_step,
 )
 from graphprof.measure.trace import claim_trace_path
-from graphprof.runloop import run_model
+from graphprof.run.loop import run_model
 
 __all__ = ["MeasurementError", "MeasureOptions", "is_out_of_memory", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_run"]
 

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError
-from graphprof.hooks import module_call_hooks
+from graphprof.run.hooks import module_call_hooks
 from graphprof.base.limits import require_file
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import RANGE_PREFIX

@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from graphprof.count import op_record
 from graphprof.errors import InvalidInputError
-from graphprof.propagate import OpCall, to_meta
+from graphprof.run.propagate import OpCall, to_meta
 from graphprof.result import OpRecord
 
 __all__ = ["fake_world", "shard_units", "run_sharded_step", "StepRecord"]

@@ -58,8 +58,8 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from graphprof.capture import CapturedGraph
 from graphprof.errors import ShapePropagationError
-from graphprof.hooks import module_call_hooks
-from graphprof.moe import grouped_mm_any_dtype
+from graphprof.run.hooks import module_call_hooks
+from graphprof.run.moe import grouped_mm_any_dtype
 from graphprof.base.names import module_path
 from graphprof.base.params import parameter_tensors
 

@@ -1,9 +1,9 @@
 """Shape propagation: run the captured graph on FakeTensors and record every aten call per layer.
 
-This is the dry run. It is one run of :func:`graphprof.runloop.run_model` with two observers: the
+This is the dry run. It is one run of :func:`graphprof.run.loop.run_model` with two observers: the
 :class:`OpRecorder` below (every aten call, reduced to shapes and dtypes, per layer, backward ops
 under the forward layer the loop attributes them to) and the live-memory tracker
-(:mod:`graphprof.observers`). Parameters, buffers and inputs are FakeTensors, so no arithmetic is done
+(:mod:`graphprof.run.observers`). Parameters, buffers and inputs are FakeTensors, so no arithmetic is done
 and no activation memory is allocated: a batch of 64 or a model on the ``meta`` device costs about as
 much to propagate as a batch of 1. Where a model needs real values (data-dependent shapes, such as
 detection post-processing), :func:`propagate` is called with ``fake=False`` and runs the same graph on
@@ -36,8 +36,8 @@ from torch.utils._pytree import tree_flatten
 from graphprof.capture import CapturedGraph
 from graphprof.formulas import TensorMeta
 from graphprof.formulas.registry import tensor_meta
-from graphprof.observers import LiveMemory, SavedActivations
-from graphprof.runloop import DataDependentError, Layer, Observer, OpEvent, RunContext, run_model
+from graphprof.run.observers import LiveMemory, SavedActivations
+from graphprof.run.loop import DataDependentError, Layer, Observer, OpEvent, RunContext, run_model
 
 __all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "DataDependentError", "shapes_of", "to_meta", "op_call"]
 
@@ -64,7 +64,7 @@ class TraceKey:
     params: list[torch.Tensor] = field(default_factory=list)
     output_shapes: tuple[tuple[int, ...], ...] = ()
     calls: list[OpCall] = field(default_factory=list)
-    #: bytes this key saved for backward (train mode; :class:`~graphprof.observers.SavedActivations`)
+    #: bytes this key saved for backward (train mode; :class:`~graphprof.run.observers.SavedActivations`)
     saved_bytes: int = 0
 
 
@@ -197,7 +197,7 @@ def propagate(
     ``fake=True`` (the dry run) computes nothing; ``fake=False`` runs for real. ``dtype`` casts the
     floating-point parameters, buffers and inputs of the run (the model itself is not changed).
     ``observers`` ride along on the same run (an edge builder, say); ``modes`` as for
-    :func:`~graphprof.runloop.run_model`. Raises :class:`DataDependentError` when the dry run cannot go
+    :func:`~graphprof.run.loop.run_model`. Raises :class:`DataDependentError` when the dry run cannot go
     on without real values and :class:`~graphprof.errors.ShapePropagationError` naming the node for any
     other failure.
     """
