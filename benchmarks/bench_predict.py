@@ -41,7 +41,7 @@ def point(name: str, batch: int, iters: int) -> dict[str, object]:
     """One model at one batch: predicted (with interval), lower bound, measured mean."""
     import graphprof
     from graphprof.devices.hardware import get_hardware
-    from graphprof.roofline import classify
+    from graphprof.cost.roofline import classify
 
     load = _load()
     prepared = graphprof.prepare(name, batch_size=batch)

@@ -22,7 +22,7 @@ import torch
 import graphprof
 from graphprof.calibrate import calibrate
 from graphprof.calibrate.local import loadavg
-from graphprof.roofline import classify
+from graphprof.cost.roofline import classify
 
 MODELS = (
     "resnet18", "resnet50", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny",

@@ -120,14 +120,14 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.profile import compare_models as compare_models
     from graphprof.profile import profile_model as profile_model
     from graphprof.profiler import Profiler as Profiler
-    from graphprof.result import LayerRow as LayerRow
-    from graphprof.result import ModuleRow as ModuleRow
-    from graphprof.result import OpRecord as OpRecord
-    from graphprof.result import Profile as Profile
-    from graphprof.result import UnsupportedOp as UnsupportedOp
-    from graphprof.roofline import Bound as Bound
-    from graphprof.roofline import Roofline as Roofline
-    from graphprof.roofline import classify as classify
+    from graphprof.cost.result import LayerRow as LayerRow
+    from graphprof.cost.result import ModuleRow as ModuleRow
+    from graphprof.cost.result import OpRecord as OpRecord
+    from graphprof.cost.result import Profile as Profile
+    from graphprof.cost.result import UnsupportedOp as UnsupportedOp
+    from graphprof.cost.roofline import Bound as Bound
+    from graphprof.cost.roofline import Roofline as Roofline
+    from graphprof.cost.roofline import classify as classify
     from graphprof.run.loop import Observer as Observer
     from graphprof.scaling import Sweep as Sweep
     from graphprof.scaling import sweep as sweep
@@ -155,18 +155,18 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "calibrate_device": "graphprof.calibrate",
         "crosscheck_model": "graphprof.crosscheck",
         "CrossCheck": "graphprof.crosscheck",
-        "Profile": "graphprof.result",
-        "LayerRow": "graphprof.result",
-        "ModuleRow": "graphprof.result",
-        "OpRecord": "graphprof.result",
-        "UnsupportedOp": "graphprof.result",
+        "Profile": "graphprof.cost.result",
+        "LayerRow": "graphprof.cost.result",
+        "ModuleRow": "graphprof.cost.result",
+        "OpRecord": "graphprof.cost.result",
+        "UnsupportedOp": "graphprof.cost.result",
         "InputSpec": "graphprof.base.inputs",
         "Hardware": "graphprof.devices.hardware",
         "get_hardware": "graphprof.devices.hardware",
         "list_hardware": "graphprof.devices.hardware",
-        "Roofline": "graphprof.roofline",
-        "Bound": "graphprof.roofline",
-        "classify": "graphprof.roofline",
+        "Roofline": "graphprof.cost.roofline",
+        "Bound": "graphprof.cost.roofline",
+        "classify": "graphprof.cost.roofline",
         "Cost": "graphprof.formulas",
         "TensorMeta": "graphprof.formulas",
         "register_formula": "graphprof.formulas",

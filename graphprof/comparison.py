@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from graphprof.devices.hardware import Hardware
 from graphprof.base.inputs import format_inputs
-from graphprof.result import Profile
-from graphprof.roofline import Bound, classify
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import Bound, classify
 
 __all__ = ["COMPARISON_COLUMNS", "ModelFailure", "ComparisonRow", "comparison_rows"]
 

@@ -32,7 +32,7 @@ from graphprof.measure.result import Measurement
 from graphprof.measure.run import MeasureOptions, measure_run
 from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec
 from graphprof.profile import profile_session
-from graphprof.result import Profile
+from graphprof.cost.result import Profile
 from graphprof.run.loop import Observer
 from graphprof.session import Session, model_device, open_session
 

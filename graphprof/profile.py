@@ -1,7 +1,7 @@
 """The dry-run profile: a session's run counted, aggregated by module and assembled into a :class:`Profile`.
 
 The pipeline above the session: run with observers (dry run) -> count cost -> aggregate by module ->
-:class:`~graphprof.result.Profile`. Classification (roofline) and rendering consume the profile
+:class:`~graphprof.cost.result.Profile`. Classification (roofline) and rendering consume the profile
 afterwards. ``profile_model`` (one model) and ``compare_models`` (several, side by side) are the
 one-call API over it.
 """
@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof.aggregate import aggregate_modules
-from graphprof.count import count_costs
+from graphprof.cost.aggregate import aggregate_modules
+from graphprof.cost.count import count_costs
 from graphprof.base.display import NotebookDisplay
 from graphprof.errors import GraphprofError
 from graphprof.base.guard import guard_user_code
@@ -27,8 +27,8 @@ from graphprof.run.lowering import Lowering
 from graphprof.run.moe import moe_note
 from graphprof.base.options import Mode, ModelOptions, RunSpec
 from graphprof.base.params import parameter_tensors
-from graphprof.result import Profile
-from graphprof.roofline import with_roofline
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import with_roofline
 from graphprof.run.loop import Observer
 from graphprof.session import Session, SessionRun, open_session
 from graphprof.version import __version__

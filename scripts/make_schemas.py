@@ -44,9 +44,9 @@ def _doc(result: object) -> dict[str, Any]:
 def profiles() -> Iterator[dict[str, Any]]:
     h100 = graphprof.get_hardware("h100")
     yield _doc(graphprof.profile_model("resnet18"))
-    yield _doc(ProfileResult(graphprof.roofline.with_roofline(graphprof.profile_model("hf:llama", mode="train"), h100), None))
+    yield _doc(ProfileResult(graphprof.cost.roofline.with_roofline(graphprof.profile_model("hf:llama", mode="train"), h100), None))
     prepared = graphprof.prepare(_tiny(), input_shape=(2, 3, 16, 16))
-    measured = graphprof.roofline.with_roofline(prepared.profile(), h100)
+    measured = graphprof.cost.roofline.with_roofline(prepared.profile(), h100)
     import dataclasses
 
     measured = dataclasses.replace(measured, measurement=prepared.measure(device="cpu", iters=3, warmup=1, layer_runs=1))

@@ -146,7 +146,7 @@ def test_missing_local_preset_is_a_clear_error(tmp_path: Path, monkeypatch: pyte
 
 def test_lower_bound_stays_below_prediction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import graphprof
-    from graphprof.roofline import classify
+    from graphprof.cost.roofline import classify
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     write_preset(_preset(tmp_path).to_dict())

@@ -42,7 +42,7 @@ from graphprof.render.crosscheck import (
     render_json,
     render_markdown,
 )
-from graphprof.result import LayerRow, OpRecord
+from graphprof.cost.result import LayerRow, OpRecord
 from graphprof_cli.main import app, join_input_shape
 from graphprof_cli.validate import DISAGREE_EXIT, AgainstChoice
 

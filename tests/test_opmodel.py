@@ -178,7 +178,7 @@ def test_prediction_carries_an_interval_and_its_sources(tmp_path: Path, monkeypa
     import graphprof
     from graphprof.devices.hardware import get_hardware
     from graphprof.render.table import _predicted_text
-    from graphprof.roofline import classify
+    from graphprof.cost.roofline import classify
 
     _write_local(tmp_path, monkeypatch)
     roofline = classify(graphprof.profile_model("resnet18", input_shape=(1, 3, 64, 64)), get_hardware("local"))
@@ -198,7 +198,7 @@ def test_a_measured_run_is_learned_and_used_for_another_model(tmp_path: Path, mo
     from graphprof.calibrate.learn import learn_from_run
     from graphprof.devices.hardware import get_hardware
     from graphprof.devices.predict import load_calibration
-    from graphprof.roofline import classify
+    from graphprof.cost.roofline import classify
 
     _write_local(tmp_path, monkeypatch)
     mlp = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.LayerNorm(64))

@@ -45,8 +45,8 @@ from graphprof.render.table import (
     render_layers,
     render_top_layers,
 )
-from graphprof.result import LayerRow, ModuleRow, UnsupportedOp
-from graphprof.roofline import classify
+from graphprof.cost.result import LayerRow, ModuleRow, UnsupportedOp
+from graphprof.cost.roofline import classify
 
 GOLDEN = Path(__file__).parent / "golden"
 WIDTH = 100

@@ -16,8 +16,8 @@ from graphprof.devices.hardware import (
     list_hardware,
     resolve_hardware,
 )
-from graphprof.result import LayerRow
-from graphprof.roofline import (
+from graphprof.cost.result import LayerRow
+from graphprof.cost.roofline import (
     DEFAULT_THRESHOLD,
     Bound,
     classify,

@@ -12,7 +12,7 @@ from torch import nn
 import graphprof
 from graphprof.devices.hardware import get_hardware
 from graphprof.render.plots import roofline_points
-from graphprof.roofline import classify
+from graphprof.cost.roofline import classify
 
 
 def _mlp() -> nn.Module:

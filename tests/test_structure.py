@@ -230,15 +230,15 @@ def test_the_checker_sees_every_kind_of_import_and_a_long_body(tmp_path: Path) -
 FLOORS: tuple[tuple[str, ...], ...] = (
     # 0: facts every layer shares, torch-free or nearly: errors, choices, options, names, the host, files
     ("graphprof.version", "graphprof.schemas", "graphprof.errors", "graphprof.base.choices", "graphprof.base.options", "graphprof.base.names",
-     "graphprof.base.params", "graphprof.intensity", "graphprof.base.guard", "graphprof.base.inputs", "graphprof.devices.host",
+     "graphprof.base.params", "graphprof.cost.intensity", "graphprof.base.guard", "graphprof.base.inputs", "graphprof.devices.host",
      "graphprof.base.atomic", "graphprof.base.display", "graphprof.run.hooks", "graphprof.base.limits"),
     # 1: the op-cost registry and the device records
     ("graphprof.formulas", "graphprof.devices.hardware", "graphprof.devices.local"),
     # 2: resolving models and capturing them
     ("graphprof.models", "graphprof.capture", "graphprof.run.lowering", "graphprof.run.moe"),
     # 3: the run loop, its observers, counting and the pure result records
-    ("graphprof.run.loop", "graphprof.run.observers", "graphprof.run.propagate", "graphprof.count", "graphprof.aggregate",
-     "graphprof.bounds", "graphprof.result", "graphprof.devices.predict", "graphprof.devices.opmodel", "graphprof.roofline"),
+    ("graphprof.run.loop", "graphprof.run.observers", "graphprof.run.propagate", "graphprof.cost.count", "graphprof.cost.aggregate",
+     "graphprof.cost.bounds", "graphprof.cost.result", "graphprof.devices.predict", "graphprof.devices.opmodel", "graphprof.cost.roofline"),
     # 4: the passes over a session: the dry run, real runs, graphs
     ("graphprof.session", "graphprof.profile", "graphprof.measure", "graphprof.graph"),
     # 5: the façade over one prepared model
@@ -305,8 +305,8 @@ def test_renderers_consume_results_and_never_classify_predict_or_run() -> None:
     found = [e for e in import_graph() if e.source.startswith("graphprof.render") and e.target.startswith(forbidden)]
     for path in sorted((ROOT / "graphprof" / "render").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module == "graphprof.roofline":
+            if isinstance(node, ast.ImportFrom) and node.module == "graphprof.cost.roofline":
                 names = {a.name for a in node.names}
                 if names & {"classify", "with_roofline", "predict_ops"}:
-                    found.append(Edge(path.stem, "graphprof.roofline.classify", f"{_shown(path)}:{node.lineno}"))
+                    found.append(Edge(path.stem, "graphprof.cost.roofline.classify", f"{_shown(path)}:{node.lineno}"))
     assert not found, "\n".join(f"{e.source} imports {e.target} at {e.where}" for e in found)

@@ -1,7 +1,7 @@
 """``graphprof``: parse options, call the library, render, map errors to exit codes.
 
 Nothing here computes anything: every option maps onto an argument of :func:`graphprof.profile_model`,
-:func:`graphprof.devices.hardware.resolve_hardware`, :func:`graphprof.roofline.classify` or a renderer. Errors
+:func:`graphprof.devices.hardware.resolve_hardware`, :func:`graphprof.cost.roofline.classify` or a renderer. Errors
 of the :class:`graphprof.GraphprofError` family become one line on stderr and their exit code; anything
 else is a bug and says so (``--debug`` shows the traceback).
 """

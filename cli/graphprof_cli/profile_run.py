@@ -85,7 +85,7 @@ def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, dev
     """The real run beside the dry run; when it fails, the dry run's report is shown before the error."""
     from graphprof.errors import GraphprofError
     from graphprof.render import render_report
-    from graphprof.roofline import with_roofline
+    from graphprof.cost.roofline import with_roofline
     from graphprof_cli.measure import run_measure
 
     try:
@@ -117,7 +117,7 @@ def _crosschecked(req: ProfileRequest, console: Any, result: Any) -> Any:
 def run_profile(req: ProfileRequest) -> None:
     """Profile (and measure), render the report, write what was asked for."""
     from graphprof.render import render_report
-    from graphprof.roofline import with_roofline
+    from graphprof.cost.roofline import with_roofline
 
     req = run_guarded(lambda: _resolved(req), req.debug)
     console = make_console(req.width, stderr=req.to_stdout)  # with --output -, stdout carries the file alone

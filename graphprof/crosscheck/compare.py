@@ -1,4 +1,4 @@
-"""Compare a :class:`~graphprof.result.Profile` with a reference's counts, group by group.
+"""Compare a :class:`~graphprof.cost.result.Profile` with a reference's counts, group by group.
 
 A pure function of its inputs: graphprof's forward op records are mapped onto the reference's convention
 (:class:`~graphprof.crosscheck.conventions.Convention`), the reference's keys onto the same groups, and
@@ -13,7 +13,7 @@ from graphprof.crosscheck.conventions import GROUP_ORDER, Convention
 from graphprof.crosscheck.references import ReferenceCounts
 from graphprof.crosscheck.result import Adjustment, CrossCheck, GroupComparison, OpCount
 from graphprof.base.inputs import format_inputs
-from graphprof.result import Profile
+from graphprof.cost.result import Profile
 
 __all__ = ["compare_counts", "graphprof_groups"]
 

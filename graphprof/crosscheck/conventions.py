@@ -62,7 +62,7 @@ from types import MappingProxyType
 from typing import Final
 
 from graphprof.formulas import PER_ELEMENT_FLOPS
-from graphprof.result import LayerRow, OpRecord
+from graphprof.cost.result import LayerRow, OpRecord
 
 __all__ = [
     "CONV",

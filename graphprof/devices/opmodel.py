@@ -1,6 +1,6 @@
 """Per-op latency models: one predictor per op kind, fitted to sampled configurations, stored as data.
 
-Each recorded aten call (an :class:`~graphprof.result.OpRecord`) falls in one *kind* (:func:`op_kind`):
+Each recorded aten call (an :class:`~graphprof.cost.result.OpRecord`) falls in one *kind* (:func:`op_kind`):
 a depthwise, grouped, pointwise (1x1) or dense convolution, a linear layer, a batched product, attention,
 a norm, a softmax, an activation, pooling, a reduction, a gather, an element-wise op, a copy, or a view.
 Its *features* (:func:`op_features`) are logarithms of what the dry run records: FLOPs actually executed
@@ -182,7 +182,7 @@ def op_features(kind: str, flops: float, nbytes: float, input_shapes: Sequence[S
 
 
 def call_of(op: Any) -> tuple[str, list[float], list[float]] | None:
-    """``(kind, features, generic features)`` of an :class:`~graphprof.result.OpRecord`; ``None`` for a call
+    """``(kind, features, generic features)`` of an :class:`~graphprof.cost.result.OpRecord`; ``None`` for a call
     that costs nothing (``prim.*``) or that no formula counted."""
     kind = op_kind(op.op, op.status, op.input_shapes)
     if kind is None or op.status == "unsupported":

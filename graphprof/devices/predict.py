@@ -286,7 +286,7 @@ def load_calibration(preset: str) -> Calibration | None:
 
 
 def kernel_seconds(op: Any, dtype: str, hardware: Hardware, calibration: Calibration) -> float:
-    """Predicted device time of one kernel (an :class:`~graphprof.result.OpRecord`), host floor excluded.
+    """Predicted device time of one kernel (an :class:`~graphprof.cost.result.OpRecord`), host floor excluded.
 
     Never below the roofline's ``max(flops / peak, bytes / bandwidth)`` on ``hardware``.
     """

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from graphprof.formulas import Cost
-from graphprof.result import LayerRow, Profile
+from graphprof.cost.result import LayerRow, Profile
 
 __all__ = ["TOP", "block_of", "decoder_list", "group_rows", "Block"]
 

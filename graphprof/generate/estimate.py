@@ -33,7 +33,7 @@ from graphprof.generate.steps import profile_decode, profile_prefill
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.base.options import parse_dtype
 from graphprof.prepared import PreparedModel, prepare
-from graphprof.result import Profile
+from graphprof.cost.result import Profile
 
 __all__ = ["DEFAULT_DTYPE", "GenerationSpec", "profile_generation", "prepare_generation"]
 

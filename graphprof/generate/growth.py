@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from graphprof.errors import ShapePropagationError
 from graphprof.formulas import Cost
-from graphprof.result import LayerRow, Profile
+from graphprof.cost.result import LayerRow, Profile
 
 __all__ = ["AffineDecode", "NotAffineError", "fit_affine", "scale", "minus"]
 

@@ -1,6 +1,6 @@
 """From profiles to phases: each block's cost, KV traffic, bound and times, and the phase's total.
 
-A single forward (the prefill, one decode step) is classified by :func:`graphprof.roofline.classify`
+A single forward (the prefill, one decode step) is classified by :func:`graphprof.cost.roofline.classify`
 and its rows grouped into blocks (:mod:`graphprof.generate.blocks`). The sum over decode steps takes
 each row's cost from the affine fit (:mod:`graphprof.generate.growth`) and its time summed step by step
 over the rows that change with the context (a row that does not change costs ``steps`` times its time).
@@ -18,8 +18,8 @@ from graphprof.generate.growth import AffineDecode
 from graphprof.generate.kvcache import KVCacheSpec
 from graphprof.generate.result import BlockCost, Phase
 from graphprof.devices.hardware import Hardware
-from graphprof.result import Profile
-from graphprof.roofline import LayerBound, classify, classify_layer
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import LayerBound, classify, classify_layer
 
 __all__ = ["KVTraffic", "exact_phase", "single_phase", "summed_phase"]
 

@@ -17,7 +17,7 @@ import torch
 from graphprof.formulas import Cost
 from graphprof.generate.blocks import block_of
 from graphprof.generate.kvcache import KVCacheSpec
-from graphprof.result import LayerRow, Profile
+from graphprof.cost.result import LayerRow, Profile
 
 __all__ = ["reprice_kv"]
 

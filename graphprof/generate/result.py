@@ -1,6 +1,6 @@
 """The result of :func:`graphprof.generate.profile_generation`: frozen records of plain numbers.
 
-Conventions (those of :class:`graphprof.result.Profile`): MACs count multiply-accumulates, FLOPs are
+Conventions (those of :class:`graphprof.cost.result.Profile`): MACs count multiply-accumulates, FLOPs are
 ``2 x MACs`` plus element-wise work, bytes are read plus written. Times are estimates on a hardware
 preset: ``lower_bound_s`` the roofline bound (the sum over graph rows of ``max(flops / peak, bytes /
 bandwidth)``), ``predicted_s`` the calibrated prediction where the preset has a table. A real run's
@@ -15,7 +15,7 @@ from typing import Any
 from graphprof.formulas import Cost
 from graphprof.generate.kvcache import KVCacheSpec
 from graphprof.devices.hardware import Hardware
-from graphprof.result import cost_dict
+from graphprof.cost.result import cost_dict
 
 __all__ = ["BlockCost", "Phase", "Latency", "MemoryFit", "GenerationMeasurement", "GenerationProfile"]
 

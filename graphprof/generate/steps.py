@@ -20,7 +20,7 @@ import torch
 
 from graphprof.generate.kvcache import CacheKind, make_cache
 from graphprof.prepared import PreparedModel
-from graphprof.result import Profile
+from graphprof.cost.result import Profile
 
 __all__ = ["decode_kwargs", "prefill_kwargs", "profile_decode", "profile_prefill"]
 

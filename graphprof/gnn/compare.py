@@ -19,7 +19,7 @@ from typing import Any
 
 from graphprof.gnn.components import ComponentCosts, component_costs
 from graphprof.gnn.estimate import FLOPsEstimate, FLOPsEstimator, check_sparse_ratio
-from graphprof.result import Profile
+from graphprof.cost.result import Profile
 
 __all__ = ["ComponentRow", "EstimateComparison", "compare_estimate", "compare_graph_model"]
 

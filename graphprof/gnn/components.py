@@ -1,6 +1,6 @@
 """graphprof's count of a graph model, per component: attention, mpnn, ffn, norm, pe, io, other.
 
-Each row of a :class:`~graphprof.result.Profile` belongs to the innermost module that ran it; its
+Each row of a :class:`~graphprof.cost.result.Profile` belongs to the innermost module that ran it; its
 component is that of the *outermost* classified module on its path, so a GINConv's inner MLP counts as
 message passing and a GPSConv (a container) passes its parts through. A module is classified by what it
 is, not by its class name:
@@ -24,7 +24,7 @@ from types import MappingProxyType
 from torch import nn
 
 from graphprof.formulas import Cost
-from graphprof.result import Profile
+from graphprof.cost.result import Profile
 
 __all__ = ["COMPONENTS", "ComponentCosts", "classify_modules", "component_costs"]
 

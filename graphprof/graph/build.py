@@ -14,7 +14,7 @@ observer's own weak map; each consumer that reads a tagged tensor gets an edge f
 
 Edges carry the consumed tensor's shape, dtype and bytes; one edge per produced tensor and consumer,
 so a module with several outputs keeps an edge for each. Node costs come from the formula registry
-(:func:`graphprof.count.op_record`), parameters are credited to the first node that uses them, and a
+(:func:`graphprof.cost.count.op_record`), parameters are credited to the first node that uses them, and a
 device (:class:`~graphprof.devices.hardware.Hardware`) gives each node a roofline time estimate.
 
 Example::
@@ -37,14 +37,14 @@ import torch
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-from graphprof.count import op_name, op_record
+from graphprof.cost.count import op_name, op_record
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import OpStatus, op_status
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
 from graphprof.devices.hardware import Hardware
 from graphprof.base.names import called_op
 from graphprof.run.propagate import op_call
-from graphprof.roofline import roofline_time
+from graphprof.cost.roofline import roofline_time
 from graphprof.run.loop import Layer, Observer, OpEvent, RunContext
 
 __all__ = ["GraphBuilder", "passes_through"]

@@ -3,7 +3,7 @@
 Nothing here derives a cost by hand; each figure comes from a graphprof pass over one prepared model:
 
 * **time on a preset** (``rtx4090``, ``h100``, ...): the roofline of the profile on that device,
-  :func:`graphprof.roofline.classify`; a layer's *predicted* time where the preset has a calibration
+  :func:`graphprof.cost.roofline.classify`; a layer's *predicted* time where the preset has a calibration
   table, else its roofline lower bound ``max(flops / peak, bytes / bandwidth)`` (optimistic: no launch
   cost). The source is named per kind in the table and the plan;
 * **time on the local CPU** (``cpu``): the module graph's measured node times
@@ -31,8 +31,8 @@ from torch import nn
 from graphprof.graph.model import Graph
 from graphprof.devices.hardware import Hardware
 from graphprof.partition.units import UnitNodes
-from graphprof.result import Profile
-from graphprof.roofline import classify
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import classify
 
 __all__ = ["Unit", "CostTable", "unit_records", "preset_seconds", "measured_seconds", "kv_cache_bytes"]
 

@@ -1,4 +1,4 @@
-"""Renderers: pure functions of a :class:`~graphprof.result.Profile` (and its roofline). They never change it.
+"""Renderers: pure functions of a :class:`~graphprof.cost.result.Profile` (and its roofline). They never change it.
 
 ``table`` builds the Rich terminal report, ``files`` the JSON and CSV files, ``compare`` the side-by-side
 comparison of several models, and ``plots`` the charts (matplotlib, imported only when a chart is drawn).

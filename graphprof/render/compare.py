@@ -21,8 +21,8 @@ from graphprof.comparison import COMPARISON_COLUMNS, ComparisonRow, ModelFailure
 from graphprof.devices.hardware import Hardware
 from graphprof.render.files import csv_text
 from graphprof.render.table import format_bytes, format_count, format_percent, format_seconds
-from graphprof.result import SCHEMA_VERSION
-from graphprof.roofline import DEFAULT_THRESHOLD
+from graphprof.cost.result import SCHEMA_VERSION
+from graphprof.cost.roofline import DEFAULT_THRESHOLD
 
 __all__ = [
     "COMPARISON_COLUMNS",

@@ -5,7 +5,7 @@ the roofline adds: a ``bottleneck``, ``estimated_time_s`` and ``output_shape`` o
 top, ``hardware`` (``null`` without a device) and ``roofline``. Seed 002's fields keep their names:
 ``model``, ``total_flops``, ``total_memory`` and ``layers[]`` with ``name``, ``type``, ``flops``,
 ``memory``, ``arithmetic_intensity`` and ``bottleneck``, and each layer's ``intensity_band`` is seed
-002's reading of its intensity (:mod:`graphprof.intensity`). Per-layer ``flops`` sum exactly to
+002's reading of its intensity (:mod:`graphprof.cost.intensity`). Per-layer ``flops`` sum exactly to
 ``total_flops``. Every file carries ``timestamp`` and ``host``, with or without a measurement.
 
 The CSV file has one row per layer with :data:`CSV_COLUMNS`; numbers are written so that
@@ -24,10 +24,10 @@ from typing import Any
 
 from graphprof.base.atomic import STDOUT, check_path, is_descriptor_path, means_stdout, write_atomic
 from graphprof.errors import OutputError
-from graphprof.intensity import intensity_band
+from graphprof.cost.intensity import intensity_band
 from graphprof.render.common import profile_roofline
-from graphprof.result import Profile
-from graphprof.roofline import Roofline
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import Roofline
 
 __all__ = [
     "FORMATS",

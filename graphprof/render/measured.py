@@ -25,8 +25,8 @@ from rich.text import Text
 
 from graphprof.measure.result import NOISY_CV
 from graphprof.base.names import functional_op
-from graphprof.result import Profile
-from graphprof.roofline import LayerBound, Roofline, roofline_time
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import LayerBound, Roofline, roofline_time
 
 __all__ = ["estimated_layer_seconds", "forward_layer_seconds", "forward_predicted_seconds", "predicted_layer_seconds", "render_measured"]
 
@@ -71,7 +71,7 @@ def forward_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[s
 def forward_predicted_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
     """Predicted seconds of the forward per module path (the forward's ops alone on the timeline); as
     :func:`predicted_layer_seconds` in eval mode, empty without a calibration. Read from the roofline
-    (:attr:`Roofline.forward_predicted`, computed by :func:`graphprof.roofline.classify`), never predicted here."""
+    (:attr:`Roofline.forward_predicted`, computed by :func:`graphprof.cost.roofline.classify`), never predicted here."""
     if profile.mode != "train":
         return predicted_layer_seconds(profile, roofline)
     return {} if roofline is None else dict(roofline.forward_predicted)

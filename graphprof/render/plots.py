@@ -21,8 +21,8 @@ from graphprof.base.atomic import write_atomic
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.render.common import profile_roofline
 from graphprof.render.measured import estimated_layer_seconds, predicted_layer_seconds
-from graphprof.result import Profile
-from graphprof.roofline import Bound, Roofline
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import Bound, Roofline
 
 __all__ = [
     "PLOT_KINDS",

@@ -1,6 +1,6 @@
 """One output sink: every result graphprof writes, in every format it has, through one function.
 
-:func:`write_result` takes any result (a :class:`~graphprof.result.Profile`, a sweep, a comparison, a
+:func:`write_result` takes any result (a :class:`~graphprof.cost.result.Profile`, a sweep, a comparison, a
 cross-check, a generation profile, a partition plan, a graph scaling or a graph estimate), picks the
 format (``fmt``, else the file's suffix), renders it with the result's entry in one table and writes it
 with :func:`graphprof.base.atomic.write_atomic`. :func:`plan_output` makes the same checks before any work.
@@ -8,7 +8,7 @@ with :func:`graphprof.base.atomic.write_atomic`. :func:`plan_output` makes the s
 ==================  ========================================================  ===========
 kind                result                                                    formats
 ==================  ========================================================  ===========
-``profile``         :class:`~graphprof.result.Profile`, :class:`ProfileResult`  json, csv
+``profile``         :class:`~graphprof.cost.result.Profile`, :class:`ProfileResult`  json, csv
 ``sweep``           :class:`graphprof.scaling.result.Sweep`                   json, csv
 ``compare``         :class:`ComparisonResult`                                 json, csv
 ``validate``        :class:`CrossCheckResult`                                 json, csv
@@ -69,7 +69,7 @@ _KNOWN = frozenset(f for formats in RESULT_FORMATS.values() for f in formats)
 
 #: A result's class (module and name: nothing is imported to look it up) -> its kind.
 _KINDS = {
-    "graphprof.result.Profile": "profile",
+    "graphprof.cost.result.Profile": "profile",
     "graphprof.render.sink.ProfileResult": "profile",
     "graphprof.scaling.result.Sweep": "sweep",
     "graphprof.render.sink.ComparisonResult": "compare",

@@ -5,7 +5,7 @@
 3. Model summary: totals, the memory split, subgraphs, arithmetic intensity, capture method, run kind.
 4. Operation breakdown: FLOPs share and count by layer type (seed 002).
 5. Bottleneck analysis: compute- vs memory-bound against a device's ridge point or the fixed threshold,
-   then seed 002's four fixed arithmetic-intensity bands (graphprof/intensity.py).
+   then seed 002's four fixed arithmetic-intensity bands (graphprof/cost/intensity.py).
 6. Top-N layers by FLOPs (seed 002).
 7. Footer: unsupported ops by name and count, and the notes.
 
@@ -25,15 +25,15 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.aggregate import ancestors
+from graphprof.cost.aggregate import ancestors
 from graphprof.capture import NOT_TRIED
 from graphprof.devices.hardware import Hardware
 from graphprof.base.inputs import format_inputs
-from graphprof.intensity import INTENSITY_BANDS, intensity_band
+from graphprof.cost.intensity import INTENSITY_BANDS, intensity_band
 from graphprof.base.names import abbreviate
 from graphprof.render.common import profile_roofline
-from graphprof.result import ModuleRow, Profile
-from graphprof.roofline import Bound, Roofline
+from graphprof.cost.result import ModuleRow, Profile
+from graphprof.cost.roofline import Bound, Roofline
 
 __all__ = [
     "DEFAULT_TOP",
@@ -548,7 +548,7 @@ def render_bottlenecks(profile: Profile, roofline: Roofline | None = None) -> Re
 
 def render_intensity_bands(profile: Profile) -> RenderableType:
     """Layers and FLOPs in each of seed 002's four arithmetic-intensity bands (fixed, independent of the
-    device, :data:`graphprof.intensity.INTENSITY_BANDS`), and the band of the whole model's intensity."""
+    device, :data:`graphprof.cost.intensity.INTENSITY_BANDS`), and the band of the whole model's intensity."""
     layers = {band.name: 0 for band in INTENSITY_BANDS}
     flops = {band.name: 0 for band in INTENSITY_BANDS}
     for row in profile.layers:
@@ -642,7 +642,7 @@ def render_report(
 ) -> RenderableType:
     """The whole terminal report, section by section (see the module docstring for the order).
 
-    ``roofline`` defaults to :func:`graphprof.roofline.classify` with no device (the fixed threshold).
+    ``roofline`` defaults to :func:`graphprof.cost.roofline.classify` with no device (the fixed threshold).
     ``verbose`` unfolds the tree completely and adds the per-layer and aten-op tables; ``depth`` folds
     the tree at that level; ``top`` is how many layers the top-N table lists (0: none).
     """

@@ -22,8 +22,8 @@ from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.base.inputs import format_inputs
 from graphprof.measure.run import is_out_of_memory
 from graphprof.prepared import PreparedModel, prepare
-from graphprof.result import Profile
-from graphprof.roofline import classify
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import classify
 from graphprof.scaling.axis import Axis, check_sweep, point_options, with_option
 from graphprof.scaling.result import Sweep, SweepRow
 

@@ -23,10 +23,10 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from graphprof.count import op_record
+from graphprof.cost.count import op_record
 from graphprof.errors import InvalidInputError
 from graphprof.run.propagate import OpCall, to_meta
-from graphprof.result import OpRecord
+from graphprof.cost.result import OpRecord
 
 __all__ = ["fake_world", "shard_units", "run_sharded_step", "StepRecord"]
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from graphprof.formulas import Cost
 from graphprof.base.params import count_parameters
-from graphprof.result import LayerRow, ModuleRow
+from graphprof.cost.result import LayerRow, ModuleRow
 
 __all__ = ["aggregate_modules", "ancestors"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from graphprof.bounds import Roofline
+from graphprof.cost.bounds import Roofline
 from graphprof.base.display import NotebookDisplay
 from graphprof.formulas import Cost
 from graphprof.base.inputs import InputSpec
@@ -194,9 +194,9 @@ class Profile(NotebookDisplay):
     lowering: str = "cpu"
     #: the layer running when the activation peak was reached (``None`` for an empty run)
     peak_activation_layer: str | None = None
-    #: Every layer classified (:func:`graphprof.roofline.classify`): against the fixed threshold as
+    #: Every layer classified (:func:`graphprof.cost.roofline.classify`): against the fixed threshold as
     #: :func:`graphprof.profile_model` returns it, against a device after
-    #: :func:`graphprof.roofline.with_roofline`. Renderers read it; none classifies again.
+    #: :func:`graphprof.cost.roofline.with_roofline`. Renderers read it; none classifies again.
     roofline: Roofline | None = field(default=None, compare=False, repr=False)
     #: A real run beside the estimate (``graphprof.measure.Measurement``), when one was taken.
     measurement: Any = None

@@ -10,7 +10,7 @@ Memory-bound                AI <= 10             need high bandwidth
 ==========================  ===================  ==========================================
 
 The seed writes the middle bands as "50-100" and "10-50"; each edge here belongs to the band below it,
-so that "Memory-bound" is exactly the fixed-threshold verdict of :func:`graphprof.roofline.classify`
+so that "Memory-bound" is exactly the fixed-threshold verdict of :func:`graphprof.cost.roofline.classify`
 with no device (``AI <= 10``, seed 001). A layer that computes but moves no bytes is strongly
 compute-bound; one that does neither has no band.
 

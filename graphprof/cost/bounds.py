@@ -1,8 +1,8 @@
 """The roofline's records: what limits each layer (:class:`Bound`), per layer (:class:`LayerBound`) and for a
 whole profile (:class:`Roofline`), with the two formulas they rest on.
 
-Pure records, below :class:`~graphprof.result.Profile` (which carries its :class:`Roofline`); the
-classification itself is :func:`graphprof.roofline.classify`. See :mod:`graphprof.roofline` for the model
+Pure records, below :class:`~graphprof.cost.result.Profile` (which carries its :class:`Roofline`); the
+classification itself is :func:`graphprof.cost.roofline.classify`. See :mod:`graphprof.cost.roofline` for the model
 and a worked example.
 """
 
