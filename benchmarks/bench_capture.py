@@ -15,7 +15,7 @@ import time
 import torch
 
 from graphprof import profile_model
-from graphprof.capture import capture_graph, warm_up
+from graphprof.capture.methods import capture_graph, warm_up
 from graphprof.models import resolve_model
 
 DEFAULT = ["resnet50", "vit_b_16", "yolov8n", "fasterrcnn_mobilenet_v3_large_320_fpn"]

@@ -132,7 +132,7 @@ def profile_model(model: nn.Module | str, **options: Unpack[ModelOptions]) -> Pr
     >>> p.total_params, p.capture_method
     (11689512, 'fx.symbolic_trace')
 
-    ``methods`` forces capture methods, tried in order (see :data:`graphprof.capture.METHODS`); by
+    ``methods`` forces capture methods, tried in order (see :data:`graphprof.capture.methods.METHODS`); by
     default symbolic tracing, then Dynamo export (not tried for the families whose record says it costs
     too long: transformers, timm, YOLO, detectors; the summary says so), then the eager capture.
 

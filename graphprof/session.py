@@ -10,7 +10,7 @@ sweeps (:mod:`graphprof.sweep`) each take a session (or plain data) and bring th
 
 Another batch size, resolution or sequence length reuses the capture where the graph allows it: an FX
 graph is shape-generic and the eager capture has no graph; a Dynamo export is redone only when its
-guards fail (:meth:`graphprof.capture.CapturedGraph.accepts`). A run says when it had to capture again
+guards fail (:meth:`graphprof.capture.methods.CapturedGraph.accepts`). A run says when it had to capture again
 (:attr:`SessionRun.reused`).
 
 >>> s = open_session("resnet18")
@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof.capture import (
+from graphprof.capture.methods import (
     DEFAULT_METHODS,
     METHODS,
     NOT_TRIED,
@@ -101,7 +101,7 @@ class Session:
     ``model``/``args``/``kwargs`` are the model as built (or given) and its example inputs; ``family``
     is a model family (``classification``, ``yolo``, ``hf``, ...) or ``custom`` for a module object.
     ``first`` is the run that validated the capture, kept so that the first profile costs nothing more.
-    ``warm`` says why one real forward runs before each capture (:func:`~graphprof.capture.warm_up_reason`),
+    ``warm`` says why one real forward runs before each capture (:func:`~graphprof.capture.methods.warm_up_reason`),
     or is ``None``: then nothing of the model's arithmetic runs on a dry run.
     """
 

@@ -6,7 +6,7 @@ import torchvision
 from torch import nn
 
 import graphprof
-from graphprof.capture import capture_graph, preserved_state, slice_batch
+from graphprof.capture.methods import capture_graph, preserved_state, slice_batch
 from graphprof.errors import CaptureError
 
 

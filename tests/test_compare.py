@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import graphprof
-from graphprof.capture import Capture
+from graphprof.capture.methods import Capture
 from graphprof.devices.hardware import HARDWARE, get_hardware
 from graphprof.render import ModelFailure, comparison_rows, render_comparison_csv
 from graphprof_cli.main import app, join_input_shape
@@ -111,7 +111,7 @@ def test_bad_plot_name_fails_before_profiling(tmp_path):
 
 
 def test_capture_choices_map_to_methods():
-    assert Capture.AUTO.methods is None  # the model's default order (graphprof.capture.default_methods)
+    assert Capture.AUTO.methods is None  # the model's default order (graphprof.capture.methods.default_methods)
     assert Capture.FX.methods == ("fx.symbolic_trace",)
     assert Capture.DYNAMO.methods == ("dynamo.export",)
     assert Capture.EAGER.methods == ("eager",)

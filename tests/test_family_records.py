@@ -119,7 +119,7 @@ def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("toy_registered")
 def test_a_toy_family_needs_only_its_records() -> None:
-    from graphprof.capture import warm_up_reason
+    from graphprof.capture.methods import warm_up_reason
     from graphprof.errors import InvalidInputError
     from graphprof.scaling.axis import Axis, check_sweep
 

@@ -16,7 +16,7 @@ from torch import nn
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import graphprof
-from graphprof.capture import capture_graph
+from graphprof.capture.methods import capture_graph
 from graphprof.run.observers import LiveMemory
 from graphprof.run.loop import Layer, Observer, OpEvent, RunContext, run_model
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import graphprof
-from graphprof.capture import DEFAULT_METHODS, dynamo_skip_reason
+from graphprof.capture.methods import DEFAULT_METHODS, dynamo_skip_reason
 from graphprof.render.table import _module_shapes
 
 
@@ -67,7 +67,7 @@ def test_llama_graph_nodes_all_have_shapes_and_attention_is_named_as_called() ->
 def test_a_transformers_model_object_skips_dynamo_like_its_name() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from graphprof.capture import family_of
+    from graphprof.capture.methods import family_of
 
     cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=64)
     with torch.device("meta"):

@@ -235,7 +235,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # 1: the op-cost registry and the device records
     ("graphprof.formulas", "graphprof.devices.hardware", "graphprof.devices.local"),
     # 2: resolving models and capturing them
-    ("graphprof.models", "graphprof.capture", "graphprof.run.lowering", "graphprof.run.moe"),
+    ("graphprof.models", "graphprof.capture.methods", "graphprof.run.lowering", "graphprof.run.moe"),
     # 3: the run loop, its observers, counting and the pure result records
     ("graphprof.run.loop", "graphprof.run.observers", "graphprof.run.propagate", "graphprof.cost.count", "graphprof.cost.aggregate",
      "graphprof.cost.bounds", "graphprof.cost.result", "graphprof.devices.predict", "graphprof.devices.opmodel", "graphprof.cost.roofline"),

@@ -28,7 +28,7 @@ class Mode(str, enum.Enum):
 
 class Capture(str, enum.Enum):
     """How the graph is captured (``--capture``): ``auto`` is the model's default order
-    (:func:`graphprof.capture.default_methods`); the others force one method."""
+    (:func:`graphprof.capture.methods.default_methods`); the others force one method."""
 
     AUTO = "auto"
     FX = "fx"

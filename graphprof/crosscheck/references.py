@@ -17,7 +17,7 @@ it recorded itself: the ops it saw but could not count (see
   eval count does); a probe is added only for an op the installed torch neither counts nor decomposes.
 
 fvcore is imported here and only here; its absence is a :class:`~graphprof.errors.MissingDependencyError`.
-The model is left as it was found (:func:`graphprof.capture.preserved_state`); the reference's own
+The model is left as it was found (:func:`graphprof.capture.methods.preserved_state`); the reference's own
 warnings and log lines are silenced.
 """
 
@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
-from graphprof.capture import preserved_state
+from graphprof.capture.methods import preserved_state
 from graphprof.crosscheck.conventions import FVCORE, FVCORE_LEFT_OUT, LEFT_OUT, MATMUL, TORCH, TORCH_LEFT_OUT
 from graphprof.crosscheck.result import Adjustment, OpCount
 from graphprof.errors import MissingDependencyError, ReferenceFailedError

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from graphprof.capture import CapturedGraph, preserved_state
+from graphprof.capture.methods import CapturedGraph, preserved_state
 from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
 from graphprof.devices.host import detect_host
 from graphprof.base.inputs import describe_inputs, format_inputs, materialize

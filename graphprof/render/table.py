@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.cost.aggregate import ancestors
-from graphprof.capture import NOT_TRIED
+from graphprof.capture.methods import NOT_TRIED
 from graphprof.devices.hardware import Hardware
 from graphprof.base.inputs import format_inputs
 from graphprof.cost.intensity import INTENSITY_BANDS, intensity_band

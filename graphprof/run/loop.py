@@ -30,7 +30,7 @@ backward pass runs through ``torch.autograd.grad`` (nothing accumulates in ``.gr
 Example: count the aten calls of each layer of resnet18 on a dry run::
 
     >>> import torch, torchvision
-    >>> from graphprof.capture import capture_graph
+    >>> from graphprof.capture.methods import capture_graph
     >>> m = torchvision.models.resnet18().eval()
     >>> x = torch.randn(8, 3, 224, 224)
     >>> class Count(Observer):
@@ -56,7 +56,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
-from graphprof.capture import CapturedGraph
+from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
 from graphprof.run.moe import grouped_mm_any_dtype

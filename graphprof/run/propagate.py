@@ -14,7 +14,7 @@ The pass writes nothing to the graph's ``node.meta``; it returns a :class:`Trace
 Example (the numbers are shapes, not values, and nothing is computed)::
 
     >>> import torch, torchvision
-    >>> from graphprof.capture import capture_graph
+    >>> from graphprof.capture.methods import capture_graph
     >>> m = torchvision.models.resnet18().eval()
     >>> x = torch.randn(64, 3, 224, 224)
     >>> cap = capture_graph(m, (x,), {})
@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-from graphprof.capture import CapturedGraph
+from graphprof.capture.methods import CapturedGraph
 from graphprof.formulas import TensorMeta
 from graphprof.formulas.registry import tensor_meta
 from graphprof.run.observers import LiveMemory, SavedActivations
