@@ -54,7 +54,7 @@ def profiles() -> Iterator[dict[str, Any]]:
 
 
 def compares() -> Iterator[dict[str, Any]]:
-    from graphprof.comparison import ModelFailure, comparison_rows
+    from graphprof.compare.models import ModelFailure, comparison_rows
 
     rows = comparison_rows([graphprof.profile_model("resnet18"), ModelFailure("nope", "unknown model 'nope'", 2)])
     yield _doc(ComparisonResult(tuple(rows), None))

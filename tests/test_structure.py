@@ -244,7 +244,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # 5: the façade over one prepared model
     ("graphprof.prepared",),
     # 6: the jobs built on prepared models
-    ("graphprof.profiler", "graphprof.comparison", "graphprof.sharding", "graphprof.scaling", "graphprof.calibrate", "graphprof.crosscheck", "graphprof.generate",
+    ("graphprof.profiler", "graphprof.compare.models", "graphprof.sharding", "graphprof.scaling", "graphprof.calibrate", "graphprof.crosscheck", "graphprof.generate",
      "graphprof.partition", "graphprof.gnn"),
     # 7: renderers: pure functions of results
     ("graphprof.render",),

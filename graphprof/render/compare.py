@@ -1,7 +1,7 @@
 """Models side by side: the model-selection use case of seed 002, as a Rich table, JSON or CSV.
 
 A comparison is a sequence of entries, each a :class:`Profile` or a :class:`ModelFailure` (a model that
-could not be profiled, with its one-line error). :func:`graphprof.comparison.comparison_rows` reduces each
+could not be profiled, with its one-line error). :func:`graphprof.compare.models.comparison_rows` reduces each
 profile to one :class:`ComparisonRow` (classified against the same device); the renderers below are pure
 functions of those rows.
 """
@@ -17,7 +17,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.comparison import COMPARISON_COLUMNS, ComparisonRow, ModelFailure, comparison_rows
+from graphprof.compare.models import COMPARISON_COLUMNS, ComparisonRow, ModelFailure, comparison_rows
 from graphprof.devices.hardware import Hardware
 from graphprof.render.files import csv_text
 from graphprof.render.table import format_bytes, format_count, format_percent, format_seconds

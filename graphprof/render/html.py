@@ -346,7 +346,7 @@ def render_plan_html(plan: Any) -> str:
 def render_html(result: Any) -> str:
     """The HTML page of any result that has one: a profile, a sweep, a comparison (a list of outcomes or of
     rows) or a partition plan. What ``_repr_html_`` shows in a notebook."""
-    from graphprof.comparison import comparison_rows
+    from graphprof.compare.models import comparison_rows
     from graphprof.partition.plan import Plan
     from graphprof.scaling.result import Sweep
 
@@ -357,7 +357,7 @@ def render_html(result: Any) -> str:
     if isinstance(result, Plan):
         return render_plan_html(result)
     if isinstance(result, list) and all(hasattr(o, "profile") and hasattr(o, "spec") for o in result):
-        from graphprof.comparison import ModelFailure
+        from graphprof.compare.models import ModelFailure
 
         entries = [o.profile if o.profile is not None else ModelFailure(o.spec, str(o.error)) for o in result]
         return render_compare_html(comparison_rows(entries))
