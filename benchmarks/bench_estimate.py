@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import graphprof  # noqa: E402
-from graphprof.devices.hardware import get_hardware  # noqa: E402
 from graphprof.cost.roofline import classify  # noqa: E402
+from graphprof.devices.hardware import get_hardware  # noqa: E402
 
 MODELS = (
     "resnet18", "resnet50", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny", "regnet_y_8gf",

@@ -40,8 +40,8 @@ from bench_speed import _load, _wait_quiet  # noqa: E402  (one reading of the lo
 def point(name: str, batch: int, iters: int) -> dict[str, object]:
     """One model at one batch: predicted (with interval), lower bound, measured mean."""
     import graphprof
-    from graphprof.devices.hardware import get_hardware
     from graphprof.cost.roofline import classify
+    from graphprof.devices.hardware import get_hardware
 
     load = _load()
     prepared = graphprof.prepare(name, batch_size=batch)

@@ -92,9 +92,21 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: every name with its type
+    from graphprof.base.inputs import InputSpec as InputSpec
     from graphprof.calibrate import calibrate_device as calibrate_device
+    from graphprof.cost.result import LayerRow as LayerRow
+    from graphprof.cost.result import ModuleRow as ModuleRow
+    from graphprof.cost.result import OpRecord as OpRecord
+    from graphprof.cost.result import Profile as Profile
+    from graphprof.cost.result import UnsupportedOp as UnsupportedOp
+    from graphprof.cost.roofline import Bound as Bound
+    from graphprof.cost.roofline import Roofline as Roofline
+    from graphprof.cost.roofline import classify as classify
     from graphprof.crosscheck import CrossCheck as CrossCheck
     from graphprof.crosscheck import crosscheck_model as crosscheck_model
+    from graphprof.devices.hardware import Hardware as Hardware
+    from graphprof.devices.hardware import get_hardware as get_hardware
+    from graphprof.devices.hardware import list_hardware as list_hardware
     from graphprof.errors import GraphprofError as GraphprofError
     from graphprof.formulas import Cost as Cost
     from graphprof.formulas import TensorMeta as TensorMeta
@@ -102,10 +114,6 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.generate import GenerationProfile as GenerationProfile
     from graphprof.generate import profile_generation as profile_generation
     from graphprof.graph import Graph as Graph
-    from graphprof.devices.hardware import Hardware as Hardware
-    from graphprof.devices.hardware import get_hardware as get_hardware
-    from graphprof.devices.hardware import list_hardware as list_hardware
-    from graphprof.base.inputs import InputSpec as InputSpec
     from graphprof.measure import Measurement as Measurement
     from graphprof.measure import capture_model as capture_model
     from graphprof.measure import parse_model_trace as parse_model_trace
@@ -120,14 +128,6 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.profile import compare_models as compare_models
     from graphprof.profile import profile_model as profile_model
     from graphprof.profiler import Profiler as Profiler
-    from graphprof.cost.result import LayerRow as LayerRow
-    from graphprof.cost.result import ModuleRow as ModuleRow
-    from graphprof.cost.result import OpRecord as OpRecord
-    from graphprof.cost.result import Profile as Profile
-    from graphprof.cost.result import UnsupportedOp as UnsupportedOp
-    from graphprof.cost.roofline import Bound as Bound
-    from graphprof.cost.roofline import Roofline as Roofline
-    from graphprof.cost.roofline import classify as classify
     from graphprof.run.loop import Observer as Observer
     from graphprof.scaling import Sweep as Sweep
     from graphprof.scaling import sweep as sweep

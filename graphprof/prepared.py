@@ -23,16 +23,16 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
+from graphprof.base.guard import guard_user_code
+from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec
+from graphprof.cost.result import Profile
+from graphprof.devices.hardware import Hardware
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
-from graphprof.base.guard import guard_user_code
-from graphprof.devices.hardware import Hardware
 from graphprof.measure.result import Measurement
 from graphprof.measure.run import MeasureOptions, measure_run
-from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec
 from graphprof.profile import profile_session
-from graphprof.cost.result import Profile
 from graphprof.run.loop import Observer
 from graphprof.session import Session, model_device, open_session
 

@@ -17,19 +17,19 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof.cost.aggregate import aggregate_modules
-from graphprof.cost.count import count_costs
 from graphprof.base.display import NotebookDisplay
-from graphprof.errors import GraphprofError
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import describe_inputs
-from graphprof.run.lowering import Lowering
-from graphprof.run.moe import moe_note
 from graphprof.base.options import Mode, ModelOptions, RunSpec
 from graphprof.base.params import parameter_tensors
+from graphprof.cost.aggregate import aggregate_modules
+from graphprof.cost.count import count_costs
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import with_roofline
+from graphprof.errors import GraphprofError
 from graphprof.run.loop import Observer
+from graphprof.run.lowering import Lowering
+from graphprof.run.moe import moe_note
 from graphprof.session import Session, SessionRun, open_session
 from graphprof.version import __version__
 

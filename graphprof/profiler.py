@@ -25,13 +25,13 @@ import torch
 from torch import nn
 
 from graphprof.base.atomic import write_atomic
+from graphprof.base.guard import guard_user_code
+from graphprof.devices.hardware import Hardware
 from graphprof.errors import InvalidInputError
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.export import check_paths, text_paths, to_text
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
-from graphprof.base.guard import guard_user_code
-from graphprof.devices.hardware import Hardware
 from graphprof.prepared import prepare
 
 __all__ = ["Profiler", "GRANULARITIES"]

@@ -30,6 +30,9 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
+from graphprof.base.guard import guard_user_code
+from graphprof.base.inputs import materialize, resize_inputs
+from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
 from graphprof.capture.methods import (
     DEFAULT_METHODS,
     METHODS,
@@ -45,13 +48,10 @@ from graphprof.capture.methods import (
     warm_up_reason,
 )
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
-from graphprof.base.guard import guard_user_code
-from graphprof.base.inputs import materialize, resize_inputs
-from graphprof.run.lowering import Lowering, lowering_context, parse_lowering
 from graphprof.models.family import CUSTOM
-from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
-from graphprof.run.propagate import DataDependentError, Trace, propagate
 from graphprof.run.loop import Observer
+from graphprof.run.lowering import Lowering, lowering_context, parse_lowering
+from graphprof.run.propagate import DataDependentError, Trace, propagate
 
 __all__ = ["Session", "SessionRun", "open_session", "model_device", "unwrap_model"]
 

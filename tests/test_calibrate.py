@@ -13,8 +13,6 @@ import torch
 from graphprof.calibrate import fit as fit_module
 from graphprof.calibrate.local import LocalPreset, load_local, measure_default_hardware, preset_from_table
 from graphprof.calibrate.store import local_path, read_local, write_preset
-from graphprof.errors import InvalidInputError
-from graphprof.formulas import Cost
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.devices.predict import (
     Calibration,
@@ -25,6 +23,8 @@ from graphprof.devices.predict import (
     steady_seconds,
     timeline,
 )
+from graphprof.errors import InvalidInputError
+from graphprof.formulas import Cost
 
 HW = Hardware(name="synthetic", label="synthetic CPU", kind="test", peak_tflops={"float32": 0.1}, bandwidth_gbs=50.0, source="test")
 TRUE_CURVE = MemoryCurve(near_gbs=50.0, far_gbs=5.0, cache_bytes=2**20)

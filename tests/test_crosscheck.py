@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from typer.testing import CliRunner
 
+from graphprof.cost.result import LayerRow, OpRecord
 from graphprof.crosscheck import (
     FVCORE,
     LEFT_OUT,
@@ -42,7 +43,6 @@ from graphprof.render.crosscheck import (
     render_json,
     render_markdown,
 )
-from graphprof.cost.result import LayerRow, OpRecord
 from graphprof_cli.main import app, join_input_shape
 from graphprof_cli.validate import DISAGREE_EXIT, AgainstChoice
 

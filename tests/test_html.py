@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 import graphprof
+from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import get_hardware
 from graphprof.render.html import render_compare_html, render_profile_html, render_sweep_html
-from graphprof.cost.roofline import classify
 
 pytest.importorskip("plotly", reason="the HTML report embeds plotly's script (the html extra)")
 playwright = pytest.importorskip("playwright.sync_api", reason="the browser tests drive Chromium with playwright (the test extra)")

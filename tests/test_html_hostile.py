@@ -20,10 +20,10 @@ import torch
 from torch import nn
 
 import graphprof
+from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import get_hardware
 from graphprof.render.escape import plotly_json, script_json
 from graphprof.render.html import render_compare_html, render_profile_html, render_sweep_html
-from graphprof.cost.roofline import classify
 from graphprof.scaling.axis import Axis
 
 pytest.importorskip("plotly", reason="the HTML report embeds plotly's script (the html extra)")

@@ -225,8 +225,8 @@ def test_measured_report_per_layer_and_per_op() -> None:
 
     from rich.console import Console
 
-    from graphprof.render.measured import render_measured
     from graphprof.cost.roofline import classify
+    from graphprof.render.measured import render_measured
 
     pm = graphprof.prepare(Net(), example_inputs=(torch.randn(4, 3, 16, 16),))
     m = pm.measure(device="cpu", breakdown=False, **RUN)

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import fx, nn
 
-from graphprof.errors import InvalidInputError
 from graphprof.base.names import abbreviate, module_path, module_type, normalize_path
+from graphprof.errors import InvalidInputError
 
 # --- abbreviate: hand-written cases -------------------------------------------------------------
 

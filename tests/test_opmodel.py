@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import torch
 
-from graphprof.errors import InvalidInputError
 from graphprof.devices.opmodel import Interval, OpModel, Sample, independent_interval, op_features, op_kind
+from graphprof.errors import InvalidInputError
 
 pytest.importorskip("sklearn")
 
@@ -176,9 +176,9 @@ def test_a_foreign_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_prediction_carries_an_interval_and_its_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import graphprof
+    from graphprof.cost.roofline import classify
     from graphprof.devices.hardware import get_hardware
     from graphprof.render.table import _predicted_text
-    from graphprof.cost.roofline import classify
 
     _write_local(tmp_path, monkeypatch)
     roofline = classify(graphprof.profile_model("resnet18", input_shape=(1, 3, 64, 64)), get_hardware("local"))
@@ -196,9 +196,9 @@ def test_a_measured_run_is_learned_and_used_for_another_model(tmp_path: Path, mo
 
     import graphprof
     from graphprof.calibrate.learn import learn_from_run
+    from graphprof.cost.roofline import classify
     from graphprof.devices.hardware import get_hardware
     from graphprof.devices.predict import load_calibration
-    from graphprof.cost.roofline import classify
 
     _write_local(tmp_path, monkeypatch)
     mlp = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.LayerNorm(64))

@@ -21,9 +21,11 @@ from rich.console import Console
 from torch import nn
 
 import graphprof
+from graphprof.cost.result import LayerRow, ModuleRow, UnsupportedOp
+from graphprof.cost.roofline import classify
+from graphprof.devices.hardware import get_hardware
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.formulas import Cost
-from graphprof.devices.hardware import get_hardware
 from graphprof.render import files as files_module
 from graphprof.render import (
     output_format,
@@ -45,8 +47,6 @@ from graphprof.render.table import (
     render_layers,
     render_top_layers,
 )
-from graphprof.cost.result import LayerRow, ModuleRow, UnsupportedOp
-from graphprof.cost.roofline import classify
 
 GOLDEN = Path(__file__).parent / "golden"
 WIDTH = 100

@@ -6,16 +6,6 @@ import pytest
 from torch import nn
 
 import graphprof
-from graphprof.errors import InvalidInputError
-from graphprof.formulas import Cost
-from graphprof.devices.hardware import (
-    HARDWARE,
-    PRECISIONS,
-    custom_hardware,
-    get_hardware,
-    list_hardware,
-    resolve_hardware,
-)
 from graphprof.cost.result import LayerRow
 from graphprof.cost.roofline import (
     DEFAULT_THRESHOLD,
@@ -25,6 +15,16 @@ from graphprof.cost.roofline import (
     ridge_point,
     roofline_time,
 )
+from graphprof.devices.hardware import (
+    HARDWARE,
+    PRECISIONS,
+    custom_hardware,
+    get_hardware,
+    list_hardware,
+    resolve_hardware,
+)
+from graphprof.errors import InvalidInputError
+from graphprof.formulas import Cost
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 import graphprof
+from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import get_hardware
 from graphprof.render.plots import roofline_points
-from graphprof.cost.roofline import classify
 
 
 def _mlp() -> nn.Module:

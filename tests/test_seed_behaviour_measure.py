@@ -232,8 +232,8 @@ def test_intensity_band_table_sums_and_agrees_with_the_fixed_threshold() -> None
     from rich.console import Console
 
     from graphprof.cost.intensity import intensity_band
-    from graphprof.render.table import render_intensity_bands
     from graphprof.cost.roofline import Bound, classify
+    from graphprof.render.table import render_intensity_bands
 
     model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 14 * 14, 10))
     profile = graphprof.profile_model(model, input_shape=(1, 3, 16, 16))
@@ -282,8 +282,8 @@ def train_measured():
 
 
 def test_train_mode_compares_the_forward_estimate_with_the_measured_forward(train_measured) -> None:
-    from graphprof.render.measured import estimated_layer_seconds, forward_layer_seconds, render_measured
     from graphprof.cost.roofline import classify
+    from graphprof.render.measured import estimated_layer_seconds, forward_layer_seconds, render_measured
 
     h100 = graphprof.get_hardware("h100")
     roofline = classify(train_measured, h100)

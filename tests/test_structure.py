@@ -228,24 +228,21 @@ def test_the_checker_sees_every_kind_of_import_and_a_long_body(tmp_path: Path) -
 #: may import its own and the floors below. ``graphprof`` (the package's front door) and the command
 #: line sit on top.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    # 0: facts every layer shares, torch-free or nearly: errors, choices, options, names, the host, files
-    ("graphprof.version", "graphprof.schemas", "graphprof.errors", "graphprof.base.choices", "graphprof.base.options", "graphprof.base.names",
-     "graphprof.base.params", "graphprof.cost.intensity", "graphprof.base.guard", "graphprof.base.inputs", "graphprof.devices.host",
-     "graphprof.base.atomic", "graphprof.base.display", "graphprof.run.hooks", "graphprof.base.limits"),
-    # 1: the op-cost registry and the device records
-    ("graphprof.formulas", "graphprof.devices.hardware", "graphprof.devices.local"),
+    # 0: facts every layer shares, torch-free or nearly: errors, the shared leaves, the JSON Schemas
+    ("graphprof.version", "graphprof.errors", "graphprof.schemas", "graphprof.base"),
+    # 1: the op-cost registry and the devices (presets, the local preset, the predictor)
+    ("graphprof.formulas", "graphprof.devices"),
     # 2: resolving models and capturing them
-    ("graphprof.models", "graphprof.capture.methods", "graphprof.run.lowering", "graphprof.run.moe"),
-    # 3: the run loop, its observers, counting and the pure result records
-    ("graphprof.run.loop", "graphprof.run.observers", "graphprof.run.propagate", "graphprof.cost.count", "graphprof.cost.aggregate",
-     "graphprof.cost.bounds", "graphprof.cost.result", "graphprof.devices.predict", "graphprof.devices.opmodel", "graphprof.cost.roofline"),
+    ("graphprof.models", "graphprof.capture"),
+    # 3: the run loop, its observers, and what a run costs (the pure result records)
+    ("graphprof.run", "graphprof.cost"),
     # 4: the passes over a session: the dry run, real runs, graphs
     ("graphprof.session", "graphprof.profile", "graphprof.measure", "graphprof.graph"),
     # 5: the façade over one prepared model
     ("graphprof.prepared",),
     # 6: the jobs built on prepared models
-    ("graphprof.profiler", "graphprof.compare.models", "graphprof.sharding", "graphprof.scaling", "graphprof.calibrate", "graphprof.crosscheck", "graphprof.generate",
-     "graphprof.partition", "graphprof.gnn"),
+    ("graphprof.profiler", "graphprof.compare", "graphprof.sharding", "graphprof.scaling", "graphprof.calibrate",
+     "graphprof.crosscheck", "graphprof.generate", "graphprof.partition", "graphprof.gnn"),
     # 7: renderers: pure functions of results
     ("graphprof.render",),
     # 8: the seeds' compatibility, at the edge

@@ -38,9 +38,9 @@ def run_compare(
     ``output`` ``-`` the file goes to stdout and the table to stderr.
     """
     import graphprof
-    from graphprof.errors import EXIT_INTERNAL, GraphprofError
-    from graphprof.devices.hardware import resolve_hardware
     from graphprof.base.options import parse_shape
+    from graphprof.devices.hardware import resolve_hardware
+    from graphprof.errors import EXIT_INTERNAL, GraphprofError
     from graphprof.profile import iter_compare
     from graphprof.render import ModelFailure, comparison_rows, render_comparison
     from graphprof_cli.output import absolute, distinct, plan

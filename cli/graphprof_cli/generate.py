@@ -52,9 +52,9 @@ CacheOption = Annotated[
 
 def run_generate(req: ProfileRequest) -> None:
     """Profile (and with ``--measure`` run) generation, print the report, write ``--output`` as JSON."""
+    from graphprof.devices.hardware import resolve_hardware
     from graphprof.generate import profile_generation
     from graphprof.generate.measure import with_measurement
-    from graphprof.devices.hardware import resolve_hardware
     from graphprof.render.generate import render_generation
     from graphprof_cli.common import console as make_console
     from graphprof_cli.output import emit, plan

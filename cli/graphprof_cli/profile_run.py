@@ -36,8 +36,8 @@ def _resolved(req: ProfileRequest) -> ProfileRequest:
 
 def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
     """Everything that can be checked without the model: ``(hardware, device measured or None, output target)``."""
-    from graphprof.devices.hardware import resolve_hardware
     from graphprof.base.options import parse_shape
+    from graphprof.devices.hardware import resolve_hardware
     from graphprof.render.plots import require_matplotlib
     from graphprof_cli.output import plan
 
@@ -83,9 +83,9 @@ def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any
 
 def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, device_hw: Any, measuring: Any) -> tuple[Any, Any]:
     """The real run beside the dry run; when it fails, the dry run's report is shown before the error."""
+    from graphprof.cost.roofline import with_roofline
     from graphprof.errors import GraphprofError
     from graphprof.render import render_report
-    from graphprof.cost.roofline import with_roofline
     from graphprof_cli.measure import run_measure
 
     try:
@@ -116,8 +116,8 @@ def _crosschecked(req: ProfileRequest, console: Any, result: Any) -> Any:
 
 def run_profile(req: ProfileRequest) -> None:
     """Profile (and measure), render the report, write what was asked for."""
-    from graphprof.render import render_report
     from graphprof.cost.roofline import with_roofline
+    from graphprof.render import render_report
 
     req = run_guarded(lambda: _resolved(req), req.debug)
     console = make_console(req.width, stderr=req.to_stdout)  # with --output -, stdout carries the file alone

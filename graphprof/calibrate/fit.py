@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from graphprof.formulas.attention import causal_work_fraction
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.predict import OP_CLASSES, Calibration, ClassRates, MemoryCurve, op_class, reduction_depth
+from graphprof.formulas.attention import causal_work_fraction
 
 __all__ = ["fit_op_table", "records_from_opbench", "STREAMING_OPS"]
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from graphprof.errors import InvalidInputError
 from graphprof.devices.opmodel import Z80, KindModel, OpModel, Sample
+from graphprof.errors import InvalidInputError
 
 __all__ = ["fit_kind", "fit_op_model", "model_quantiles", "worst_kinds"]
 

@@ -31,13 +31,13 @@ from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
 from graphprof.calibrate.samples import samples_from_run, samples_from_table
 from graphprof.calibrate.store import write_preset
-from graphprof.errors import InvalidInputError
 from graphprof.devices.hardware import PRECISIONS, Hardware, match_hardware
-from graphprof.devices.local import LOCAL, missing_local_message, read_local
 from graphprof.devices.host import cpu_model, load_average
-from graphprof.measure.run import resolve_device
+from graphprof.devices.local import LOCAL, missing_local_message, read_local
 from graphprof.devices.opmodel import OpModel, Sample
 from graphprof.devices.predict import Calibration
+from graphprof.errors import InvalidInputError
+from graphprof.measure.run import resolve_device
 
 __all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
            "measure_default_hardware", "zoo_samples"]  # fmt: skip

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from graphprof.base.atomic import write_atomic
-from graphprof.errors import OutputError
 from graphprof.devices.local import FORMAT, LOCAL, local_path, missing_local_message, read_local, require_local
+from graphprof.errors import OutputError
 from graphprof.schemas import envelope
 
 __all__ = ["FORMAT", "LOCAL", "local_path", "read_local", "require_local", "write_preset", "missing_local_message"]

@@ -35,8 +35,8 @@ import torch
 from torch import nn
 
 from graphprof.base.choices import Capture
-from graphprof.errors import CaptureError, ModelBuildError
 from graphprof.base.inputs import materialize
+from graphprof.errors import CaptureError, ModelBuildError
 from graphprof.models.family import CUSTOM
 
 __all__ = [

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from graphprof.devices.hardware import Hardware
 from graphprof.base.inputs import format_inputs
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import Bound, classify
+from graphprof.devices.hardware import Hardware
 
 __all__ = ["COMPARISON_COLUMNS", "ModelFailure", "ComparisonRow", "comparison_rows"]
 

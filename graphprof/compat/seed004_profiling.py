@@ -21,10 +21,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.base.limits import require_count
 from graphprof.errors import InvalidInputError
 from graphprof.gnn.estimate import FLOPsEstimator, check_sparse_ratio
 from graphprof.gnn.scaling import GraphScalingResult, ModelSource, run_graph_scaling
-from graphprof.base.limits import require_count
 from graphprof.measure.memory import get_memory_breakdown, memory_stats, peak_during
 from graphprof.measure.result import MemoryStats
 from graphprof.measure.run import resolve_device

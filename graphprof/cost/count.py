@@ -12,10 +12,10 @@ from typing import cast
 
 import torch
 
+from graphprof.cost.result import LayerRow, OpRecord, UnsupportedOp
 from graphprof.formulas import ZERO, Cost, OpStatus, op_cost, op_status
 from graphprof.formulas.attention import kernel_useful_fraction, kernel_work_fraction
 from graphprof.run.propagate import OpCall, Trace, TraceKey, shapes_of
-from graphprof.cost.result import LayerRow, OpRecord, UnsupportedOp
 
 __all__ = ["count_costs", "op_name", "op_record"]
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from graphprof.cost.bounds import Roofline
 from graphprof.base.display import NotebookDisplay
-from graphprof.formulas import Cost
 from graphprof.base.inputs import InputSpec
+from graphprof.cost.bounds import Roofline
+from graphprof.formulas import Cost
 from graphprof.schemas import SCHEMA_VERSIONS
 
 __all__ = [

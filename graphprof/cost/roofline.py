@@ -31,7 +31,16 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from graphprof.cost.bounds import DEFAULT_THRESHOLD, Bound, LayerBound, Roofline, classify_layer, ridge_point, roofline_time
+from graphprof.cost.bounds import (
+    DEFAULT_THRESHOLD,
+    Bound,
+    LayerBound,
+    Roofline,
+    classify_layer,
+    ridge_point,
+    roofline_time,
+)
+from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.opmodel import Interval
 from graphprof.devices.predict import (
@@ -43,7 +52,6 @@ from graphprof.devices.predict import (
     predict_interval,
     predict_ops,
 )
-from graphprof.cost.result import Profile
 
 __all__ = [
     "DEFAULT_THRESHOLD",

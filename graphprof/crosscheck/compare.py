@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from graphprof.base.inputs import format_inputs
+from graphprof.cost.result import Profile
 from graphprof.crosscheck.conventions import GROUP_ORDER, Convention
 from graphprof.crosscheck.references import ReferenceCounts
 from graphprof.crosscheck.result import Adjustment, CrossCheck, GroupComparison, OpCount
-from graphprof.base.inputs import format_inputs
-from graphprof.cost.result import Profile
 
 __all__ = ["compare_counts", "graphprof_groups"]
 

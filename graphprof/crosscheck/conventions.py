@@ -61,8 +61,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from graphprof.formulas import PER_ELEMENT_FLOPS
 from graphprof.cost.result import LayerRow, OpRecord
+from graphprof.formulas import PER_ELEMENT_FLOPS
 
 __all__ = [
     "CONV",

@@ -20,14 +20,14 @@ import torch
 from torch import nn
 
 from graphprof.base.choices import Reference
+from graphprof.base.guard import guard_user_code
+from graphprof.base.inputs import materialize
+from graphprof.base.options import parse_shape
 from graphprof.crosscheck.compare import compare_counts
 from graphprof.crosscheck.conventions import CONVENTIONS
 from graphprof.crosscheck.references import REFERENCES
 from graphprof.crosscheck.result import CrossCheck
 from graphprof.errors import GraphprofError, InvalidInputError
-from graphprof.base.guard import guard_user_code
-from graphprof.base.inputs import materialize
-from graphprof.base.options import parse_shape
 from graphprof.prepared import prepare
 
 __all__ = [

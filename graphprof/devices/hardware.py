@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from graphprof.errors import InvalidInputError
 from graphprof.devices.local import LOCAL, require_local
+from graphprof.errors import InvalidInputError
 
 __all__ = [
     "PRECISIONS",

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from graphprof.formulas import Cost
 from graphprof.cost.result import LayerRow, Profile
+from graphprof.formulas import Cost
 
 __all__ = ["TOP", "block_of", "decoder_list", "group_rows", "Block"]
 

@@ -21,6 +21,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.base.options import parse_dtype
+from graphprof.cost.result import Profile
+from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
 from graphprof.generate.blocks import decoder_list
 from graphprof.generate.fit import device_memory, memory_fit
@@ -30,10 +33,7 @@ from graphprof.generate.phases import KVTraffic, exact_phase, single_phase, summ
 from graphprof.generate.reprice import reprice_kv
 from graphprof.generate.result import GenerationProfile, Latency, MemoryFit, Phase
 from graphprof.generate.steps import profile_decode, profile_prefill
-from graphprof.devices.hardware import Hardware, get_hardware
-from graphprof.base.options import parse_dtype
 from graphprof.prepared import PreparedModel, prepare
-from graphprof.cost.result import Profile
 
 __all__ = ["DEFAULT_DTYPE", "GenerationSpec", "profile_generation", "prepare_generation"]
 

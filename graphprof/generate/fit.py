@@ -8,8 +8,8 @@ figure is only an assumption), this machine's physical memory.
 
 from __future__ import annotations
 
-from graphprof.generate.result import MemoryFit
 from graphprof.devices.hardware import Hardware, host_memory_bytes
+from graphprof.generate.result import MemoryFit
 
 __all__ = ["device_memory", "memory_fit"]
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from graphprof.cost.result import LayerRow, Profile
 from graphprof.errors import ShapePropagationError
 from graphprof.formulas import Cost
-from graphprof.cost.result import LayerRow, Profile
 
 __all__ = ["AffineDecode", "NotAffineError", "fit_affine", "scale", "minus"]
 

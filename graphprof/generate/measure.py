@@ -21,11 +21,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.base.inputs import INPUT_SEED
+from graphprof.devices.hardware import Hardware, get_hardware, match_hardware
 from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.generate.kvcache import CacheKind
 from graphprof.generate.result import GenerationMeasurement, GenerationProfile
-from graphprof.devices.hardware import Hardware, get_hardware, match_hardware
-from graphprof.base.inputs import INPUT_SEED
 
 __all__ = ["HOST_PRESETS", "host_hardware", "measure_generation", "with_measurement"]
 

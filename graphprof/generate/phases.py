@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import LayerBound, classify, classify_layer
+from graphprof.devices.hardware import Hardware
 from graphprof.formulas import Cost
 from graphprof.generate.blocks import group_rows
 from graphprof.generate.growth import AffineDecode
 from graphprof.generate.kvcache import KVCacheSpec
 from graphprof.generate.result import BlockCost, Phase
-from graphprof.devices.hardware import Hardware
-from graphprof.cost.result import Profile
-from graphprof.cost.roofline import LayerBound, classify, classify_layer
 
 __all__ = ["KVTraffic", "exact_phase", "single_phase", "summed_phase"]
 

@@ -14,10 +14,10 @@ import dataclasses
 
 import torch
 
+from graphprof.cost.result import LayerRow, Profile
 from graphprof.formulas import Cost
 from graphprof.generate.blocks import block_of
 from graphprof.generate.kvcache import KVCacheSpec
-from graphprof.cost.result import LayerRow, Profile
 
 __all__ = ["reprice_kv"]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphprof.cost.result import cost_dict
+from graphprof.devices.hardware import Hardware
 from graphprof.formulas import Cost
 from graphprof.generate.kvcache import KVCacheSpec
-from graphprof.devices.hardware import Hardware
-from graphprof.cost.result import cost_dict
 
 __all__ = ["BlockCost", "Phase", "Latency", "MemoryFit", "GenerationMeasurement", "GenerationProfile"]
 

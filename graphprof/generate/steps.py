@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from graphprof.cost.result import Profile
 from graphprof.generate.kvcache import CacheKind, make_cache
 from graphprof.prepared import PreparedModel
-from graphprof.cost.result import Profile
 
 __all__ = ["decode_kwargs", "prefill_kwargs", "profile_decode", "profile_prefill"]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from graphprof.cost.result import Profile
 from graphprof.gnn.components import ComponentCosts, component_costs
 from graphprof.gnn.estimate import FLOPsEstimate, FLOPsEstimator, check_sparse_ratio
-from graphprof.cost.result import Profile
 
 __all__ = ["ComponentRow", "EstimateComparison", "compare_estimate", "compare_graph_model"]
 

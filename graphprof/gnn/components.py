@@ -23,8 +23,8 @@ from types import MappingProxyType
 
 from torch import nn
 
-from graphprof.formulas import Cost
 from graphprof.cost.result import Profile
+from graphprof.formulas import Cost
 
 __all__ = ["COMPONENTS", "ComponentCosts", "classify_modules", "component_costs"]
 

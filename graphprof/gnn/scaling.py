@@ -22,11 +22,11 @@ from typing import Any
 
 from torch import nn
 
+from graphprof.cost.result import Profile
 from graphprof.errors import InvalidInputError
 from graphprof.gnn.components import ComponentCosts, component_costs, present
 from graphprof.measure.timing import RuntimeStats, profile_forward
 from graphprof.models.graphs import DEFAULT_DEGREE, graph_args, random_graph
-from graphprof.cost.result import Profile
 from graphprof.scaling.fit import GrowthFit, QuadraticFit, r2
 
 __all__ = ["GraphPoint", "GraphScalingResult", "run_graph_scaling", "AXES", "feature_dim_of"]

@@ -37,15 +37,15 @@ import torch
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
+from graphprof.base.names import called_op
 from graphprof.cost.count import op_name, op_record
+from graphprof.cost.roofline import roofline_time
+from graphprof.devices.hardware import Hardware
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import OpStatus, op_status
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
-from graphprof.devices.hardware import Hardware
-from graphprof.base.names import called_op
-from graphprof.run.propagate import op_call
-from graphprof.cost.roofline import roofline_time
 from graphprof.run.loop import Layer, Observer, OpEvent, RunContext
+from graphprof.run.propagate import op_call
 
 __all__ = ["GraphBuilder", "passes_through"]
 

@@ -26,8 +26,8 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
-from graphprof.graph.model import Graph, GraphNode
 from graphprof.base.names import functional_op
+from graphprof.graph.model import Graph, GraphNode
 
 __all__ = ["with_measured_times"]
 

@@ -32,10 +32,10 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from graphprof.capture.methods import CapturedGraph, preserved_state
-from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
-from graphprof.devices.host import detect_host
 from graphprof.base.inputs import describe_inputs, format_inputs, materialize
+from graphprof.capture.methods import CapturedGraph, preserved_state
+from graphprof.devices.host import detect_host
+from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import LayerRanges, attribute, kernel_busy_us
 from graphprof.measure.memory import peak_during, tracked_breakdown

@@ -34,12 +34,12 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from graphprof.errors import InvalidInputError
-from graphprof.run.hooks import module_call_hooks
 from graphprof.base.limits import require_file
+from graphprof.errors import InvalidInputError
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import RANGE_PREFIX
 from graphprof.measure.result import OUTSIDE
+from graphprof.run.hooks import module_call_hooks
 
 __all__ = [
     "CAPTURE_ENV",

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.base.inputs import INPUT_SEED
+from graphprof.errors import InvalidInputError, ModelNotFoundError
 
 __all__ = [
     "ModelInfo",

@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
-from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError, UnsafeLoadError
 from graphprof.base.inputs import resize_inputs
 from graphprof.base.limits import human_bytes, require_fits
+from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError, UnsafeLoadError
 from graphprof.models.base import ResolvedModel
 from graphprof.models.family import Family, Request, Source
 from graphprof.models.trust import ALLOW_HINT, restricted_load_refusal

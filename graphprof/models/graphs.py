@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from graphprof.errors import InvalidInputError
 from graphprof.base.limits import require_fits
+from graphprof.errors import InvalidInputError
 
 __all__ = ["SyntheticGraph", "random_graph", "edge_count", "graph_args", "generate_graphs", "DEFAULT_NODES", "DEFAULT_DEGREE", "DEFAULT_FEATURES"]
 

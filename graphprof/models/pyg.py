@@ -37,8 +37,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.base.limits import require_fits
+from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.models.base import ModelInfo, ResolvedModel
 from graphprof.models.family import Family, Request, Source
 from graphprof.models.graphs import DEFAULT_DEGREE, DEFAULT_NODES, graph_args, random_graph

@@ -25,9 +25,9 @@ from types import MappingProxyType
 
 import torch
 
-from graphprof.errors import InvalidInputError
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import INPUT_SEED
+from graphprof.errors import InvalidInputError
 from graphprof.models import exported, hf, pyg, timm_zoo, torchvision_zoo, user, yolo
 from graphprof.models.base import ModelInfo, ResolvedModel, unknown_model
 from graphprof.models.device import parse_device

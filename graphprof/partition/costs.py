@@ -28,11 +28,11 @@ from typing import Any
 
 from torch import nn
 
-from graphprof.graph.model import Graph
-from graphprof.devices.hardware import Hardware
-from graphprof.partition.units import UnitNodes
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import classify
+from graphprof.devices.hardware import Hardware
+from graphprof.graph.model import Graph
+from graphprof.partition.units import UnitNodes
 
 __all__ = ["Unit", "CostTable", "unit_records", "preset_seconds", "measured_seconds", "kv_cache_bytes"]
 

@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from graphprof.errors import InvalidInputError
 from graphprof.devices.hardware import Hardware, custom_hardware, get_hardware, host_memory_bytes
+from graphprof.errors import InvalidInputError
 
 __all__ = ["FIGURE_RANGE", "LOCAL_CPU", "MAX_COUNT", "Device", "Links", "parse_devices", "parse_links", "kinds_of"]
 

@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.errors import InvalidInputError
 from graphprof.base.limits import require_count
+from graphprof.errors import InvalidInputError
 from graphprof.partition.costs import CostTable, measured_seconds, preset_seconds, table, unit_records
 from graphprof.partition.devices import Device, Links, kinds_of, parse_devices, parse_links
 from graphprof.partition.plan import Plan, equal_layers, equal_params, make_stages

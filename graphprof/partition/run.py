@@ -39,9 +39,9 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
-from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.base.inputs import materialize
 from graphprof.base.limits import require_count, require_fits
+from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.prepared import PreparedModel
 
 __all__ = ["StageRun", "PipelineRun", "run_split", "step_prediction"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from graphprof.cost.bounds import Roofline
-from graphprof.errors import InvalidInputError
 from graphprof.cost.result import Profile
+from graphprof.errors import InvalidInputError
 
 __all__ = ["profile_roofline"]
 

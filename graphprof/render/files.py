@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from graphprof.base.atomic import STDOUT, check_path, is_descriptor_path, means_stdout, write_atomic
-from graphprof.errors import OutputError
 from graphprof.cost.intensity import intensity_band
-from graphprof.render.common import profile_roofline
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import Roofline
+from graphprof.errors import OutputError
+from graphprof.render.common import profile_roofline
 
 __all__ = [
     "FORMATS",

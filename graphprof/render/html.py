@@ -22,12 +22,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import Roofline
 from graphprof.errors import MissingDependencyError
 from graphprof.render.common import profile_roofline
 from graphprof.render.escape import plotly_json
 from graphprof.render.plots import POINT_KINDS, roofline_points
-from graphprof.cost.result import Profile
-from graphprof.cost.roofline import Roofline
 
 __all__ = ["render_html", "render_plan_html", "render_profile_html", "render_sweep_html", "render_compare_html"]
 

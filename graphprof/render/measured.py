@@ -23,10 +23,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.measure.result import NOISY_CV
 from graphprof.base.names import functional_op
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import LayerBound, Roofline, roofline_time
+from graphprof.measure.result import NOISY_CV
 
 __all__ = ["estimated_layer_seconds", "forward_layer_seconds", "forward_predicted_seconds", "predicted_layer_seconds", "render_measured"]
 

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from graphprof.base.atomic import write_atomic
+from graphprof.cost.result import Profile
+from graphprof.cost.roofline import Bound, Roofline
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.render.common import profile_roofline
 from graphprof.render.measured import estimated_layer_seconds, predicted_layer_seconds
-from graphprof.cost.result import Profile
-from graphprof.cost.roofline import Bound, Roofline
 
 __all__ = [
     "PLOT_KINDS",

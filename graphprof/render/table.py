@@ -25,15 +25,15 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.cost.aggregate import ancestors
-from graphprof.capture.methods import NOT_TRIED
-from graphprof.devices.hardware import Hardware
 from graphprof.base.inputs import format_inputs
-from graphprof.cost.intensity import INTENSITY_BANDS, intensity_band
 from graphprof.base.names import abbreviate
-from graphprof.render.common import profile_roofline
+from graphprof.capture.methods import NOT_TRIED
+from graphprof.cost.aggregate import ancestors
+from graphprof.cost.intensity import INTENSITY_BANDS, intensity_band
 from graphprof.cost.result import ModuleRow, Profile
 from graphprof.cost.roofline import Bound, Roofline
+from graphprof.devices.hardware import Hardware
+from graphprof.render.common import profile_roofline
 
 __all__ = [
     "DEFAULT_TOP",

@@ -56,12 +56,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
+from graphprof.base.names import module_path
+from graphprof.base.params import parameter_tensors
 from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
 from graphprof.run.moe import grouped_mm_any_dtype
-from graphprof.base.names import module_path
-from graphprof.base.params import parameter_tensors
 
 __all__ = [
     "Layer",

@@ -36,8 +36,8 @@ from torch.utils._pytree import tree_flatten
 from graphprof.capture.methods import CapturedGraph
 from graphprof.formulas import TensorMeta
 from graphprof.formulas.registry import tensor_meta
-from graphprof.run.observers import LiveMemory, SavedActivations
 from graphprof.run.loop import DataDependentError, Layer, Observer, OpEvent, RunContext, run_model
+from graphprof.run.observers import LiveMemory, SavedActivations
 
 __all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "DataDependentError", "shapes_of", "to_meta", "op_call"]
 

@@ -16,14 +16,14 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError
 from graphprof.base.guard import guard_user_code
-from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.base.inputs import format_inputs
-from graphprof.measure.run import is_out_of_memory
-from graphprof.prepared import PreparedModel, prepare
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import classify
+from graphprof.devices.hardware import Hardware, get_hardware
+from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError
+from graphprof.measure.run import is_out_of_memory
+from graphprof.prepared import PreparedModel, prepare
 from graphprof.scaling.axis import Axis, check_sweep, point_options, with_option
 from graphprof.scaling.result import Sweep, SweepRow
 

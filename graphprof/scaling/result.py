@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graphprof.base.display import NotebookDisplay
-from graphprof.errors import InvalidInputError
 from graphprof.cost.result import Profile
+from graphprof.errors import InvalidInputError
 from graphprof.scaling.axis import Axis
 from graphprof.scaling.fit import GrowthFit, Knee, QuadraticFit, find_knee, r2
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from torch import nn
 
-from graphprof.errors import InvalidInputError
-from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.base.inputs import describe_inputs, format_inputs
 from graphprof.cost.result import OpRecord
+from graphprof.devices.hardware import Hardware, get_hardware
+from graphprof.errors import InvalidInputError
 from graphprof.sharding.result import RankFigures, ShardedProfile
 from graphprof.sharding.run import StepRecord, fake_world, run_sharded_step
 from graphprof.sharding.spec import ShardSpec, parse_shard

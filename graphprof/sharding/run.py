@@ -24,9 +24,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from graphprof.cost.count import op_record
+from graphprof.cost.result import OpRecord
 from graphprof.errors import InvalidInputError
 from graphprof.run.propagate import OpCall, to_meta
-from graphprof.cost.result import OpRecord
 
 __all__ = ["fake_world", "shard_units", "run_sharded_step", "StepRecord"]
 
