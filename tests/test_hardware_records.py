@@ -67,7 +67,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_hardware_and_predict_do_not_import_calibrate() -> None:
-    for name in ("hardware.py", "hardware_local.py", "predict.py"):
+    for name in ("devices/hardware.py", "devices/local.py", "devices/predict.py"):
         assert not {m for m in _imports(ROOT / name) if m.startswith("graphprof.calibrate")}, name
 
 
