@@ -23,11 +23,11 @@ from pathlib import Path
 
 import torch
 
+from graphprof.base.atomic import write_atomic
 from graphprof.crosscheck import CrossCheck, Status, iter_crosschecks
 from graphprof.models import list_models
 from graphprof.render import format_count
 from graphprof.render.crosscheck import describe, render_json, render_markdown, summarize
-from graphprof.render.files import write_atomic
 
 RESULTS = Path(__file__).resolve().parent / "results"
 YOLO = [f"yolov8{s}" for s in "nsmlx"] + [f"yolo11{s}" for s in "nsmlx"]

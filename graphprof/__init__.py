@@ -93,7 +93,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: every name with its type
     from graphprof.base.inputs import InputSpec as InputSpec
-    from graphprof.calibrate import calibrate_device as calibrate_device
+    from graphprof.calibrate import calibrate as calibrate_device
     from graphprof.cost.result import LayerRow as LayerRow
     from graphprof.cost.result import ModuleRow as ModuleRow
     from graphprof.cost.result import OpRecord as OpRecord
@@ -119,7 +119,7 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.measure import parse_model_trace as parse_model_trace
     from graphprof.models import list_models as list_models
     from graphprof.partition import Plan as Plan
-    from graphprof.partition import partition_model as partition_model
+    from graphprof.partition import partition as partition_model
     from graphprof.prepared import PreparedModel as PreparedModel
     from graphprof.prepared import graph_model as graph_model
     from graphprof.prepared import measure_model as measure_model
@@ -134,7 +134,8 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
 else:  # what runs: each name imported from its module on first use (PEP 562)
     import importlib
 
-    #: public name -> the module that defines it (the imports above, as data)
+    #: public name -> the module that defines it, and the name there where it differs (the imports above,
+    #: as data): ``partition`` and ``calibrate`` are subpackages, so their functions are exported by the job's name
     _EXPORTS: dict[str, str] = {
         "profile_model": "graphprof.profile",
         "prepare": "graphprof.prepared",
@@ -148,11 +149,11 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "graph_model": "graphprof.prepared",
         "Graph": "graphprof.graph",
         "Profiler": "graphprof.profiler",
-        "partition_model": "graphprof.partition",
+        "partition_model": "graphprof.partition:partition",
         "Plan": "graphprof.partition",
         "profile_generation": "graphprof.generate",
         "GenerationProfile": "graphprof.generate",
-        "calibrate_device": "graphprof.calibrate",
+        "calibrate_device": "graphprof.calibrate:calibrate",
         "crosscheck_model": "graphprof.crosscheck",
         "CrossCheck": "graphprof.crosscheck",
         "Profile": "graphprof.cost.result",
@@ -178,10 +179,11 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
     }
 
     def __getattr__(name: str) -> object:
-        module = _EXPORTS.get(name)
-        if module is None:
+        where = _EXPORTS.get(name)
+        if where is None:
             raise AttributeError(f"module 'graphprof' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        module, _, defined = where.partition(":")
+        value = getattr(importlib.import_module(module), defined or name)
         globals()[name] = value
         return value
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "EXIT_CODES",
+    "one_line",
     "EXIT_OK",
     "EXIT_DISAGREE",
     "EXIT_INVALID_INPUT",
@@ -31,6 +32,7 @@ __all__ = [
     "InvalidInputError",
     "CaptureError",
     "ShapePropagationError",
+    "DataDependentError",
     "FormulaRegistryError",
     "OutputError",
     "ReferenceFailedError",
@@ -123,6 +125,10 @@ class ShapePropagationError(GraphprofError):
     exit_code = EXIT_CAPTURE
 
 
+class DataDependentError(ShapePropagationError):
+    """The dry run needs real values (a data-dependent shape); run again with ``fake=False``."""
+
+
 class FormulaRegistryError(GraphprofError):
     """A cost formula was registered twice or under a key that is not an aten op packet."""
 
@@ -164,3 +170,23 @@ class MeasurementError(GraphprofError):
     """A real run failed: out of memory on the device (the batch is named), or the model raised."""
 
     exit_code = EXIT_MEASUREMENT
+
+
+def one_line(error: BaseException | str, limit: int | None = 300, *, with_type: bool = False) -> str:
+    """``error`` on one line, whitespace collapsed; above ``limit`` characters it ends at a word with
+    `` ...``, never mid-word. ``with_type`` names an exception's type first (``ValueError: ...``) unless it
+    is one of graphprof's own, whose messages are already sentences; an empty message is the type's name.
+
+    >>> one_line(ValueError("bad\\n  shape"), with_type=True), one_line("a b c d", limit=4)
+    ('ValueError: bad shape', 'a b ...')
+    """
+    text = " ".join(str(error).split())
+    if isinstance(error, BaseException):
+        kind = type(error).__name__
+        if not text:
+            text = kind
+        elif with_type and not isinstance(error, GraphprofError):
+            text = f"{kind}: {text}"
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " ..."

@@ -104,10 +104,10 @@ class PreparedModel(Session):
         the prepared dtype. See :func:`graphprof.measure.run.measure_run`. The model is left as found.
         """
         spec = self.spec(dtype=KEEP if dtype is None else dtype, **inputs)
-        args, kwargs, train, run_dtype = self.resolve(spec)
+        call = self.resolve(spec)
         activations = profile_session(self, spec).peak_activation_bytes  # a dry run: does the real one fit?
         options = MeasureOptions(device, iters, warmup, layer_runs, trace_dir, optimizer, breakdown, seed, activations)
-        return measure_run(self.model, args, kwargs, name=self.name, train=train, dtype=run_dtype, options=options)
+        return measure_run(self.model, call.args, call.kwargs, name=self.name, train=call.train, dtype=call.dtype, options=options)
 
     @guard_user_code
     def graph(

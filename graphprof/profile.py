@@ -17,11 +17,13 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
+from graphprof.base.choices import Execution, Method
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import describe_inputs
 from graphprof.base.options import Mode, ModelOptions, RunSpec
 from graphprof.base.params import parameter_tensors
+from graphprof.capture.methods import NOT_TRIED
 from graphprof.cost.aggregate import aggregate_modules
 from graphprof.cost.count import count_costs
 from graphprof.cost.result import Profile
@@ -30,7 +32,7 @@ from graphprof.errors import GraphprofError
 from graphprof.run.loop import Observer
 from graphprof.run.lowering import Lowering
 from graphprof.run.moe import moe_note
-from graphprof.session import Session, SessionRun, open_session
+from graphprof.session import RunCall, Session, SessionRun, open_session
 from graphprof.version import __version__
 
 __all__ = ["profile_session", "build_profile", "profile_model", "compare_models", "iter_compare", "ModelOutcome"]
@@ -40,19 +42,14 @@ def profile_session(session: Session, spec: RunSpec | None = None, observers: Se
     """The cost of one forward (and, in train mode, backward) pass of ``session`` at ``spec``'s inputs.
 
     The first profile at the prepared inputs reuses the run that validated the capture."""
-    args, kwargs, train, dtype = session.resolve(spec or RunSpec())
-    first = session.first
-    if (
-        first is not None and not observers and args is session.args and kwargs is session.kwargs
-        and train == (session.mode is Mode.TRAIN) and dtype == session.dtype
-    ):  # fmt: skip
-        run = first
-    else:
-        start = time.perf_counter()
-        run = session.run_inputs(args, kwargs, train, dtype, observers)
-        if not run.timings:
-            run.timings.append(("propagate", time.perf_counter() - start))
-    return build_profile(session, run, args, kwargs, train, dtype)
+    call = session.resolve(spec or RunSpec()).with_observers(observers)
+    if session.first is not None and session.is_first(call):
+        return build_profile(session, session.first, call)
+    start = time.perf_counter()
+    run = session.run_call(call)
+    if not run.timings:
+        run.timings.append(("propagate", time.perf_counter() - start))
+    return build_profile(session, run, call)
 
 
 def _versions() -> tuple[tuple[str, str], ...]:
@@ -68,8 +65,8 @@ def _versions() -> tuple[tuple[str, str], ...]:
 
 def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.dtype | None) -> list[str]:
     notes = list(session.notes) + run.notes
-    skipped = dict(run.capture.graph.attempts).get("dynamo.export", "")
-    if run.capture.graph.method == "eager" and skipped.startswith("not tried: "):
+    skipped = dict(run.capture.graph.attempts).get(Method.DYNAMO, "")
+    if run.capture.graph.method is Method.EAGER and skipped.startswith(f"{NOT_TRIED}: "):
         notes.append(f"Dynamo export {skipped} (rows are modules; --capture dynamo forces it)")
     notes.extend(n for n in (moe_note(rows, session.model),) if n)
     graph_params = sum(r.params for r in rows)
@@ -81,8 +78,9 @@ def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.
     return notes
 
 
-def build_profile(session: Session, run: SessionRun, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, run_dtype: torch.dtype | None) -> Profile:
-    """Count ``run``'s ops, aggregate them by module and assemble the :class:`Profile`."""
+def build_profile(session: Session, run: SessionRun, call: RunCall) -> Profile:
+    """Count ``run``'s ops (a run of ``call``), aggregate them by module and assemble the :class:`Profile`."""
+    run_dtype = call.dtype
     t = time.perf_counter()
     rows, unsupported = count_costs(run.trace)
     modules = aggregate_modules(rows, session.model)
@@ -94,15 +92,15 @@ def build_profile(session: Session, run: SessionRun, args: tuple[Any, ...], kwar
     profile = Profile(
         model_name=session.name,
         family=session.family,
-        mode=Mode.TRAIN.value if train else Mode.EVAL.value,
+        mode=Mode.TRAIN if call.train else Mode.EVAL,
         dtype=str(param_dtype).removeprefix("torch."),
-        inputs=describe_inputs(args, kwargs, run_dtype),
+        inputs=describe_inputs(call.args, call.kwargs, run_dtype),
         capture_method=cap.graph.method,
         capture_attempts=tuple(cap.graph.attempts),
         capture_reused=run.reused,
         execution=cap.execution,
         execution_note=cap.execution_note,
-        lowering=session.lowering.value if cap.execution == "dry-run" else Lowering.CPU.value,
+        lowering=session.lowering.value if cap.execution is Execution.DRY_RUN else Lowering.CPU.value,
         layers=tuple(rows),
         modules=tuple(modules),
         total_params=sum(p.numel() for p in params),

@@ -30,30 +30,33 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
+from graphprof.base.choices import Execution, Method
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import materialize, resize_inputs
 from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
 from graphprof.capture.methods import (
-    DEFAULT_METHODS,
-    METHODS,
-    NOT_TRIED,
     CapturedGraph,
-    capture_graph,
     default_methods,
-    dynamo_skip_reason,
-    family_of,
     preserved_state,
     slice_batch,
     warm_up,
     warm_up_reason,
 )
-from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, ShapePropagationError
+from graphprof.capture.plan import CapturePlan
+from graphprof.errors import (
+    CaptureError,
+    DataDependentError,
+    InvalidInputError,
+    ModelBuildError,
+    ShapePropagationError,
+    one_line,
+)
 from graphprof.models.family import CUSTOM
 from graphprof.run.loop import Observer
 from graphprof.run.lowering import Lowering, lowering_context, parse_lowering
-from graphprof.run.propagate import DataDependentError, Trace, propagate
+from graphprof.run.propagate import Trace, propagate
 
-__all__ = ["Session", "SessionRun", "open_session", "model_device", "unwrap_model"]
+__all__ = ["Session", "SessionRun", "RunCall", "open_session", "model_device", "unwrap_model"]
 
 #: Above this many input elements the warm-up materialises only the first sample of a placeholder batch.
 _WARM_UP_ELEMENTS = 1 << 24
@@ -68,19 +71,30 @@ def model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def _short(exc: BaseException, limit: int = 300) -> str:
-    """The message on one line; a very long one ends at a word, never mid-word."""
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
+@dataclass(frozen=True)
+class RunCall:
+    """One run's inputs and how it runs: the values that travel together through a session's run."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    train: bool
+    dtype: torch.dtype | None
+    observers: Sequence[Observer] = ()
+
+    def with_observers(self, observers: Sequence[Observer]) -> RunCall:
+        return RunCall(self.args, self.kwargs, self.train, self.dtype, tuple(observers))
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Capture:
-    """A capture that propagated, and how its run goes (``dry-run`` or ``real``)."""
+    """A capture that ran, and how its runs go (a dry run, or real where the dry run needs values)."""
 
     graph: CapturedGraph
-    execution: str
+    execution: Execution
     execution_note: str
+
+
+_DRY_RUN_NOTE = "FakeTensor: shapes only, no arithmetic, no weights read"
 
 
 @dataclass
@@ -92,6 +106,10 @@ class SessionRun:
     reused: bool
     notes: list[str]
     timings: list[tuple[str, float]]
+
+
+class _Stale(Exception):
+    """An existing capture that no longer runs for these inputs; the message says why."""
 
 
 @dataclass(eq=False)
@@ -112,7 +130,7 @@ class Session:
     kwargs: dict[str, Any]
     mode: Mode
     dtype: torch.dtype | None
-    methods: tuple[str, ...]
+    methods: tuple[Method, ...]
     allow_real: bool
     lowering: Lowering = Lowering.CPU
     warm: str | None = None
@@ -128,7 +146,7 @@ class Session:
     @property
     def capture_method(self) -> str:
         cap = self._captures.get(self.mode is Mode.TRAIN)
-        return cap.graph.method if cap else "-"
+        return cap.graph.method.value if cap else "-"
 
     # ---- inputs ------------------------------------------------------------------------------------
     def inputs(
@@ -143,8 +161,8 @@ class Session:
             self.args, self.kwargs, batch_size=batch_size, input_shape=parse_shape(input_shape), seq_len=seq_len, what=self.name
         )
 
-    def resolve(self, spec: RunSpec) -> tuple[tuple[Any, ...], dict[str, Any], bool, torch.dtype | None]:
-        """The inputs, train flag and dtype of one run of ``spec``: ``(args, kwargs, train, dtype)``.
+    def resolve(self, spec: RunSpec) -> RunCall:
+        """The inputs, train flag and dtype of one run of ``spec``.
 
         With neither ``example_inputs`` nor a size change, the prepared inputs themselves (the same
         objects, so the first profile reuses the validating run)."""
@@ -155,134 +173,103 @@ class Session:
         else:
             args, kwargs = self.inputs(batch_size=spec.batch_size, input_shape=spec.input_shape, seq_len=spec.seq_len)
         dtype, mode = spec.resolved(self.dtype, self.mode)
-        return args, kwargs, mode is Mode.TRAIN, dtype
+        return RunCall(args, kwargs, mode is Mode.TRAIN, dtype)
+
+    def is_first(self, call: RunCall) -> bool:
+        """Whether ``call`` is the run that validated the capture (the prepared inputs, no observers)."""
+        return (
+            self.first is not None and not call.observers and call.args is self.args and call.kwargs is self.kwargs
+            and call.train == (self.mode is Mode.TRAIN) and call.dtype == self.dtype
+        )  # fmt: skip
 
     # ---- runs --------------------------------------------------------------------------------------
     def run(self, observers: Sequence[Observer], spec: RunSpec | None = None) -> Trace:
         """One dry run (or real run, where the model needs values) with ``observers`` riding along.
 
         The model is left as found."""
-        args, kwargs, train, dtype = self.resolve(spec or RunSpec())
-        return self.run_inputs(args, kwargs, train, dtype, observers).trace
+        return self.run_call(self.resolve(spec or RunSpec()).with_observers(observers)).trace
 
-    def run_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer]) -> SessionRun:
-        """One run on these inputs, capturing first where no capture (or no fitting one) exists yet."""
-        timings: list[tuple[str, float]] = []
+    def run_call(self, call: RunCall) -> SessionRun:
+        """One run of ``call``, capturing first where no capture (or no fitting one) exists yet."""
         notes: list[str] = []
         with preserved_state(self.model):
-            cap = self._captures.get(train)
+            cap = self._captures.get(call.train)
+            if cap is not None:
+                try:
+                    return self._rerun(cap, call)
+                except _Stale as why:
+                    notes.append(f"captured again: {why}")
+            timings = self._warm_up(call, notes)
+            self.model.train(call.train)
+            fresh, trace, capture_timings = self._capture(call)
             if cap is None:
-                self._warm_up(args, kwargs, notes, timings)
-                self.model.train(train)
-                cap, trace = self._capture(args, kwargs, train, dtype, observers, timings)
-                self._captures[train] = cap
-                return SessionRun(trace, cap, False, notes, timings)
-            self.model.train(train)
-            reused = self._rerun(cap, args, kwargs, train, dtype, observers, timings) if cap.graph.accepts(args, kwargs) else None
-            if isinstance(reused, SessionRun):
-                return reused
-            why = reused or f"the {cap.graph.method} graph is specialised to other input shapes (its guards failed)"
-            notes.append(f"captured again: {why}")
-            self._warm_up(args, kwargs, notes, timings)
-            self.model.train(train)
-            fresh, trace = self._capture(args, kwargs, train, dtype, observers, timings)
-            return SessionRun(trace, fresh, False, notes, timings)
+                self._captures[call.train] = fresh
+            return SessionRun(trace, fresh, False, notes, timings + capture_timings)
 
-    def _rerun(self, cap: _Capture, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], timings: list[tuple[str, float]]) -> SessionRun | str:
-        """Run an existing capture again; the reason to capture again when its graph does not propagate."""
-        t = time.perf_counter()
+    def _rerun(self, cap: _Capture, call: RunCall) -> SessionRun:
+        """Run an existing capture again; :class:`_Stale` (saying why) when it does not hold for ``call``."""
+        if not cap.graph.accepts(call.args, call.kwargs):
+            raise _Stale(f"the {cap.graph.method} graph is specialised to other input shapes (its guards failed)")
+        self.model.train(call.train)
+        start = time.perf_counter()
         try:
-            cap, trace = self._propagate(cap, args, kwargs, train, dtype, observers)
+            cap, trace = self._propagate(cap, call)
         except ShapePropagationError as exc:
             if isinstance(exc, DataDependentError):
                 raise
-            return f"the {cap.graph.method} graph did not propagate for these inputs ({_short(exc)})"
-        timings.append(("propagate", time.perf_counter() - t))
-        return SessionRun(trace, cap, True, [], timings)
+            raise _Stale(f"the {cap.graph.method} graph did not propagate for these inputs ({one_line(exc)})") from exc
+        return SessionRun(trace, cap, True, [], [("propagate", time.perf_counter() - start)])
 
-    def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], timings: list[tuple[str, float]], attempts: list[tuple[str, str]] | None = None) -> tuple[_Capture, Trace]:
-        """Capture with the first method that works *and* whose graph propagates; a graph that captures
-        but cannot be run (a traced constant the code mutates, say) moves on to the next method.
+    def _capture(self, call: RunCall) -> tuple[_Capture, Trace, list[tuple[str, float]]]:
+        """Capture with the first method whose graph also runs (:class:`~graphprof.capture.plan.CapturePlan`)."""
+        plan = CapturePlan.for_model(self.model, self.family, self.methods)
 
-        In the default order, where symbolic tracing fails the eager capture is tried before Dynamo: when
-        it puts every op that costs anything in a leaf module, Dynamo's graph would hold the same ops
-        under the same layers, and its export (a second or more) would add nothing. That try stays a dry
-        run: a model whose shapes depend on its data goes on to Dynamo, whose graph, run for real, frees its
-        values as it goes."""
-        skipped = dynamo_skip_reason(family_of(self.model, self.family), self.methods)
-        attempts = list(attempts or []) + ([("dynamo.export", f"{NOT_TRIED}: {skipped}")] if skipped else [])
-        remaining = tuple(m for m in self.methods if not (skipped and m == "dynamo.export"))
-        eager_first = remaining == DEFAULT_METHODS
-        while True:
-            methods = tuple(m for m in remaining if m != "dynamo.export") if eager_first else remaining
-            captured = capture_graph(self.model, args, kwargs, methods=methods)
-            captured.attempts[:0] = attempts
-            timings.append(("capture", captured.seconds))
-            t = time.perf_counter()
-            trial = eager_first and captured.method == "eager"  # the eager try before Dynamo stays a dry run
-            try:
-                cap, trace = self._propagate(
-                    _Capture(captured, "dry-run", "FakeTensor: shapes only, no arithmetic, no weights read"),
-                    args, kwargs, train, dtype, observers, real_ok=not trial,
-                )  # fmt: skip
-            except ShapePropagationError as exc:
-                later = remaining[remaining.index(captured.method) + 1 :]
-                if trial and isinstance(exc, DataDependentError):
-                    attempts, eager_first = [a for a in captured.attempts if a[0] != "eager"], False
-                    remaining = tuple(m for m in remaining if m != "fx.symbolic_trace")
-                    continue  # data-dependent shapes: Dynamo's graph, run for real, frees as it goes
-                if isinstance(exc, DataDependentError) or not later:
-                    raise
-                attempts = [*captured.attempts, (captured.method, f"captured, but shape propagation failed: {_short(exc)}")]
-                remaining, eager_first = later, False
-                continue
-            if trial and not _only_leaves_compute(self.model, trace):
-                attempts, eager_first = [a for a in captured.attempts if a[0] != "eager"], False
-                remaining = tuple(m for m in remaining if m != "fx.symbolic_trace")
-                continue  # arithmetic outside leaf modules: Dynamo's graph gives it layers of its own
-            if trial and "dynamo.export" in remaining:
-                captured.attempts.append(("dynamo.export", f"{NOT_TRIED}: {DYNAMO_ADDS_NOTHING}"))
-            captured.attempts.sort(key=lambda a: METHODS.index(a[0]) if a[0] in METHODS else len(METHODS))
-            timings.append(("propagate", time.perf_counter() - t))
-            return cap, trace
+        def run(graph: CapturedGraph, real_ok: bool) -> tuple[_Capture, Trace]:
+            # a fresh capture's first run is a dry run; _propagate says when it had to run for real
+            return self._propagate(_Capture(graph, Execution.DRY_RUN, _DRY_RUN_NOTE), call, real_ok=real_ok)
 
-    def _propagate(self, cap: _Capture, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool, dtype: torch.dtype | None, observers: Sequence[Observer], real_ok: bool = True) -> tuple[_Capture, Trace]:
+        def leaves_only(outcome: tuple[_Capture, Trace]) -> bool:
+            return _only_leaves_compute(self.model, outcome[1])
+
+        _, (cap, trace) = plan.capture(self.model, call.args, call.kwargs, run, leaves_only)
+        return cap, trace, plan.timings
+
+    def _propagate(self, cap: _Capture, call: RunCall, real_ok: bool = True) -> tuple[_Capture, Trace]:
         """One run of ``cap``; a dry run that needs real values runs for real when that is allowed (and ``real_ok``)."""
-        if cap.execution == "dry-run":
+        if cap.execution is Execution.DRY_RUN:
             try:
                 modes = [lowering_context(self.lowering)]
-                return cap, propagate(cap.graph, self.model, args, kwargs, train=train, dtype=dtype, observers=observers, modes=modes)
+                trace = propagate(cap.graph, self.model, call.args, call.kwargs, train=call.train, dtype=call.dtype, observers=call.observers, modes=modes)
+                return cap, trace
             except DataDependentError as exc:
                 if not (self.allow_real and real_ok) or self.device.type == "meta":
                     raise
-                note = f"ran for real on the given input: the dry run cannot go on ({_short(exc)})"
-                cap = _Capture(cap.graph, "real", note)
+                note = f"ran for real on the given input: the dry run cannot go on ({one_line(exc)})"
+                cap = _Capture(cap.graph, Execution.REAL, note)
         device = self.device
-        real_args, real_kwargs = materialize(args, device), materialize(kwargs, device)
-        trace = propagate(cap.graph, self.model, real_args, real_kwargs, train=train, dtype=dtype, fake=False, observers=observers)
+        real_args, real_kwargs = materialize(call.args, device), materialize(call.kwargs, device)
+        trace = propagate(cap.graph, self.model, real_args, real_kwargs, train=call.train, dtype=call.dtype, fake=False, observers=call.observers)
         return cap, trace
 
-    def _warm_up(self, args: tuple[Any, ...], kwargs: dict[str, Any], notes: list[str], timings: list[tuple[str, float]]) -> None:
+    def _warm_up(self, call: RunCall, notes: list[str]) -> list[tuple[str, float]]:
         """One real forward before a capture (lazy state such as YOLO's anchors); the caller restores the
-        model. Meta placeholders get values, the whole batch only when it is small."""
+        model. Meta placeholders get values, the whole batch only when it is small. Its timing, if it ran."""
         if self.warm is None:
-            return
+            return []
         t = time.perf_counter()
         device = self.device
+        args, kwargs = call.args, call.kwargs
         whole = sum(x.numel() for x in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor))
         warm = (args, kwargs) if whole <= _WARM_UP_ELEMENTS else (slice_batch(args), slice_batch(kwargs))
         note = warm_up(self.model, materialize(warm[0], device), materialize(warm[1], device))
         notes.append(note or f"warmed up with one real forward: {self.warm}")
-        timings.append(("warm-up", time.perf_counter() - t))
-
-
-#: Why ``auto`` took the eager capture without trying Dynamo (see :meth:`Session._capture`).
-DYNAMO_ADDS_NOTHING = "the eager capture puts every op that costs anything in a leaf module, so Dynamo's graph would add nothing"
+        return [("warm-up", time.perf_counter() - t)]
 
 
 def _only_leaves_compute(model: nn.Module, trace: Trace) -> bool:
     """True when every call with a cost ran inside a leaf module (no arithmetic in a container's forward)."""
-    from graphprof.formulas import OpStatus, op_status
+    from graphprof.base.choices import OpStatus
+    from graphprof.formulas import op_status
 
     leaves = {name for name, m in model.named_modules() if next(m.children(), None) is None}
     for key in [*trace.keys, trace.unattributed]:
@@ -330,26 +317,46 @@ def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **op
     )  # fmt: skip
     run_dtype, run_mode = spec.resolved(None, Mode.EVAL)
     methods = options.get("methods")
-    build = _BuildOptions(cls, parse_lowering(options.get("target")), tuple(methods) if methods is not None else None, options.get("model_name"))
+    build = _BuildOptions(
+        cls, parse_lowering(options.get("target")), tuple(Method(m) for m in methods) if methods is not None else None,
+        options.get("model_name"), run_dtype, run_mode,
+    )  # fmt: skip
     proposals = options.get("proposals")
     if isinstance(model_or_name, str):
-        return _open_by_name(model_or_name, spec, run_dtype, run_mode, build, options.get("device"), options.get("allow_unsafe_load", False), proposals)  # type: ignore[no-any-return]
+        return _open_by_name(model_or_name, spec, build, options.get("device"), options.get("allow_unsafe_load", False), proposals)  # type: ignore[no-any-return]
     if not isinstance(model_or_name, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
     if proposals is not None:
         raise InvalidInputError("proposals applies to a model named from the zoo; set your own model's attributes")
     args, kwargs = _module_inputs(spec)
     name = build.model_name or type(unwrap_model(model_or_name)[0]).__name__
-    methods_used = build.methods or default_methods(model_or_name)
-    return _open_module(build, model_or_name, args, kwargs, name, CUSTOM, [], run_dtype, run_mode, methods_used, [])  # type: ignore[no-any-return]
+    return _open_module(build, _Built(model_or_name, args, kwargs, name, CUSTOM))  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
 class _BuildOptions:
+    """How every model of one :func:`open_session` call is opened."""
+
     cls: type[Session]
     lowering: Lowering
-    methods: tuple[str, ...] | None
+    methods: tuple[Method, ...] | None
     model_name: str | None
+    dtype: torch.dtype | None
+    mode: Mode
+
+
+@dataclass(frozen=True)
+class _Built:
+    """A model as built (or handed over), with its example inputs and what is known of it so far."""
+
+    module: nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    name: str
+    family: str
+    notes: tuple[str, ...] = ()
+    timings: tuple[tuple[str, float], ...] = ()
+    allow_real: bool = True
 
 
 @contextlib.contextmanager
@@ -380,16 +387,7 @@ def _module_inputs(spec: RunSpec) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (torch.empty(shape, device="meta"),), {}
 
 
-def _open_by_name(
-    spec_text: str,
-    spec: RunSpec,
-    run_dtype: torch.dtype | None,
-    mode: Mode,
-    options: _BuildOptions,
-    device: str | None,
-    allow_unsafe_load: bool,
-    proposals: int | None,
-) -> Any:
+def _open_by_name(spec_text: str, spec: RunSpec, options: _BuildOptions, device: str | None, allow_unsafe_load: bool, proposals: int | None) -> Any:
     """Build the named model on the meta device when its family allows it (no weights allocated, no
     init cost); when the dry run needs real values there, build it again on the CPU and run for real."""
     from graphprof.models import family_traits, resolve_model, spec_family
@@ -412,13 +410,13 @@ def _open_by_name(
         if on_meta:
             notes.append("built on the meta device: no weights allocated, nothing computed")
         elif last_error is not None:
-            notes.append(f"built on the CPU: the dry run on the meta device failed ({_short(last_error)})")
+            notes.append(f"built on the CPU: the dry run on the meta device failed ({one_line(last_error)})")
+        built = _Built(
+            resolved.model, args, kwargs, options.model_name or resolved.name, resolved.family, tuple(notes),
+            (("resolve", time.perf_counter() - start),), allow_real=not on_meta,
+        )  # fmt: skip
         try:
-            return _open_module(
-                options, resolved.model, args, kwargs, options.model_name or resolved.name, resolved.family, notes,
-                run_dtype, mode, options.methods or default_methods(resolved.model), [("resolve", time.perf_counter() - start)],
-                allow_real=not on_meta,
-            )  # fmt: skip
+            return _open_module(options, built)
         except (DataDependentError, ShapePropagationError, ModelBuildError, CaptureError) as exc:
             if not on_meta or build_device == device:
                 raise
@@ -426,37 +424,27 @@ def _open_by_name(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _open_module(
-    options: _BuildOptions,
-    module: nn.Module,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    name: str,
-    family: str,
-    notes: list[str],
-    run_dtype: torch.dtype | None,
-    mode: Mode,
-    methods: tuple[str, ...],
-    timings: list[tuple[str, float]],
-    *,
-    allow_real: bool = True,
-) -> Any:
+def _open_module(options: _BuildOptions, built: _Built) -> Any:
     """Warm up (only a model that needs it) and capture one built model (the first run validates the
     capture); leaves it as found."""
-    module, unwrapped = unwrap_model(module)
-    notes = [*notes, *unwrapped]
+    module, unwrapped = unwrap_model(built.module)
+    notes = [*built.notes, *unwrapped]
     if isinstance(module, torch.jit.ScriptModule):
         notes.append(
             "a TorchScript module: its aten calls were recorded as it ran (hooks cannot see inside it, so its "
             "cost is one row and its parameters are not attributed to layers)"
         )
-    warm = warm_up_reason(module, family)
+    warm = warm_up_reason(module, built.family)
     if warm is None and model_device(module).type != "meta":
-        notes = [*notes, "no warm-up: nothing in the model initialises lazily, so none of its arithmetic ran before the dry run"]
-    session = options.cls(name, family, module, args, kwargs, mode, run_dtype, methods, allow_real, options.lowering, warm)
-    run = session.run_inputs(args, kwargs, mode is Mode.TRAIN, run_dtype, ())
+        notes.append("no warm-up: nothing in the model initialises lazily, so none of its arithmetic ran before the dry run")
+    methods = options.methods or default_methods(module)
+    session = options.cls(
+        built.name, built.family, module, built.args, built.kwargs, options.mode, options.dtype, methods, built.allow_real,
+        options.lowering, warm,
+    )  # fmt: skip
+    run = session.run_call(RunCall(built.args, built.kwargs, options.mode is Mode.TRAIN, options.dtype))
     session.notes = tuple(notes + run.notes)
-    session.timings = tuple(timings + run.timings)
+    session.timings = built.timings + tuple(run.timings)
     run.notes, run.timings = [], []
     session.first = run
     return session

@@ -109,7 +109,7 @@ def test_generate_calls_profile_generation(monkeypatch: pytest.MonkeyPatch) -> N
 
     calls: list[Any] = []
     monkeypatch.setattr(graphprof.generate, "profile_generation", _recorder(calls))
-    result = _invoke("--model", "hf:llama", "--generate", "--prompt-len", "64", "--new-tokens", "8", "--kv-dtype", "float8")
+    result = _invoke("generate", "--model", "hf:llama", "--prompt-len", "64", "--new-tokens", "8", "--kv-dtype", "float8")
     assert result.exit_code == 2, result.output
     (args, kwargs), = calls
     assert args == ("hf:llama",) or kwargs.get("model") == "hf:llama"
@@ -163,3 +163,31 @@ def test_fvcore_flag_prints_the_crosscheck_and_keeps_it_in_the_json(tmp_path: An
     assert result.stdout.index("FLOP comparison") < result.stdout.index("Hierarchical graph profile")
     check = json.loads(out.read_text())["crosscheck"]
     assert check["reference"] == "fvcore" and check["status"] == "agrees"
+
+
+# ---- one command per job: the options that became commands point to them ------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, command",
+    [
+        (["--model", "hf:llama", "--generate", "--prompt-len", "8"], "graphprof generate --model M"),
+        (["--model", "hf:llama", "--prompt-len=8"], "graphprof generate --model M"),
+        (["--model", "hf:llama", "--mode", "train", "--shard", "fsdp:8"], "graphprof shard --model M fsdp:64"),
+    ],
+)
+def test_an_option_that_became_a_command_is_refused_with_a_pointer(argv: list[str], command: str, capsys: Any) -> None:
+    from graphprof_cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert command in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_subcommand_keeps_its_own_options() -> None:
+    from graphprof_cli.main import moved_option
+
+    assert moved_option(["generate", "--model", "hf:llama", "--cache", "dynamic"]) is None
+    assert moved_option(["--model", "resnet18"]) is None

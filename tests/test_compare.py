@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import graphprof
-from graphprof.capture.methods import Capture
+from graphprof.base.choices import Capture
 from graphprof.devices.hardware import HARDWARE, get_hardware
 from graphprof.render import ModelFailure, comparison_rows, render_comparison_csv
 from graphprof_cli.main import app, join_input_shape

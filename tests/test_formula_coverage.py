@@ -18,7 +18,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from graphprof.formulas import OpStatus, op_cost, op_status
+from graphprof.base.choices import OpStatus
+from graphprof.formulas import op_cost, op_status
 
 aten = torch.ops.aten
 

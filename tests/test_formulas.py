@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 import graphprof
+from graphprof.base.choices import OpStatus
 from graphprof.errors import FormulaRegistryError
 from graphprof.formulas import (
     FORMULAS,
@@ -26,7 +27,6 @@ from graphprof.formulas import (
     ZERO,
     ZERO_COST_OPS,
     Cost,
-    OpStatus,
     TensorMeta,
     op_cost,
     op_status,

@@ -153,9 +153,9 @@ def test_cli_generate_json():
     result = CliRunner().invoke(
         app,
         [
+            "generate",
             "--model",
             "hf:llama",
-            "--generate",
             "--prompt-len",
             "16",
             "--new-tokens",
@@ -178,7 +178,7 @@ def test_cli_generate_report():
     from graphprof_cli.main import app
 
     result = CliRunner().invoke(
-        app, ["--model", "hf:llama", "--generate", "--prompt-len", "16", "--new-tokens", "2", "--width", "160"]
+        app, ["generate", "--model", "hf:llama", "--prompt-len", "16", "--new-tokens", "2", "--width", "160"]
     )
     assert result.exit_code == 0, result.output
     assert "KV cache per token" in result.stdout and "model.layers.0-3 (x4, each)" in result.stdout

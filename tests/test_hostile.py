@@ -21,6 +21,7 @@ import torch
 from typer.testing import CliRunner
 
 import graphprof
+from graphprof.base.atomic import write_atomic
 from graphprof.errors import (
     GraphprofError,
     InvalidInputError,
@@ -32,7 +33,6 @@ from graphprof.errors import (
 )
 from graphprof.models import resolve_model
 from graphprof.models.yolo import _ultralytics_models_dir
-from graphprof.render.files import write_atomic
 from graphprof_cli.main import app, join_input_shape
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -329,7 +329,7 @@ def test_long_file_name(tmp_path):
 
 SLOW_WRITER = """
 import os, signal, sys, time
-from graphprof.render import files
+from graphprof.base import atomic as files
 # Ctrl-C as in a terminal: a runner that starts the tests in the background (``cmd &``) hands its children
 # SIGINT ignored, and Python then installs no KeyboardInterrupt handler of its own
 signal.signal(signal.SIGINT, signal.default_int_handler)

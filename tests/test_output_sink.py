@@ -114,7 +114,7 @@ def test_chdir_in_the_factory_does_not_move_the_output(factory: tuple[Path, Path
     "argv",
     [
         ["--model", "factory.py:marking", "--input-shape", "1", "2"],
-        ["--model", "factory.py:marking", "--generate"],
+        ["generate", "--model", "factory.py:marking"],
         ["sweep", "--model", "factory.py:marking", "--batch", "1,2", "--input-shape", "1", "2"],
         ["compare", "factory.py:marking", "factory.py:marking", "--input-shape", "1", "2"],
         ["validate", "--model", "factory.py:marking"],

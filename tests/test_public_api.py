@@ -17,15 +17,16 @@ INIT = ROOT / "graphprof" / "__init__.py"
 
 
 def _type_checking_imports() -> dict[str, str]:
-    """``name -> module`` for the imports under ``if TYPE_CHECKING:`` in ``graphprof/__init__.py``."""
+    """``name -> module`` (``module:defined`` where the package exports a name under the job's name, as
+    ``calibrate_device`` for ``graphprof.calibrate.calibrate``) for the imports under ``if TYPE_CHECKING:``."""
     tree = ast.parse(INIT.read_text())
     block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
     found: dict[str, str] = {}
     for node in block.body:
         assert isinstance(node, ast.ImportFrom) and node.module is not None
         for alias in node.names:
-            assert alias.asname == alias.name, f"{alias.name}: re-export it as itself (`import X as X`)"
-            found[alias.name] = node.module
+            assert alias.asname is not None, f"{alias.name}: re-export it explicitly (`import X as X`)"
+            found[alias.asname] = node.module if alias.asname == alias.name else f"{node.module}:{alias.name}"
     return found
 
 

@@ -13,8 +13,9 @@ import torch
 from torch import nn
 
 import graphprof
+from graphprof.base.choices import OpStatus
 from graphprof.errors import FormulaRegistryError
-from graphprof.formulas import Cost, OpStatus, TensorMeta, op_cost, op_status
+from graphprof.formulas import Cost, TensorMeta, op_cost, op_status
 
 aten = torch.ops.aten
 

@@ -21,27 +21,26 @@ from rich.console import Console
 from torch import nn
 
 import graphprof
+from graphprof.base import atomic
+from graphprof.base.units import format_bytes
 from graphprof.cost.result import LayerRow, ModuleRow, UnsupportedOp
 from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import get_hardware
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.formulas import Cost
-from graphprof.render import files as files_module
 from graphprof.render import (
-    output_format,
     parse_plot_spec,
     profile_dict,
     render_csv,
     render_json,
     render_report,
     render_tree,
-    write_output,
     write_plot,
 )
 from graphprof.render import plots as plots_module
+from graphprof.render.sink import choose_format, write_result
 from graphprof.render.table import (
     auto_depth,
-    format_bytes,
     format_count,
     format_seconds,
     render_layers,
@@ -253,10 +252,10 @@ def test_csv_round_trip(resnet18):
 
 # ---- files ----------------------------------------------------------------------------------------------
 def test_format_follows_suffix_or_option(tmp_path, tiny):
-    assert output_format("p.JSON") == "json" and output_format("p.txt", "csv") == "csv"
+    assert choose_format("p.JSON", "profile") == "json" and choose_format("p.txt", "profile", "csv") == "csv"
     with pytest.raises(OutputError, match="suffix"):
-        output_format(tmp_path / "p.txt")
-    out = write_output(tiny, tmp_path / "p.csv")
+        choose_format(tmp_path / "p.txt", "profile")
+    out = write_result(tiny, tmp_path / "p.csv")
     assert out.read_text().startswith("name,type,module,")
 
 
@@ -266,12 +265,12 @@ def test_write_is_atomic(tmp_path, tiny, monkeypatch):
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files_module.os, "replace", broken_replace)
+    monkeypatch.setattr(atomic.os, "replace", broken_replace)
     with pytest.raises(OutputError, match="No space left"):
-        write_output(tiny, target)
+        write_result(tiny, target)
     assert list(tmp_path.iterdir()) == []  # neither the target nor a temporary file
     with pytest.raises(OutputError, match="does not exist"):
-        write_output(tiny, tmp_path / "missing" / "p.json")
+        write_result(tiny, tmp_path / "missing" / "p.json")
 
 
 # ---- charts -----------------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def test_a_file_that_does_not_fit_is_named_where() -> None:
         ("e.json", ["graph-estimate", "--model", "pyg:gcn"]),
         # slower: a generation profile, a partition plan, a node sweep and a calibration (about a minute)
         *(pytest.param(name, argv, marks=pytest.mark.slow) for name, argv in (
-            ("gen.json", ["--model", "hf:gpt2", "--generate", "--prompt-len", "8", "--new-tokens", "2"]),
+            ("gen.json", ["generate", "--model", "hf:gpt2", "--prompt-len", "8", "--new-tokens", "2"]),
             ("part.json", ["partition", "--model", "mobilenet_v2", "--devices", "a100:2"]),
             ("gs.json", ["sweep", "--model", "pyg:gcn", "--nodes", "100,300"]),
             ("cal.json", ["calibrate", "--threads", "1"]),

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import graphprof
-from graphprof.capture.methods import DEFAULT_METHODS, dynamo_skip_reason
+from graphprof.capture.methods import METHODS, dynamo_skip_reason
 from graphprof.render.table import _module_shapes
 
 
@@ -46,9 +46,9 @@ def test_auto_is_fx_then_dynamo_then_eager() -> None:
 
 
 def test_families_where_dynamo_must_fail_or_crawl_skip_it_with_the_reason() -> None:
-    assert dynamo_skip_reason("detection", DEFAULT_METHODS) is not None
-    assert dynamo_skip_reason("hf", DEFAULT_METHODS) is not None
-    assert dynamo_skip_reason("classification", DEFAULT_METHODS) is None
+    assert dynamo_skip_reason("detection", METHODS) is not None
+    assert dynamo_skip_reason("hf", METHODS) is not None
+    assert dynamo_skip_reason("classification", METHODS) is None
     assert dynamo_skip_reason("detection", ("dynamo.export",)) is None  # --capture dynamo forces it
 
 

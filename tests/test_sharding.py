@@ -31,7 +31,7 @@ class Blocks(nn.Module):
 def test_the_spec_is_parsed_once_and_a_bad_one_is_one_line() -> None:
     assert str(parse_shard("FSDP:64")) == "fsdp:64"
     for bad in ("fsdp", "tp:4", "fsdp:1", "fsdp:x", "fsdp:²", "fsdp:99999999"):
-        with pytest.raises(InvalidInputError, match="--shard"):
+        with pytest.raises(InvalidInputError, match="sharding"):
             parse_shard(bad)
 
 
@@ -72,11 +72,9 @@ def test_a_process_group_of_the_users_is_refused_and_kept(tmp_path) -> None:
 
 
 @pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
-def test_the_cli_prints_one_rank_and_asks_for_train_mode(tmp_path) -> None:
+def test_the_shard_command_prints_one_rank(tmp_path) -> None:
     runner = CliRunner()
-    refused = runner.invoke(app, ["--model", "hf:llama", "--shard", "fsdp:8"])
-    assert refused.exit_code == 2 and "--mode train" in refused.output
-    done = runner.invoke(app, ["--model", "hf:llama", "--mode", "train", "--shard", "fsdp:8", "--hardware", "h100",
+    done = runner.invoke(app, ["shard", "--model", "hf:llama", "fsdp:8", "--hardware", "h100",
                                "--output", str(tmp_path / "s.json"), "--width", "120"])  # fmt: skip
     assert done.exit_code == 0, done.output
     assert "all-gather per step" in done.output and "fits" in done.output

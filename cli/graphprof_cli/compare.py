@@ -14,10 +14,6 @@ from typing import Any
 from rich.console import Console
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def run_compare(
     models: Sequence[str],
     *,
@@ -40,7 +36,7 @@ def run_compare(
     import graphprof
     from graphprof.base.options import parse_shape
     from graphprof.devices.hardware import resolve_hardware
-    from graphprof.errors import EXIT_INTERNAL, GraphprofError
+    from graphprof.errors import EXIT_INTERNAL, GraphprofError, one_line
     from graphprof.profile import iter_compare
     from graphprof.render import ModelFailure, comparison_rows, render_comparison
     from graphprof_cli.output import absolute, distinct, plan
@@ -64,12 +60,12 @@ def run_compare(
             elif isinstance(outcome.error, GraphprofError):
                 if debug:
                     raise outcome.error
-                entries.append(ModelFailure(outcome.spec, _one_line(str(outcome.error)), outcome.error.exit_code))
+                entries.append(ModelFailure(outcome.spec, one_line(str(outcome.error), None), outcome.error.exit_code))
             else:  # a bug in graphprof on this model: reported in its row, the others still run
                 if debug and outcome.error is not None:
                     raise outcome.error
                 error = outcome.error
-                entries.append(ModelFailure(outcome.spec, f"internal error: {type(error).__name__}: {_one_line(str(error))}", EXIT_INTERNAL))
+                entries.append(ModelFailure(outcome.spec, f"internal error: {type(error).__name__}: {one_line(str(error), None)}", EXIT_INTERNAL))
     rows = comparison_rows(entries, device)
     console.print(render_comparison(rows, device, show_errors=False))
     for row in rows:
@@ -83,7 +79,7 @@ def run_compare(
 
 def _write(rows: Any, device: Any, console: Console, target: Any, html: Path | None, redact: bool = False) -> None:
     """The comparison's file (``-``: standard output) and its HTML page, when asked for."""
-    from graphprof.render import write_atomic
+    from graphprof.base.atomic import write_atomic
     from graphprof.render.sink import ComparisonResult
     from graphprof_cli.output import emit, page
 

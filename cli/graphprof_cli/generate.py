@@ -1,73 +1,103 @@
-"""``graphprof --model hf:llama-3-8b --generate [--prompt-len 1024] [--new-tokens 256]``: the options and their handling.
+"""``graphprof generate --model hf:llama-3-8b [--prompt-len 1024] [--new-tokens 256]``: generation's own command.
 
-The main command declares these options (``GenerateOption`` ...) and hands over to :func:`run_generate`
-when ``--generate`` is given. Parsing only: the work is :func:`graphprof.generate.profile_generation`
-(and :func:`graphprof.generate.measure.measure_generation` with ``--measure``); the output is
+Parsing only: the work is :func:`graphprof.generate.profile_generation` (and
+:func:`graphprof.generate.measure.with_measurement` with ``--measure``); the output is
 :func:`graphprof.render.generate.render_generation`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from graphprof_cli.common import flag, run_guarded
+from graphprof.base.choices import KVCache
+from graphprof_cli import options as opt
+from graphprof_cli.common import run_guarded
 
 if TYPE_CHECKING:
-    from graphprof_cli.request import ProfileRequest
+    from graphprof.devices.hardware import Hardware
+    from graphprof.render.sink import OutputTarget
 
-__all__ = [
-    "GenerateOption",
-    "PromptLenOption",
-    "NewTokensOption",
-    "KVDtypeOption",
-    "CacheOption",
-    "run_generate",
-]
-
-GenerateOption = Annotated[
-    bool,
-    flag(
-        "--generate",
-        help="Profile generate(): prefill and decode with a KV cache, per layer; time to first token, per token, will it fit.",
-    ),
-]
-PromptLenOption = Annotated[
-    int, typer.Option("--prompt-len", min=1, help="With --generate: prompt tokens (the prefill).")
-]
-NewTokensOption = Annotated[int, typer.Option("--new-tokens", min=1, help="With --generate: tokens to generate.")]
-KVDtypeOption = Annotated[
-    str | None,
-    typer.Option("--kv-dtype", help="With --generate: the KV cache's dtype (default: --dtype, else bfloat16)."),
-]
-CacheOption = Annotated[
-    str,
-    typer.Option(
-        "--cache",
-        help="With --generate: static (K/V written in place) or dynamic (transformers' DynamicCache, torch.cat each step).",
-    ),
-]
+__all__ = ["GenerateRequest", "generate_command", "run_generate"]
 
 
-def run_generate(req: ProfileRequest) -> None:
-    """Profile (and with ``--measure`` run) generation, print the report, write ``--output`` as JSON."""
+@dataclass(frozen=True)
+class GenerateRequest:
+    """Every option of ``graphprof generate``, as parsed (names as the options', without dashes)."""
+
+    model: str
+    prompt_len: int = 1024
+    new_tokens: int = 256
+    batch_size: int | None = None
+    dtype: str | None = None
+    kv_dtype: str | None = None
+    cache: KVCache = KVCache.STATIC
+    hardware: str | None = None
+    peak_tflops: float | None = None
+    bandwidth_gbs: float | None = None
+    measure: bool = False
+    device: str | None = None
+    output: Path | None = None
+    width: int | None = None
+    redact: bool = False
+    debug: bool = False
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> GenerateRequest:
+        """The request from Click's parsed parameters (``ctx.params``), keyed by the same names."""
+        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
+
+
+def generate_command(
+    ctx: typer.Context,
+    model: opt.ModelRequired,
+    prompt_len: Annotated[int, typer.Option("--prompt-len", min=1, help="Prompt tokens (the prefill).")] = 1024,
+    new_tokens: Annotated[int, typer.Option("--new-tokens", min=1, help="Tokens to generate.")] = 256,
+    batch_size: opt.BatchSizeOption = None,
+    dtype: opt.DtypeOption = None,
+    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="The KV cache's dtype (default: --dtype, else bfloat16).")] = None,
+    cache: Annotated[
+        KVCache, typer.Option("--cache", help="static (K/V written in place) or dynamic (transformers' DynamicCache, torch.cat each step).")
+    ] = KVCache.STATIC,
+    hardware: opt.HardwareOption = None,
+    peak_tflops: opt.PeakOption = None,
+    bandwidth_gbs: opt.BandwidthOption = None,
+    measure: opt.MeasureOption = False,
+    device: opt.DeviceOption = None,
+    output: opt.OutputOption = None,
+    width: opt.WidthOption = None,
+    redact: opt.RedactOption = False,
+    debug: opt.DebugOption = False,
+) -> None:
+    """Profile generate(): prefill and decode with a KV cache, per layer; time to first token, per token, will it fit."""
+    run_generate(GenerateRequest.from_params(ctx.params))
+
+
+def _checked(req: GenerateRequest) -> tuple[Hardware | None, OutputTarget | None]:
+    """Before any model is built: the hardware and the output's folder."""
     from graphprof.devices.hardware import resolve_hardware
+    from graphprof_cli.output import plan
+
+    hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
+    return hardware, plan("generate", req.output, redact=req.redact)
+
+
+def run_generate(req: GenerateRequest) -> None:
+    """Profile (and with ``--measure`` run) generation, print the report, write ``--output`` as JSON."""
     from graphprof.generate import profile_generation
     from graphprof.generate.measure import with_measurement
     from graphprof.render.generate import render_generation
     from graphprof_cli.common import console as make_console
-    from graphprof_cli.output import emit, plan
+    from graphprof_cli.output import emit
 
-    def checked() -> tuple[Any, Any]:  # before any model is built: the hardware and the output's folder
-        hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
-        return hardware, plan("generate", req.output, redact=req.redact)
-
-    hardware, target = run_guarded(checked, req.debug)
+    hardware, target = run_guarded(lambda: _checked(req), req.debug)
     console = make_console(req.width)
     options = {
         "prompt_len": req.prompt_len, "new_tokens": req.new_tokens, "batch_size": req.batch_size or 1, "dtype": req.dtype,
-        "kv_dtype": req.kv_dtype, "cache": req.cache, "hardware": hardware,
+        "kv_dtype": req.kv_dtype, "cache": req.cache.value, "hardware": hardware,
     }  # fmt: skip
     with console.status(f"profiling generate() of {req.model} ...", spinner="dots"):
         if req.measure:

@@ -23,9 +23,7 @@ from graphprof.errors import EXIT_CODES
 from graphprof_cli import options as opt
 from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
-from graphprof_cli.generate import CacheOption, GenerateOption, KVDtypeOption, NewTokensOption, PromptLenOption
 from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, graph_estimate_command
-from graphprof_cli.shard import ShardOption
 
 app = typer.Typer(
     cls=Group,
@@ -116,15 +114,9 @@ def profile(
         bool, flag("--fvcore", help="Also count with fvcore's FlopCountAnalysis and print the cross-check (as `graphprof validate`) first.")
     ] = False,
     html_path: opt.HtmlOption = None,
-    generate: GenerateOption = False,
-    prompt_len: PromptLenOption = 1024,
-    new_tokens: NewTokensOption = 256,
-    kv_dtype: KVDtypeOption = None,
-    cache: CacheOption = "static",
     nodes: NodesOption = None,
     avg_degree: AvgDegreeOption = None,
     edges: EdgesOption = None,
-    shard: ShardOption = None,
     redact: opt.RedactOption = False,
     debug: opt.DebugOption = False,
     version: Annotated[
@@ -140,42 +132,15 @@ def profile(
     if model is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
-    from graphprof_cli.request import ProfileRequest
-
-    _run(
-        ProfileRequest(
-            model=model, input_shape=input_shape, batch_size=batch_size, dtype=dtype, mode=mode, capture=capture,
-            proposals=proposals, showshape=showshape, verbose=verbose, depth=depth, top=top, hardware=hardware,
-            peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, output=output, fmt=fmt, allow_unsafe_load=allow_unsafe_load,
-            plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace, learn=not no_learn,
-            optimizer=optimizer, graph=graph, fvcore=fvcore, html=html_path, generate=generate, prompt_len=prompt_len,
-            new_tokens=new_tokens, kv_dtype=kv_dtype, cache=cache, nodes=nodes, avg_degree=avg_degree, edges=edges, shard=shard, redact=redact,
-            debug=debug,
-        )  # fmt: skip
-    )
-
-
-def _run(req: Any) -> None:
-    """The main command's work: the graph options folded into the model's spec, then profile or generate."""
     from dataclasses import replace
 
     from graphprof_cli.graph_options import graph_spec
-
-    model = run_guarded(lambda: graph_spec(req.model, req.nodes, req.avg_degree, req.edges), req.debug)
-    req = replace(req, model=model or req.model)
-    if req.shard is not None:
-        from graphprof_cli.shard import run_shard
-
-        run_shard(req)
-        return
-    if req.generate:
-        from graphprof_cli.generate import run_generate
-
-        run_generate(req)
-        return
     from graphprof_cli.profile_run import run_profile
+    from graphprof_cli.request import ProfileRequest
 
-    run_profile(req)
+    req = ProfileRequest.from_params(ctx.params)
+    spec = run_guarded(lambda: graph_spec(req.model, req.nodes, req.avg_degree, req.edges), req.debug)
+    run_profile(replace(req, model=spec or req.model))
 
 
 app.command("graph-estimate", cls=Command)(graph_estimate_command)
@@ -251,7 +216,9 @@ def hardware_command(
 def _register_commands() -> None:
     """Subcommands that live in their own modules (their heavy imports stay inside them)."""
     from graphprof_cli.calibrate import calibrate_command
+    from graphprof_cli.generate import generate_command
     from graphprof_cli.partition import partition_command
+    from graphprof_cli.shard import shard_command
     from graphprof_cli.sweep import sweep_command
     from graphprof_cli.trace import trace_command
     from graphprof_cli.validate import validate_command
@@ -261,6 +228,8 @@ def _register_commands() -> None:
     app.command("calibrate", cls=Command)(calibrate_command)
     app.command("partition", cls=Command)(partition_command)
     app.command("trace", cls=Command)(trace_command)
+    app.command("generate", cls=Command)(generate_command)
+    app.command("shard", cls=Command)(shard_command)
 
 
 _register_commands()
@@ -306,6 +275,30 @@ def join_input_shape(argv: Sequence[str]) -> list[str]:
     return out
 
 
+#: Options of the main command that became commands of their own: the option -> the command, and how.
+MOVED_OPTIONS = {
+    "--generate": "generate", "--prompt-len": "generate", "--new-tokens": "generate", "--kv-dtype": "generate",
+    "--cache": "generate", "--shard": "shard",
+}  # fmt: skip
+_HOW = {
+    "generate": "graphprof generate --model M [--prompt-len 1024] [--new-tokens 256] (see graphprof generate --help)",
+    "shard": "graphprof shard --model M fsdp:64 (a training step; see graphprof shard --help)",
+}
+
+
+def moved_option(argv: Sequence[str]) -> str | None:
+    """The one-line pointer for a main-command option that became a command of its own (``--generate``,
+    ``--shard``), or ``None``. Only the main command is checked: a subcommand's own options are its own."""
+    if argv and not argv[0].startswith("-"):
+        return None  # a subcommand: `graphprof generate --cache dynamic` is that command's option
+    for token in argv:
+        option = token.split("=", 1)[0]
+        if option in MOVED_OPTIONS:
+            command = MOVED_OPTIONS[option]
+            return f"{option} is now part of a command of its own: {_HOW[command]}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     # torch.profiler's C++ side (Kineto) writes "profiler_start" and, with no GPU, "ERROR ...
@@ -318,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if callable(reconfigure):
             reconfigure(errors="backslashreplace")
     args = join_input_shape(sys.argv[1:] if argv is None else argv)
+    moved = moved_option(args)
+    if moved is not None:
+        typer.echo(f"graphprof: {moved}", err=True)
+        raise SystemExit(2)
     app(args=args, prog_name="graphprof")
 
 

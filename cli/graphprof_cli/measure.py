@@ -21,15 +21,13 @@ def measure_hardware(hardware: Any, device: Any) -> tuple[Any, str | None]:
     return measure_default_hardware(device.type, name)
 
 
-def check_measure_options(*, device: str | None, iters: int, warmup: int, optimizer: str) -> Any:
-    """Check the measurement options before anything is built; the torch device to measure on."""
-    from graphprof.errors import InvalidInputError
-    from graphprof.measure.run import OPTIMIZERS, resolve_device
+def check_measure_options(*, device: str | None, iters: int, warmup: int) -> Any:
+    """Check the measurement options before anything is built (the optimizer is an enum option, checked by
+    the parser); the torch device to measure on."""
+    from graphprof.measure.run import resolve_device
     from graphprof.measure.timing import check_runs
 
     check_runs(iters, warmup)
-    if optimizer not in OPTIMIZERS:
-        raise InvalidInputError(f"unknown optimizer {optimizer!r} (use one of: {', '.join(OPTIMIZERS)})")
     return resolve_device(device)
 
 

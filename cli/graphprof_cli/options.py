@@ -15,6 +15,7 @@ from graphprof_cli.common import MIN_WIDTH, flag
 
 __all__ = [
     "ModelOption",
+    "ModelRequired",
     "InputShapeOption",
     "BatchSizeOption",
     "DtypeOption",
@@ -38,6 +39,10 @@ __all__ = [
 
 ModelOption = Annotated[
     str | None,
+    typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory."),
+]
+ModelRequired = Annotated[
+    str,
     typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory."),
 ]
 InputShapeOption = Annotated[str | None, typer.Option("--input-shape", help="Input shape: 1 3 384 384 or 1,3,384,384.")]

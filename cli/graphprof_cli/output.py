@@ -10,14 +10,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphprof_cli.common import run_guarded
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from graphprof.render.sink import OutputTarget
 
 __all__ = ["absolute", "distinct", "emit", "page", "plan"]
 
 
-def plan(kind: str, output: Path | str | None, fmt: Any = None, redact: bool = False) -> Any:
+def plan(kind: str, output: Path | str | None, fmt: Any = None, redact: bool = False) -> OutputTarget | None:
     """The :class:`graphprof.render.sink.OutputTarget` of ``--output`` for a result of ``kind`` (``None``
     without one); a bad format or path is an :class:`~graphprof.errors.OutputError` now, not after the work."""
     if output is None:
@@ -41,7 +46,7 @@ def distinct(paths: Mapping[str, Sequence[Any] | Any]) -> None:
     check_distinct(paths)
 
 
-def emit(result: Any, target: Any, console: Any, debug: bool = False) -> None:
+def emit(result: Any, target: OutputTarget | None, console: Console, debug: bool = False) -> None:
     """Write ``result`` to ``target`` (from :func:`plan`): standard output for ``-`` and ``/dev/stdout`` (the
     report went to standard error), else the file, atomically, and say so on the console."""
     if target is None:

@@ -6,19 +6,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from graphprof.base.choices import Objective
 from graphprof_cli.common import flag
 from graphprof_cli.options import RedactOption
-
-
-class Objective(str, Enum):
-    latency = "latency"
-    throughput = "throughput"
 
 
 def partition_command(
@@ -26,7 +21,7 @@ def partition_command(
     devices: Annotated[
         str, typer.Option("--devices", "-d", help="Devices: orin-agx:2,rtx4090:1 (presets), cpu:3 (this machine), KIND:N@GB, NAME=TFLOPS/GBPS:N@GB.")
     ],
-    objective: Annotated[Objective, typer.Option("--objective", help="latency: one request; throughput: pipelined micro-batches.")] = Objective.latency,
+    objective: Annotated[Objective, typer.Option("--objective", help="latency: one request; throughput: pipelined micro-batches.")] = Objective.LATENCY,
     link: Annotated[
         list[str] | None, typer.Option("--link", metavar="LINK", help="Links: GBPS or GBPS/MS for every pair (default 1/1: 1 GB/s, 1 ms), A~B=GBPS/MS for one pair of kinds. Repeatable.")
     ] = None,
@@ -43,10 +38,9 @@ def partition_command(
     debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Split a model across devices (exact dynamic program over its costed module graph); --run proves it."""
-    from graphprof.base.atomic import check_path
+    from graphprof.base.atomic import check_path, write_atomic
     from graphprof.errors import OutputError
     from graphprof.partition.report import partition_report
-    from graphprof.render.files import write_atomic
     from graphprof.render.partition import render_plan, render_plan_plot, render_runs
     from graphprof.render.plots import PLOT_FORMATS, require_matplotlib
     from graphprof_cli.common import console as make_console
@@ -68,7 +62,7 @@ def partition_command(
     def work() -> Any:
         with console.status(f"planning {model} on {devices} ...", spinner="dots"):
             return partition_report(
-                model, devices, objective=objective.value, links=link or (), batch_size=batch_size, dtype=dtype,
+                model, devices, objective=objective, links=link or (), batch_size=batch_size, dtype=dtype,
                 kv_len=kv_len, threads=threads, run=run, micro_batches=micro_batches, run_iters=iters,
             )  # fmt: skip
 

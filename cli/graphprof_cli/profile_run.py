@@ -60,7 +60,7 @@ def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
     if req.measure:  # measurement options and the device are checked before anything is built
         from graphprof_cli.measure import check_measure_options
 
-        measuring = check_measure_options(device=req.device, iters=req.iters, warmup=req.warmup, optimizer=req.optimizer.value)
+        measuring = check_measure_options(device=req.device, iters=req.iters, warmup=req.warmup)
     return device_hw, measuring, target
 
 
@@ -165,7 +165,7 @@ def _graphs(req: ProfileRequest, prepared: Any, result: Any, roofline: Any) -> t
 
 
 def _write_html(req: ProfileRequest, console: Any, graph: Any, result: Any, roofline: Any) -> None:
-    from graphprof.render.files import write_atomic
+    from graphprof.base.atomic import write_atomic
     from graphprof.render.html import render_profile_html
     from graphprof_cli.output import page
 

@@ -1,14 +1,15 @@
 """The main command's options, parsed once into one frozen record (:class:`ProfileRequest`).
 
-``main.py``'s callback only builds this record from Typer's parameters and hands it to the work:
-:func:`graphprof_cli.profile_run.run_profile`, or :func:`graphprof_cli.generate.run_generate` with
-``--generate``. Torch-free, so ``graphprof --help`` stays quick.
+``main.py``'s callback builds this record from Click's parsed parameters (:meth:`ProfileRequest.from_params`)
+and hands it to the work, :func:`graphprof_cli.profile_run.run_profile`. Torch-free, so ``graphprof --help``
+stays quick. (``generate`` and ``shard`` are commands of their own, with their own records.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat
 
@@ -50,16 +51,17 @@ class ProfileRequest:
     html: Path | None = None
     #: --redact: the host left out of the JSON and HTML written
     redact: bool = False
-    generate: bool = False
-    prompt_len: int = 1024
-    new_tokens: int = 256
-    kv_dtype: str | None = None
-    cache: str = "static"
     nodes: str | None = None
     avg_degree: float | None = None
     edges: int | None = None
-    shard: str | None = None
     debug: bool = False
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> ProfileRequest:
+        """The request from the main command's parsed parameters (``ctx.params``): the same names, but
+        ``--html`` (``html_path``), ``--no-learn`` (``learn``, inverted) and ``--plot`` (a tuple)."""
+        renamed = {**params, "html": params.get("html_path"), "learn": not params.get("no_learn", False), "plot": tuple(params.get("plot") or ())}
+        return cls(**{f.name: renamed[f.name] for f in fields(cls) if f.name in renamed})
 
     @property
     def to_stdout(self) -> bool:

@@ -1,44 +1,95 @@
-"""``graphprof --model X --mode train --shard fsdp:64``: one rank of a sharded training step, on a dry run."""
+"""``graphprof shard --model X fsdp:64``: one rank of a sharded training step, on a dry run (its own command).
+
+Parsing only: the work is :func:`graphprof.sharding.shard_profile`; the output is
+:func:`graphprof.render.shard.render_sharded`.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from graphprof_cli import options as opt
 from graphprof_cli.common import run_guarded
-from graphprof_cli.request import ProfileRequest
 
-__all__ = ["ShardOption", "run_shard"]
+if TYPE_CHECKING:
+    from graphprof.devices.hardware import Hardware
+    from graphprof.render.sink import OutputTarget
+    from graphprof.sharding import ShardSpec
 
-ShardOption = Annotated[
-    str | None,
-    typer.Option(
-        "--shard",
-        help="With --mode train: shard the training step as STRATEGY:RANKS (fsdp:64: FSDP2 over 64 ranks of a fake "
-        "process group) and print one rank's memory, FLOPs and collective bytes beside the analytic figures.",
-    ),
-]
+__all__ = ["ShardRequest", "shard_command", "run_shard"]
 
 
-def run_shard(req: ProfileRequest) -> None:
-    """Check the options, run the sharded step, print the per-rank table, write ``--output`` as JSON."""
+@dataclass(frozen=True)
+class ShardRequest:
+    """Every option of ``graphprof shard``, as parsed (names as the options', without dashes)."""
+
+    model: str
+    spec: str
+    input_shape: str | None = None
+    batch_size: int | None = None
+    dtype: str | None = None
+    hardware: str | None = None
+    peak_tflops: float | None = None
+    bandwidth_gbs: float | None = None
+    output: Path | None = None
+    width: int | None = None
+    redact: bool = False
+    debug: bool = False
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> ShardRequest:
+        """The request from Click's parsed parameters (``ctx.params``), keyed by the same names."""
+        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
+
+
+def shard_command(
+    ctx: typer.Context,
+    spec: Annotated[
+        str,
+        typer.Argument(
+            metavar="STRATEGY:RANKS",
+            help="How the training step is sharded: fsdp:64 is FSDP2 over 64 ranks of a fake process group.",
+        ),
+    ],
+    model: opt.ModelRequired,
+    input_shape: opt.InputShapeOption = None,
+    batch_size: opt.BatchSizeOption = None,
+    dtype: opt.DtypeOption = None,
+    hardware: opt.HardwareOption = None,
+    peak_tflops: opt.PeakOption = None,
+    bandwidth_gbs: opt.BandwidthOption = None,
+    output: opt.OutputOption = None,
+    width: opt.WidthOption = None,
+    redact: opt.RedactOption = False,
+    debug: opt.DebugOption = False,
+) -> None:
+    """One rank of a sharded training step: its memory, FLOPs and collective bytes beside the analytic figures."""
+    run_shard(ShardRequest.from_params(ctx.params))
+
+
+def _checked(req: ShardRequest) -> tuple[ShardSpec, Hardware | None, OutputTarget | None]:
+    """Before any model is built: the sharding, the hardware and the output's folder."""
     from graphprof.devices.hardware import resolve_hardware
+    from graphprof.sharding import parse_shard
+    from graphprof_cli.output import plan
+
+    spec = parse_shard(req.spec)
+    hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
+    return spec, hardware, plan("shard", req.output, redact=req.redact)
+
+
+def run_shard(req: ShardRequest) -> None:
+    """Check the options, run the sharded step, print the per-rank table, write ``--output`` as JSON."""
     from graphprof.render.shard import render_sharded
-    from graphprof.sharding import parse_shard, shard_profile
+    from graphprof.sharding import shard_profile
     from graphprof_cli.common import console as make_console
-    from graphprof_cli.output import emit, plan
+    from graphprof_cli.output import emit
 
-    def checked() -> tuple[Any, Any, Any]:  # before any model is built
-        spec = parse_shard(req.shard or "")
-        if req.mode.value != "train":
-            from graphprof.errors import InvalidInputError
-
-            raise InvalidInputError("--shard profiles a training step: add --mode train")
-        hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
-        return spec, hardware, plan("shard", req.output, redact=req.redact)
-
-    spec, hardware, target = run_guarded(checked, req.debug)
+    spec, hardware, target = run_guarded(lambda: _checked(req), req.debug)
     console = make_console(req.width, stderr=target is not None and target.to_stdout)
     options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype}
     with console.status(f"sharding {req.model} as {spec} ...", spinner="dots"):

@@ -160,7 +160,7 @@ def _show(result: Any, *, target: Any, plot: Path | None, html: Path | None, deb
         run_guarded(lambda: write_sweep_plot(result, plot), debug)
         console.print(f"wrote {plot}")
     if html is not None:
-        from graphprof.render.files import write_atomic
+        from graphprof.base.atomic import write_atomic
         from graphprof.render.html import render_sweep_html
 
         run_guarded(lambda: write_atomic(html, page(render_sweep_html(result), redact)), debug)

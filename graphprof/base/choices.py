@@ -14,19 +14,46 @@ from __future__ import annotations
 
 import enum
 
+from typing_extensions import Self
+
 from graphprof.errors import InvalidInputError
 
-__all__ = ["Mode", "Capture", "OutputFormat", "Reference", "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS"]
+__all__ = [
+    "Choice", "Mode", "Capture", "Method", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat", "Reference",
+    "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS",
+]  # fmt: skip
 
 
-class Mode(str, enum.Enum):
+class Choice(str, enum.Enum):
+    """An enum whose members are the strings a user types and a file holds: ``str(Mode.TRAIN)`` and
+    ``f"{Mode.TRAIN}"`` are ``train`` (Python 3.11 would otherwise print ``Mode.TRAIN``), and a member
+    equals its value, so a record typed with a choice writes the same JSON as the string did."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    @classmethod
+    def parse(cls, value: object) -> Self:
+        """The member named by ``value`` (a member or its string); anything else is one
+        :class:`~graphprof.errors.InvalidInputError` naming the choices: the one place a choice is checked."""
+        try:
+            return cls(value)
+        except ValueError:
+            what = cls.__name__.lower()
+            raise InvalidInputError(f"unknown {what} {value!r} (use one of: {', '.join(m.value for m in cls)})") from None
+
+
+class Mode(Choice):
     """What is counted: inference (``eval``, no grad) or a training step (``train``: forward + backward)."""
 
     EVAL = "eval"
     TRAIN = "train"
 
 
-class Capture(str, enum.Enum):
+class Capture(Choice):
     """How the graph is captured (``--capture``): ``auto`` is the model's default order
     (:func:`graphprof.capture.methods.default_methods`); the others force one method."""
 
@@ -40,27 +67,66 @@ class Capture(str, enum.Enum):
         """The methods for ``profile_model(methods=...)``; ``None`` means the model's default order."""
         return {
             "auto": None,
-            "fx": ("fx.symbolic_trace",),
-            "dynamo": ("dynamo.export",),
-            "eager": ("eager",),
+            "fx": (Method.FX,),
+            "dynamo": (Method.DYNAMO,),
+            "eager": (Method.EAGER,),
         }[self.value]
 
 
-class OutputFormat(str, enum.Enum):
+class Method(Choice):
+    """One capture method (:mod:`graphprof.capture.methods`), named as the report and the JSON name it."""
+
+    FX = "fx.symbolic_trace"
+    DYNAMO = "dynamo.export"
+    EAGER = "eager"
+
+
+class Execution(Choice):
+    """How a captured graph ran: a dry run on FakeTensors, or for real where the dry run needed values."""
+
+    DRY_RUN = "dry-run"
+    REAL = "real"
+
+
+class Phase(Choice):
+    """The part of a run an op belongs to: the forward, or (train mode) the backward."""
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
+class OpStatus(Choice):
+    """How graphprof accounts for an op: counted by a formula, known to cost nothing, or unsupported
+    (zero *and* listed by name, so nothing is silently zero)."""
+
+    COUNTED = "counted"
+    ZERO_COST = "zero_cost"
+    UNSUPPORTED = "unsupported"
+
+
+class Objective(Choice):
+    """What a partition plan minimises: one request's ``latency``, or the pipeline's slowest stage
+    (``throughput``)."""
+
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
+
+
+class OutputFormat(Choice):
     """The format of a written result (``--format``; by default from the file's suffix)."""
 
     JSON = "json"
     CSV = "csv"
 
 
-class Reference(str, enum.Enum):
+class Reference(Choice):
     """The counter graphprof is checked against (``validate --against``, ``--fvcore``)."""
 
     FVCORE = "fvcore"  # fvcore.nn.FlopCountAnalysis: 1 flop per MAC, plus its per-element counts
     TORCH = "torch"  # torch.utils.flop_counter.FlopCounterMode: contractions only, 2 FLOPs per MAC
 
 
-class SweepAxis(str, enum.Enum):
+class SweepAxis(Choice):
     """What a sweep varies."""
 
     BATCH = "batch"
@@ -70,8 +136,8 @@ class SweepAxis(str, enum.Enum):
     SET = "set"  # any keyword of a user's factory
 
     @classmethod
-    def parse(cls, axis: SweepAxis | str) -> SweepAxis:
-        if isinstance(axis, SweepAxis):
+    def parse(cls, axis: object) -> Self:
+        if isinstance(axis, cls):
             return axis
         text = str(axis).strip().lower().replace("_", "-")
         for member in cls:
@@ -80,14 +146,14 @@ class SweepAxis(str, enum.Enum):
         raise InvalidInputError(f"unknown sweep axis {axis!r}: choose one of {', '.join(m.value for m in cls)}")
 
 
-class Optimizer(str, enum.Enum):
+class Optimizer(Choice):
     """The optimizer of a measured training step (``--optimizer``)."""
 
     SGD = "sgd"
     ADAMW = "adamw"
 
 
-class KVCache(str, enum.Enum):
+class KVCache(Choice):
     """The key/value cache of a generation profile (``--cache``)."""
 
     STATIC = "static"  # written in place, the context read once per step

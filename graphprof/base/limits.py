@@ -18,18 +18,10 @@ import math
 import os
 import stat
 
+from graphprof.base.units import format_bytes
 from graphprof.errors import InvalidInputError
 
-__all__ = ["available_memory", "human_bytes", "require_count", "require_file", "require_fits"]
-
-
-def human_bytes(n: float) -> str:
-    """``1.5 GiB``: bytes in the largest binary unit that keeps the figure at least 1."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
+__all__ = ["available_memory", "require_count", "require_file", "require_fits"]
 
 
 def available_memory() -> int:
@@ -51,8 +43,8 @@ def require_fits(nbytes: float, what: str, *, budget: int | None = None) -> None
     """Refuse ``what`` when the ``nbytes`` it would need exceed ``budget`` (default: :func:`available_memory`)."""
     limit = available_memory() if budget is None else budget
     if not math.isfinite(nbytes) or nbytes > limit:
-        need = human_bytes(nbytes) if math.isfinite(nbytes) else "unbounded memory"
-        raise InvalidInputError(f"{what} would need {need}, more than the {human_bytes(limit)} this machine has available")
+        need = format_bytes(nbytes) if math.isfinite(nbytes) else "unbounded memory"
+        raise InvalidInputError(f"{what} would need {need}, more than the {format_bytes(limit)} this machine has available")
 
 
 def require_count(value: float, what: str, *, low: int = 1, high: int) -> int:
@@ -74,6 +66,6 @@ def require_file(path: str | os.PathLike[str], what: str, *, cap: int, growth: f
     if not stat.S_ISREG(info.st_mode):
         raise InvalidInputError(f"{os.fspath(path)}: not a regular file, so not read as {what}")
     if info.st_size > cap:
-        raise InvalidInputError(f"{os.fspath(path)} is {human_bytes(info.st_size)}, above the {human_bytes(cap)} graphprof reads as {what}")
-    require_fits(info.st_size * growth, f"reading {os.fspath(path)} ({human_bytes(info.st_size)}) as {what}")
+        raise InvalidInputError(f"{os.fspath(path)} is {format_bytes(info.st_size)}, above the {format_bytes(cap)} graphprof reads as {what}")
+    require_fits(info.st_size * growth, f"reading {os.fspath(path)} ({format_bytes(info.st_size)}) as {what}")
     return info.st_size

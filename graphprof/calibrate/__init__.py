@@ -9,7 +9,4 @@
 from graphprof.calibrate.local import LocalPreset, calibrate, load_local, measure_default_hardware
 from graphprof.calibrate.store import local_path
 
-#: :func:`calibrate` under the name the top level exports (``graphprof.calibrate`` is this package).
-calibrate_device = calibrate
-
-__all__ = ["LocalPreset", "calibrate", "calibrate_device", "load_local", "local_path", "measure_default_hardware"]
+__all__ = ["LocalPreset", "calibrate", "load_local", "local_path", "measure_default_hardware"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from graphprof.base.atomic import write_atomic
+from graphprof.base.choices import Mode
 from graphprof.calibrate.samples import samples_from_run
 from graphprof.devices.local import MAX_LEARNED, check_current, local_path, read_local
 
@@ -26,7 +27,7 @@ def learn_from_run(profile: Any, path: Path | None = None) -> int:
     how many (0 without a current CPU calibration with kind models, or without a usable measurement)."""
     data = read_local(path)
     measurement = getattr(profile, "measurement", None)
-    if data is None or measurement is None or profile.mode != "eval" or not data["calibration"].get("op_model"):
+    if data is None or measurement is None or profile.mode is not Mode.EVAL or not data["calibration"].get("op_model"):
         return 0
     if str(getattr(measurement, "device", "cpu")).split(":")[0] != "cpu":
         return 0

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from graphprof.base.choices import Phase
 from graphprof.base.names import functional_op
 from graphprof.devices.opmodel import Sample, call_of, op_features, op_kind
 
@@ -29,7 +30,7 @@ def _forward_records(profile: Any) -> dict[tuple[str, str], list[Any]]:
     out: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for row in profile.layers:
         for op in row.ops:
-            if op.phase == "forward":
+            if op.phase is Phase.FORWARD:
                 out[(row.module or "(model)", functional_op(op.op.removeprefix("aten.")))].append(op)
     return out
 

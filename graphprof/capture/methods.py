@@ -29,14 +29,14 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import nn
 
-from graphprof.base.choices import Capture
+from graphprof.base.choices import Method
 from graphprof.base.inputs import materialize
-from graphprof.errors import CaptureError, ModelBuildError
+from graphprof.errors import CaptureError, ModelBuildError, one_line
 from graphprof.models.family import CUSTOM
 
 __all__ = [
@@ -46,9 +46,6 @@ __all__ = [
     "preserved_state",
     "slice_batch",
     "METHODS",
-    "TRANSFORMERS_METHODS",
-    "DEFAULT_METHODS",
-    "Capture",
     "default_methods",
     "dynamo_skip_reason",
     "family_of",
@@ -58,16 +55,12 @@ __all__ = [
 #: How an attempt that was skipped, not failed, begins: ``("dynamo.export", "not tried: <why>")``.
 NOT_TRIED = "not tried"
 
-#: Every capture method, in the order :func:`capture_graph` tries them when given no ``methods``.
-METHODS = ("fx.symbolic_trace", "dynamo.export", "eager")
-
-#: The order :func:`graphprof.profile_model` uses by default (``--capture auto``): symbolic tracing (a
-#: fraction of a second where it works), then Dynamo export (a whole graph with true shapes where Python
-#: control flow defeats symbolic tracing), then the eager capture (every module a layer, always works).
-DEFAULT_METHODS = METHODS
-
-#: The order for Hugging Face transformers models (kept as a public name).
-TRANSFORMERS_METHODS = DEFAULT_METHODS
+#: Every capture method, in the order :func:`capture_graph` tries them when given no ``methods``, and the
+#: order :func:`graphprof.profile_model` uses by default (``--capture auto``): symbolic tracing (a fraction
+#: of a second where it works), then Dynamo export (a whole graph with true shapes where Python control
+#: flow defeats symbolic tracing), then the eager capture (every module a layer, always works). The
+#: session's :class:`~graphprof.capture.plan.CapturePlan` decides how the default order is walked.
+METHODS: tuple[Method, ...] = tuple(Method)
 
 def family_of(model: nn.Module, family: str) -> str:
     """``family``, or for a model object handed over (``custom``) the family whose library defines its class
@@ -79,19 +72,19 @@ def family_of(model: nn.Module, family: str) -> str:
     return library_family(type(model).__module__) or family
 
 
-def dynamo_skip_reason(family: str, methods: tuple[str, ...]) -> str | None:
+def dynamo_skip_reason(family: str, methods: tuple[Method, ...]) -> str | None:
     """Why ``auto`` does not try Dynamo export for a model of ``family`` (its record's ``dynamo_skip``), or
     ``None`` when it does."""
-    if "dynamo.export" not in methods or methods != DEFAULT_METHODS:
+    if methods != METHODS:
         return None
     from graphprof.models.registry import family_traits
 
     return family_traits(family).dynamo_skip
 
 
-def default_methods(model: nn.Module) -> tuple[str, ...]:
-    """The capture order :func:`graphprof.profile_model` uses for ``model``: :data:`DEFAULT_METHODS`."""
-    return DEFAULT_METHODS
+def default_methods(model: nn.Module) -> tuple[Method, ...]:
+    """The capture order :func:`graphprof.profile_model` uses for ``model``: :data:`METHODS`."""
+    return METHODS
 
 
 @dataclass
@@ -102,23 +95,11 @@ class CapturedGraph:
     method tried before the one that worked, so the output can say why the faster ones failed.
     """
 
-    method: str
+    method: Method
     graph_module: torch.fx.GraphModule | None
     attempts: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     num_subgraphs: int = 1
-
-    def flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """The graph's placeholder values for a call ``model(*args, **kwargs)``."""
-        gm = self.graph_module
-        assert gm is not None
-        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        if self.method == "dynamo.export":
-            leaves, _ = torch.utils._pytree.tree_flatten((args, kwargs))
-            if len(leaves) != len(placeholders):
-                raise CaptureError(f"the Dynamo graph takes {len(placeholders)} inputs but the call has {len(leaves)}")
-            return leaves
-        return _bind_placeholders(placeholders, getattr(gm, "_graphprof_signature", None), args, kwargs)
 
     def accepts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether this capture holds for a call with these inputs.
@@ -127,7 +108,7 @@ class CapturedGraph:
         export is specialised to its example inputs: it holds when each input has the rank, the static
         sizes and the dtype it was exported with, and its symbolic sizes satisfy the export's guards.
         """
-        if self.method != "dynamo.export" or self.graph_module is None:
+        if self.method is not Method.DYNAMO or self.graph_module is None:
             return True
         examples = [n.meta.get("example_value") for n in self.graph_module.graph.nodes if n.op == "placeholder"]
         leaves = torch.utils._pytree.tree_leaves((args, kwargs))
@@ -170,27 +151,6 @@ def _guards_hold(examples: list[Any], values: list[Any]) -> bool:
         if guard.expr.xreplace(binding) is not sympy.true:
             return False
     return True
-
-
-def _bind_placeholders(
-    placeholders: list[torch.fx.Node], signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> list[Any]:
-    bound: dict[str, Any] = {}
-    if signature is not None:
-        bound = dict(signature.bind_partial(*args, **kwargs).arguments)
-    else:
-        bound = {cast(str, p.target): a for p, a in zip(placeholders, args, strict=False)}
-        bound.update(kwargs)
-    values = []
-    for p in placeholders:
-        name = str(p.target).lstrip("*")
-        if name in bound:
-            values.append(bound[name])
-        elif p.args:
-            values.append(p.args[0])
-        else:
-            values.append(None)
-    return values
 
 
 @contextlib.contextmanager
@@ -296,9 +256,9 @@ def warm_up(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
                 return None
             except Exception as exc:
                 if _on_meta(model, args, kwargs):
-                    return f"warm-up skipped: the meta-device model cannot run eagerly ({_one_line(exc, 120)})"
+                    return f"warm-up skipped: the meta-device model cannot run eagerly ({one_line(exc, 120, with_type=True)})"
                 raise ModelBuildError(
-                    f"the model's forward pass failed on its example input: {_one_line(exc)}"
+                    f"the model's forward pass failed on its example input: {one_line(exc, 600, with_type=True)}"
                 ) from exc
 
 
@@ -366,7 +326,7 @@ def _device_of(model: nn.Module) -> torch.device:
     return next((t.device for t in model.parameters()), torch.device("cpu"))
 
 
-def capture_graph(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *, methods: tuple[str, ...] = METHODS) -> CapturedGraph:
+def capture_graph(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *, methods: tuple[Method | str, ...] = METHODS) -> CapturedGraph:
     """Capture ``model``'s graph with the first method of ``methods`` that works.
 
     The model must already be warmed up (see :func:`warm_up`). Raises :class:`CaptureError` naming
@@ -379,34 +339,31 @@ def capture_graph(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     """
     attempts: list[tuple[str, str]] = []
     start = time.perf_counter()
-    for method in methods:
-        if method == "dynamo.export" and any(why.startswith("RecursionError") for _, why in attempts):
+    for method in map(_method, methods):
+        if method is Method.DYNAMO and any(why.startswith("RecursionError") for _, why in attempts):
             # a model that nests too deeply for symbolic tracing costs Dynamo minutes before it fails too
             attempts.append((method, f"{NOT_TRIED}: the model nests too deeply to trace (symbolic tracing hit the recursion limit)"))
             continue
         try:
-            if method == "fx.symbolic_trace":
+            if method is Method.FX:
                 gm: torch.fx.GraphModule | None = _symbolic_trace(model)
-            elif method == "dynamo.export":
+            elif method is Method.DYNAMO:
                 gm = _dynamo_export(model, args, kwargs)
-            elif method == "eager":
-                gm = None
             else:
-                raise CaptureError(f"unknown capture method {method!r}; choose from {', '.join(METHODS)}")
-        except CaptureError:
-            raise
+                gm = None
         except Exception as exc:  # every failure is recorded and the next method tried
-            attempts.append((method, _one_line(exc)))
+            attempts.append((method, one_line(exc, 600, with_type=True)))
             continue
         return CapturedGraph(method, gm, attempts, time.perf_counter() - start)
     detail = "; ".join(f"{m}: {e}" for m, e in attempts)
     raise CaptureError(f"every capture method failed ({detail})")
 
 
-def _one_line(exc: BaseException, limit: int = 600) -> str:
-    """``Type: message`` on one line; a very long message (a Dynamo graph dump) ends at a word, never mid-word."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    text = f"{type(exc).__name__}: {text}"
-    if len(text) <= limit:
-        return text
-    return text[:limit].rsplit(" ", 1)[0] + " ..."
+def _method(method: Method | str) -> Method:
+    """A method named by its enum or its value; an unknown name is a :class:`CaptureError` naming the choices."""
+    try:
+        return Method(method)
+    except ValueError:
+        raise CaptureError(f"unknown capture method {method!r}; choose from {', '.join(METHODS)}") from None
+
+

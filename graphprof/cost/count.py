@@ -12,8 +12,9 @@ from typing import cast
 
 import torch
 
+from graphprof.base.choices import OpStatus
 from graphprof.cost.result import LayerRow, OpRecord, UnsupportedOp
-from graphprof.formulas import ZERO, Cost, OpStatus, op_cost, op_status
+from graphprof.formulas import ZERO, Cost, op_cost, op_status
 from graphprof.formulas.attention import kernel_useful_fraction, kernel_work_fraction
 from graphprof.run.propagate import OpCall, Trace, TraceKey, shapes_of
 
@@ -38,7 +39,7 @@ def op_record(call: OpCall) -> OpRecord:
     counted = status is OpStatus.COUNTED
     return OpRecord(
         op=op_name(call.func),
-        status=status.name.lower(),
+        status=status,
         phase=call.phase,
         cost=cast(Cost, cost),  # None became ZERO above
         input_shapes=shapes_of((call.args, call.kwargs)),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from graphprof.base.choices import Execution, Method, Mode, OpStatus, Phase
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.inputs import InputSpec
 from graphprof.cost.bounds import Roofline
@@ -45,8 +46,8 @@ class OpRecord:
     """
 
     op: str
-    status: str
-    phase: str
+    status: OpStatus
+    phase: Phase
     cost: Cost
     input_shapes: tuple[Shape, ...] = ()
     output_shapes: tuple[Shape, ...] = ()
@@ -166,13 +167,13 @@ class Profile(NotebookDisplay):
 
     model_name: str
     family: str
-    mode: str
+    mode: Mode
     dtype: str
     inputs: tuple[InputSpec, ...]
-    capture_method: str
+    capture_method: Method
     capture_attempts: tuple[tuple[str, str], ...]
     capture_reused: bool
-    execution: str
+    execution: Execution
     execution_note: str
     layers: tuple[LayerRow, ...]
     modules: tuple[ModuleRow, ...]

@@ -38,7 +38,7 @@ from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 from graphprof.capture.methods import preserved_state
 from graphprof.crosscheck.conventions import FVCORE, FVCORE_LEFT_OUT, LEFT_OUT, MATMUL, TORCH, TORCH_LEFT_OUT
 from graphprof.crosscheck.result import Adjustment, OpCount
-from graphprof.errors import MissingDependencyError, ReferenceFailedError
+from graphprof.errors import MissingDependencyError, ReferenceFailedError, one_line
 
 __all__ = ["ReferenceCounts", "ReferenceFailedError", "count_with_fvcore", "count_with_torch", "REFERENCES"]
 
@@ -99,11 +99,6 @@ def _quiet() -> Iterator[None]:
             yield
     finally:
         logger.setLevel(level)
-
-
-def _one_line(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --------------------------------------------------------------------------------------------------
@@ -229,7 +224,7 @@ def count_with_fvcore(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str,
             unsupported = analysis.unsupported_ops()
         except Exception as exc:
             raise ReferenceFailedError(
-                f"fvcore could not trace the model: {type(exc).__name__}: {_one_line(exc)}"
+                f"fvcore could not trace the model: {type(exc).__name__}: {one_line(exc, 200)}"
             ) from exc
 
     counted: list[OpCount] = []
@@ -315,7 +310,7 @@ def count_with_torch(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
                 model(*args, **kwargs)
         except Exception as exc:
             raise ReferenceFailedError(
-                f"the model failed under FlopCounterMode: {type(exc).__name__}: {_one_line(exc)}"
+                f"the model failed under FlopCounterMode: {type(exc).__name__}: {one_line(exc, 200)}"
             ) from exc
     probed = {p._qualified_op_name.replace("::", ".") for p in probes}
     counted = [

@@ -27,7 +27,7 @@ from graphprof.crosscheck.compare import compare_counts
 from graphprof.crosscheck.conventions import CONVENTIONS
 from graphprof.crosscheck.references import REFERENCES
 from graphprof.crosscheck.result import CrossCheck
-from graphprof.errors import GraphprofError, InvalidInputError
+from graphprof.errors import InvalidInputError, one_line
 from graphprof.prepared import prepare
 
 __all__ = [
@@ -130,20 +130,13 @@ def select_models(names: Sequence[str] = (), *, family: str | None = None, all_m
 # Many models
 
 
-def _one_line(exc: BaseException, limit: int = 160) -> str:
-    text = " ".join(str(exc).split())
-    if not isinstance(exc, GraphprofError):
-        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _check_one(spec: str, against: str, input_shape: tuple[int, ...] | None, batch_size: int | None) -> CrossCheck:
     """One model, its failure turned into a row (the worker function: module-level, so it pickles)."""
     start = time.perf_counter()
     try:
         return crosscheck_model(spec, against=against, input_shape=input_shape, batch_size=batch_size)
     except Exception as exc:  # any failure of one model is that model's row, never the batch's end
-        return CrossCheck(model=spec, reference=against, error=_one_line(exc), seconds=time.perf_counter() - start)
+        return CrossCheck(model=spec, reference=against, error=one_line(exc, 160, with_type=True), seconds=time.perf_counter() - start)
 
 
 def _init_worker(threads: int) -> None:
@@ -199,7 +192,7 @@ def iter_crosschecks(
                     result = future.result()
                 except Exception as exc:  # the worker died (killed, out of memory): this model's row says so
                     result = CrossCheck(
-                        model=models[index], reference=reference, error=f"worker process failed: {_one_line(exc)}"
+                        model=models[index], reference=reference, error=f"worker process failed: {one_line(exc, 160, with_type=True)}"
                     )
                 yield index, result
     finally:

@@ -66,7 +66,6 @@ from graphprof.formulas.rates import PER_ELEMENT_FLOPS, FlopRate
 from graphprof.formulas.registry import (
     FORMULAS,
     ZERO_COST_OPS,
-    OpStatus,
     op_cost,
     op_status,
     register,
@@ -81,7 +80,6 @@ __all__ = [
     "register_formula",
     "FORMULAS",
     "ZERO_COST_OPS",
-    "OpStatus",
     "op_status",
     "op_cost",
     "PER_ELEMENT_FLOPS",

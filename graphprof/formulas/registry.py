@@ -27,7 +27,6 @@ Example::
 
 from __future__ import annotations
 
-import enum
 import importlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -36,6 +35,7 @@ from typing import Any, Final, cast
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
+from graphprof.base.choices import OpStatus
 from graphprof.errors import FormulaRegistryError
 from graphprof.formulas.cost import ZERO, Cost, TensorMeta
 
@@ -233,14 +233,6 @@ def register_formula(op: Any, formula: Formula) -> None:
 
 # --------------------------------------------------------------------------------------------------
 # Lookup
-
-
-class OpStatus(enum.Enum):
-    """How graphprof accounts for an op."""
-
-    COUNTED = "counted"
-    ZERO_COST = "zero-cost"
-    UNSUPPORTED = "unsupported"
 
 
 def _packet_of(func: Any) -> Any:

@@ -37,12 +37,13 @@ import torch
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
+from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.names import called_op
 from graphprof.cost.count import op_name, op_record
 from graphprof.cost.roofline import roofline_time
 from graphprof.devices.hardware import Hardware
 from graphprof.errors import InvalidInputError
-from graphprof.formulas import OpStatus, op_status
+from graphprof.formulas import op_status
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
 from graphprof.run.loop import Layer, Observer, OpEvent, RunContext
 from graphprof.run.propagate import op_call
@@ -161,8 +162,8 @@ class GraphBuilder(Observer):
 
     # ---- run events --------------------------------------------------------------------------------
     def started(self, ctx: RunContext) -> None:
-        self.eager = ctx.captured.graph_module is None
-        root = ctx.captured.graph_module if ctx.captured.graph_module is not None else ctx.model
+        self.eager = ctx.graph_module is None
+        root = ctx.graph_module if ctx.graph_module is not None else ctx.model
         self.param_names = {name for name, _ in root.named_parameters(remove_duplicate=False)}
         for path, m in ctx.model.named_modules(remove_duplicate=False):
             self.has_children[path] = next(m.children(), None) is not None
@@ -186,7 +187,7 @@ class GraphBuilder(Observer):
                 level.produce(("input", name), t)
 
     def phase_started(self, phase: str) -> None:
-        self.forward = phase == "forward"
+        self.forward = phase is Phase.FORWARD
 
     def layer_left(self, layer: Layer, output: Any) -> None:
         if not self.forward:
@@ -210,7 +211,7 @@ class GraphBuilder(Observer):
                 self.modules.produce(key, t)
 
     def op(self, event: OpEvent) -> None:
-        if event.phase != "forward":
+        if event.phase is not Phase.FORWARD:
             return
         through = passes_through(event.func, event.out)
         ins = _tensors((event.args, event.kwargs))
@@ -356,7 +357,7 @@ class GraphBuilder(Observer):
         n.flops += record.cost.flops
         n.bytes_read += record.cost.bytes_read
         n.bytes_written += record.cost.bytes_written
-        if record.status == "unsupported" and record.op not in n.unsupported:
+        if record.status is OpStatus.UNSUPPORTED and record.op not in n.unsupported:
             n.unsupported = (*n.unsupported, record.op)
         floating = [t for t in outs if t.is_floating_point()]
         if floating and n.ops == 1:

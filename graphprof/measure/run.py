@@ -32,8 +32,10 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
+from graphprof.base.choices import Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs, materialize
-from graphprof.capture.methods import CapturedGraph, preserved_state
+from graphprof.base.units import format_bytes
+from graphprof.capture.methods import preserved_state
 from graphprof.devices.host import detect_host
 from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
 from graphprof.measure.kineto import quiet_kineto
@@ -53,9 +55,8 @@ from graphprof.measure.timing import (
 from graphprof.measure.trace import claim_trace_path
 from graphprof.run.loop import run_model
 
-__all__ = ["MeasurementError", "MeasureOptions", "is_out_of_memory", "OPTIMIZERS", "default_device", "resolve_device", "free_memory", "measure_run"]
+__all__ = ["MeasurementError", "MeasureOptions", "is_out_of_memory", "default_device", "resolve_device", "free_memory", "measure_run"]
 
-OPTIMIZERS = ("sgd", "adamw")
 
 
 def default_device() -> str:
@@ -88,10 +89,6 @@ def free_memory(device: torch.device) -> int | None:
     except OSError:
         return None
     return None
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
 
 
 def _state_bytes(model: nn.Module, dtype: torch.dtype | None) -> int:
@@ -202,8 +199,8 @@ def _mean_times(runs: list[Any], types: dict[str, str], cuda: bool) -> tuple[tup
     return layers, ops
 
 
-def _optimizer(name: str, params: Any) -> torch.optim.Optimizer:
-    if name == "sgd":
+def _optimizer(name: Optimizer | str, params: Any) -> torch.optim.Optimizer:
+    if Optimizer.parse(name) is Optimizer.SGD:
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
     return torch.optim.AdamW(params, lr=1e-3)
 
@@ -230,8 +227,7 @@ class MeasureOptions:
         check_runs(self.iters, self.warmup)
         if isinstance(self.layer_runs, bool) or not isinstance(self.layer_runs, int) or self.layer_runs < 1:
             raise InvalidInputError(f"layer runs must be a positive integer, got {self.layer_runs!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise InvalidInputError(f"unknown optimizer {self.optimizer!r} (use one of: {', '.join(OPTIMIZERS)})")
+        Optimizer.parse(self.optimizer)
         return resolve_device(self.device)
 
 
@@ -261,12 +257,12 @@ def _check_fits(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
     figure, when given) and, in train mode, gradients and optimizer state exceed the device's free memory."""
     state = _state_bytes(model, dtype)
     input_bytes = sum(t.numel() * (dtype.itemsize if dtype is not None and t.is_floating_point() else t.element_size()) for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
-    need = state + input_bytes + options.activation_bytes + (state * (3 if options.optimizer == "adamw" else 2) if train else 0)
+    need = state + input_bytes + options.activation_bytes + (state * (3 if Optimizer.parse(options.optimizer) is Optimizer.ADAMW else 2) if train else 0)
     free = free_memory(dev)
     if free is not None and need > free:
         raise InvalidInputError(
-            f"measuring {name} on {dev} needs at least {_gib(need)} (weights, inputs, activations"
-            f"{', gradients and optimizer state' if train else ''}) but only {_gib(free)} is free"
+            f"measuring {name} on {dev} needs at least {format_bytes(need)} (weights, inputs, activations"
+            f"{', gradients and optimizer state' if train else ''}) but only {format_bytes(free)} is free"
         )
 
 
@@ -306,10 +302,9 @@ def _layer_times(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
 
     cuda = dev.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    eager = CapturedGraph("eager", None)
     ranges = LayerRanges()
     runs, busy, wall, traces = [], [], [], []
-    run_model(eager, work, args, kwargs, [], fake=False)  # warm the hooks' path once
+    run_model(None, work, args, kwargs, [], fake=False)  # warm the hooks' path once (None: the model itself runs)
     traced = options.trace_dir is not None  # a trace file carries shapes and memory events, as seed 003's do
     for _ in range(options.layer_runs):
         with quiet_kineto(), profile(activities=activities, record_shapes=traced, profile_memory=traced) as prof:
@@ -317,7 +312,7 @@ def _layer_times(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
                 torch.cuda.synchronize(dev)
             t = time.perf_counter()
             try:
-                run_model(eager, work, args, kwargs, [ranges], fake=False)
+                run_model(None, work, args, kwargs, [ranges], fake=False)
             finally:
                 ranges.close()
             if cuda:

@@ -33,7 +33,8 @@ from typing import Any
 import torch
 
 from graphprof.base.inputs import resize_inputs
-from graphprof.base.limits import human_bytes, require_fits
+from graphprof.base.limits import require_fits
+from graphprof.base.units import format_bytes
 from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError, UnsafeLoadError
 from graphprof.models.base import ResolvedModel
 from graphprof.models.family import Family, Request, Source
@@ -79,7 +80,7 @@ def check_sizes(archive: zipfile.ZipFile, spec: str) -> None:
     for info in infos:
         if info.file_size > _SMALL and info.file_size > MAX_RATIO * max(info.compress_size, 1):
             raise InvalidInputError(
-                f"{spec}: member {info.filename} inflates {info.compress_size} bytes to {human_bytes(info.file_size)}"
+                f"{spec}: member {info.filename} inflates {info.compress_size} bytes to {format_bytes(info.file_size)}"
                 f" (more than {MAX_RATIO} times; torch.export.save stores members uncompressed): refused as a zip bomb"
             )
 

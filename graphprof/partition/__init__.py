@@ -13,11 +13,10 @@ from __future__ import annotations
 from graphprof.partition.costs import CostTable, Unit
 from graphprof.partition.devices import Device, Links, parse_devices, parse_links
 from graphprof.partition.plan import Baseline, Plan, Stage
-from graphprof.partition.planner import partition, partition_model, plan_prepared
-from graphprof.partition.solver import OBJECTIVES, Infeasible, Problem, Solution, solve
+from graphprof.partition.planner import partition, plan_prepared
+from graphprof.partition.solver import Infeasible, Problem, Solution, solve
 
 __all__ = [
-    "OBJECTIVES",
     "Baseline",
     "CostTable",
     "Device",
@@ -31,7 +30,6 @@ __all__ = [
     "parse_devices",
     "parse_links",
     "partition",
-    "partition_model",
     "plan_prepared",
     "solve",
 ]

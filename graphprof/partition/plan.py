@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graphprof.base.choices import Objective
 from graphprof.base.display import NotebookDisplay
 from graphprof.partition.costs import CostTable
 from graphprof.partition.devices import Device, Links
@@ -113,7 +114,7 @@ class Plan(NotebookDisplay):
     """The best split of one model over the devices for one objective, with the table it came from."""
 
     model_name: str
-    objective: str
+    objective: Objective
     dtype: str
     inputs: str
     micro_batch: int

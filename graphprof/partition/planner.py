@@ -21,16 +21,17 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.base.choices import Objective
 from graphprof.base.limits import require_count
 from graphprof.errors import InvalidInputError
 from graphprof.partition.costs import CostTable, measured_seconds, preset_seconds, table, unit_records
 from graphprof.partition.devices import Device, Links, kinds_of, parse_devices, parse_links
 from graphprof.partition.plan import Plan, equal_layers, equal_params, make_stages
-from graphprof.partition.solver import OBJECTIVES, Problem, solve
+from graphprof.partition.solver import Problem, solve
 from graphprof.partition.units import assign_nodes, choose_units, cut_bytes
 from graphprof.prepared import PreparedModel, prepare
 
-__all__ = ["partition", "partition_model", "plan_prepared", "prepare_for", "as_links", "problem_of", "cost_table"]
+__all__ = ["partition", "plan_prepared", "prepare_for", "as_links", "problem_of", "cost_table"]
 
 
 def problem_of(costs: CostTable, devices: Sequence[Device], links: Links) -> Problem:
@@ -87,10 +88,9 @@ def cost_table(prepared: PreparedModel, devices: Sequence[Device], *, kv_len: in
     return table(units, cut_bytes(graph, nodes), seconds, sources), profile
 
 
-def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, objective: str = "latency", links: Links | None = None, kv_len: int | None = None, threads: int = 1, iters: int = 10) -> Plan:
+def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, objective: Objective | str = Objective.LATENCY, links: Links | None = None, kv_len: int | None = None, threads: int = 1, iters: int = 10) -> Plan:
     """The plan for a model already prepared (see :func:`partition`)."""
-    if objective not in OBJECTIVES:
-        raise InvalidInputError(f"unknown objective {objective!r} (use one of: {', '.join(OBJECTIVES)})")
+    objective = Objective.parse(objective)
     devs = parse_devices(devices) if isinstance(devices, str) else tuple(devices)
     if not devs:
         raise InvalidInputError("no devices given (e.g. --devices orin-agx:2,rtx4090:1 or cpu:2)")
@@ -134,7 +134,7 @@ def partition(
     model_or_name: nn.Module | str,
     devices: str | Sequence[Device],
     *,
-    objective: str = "latency",
+    objective: Objective | str = Objective.LATENCY,
     links: Links | str | Sequence[str] | None = None,
     batch_size: int | None = None,
     dtype: str | torch.dtype | None = None,
@@ -156,4 +156,3 @@ def partition(
 
 
 #: :func:`partition` under the name the top level exports (``graphprof.partition`` is this package).
-partition_model = partition

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.base.choices import Objective
 from graphprof.base.limits import require_count
 from graphprof.partition.devices import Device, Links, parse_devices
 from graphprof.partition.plan import Plan, Stage
@@ -39,7 +40,7 @@ def partition_report(
     model_or_name: nn.Module | str,
     devices: str | Sequence[Device],
     *,
-    objective: str = "latency",
+    objective: Objective | str = Objective.LATENCY,
     links: Links | str | Sequence[str] | None = None,
     batch_size: int | None = None,
     dtype: str | torch.dtype | None = None,

@@ -33,11 +33,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from graphprof.base.choices import Objective
 from graphprof.errors import InvalidInputError
 
-__all__ = ["MAX_WORK", "OBJECTIVES", "problem_work", "Problem", "Solution", "solve", "evaluate", "Infeasible"]
+__all__ = ["MAX_WORK", "problem_work", "Problem", "Solution", "solve", "evaluate", "Infeasible"]
 
-OBJECTIVES = ("latency", "throughput")
 _EPS = 1e-12
 #: The most stage choices one solve may weigh (a few seconds of pure Python); beyond, refused up front.
 MAX_WORK = 10**8
@@ -101,7 +101,7 @@ def evaluate(problem: Problem, stages: Sequence[tuple[int, int, int]]) -> Soluti
 _State = tuple[tuple[int, ...], int]  # (devices used per kind, last kind)
 
 
-def _program(problem: Problem, objective: str, cap: float) -> dict[int, dict[_State, tuple[float, int, _State]]]:
+def _program(problem: Problem, objective: Objective, cap: float) -> dict[int, dict[_State, tuple[float, int, _State]]]:
     """Best value of every reachable state, with its predecessor (``i`` -> state -> (value, prev i, prev state))."""
     n, kinds = problem.units, len(problem.count)
     start: _State = ((0,) * kinds, -1)
@@ -126,7 +126,7 @@ def _program(problem: Problem, objective: str, cap: float) -> dict[int, dict[_St
                     if held + problem.cut_bytes[j] > problem.memory[k]:
                         continue
                     stage = link + compute
-                    total = value + stage if objective == "latency" else max(value, stage)
+                    total = value + stage if objective is Objective.LATENCY else max(value, stage)
                     seen = best[j].get(nxt)
                     if seen is None or total < seen[0] - _EPS:
                         best[j][nxt] = (total, i, state)
@@ -145,9 +145,7 @@ def _walk(best: dict[int, dict[_State, tuple[float, int, _State]]], n: int) -> t
     return tuple(reversed(stages))
 
 
-def _check(problem: Problem, objective: str) -> None:
-    if objective not in OBJECTIVES:
-        raise InvalidInputError(f"unknown objective {objective!r} (use one of: {', '.join(OBJECTIVES)})")
+def _check(problem: Problem) -> None:
     if problem.units == 0:
         raise InvalidInputError("the model has no units to place")
     if not problem.count or sum(problem.count) == 0:
@@ -168,20 +166,21 @@ def problem_work(problem: Problem) -> int:
     return states * kinds * n
 
 
-def solve(problem: Problem, objective: str = "latency", *, names: Sequence[str] = (), kinds: Sequence[str] = ()) -> Solution:
+def solve(problem: Problem, objective: Objective | str = Objective.LATENCY, *, names: Sequence[str] = (), kinds: Sequence[str] = ()) -> Solution:
     """The exact optimum (see the module docstring); :class:`Infeasible` when nothing fits.
 
     ``names`` (unit names) and ``kinds`` (kind names) only make the error message readable.
     """
-    _check(problem, objective)
+    objective = Objective.parse(objective)
+    _check(problem)
     n = problem.units
     best = _program(problem, objective, float("inf"))
     stages = _walk(best, n)
     if stages is None:
         raise Infeasible(_why(problem, best, names, kinds))
-    if objective == "throughput":  # second pass: the least latency among plans with this bottleneck
+    if objective is Objective.THROUGHPUT:  # second pass: the least latency among plans with this bottleneck
         bottleneck = evaluate(problem, stages).bottleneck
-        capped = _walk(_program(problem, "latency", bottleneck * (1 + 1e-9) + _EPS), n)
+        capped = _walk(_program(problem, Objective.LATENCY, bottleneck * (1 + 1e-9) + _EPS), n)
         stages = capped if capped is not None else stages
     return evaluate(problem, stages)
 

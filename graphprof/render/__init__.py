@@ -1,6 +1,6 @@
 """Renderers: pure functions of a :class:`~graphprof.cost.result.Profile` (and its roofline). They never change it.
 
-``table`` builds the Rich terminal report, ``files`` the JSON and CSV files, ``compare`` the side-by-side
+``table`` builds the Rich terminal report, ``files`` the JSON and CSV text of a profile, ``sink`` the one way any result is written, ``compare`` the side-by-side
 comparison of several models, and ``plots`` the charts (matplotlib, imported only when a chart is drawn).
 """
 
@@ -12,21 +12,9 @@ from graphprof.render.compare import (
     render_comparison,
     render_comparison_csv,
 )
-from graphprof.render.files import (
-    FORMATS,
-    STDOUT,
-    check_output,
-    output_format,
-    profile_dict,
-    render_csv,
-    render_json,
-    render_output,
-    write_atomic,
-    write_output,
-)
+from graphprof.render.files import profile_dict, render_csv, render_json
 from graphprof.render.plots import PLOT_KINDS, parse_plot_spec, render_layers_plot, render_roofline_plot, write_plot
 from graphprof.render.table import (
-    format_bytes,
     format_count,
     format_percent,
     format_seconds,
@@ -42,20 +30,14 @@ from graphprof.render.table import (
 )
 
 __all__ = [
-    "FORMATS",
-    "STDOUT",
-    "check_output",
-    "render_output",
     "PLOT_KINDS",
     "ComparisonRow",
     "ModelFailure",
     "comparison_dict",
     "comparison_rows",
-    "format_bytes",
     "format_count",
     "format_percent",
     "format_seconds",
-    "output_format",
     "parse_plot_spec",
     "profile_dict",
     "render_bottlenecks",
@@ -73,7 +55,5 @@ __all__ = [
     "render_summary",
     "render_top_layers",
     "render_tree",
-    "write_atomic",
-    "write_output",
     "write_plot",
 ]

@@ -17,12 +17,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from graphprof.base.units import format_bytes
 from graphprof.compare.models import COMPARISON_COLUMNS, ComparisonRow, ModelFailure, comparison_rows
 from graphprof.cost.result import SCHEMA_VERSION
 from graphprof.cost.roofline import DEFAULT_THRESHOLD
 from graphprof.devices.hardware import Hardware
 from graphprof.render.files import csv_text
-from graphprof.render.table import format_bytes, format_count, format_percent, format_seconds
+from graphprof.render.table import format_count, format_percent, format_seconds
 
 __all__ = [
     "COMPARISON_COLUMNS",

@@ -1,4 +1,4 @@
-"""Machine-readable renderings of a :class:`Profile`: JSON and CSV, written atomically.
+"""Machine-readable renderings of a :class:`Profile`: JSON and CSV text (written by :mod:`graphprof.render.sink`).
 
 The JSON file is :meth:`Profile.to_dict` (the hardware-free core, ``schema_version`` included) plus what
 the roofline adds: a ``bottleneck``, ``estimated_time_s`` and ``output_shape`` on every layer and, at the
@@ -17,36 +17,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from graphprof.base.atomic import STDOUT, check_path, is_descriptor_path, means_stdout, write_atomic
 from graphprof.cost.intensity import intensity_band
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import Roofline
-from graphprof.errors import OutputError
 from graphprof.render.common import profile_roofline
 
-__all__ = [
-    "FORMATS",
-    "CSV_COLUMNS",
-    "profile_dict",
-    "render_json",
-    "render_csv",
-    "write_output",
-    "output_format",
-    "write_atomic",
-    "csv_text",
-    "check_output",
-    "render_output",
-    "STDOUT",
-    "is_descriptor_path",
-    "means_stdout",
-]
-
-FORMATS = ("json", "csv")
+__all__ = ["CSV_COLUMNS", "profile_dict", "render_json", "render_csv", "csv_text"]
 
 CSV_COLUMNS = (
     "name", "type", "module", "params", "macs", "flops", "bytes_read", "bytes_written", "memory",
@@ -110,41 +89,3 @@ def render_csv(profile: Profile, roofline: Roofline | None = None) -> str:
             }
         )  # fmt: skip
     return csv_text(CSV_COLUMNS, rows)
-
-
-def output_format(path: str | os.PathLike[str], fmt: str | None = None) -> str:
-    """``"json"`` or ``"csv"``: ``fmt`` when given, else the file's suffix; anything else is an :class:`OutputError`."""
-    target = Path(path)
-    chosen = (fmt or target.suffix.lstrip(".") or ("json" if is_descriptor_path(target) else "")).lower()
-    if chosen not in FORMATS:
-        if fmt:
-            raise OutputError(f"unknown output format {fmt!r}: choose {' or '.join(FORMATS)}")
-        raise OutputError(
-            f"cannot tell the output format of {str(target)!r} from its suffix: use .json or .csv, or --format"
-        )
-    return chosen
-
-
-def render_output(profile: Profile, fmt: str, roofline: Roofline | None = None) -> str:
-    """The text :func:`write_output` writes, in ``fmt`` (``"json"`` or ``"csv"``): for ``--output -``."""
-    return render_json(profile, roofline) if output_format("out." + fmt) == "json" else render_csv(profile, roofline)
-
-
-def write_output(
-    profile: Profile, path: str | os.PathLike[str], fmt: str | None = None, roofline: Roofline | None = None
-) -> Path:
-    """Write ``profile`` to ``path`` as JSON or CSV (from ``fmt`` or the suffix), atomically."""
-    target = Path(path)
-    chosen = output_format(target, fmt)
-    write_atomic(target, render_output(profile, chosen, roofline))
-    return target
-
-
-def check_output(path: str | os.PathLike[str], fmt: str | None = None) -> str:
-    """Check before any profiling that ``path`` can be written (:func:`graphprof.base.atomic.check_path`); return
-    its format (see :func:`output_format`). ``"-"`` (:data:`STDOUT`) is JSON unless ``fmt`` says otherwise."""
-    if str(path) == STDOUT or is_descriptor_path(path):
-        return output_format("out.json" if str(path) == STDOUT else path, fmt)
-    chosen = output_format(path, fmt)
-    check_path(path)
-    return chosen

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from graphprof.base.choices import Mode
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import Roofline
 from graphprof.errors import MissingDependencyError
@@ -245,7 +246,7 @@ def _roofline_chart(profile: Profile, roofline: Roofline) -> str:
 def _activation_chart(profile: Profile) -> str:
     """Train mode: bytes each layer saves for backward (bars) and their running sum (line), in MiB."""
     rows = [r for r in profile.layers if r.saved_bytes]
-    if profile.mode != "train" or not rows:
+    if profile.mode is not Mode.TRAIN or not rows:
         return "<p class='muted'>Activation memory by layer: a training profile (--mode train) shows what each layer saves for backward.</p>"
     names = [r.name for r in rows]
     mib = [r.saved_bytes / 2**20 for r in rows]

@@ -23,6 +23,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from graphprof.base.choices import Mode, Phase
 from graphprof.base.names import functional_op
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import LayerBound, Roofline, roofline_time
@@ -72,7 +73,7 @@ def forward_predicted_seconds(profile: Profile, roofline: Roofline | None) -> di
     """Predicted seconds of the forward per module path (the forward's ops alone on the timeline); as
     :func:`predicted_layer_seconds` in eval mode, empty without a calibration. Read from the roofline
     (:attr:`Roofline.forward_predicted`, computed by :func:`graphprof.cost.roofline.classify`), never predicted here."""
-    if profile.mode != "train":
+    if profile.mode is not Mode.TRAIN:
         return predicted_layer_seconds(profile, roofline)
     return {} if roofline is None else dict(roofline.forward_predicted)
 
@@ -185,7 +186,7 @@ def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
     predictions = forward_predicted_seconds(profile, roofline) if same_kind else {}
     where = roofline.hardware.name if roofline is not None and roofline.hardware is not None else None
     title = f"Per layer: estimated{f' ({where} roofline)' if where else ''} vs measured (self time)"
-    if profile.mode == "train":
+    if profile.mode is Mode.TRAIN:
         title = f"Per layer, forward only: estimated forward{f' ({where} roofline)' if where else ''} vs measured forward (self time); the backward is timed for the whole model above"
     table = Table(title=title, title_justify="left")
     columns = [("Layer", "left"), ("Type", "left"), ("Calls", "right"), ("Estimated", "right")]
@@ -236,7 +237,7 @@ def _op_table(profile: Profile, roofline: Roofline | None) -> Table:
     estimated: dict[str, float] = defaultdict(float)
     if roofline is not None and roofline.peak_flops is not None and roofline.bandwidth is not None:
         for _, op in profile.iter_ops():
-            if op.phase == "forward":
+            if op.phase is Phase.FORWARD:
                 estimated[op.op] += roofline_time(op.cost.flops, op.cost.bytes_moved, roofline.peak_flops, roofline.bandwidth)
     measured: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)

@@ -15,10 +15,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from graphprof.base.choices import Objective
+from graphprof.base.units import format_bytes
 from graphprof.partition.plan import Plan, Stage
 from graphprof.partition.run import PipelineRun
 from graphprof.render.plots import _figure, _save
-from graphprof.render.table import format_bytes, format_count, format_seconds
+from graphprof.render.table import format_count, format_seconds
 
 __all__ = ["render_plan", "render_runs", "plan_dict", "render_plan_plot"]
 
@@ -49,8 +51,8 @@ def _baseline_table(plan: Plan) -> Table:
     def row(name: str, stages: Sequence[Stage], fits: bool, base: float | None) -> None:
         latency = sum(s.seconds for s in stages)
         slowest = max(s.seconds for s in stages)
-        mine = plan.latency_s if plan.objective == "latency" else plan.bottleneck_s
-        theirs = latency if plan.objective == "latency" else slowest
+        mine = plan.latency_s if plan.objective is Objective.LATENCY else plan.bottleneck_s
+        theirs = latency if plan.objective is Objective.LATENCY else slowest
         gain = "-" if base is None or mine <= 0 else f"{theirs / mine:.2f}x faster"
         if not fits and base is not None:
             gain = "(does not fit)"

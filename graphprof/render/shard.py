@@ -8,7 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.render.table import format_bytes, format_count
+from graphprof.base.units import format_bytes
+from graphprof.render.table import format_count
 from graphprof.sharding.result import ShardedProfile
 
 __all__ = ["render_sharded"]

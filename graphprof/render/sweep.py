@@ -16,10 +16,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from graphprof.base.atomic import write_atomic
+from graphprof.base.units import format_bytes
 from graphprof.errors import OutputError
-from graphprof.render.files import csv_text, write_atomic
+from graphprof.render.files import csv_text
 from graphprof.render.plots import PLOT_FORMATS, _figure, _save, require_matplotlib
-from graphprof.render.table import format_bytes, format_count, format_seconds
+from graphprof.render.table import format_count, format_seconds
 from graphprof.scaling.axis import Axis
 from graphprof.scaling.result import METRICS, Sweep
 

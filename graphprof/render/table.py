@@ -25,8 +25,10 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from graphprof.base.choices import Mode, OpStatus
 from graphprof.base.inputs import format_inputs
 from graphprof.base.names import abbreviate
+from graphprof.base.units import format_bytes
 from graphprof.capture.methods import NOT_TRIED
 from graphprof.cost.aggregate import ancestors
 from graphprof.cost.intensity import INTENSITY_BANDS, intensity_band
@@ -39,7 +41,6 @@ __all__ = [
     "DEFAULT_TOP",
     "DEFAULT_TREE_ROWS",
     "format_count",
-    "format_bytes",
     "format_seconds",
     "format_percent",
     "auto_depth",
@@ -77,14 +78,6 @@ def format_count(value: int | float, unit: str = "") -> str:
     if isinstance(value, float) and not value.is_integer():
         return f"{value:.2f}{unit}"
     return f"{int(value)}{unit}"
-
-
-def format_bytes(value: int) -> str:
-    """Bytes in decimal units: ``1536`` -> ``"1.54 kB"``, ``47_466_000`` -> ``"47.47 MB"``."""
-    for factor, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if abs(value) >= factor:
-            return f"{value / factor:.2f} {suffix}"
-    return f"{int(value)} B"
 
 
 def format_seconds(value: float | None) -> str:
@@ -298,7 +291,7 @@ def _layers_table(profile: Profile, roofline: Roofline, show_shapes: bool, width
     table.add_column("Memory", justify="right", overflow="fold", footer=_mem(total.bytes_moved))
     table.add_column("AI", justify="right", overflow="fold", footer=_ai(total.arithmetic_intensity))
     table.add_column("Bound", overflow="fold")
-    saved = profile.mode == "train"
+    saved = profile.mode is Mode.TRAIN
     if saved:  # bytes kept for backward: the activation memory of a training step, layer by layer
         table.add_column("Saved", justify="right", overflow="fold", footer=_mem(profile.saved_activation_bytes))
     if timed:
@@ -326,9 +319,9 @@ def _layers_table(profile: Profile, roofline: Roofline, show_shapes: bool, width
 
 def render_aten_breakdown(profile: Profile) -> RenderableType:
     """FLOPs and calls per aten op (overload packet), and whether each was counted, free or unsupported."""
-    calls: dict[tuple[str, str], int] = defaultdict(int)
-    flops: dict[tuple[str, str], int] = defaultdict(int)
-    moved: dict[tuple[str, str], int] = defaultdict(int)
+    calls: dict[tuple[str, OpStatus], int] = defaultdict(int)
+    flops: dict[tuple[str, OpStatus], int] = defaultdict(int)
+    moved: dict[tuple[str, OpStatus], int] = defaultdict(int)
     for _, op in profile.iter_ops():
         key = (op.op, op.status)
         calls[key] += 1
@@ -375,7 +368,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
             f"{format_count(profile.executed_flops)} / {format_count(profile.useful_flops)} (causal attention: "
             "counted over the full score square; a tiled kernel skips the masked tiles; useful = unmasked scores)",
         ))  # fmt: skip
-    if profile.mode == "train":
+    if profile.mode is Mode.TRAIN:
         rows.append(
             (
                 "FLOPs forward / backward",
@@ -391,7 +384,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         ("Memory: outputs", format_bytes(profile.output_bytes)),
         ("Memory: weights", weights),
         ("Memory: peak activations", format_bytes(profile.peak_activation_bytes) + (f" (at {profile.peak_activation_layer})" if profile.peak_activation_layer else "")),
-        *([("Memory: saved for backward", f"{format_bytes(profile.saved_activation_bytes)} (the Saved column: activations a training step holds until its backward)")] if profile.mode == "train" else []),
+        *([("Memory: saved for backward", f"{format_bytes(profile.saved_activation_bytes)} (the Saved column: activations a training step holds until its backward)")] if profile.mode is Mode.TRAIN else []),
         (
             "Memory moved",
             f"{format_bytes(total.bytes_moved)} (read {format_bytes(total.bytes_read)}, written {format_bytes(total.bytes_written)})",

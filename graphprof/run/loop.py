@@ -46,6 +46,7 @@ Example: count the aten calls of each layer of resnet18 on a dry run::
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -56,10 +57,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
+from graphprof.base.choices import Method, Phase
 from graphprof.base.names import module_path
 from graphprof.base.params import parameter_tensors
 from graphprof.capture.methods import CapturedGraph
-from graphprof.errors import ShapePropagationError
+from graphprof.errors import CaptureError, DataDependentError, ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
 from graphprof.run.moe import grouped_mm_any_dtype
 
@@ -71,13 +73,8 @@ __all__ = [
     "RunOutcome",
     "Observer",
     "run_model",
-    "DataDependentError",
     "needs_values",
 ]
-
-
-class DataDependentError(ShapePropagationError):
-    """The dry run needs real values (a data-dependent shape); run again with ``fake=False``."""
 
 
 @dataclass(eq=False)
@@ -122,7 +119,7 @@ class OpEvent:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     out: Any
-    phase: str
+    phase: Phase
     layer: Layer | None
     producers: tuple[Producer | None, ...] = ()
 
@@ -132,7 +129,8 @@ class RunContext:
     """What observers may read when the run starts and while it runs."""
 
     model: nn.Module
-    captured: CapturedGraph
+    #: the captured graph that runs, or ``None`` when the model itself runs (the eager capture)
+    graph_module: torch.fx.GraphModule | None
     fake: bool
     train: bool
     inputs: tuple[tuple[Any, ...], dict[str, Any]]
@@ -166,7 +164,7 @@ class Observer:
     def started(self, ctx: RunContext) -> None:
         """The run's tensors are ready; nothing has run yet."""
 
-    def phase_started(self, phase: str) -> None:
+    def phase_started(self, phase: Phase) -> None:
         """``"forward"`` at the start; ``"backward"`` when the backward pass starts (train mode)."""
 
     def layer_entered(self, layer: Layer) -> None:
@@ -258,7 +256,7 @@ class _Loop:
         self.tags = _BackwardTags() if train and self.op_observers else None
         self.producers: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.layer: Layer | None = None
-        self.phase = "forward"
+        self.phase = Phase.FORWARD
         self.count = 0
         self.paused = False
 
@@ -279,7 +277,7 @@ class _Loop:
         for o in self.observers:
             o.finished(outputs)
 
-    def set_phase(self, phase: str) -> None:
+    def set_phase(self, phase: Phase) -> None:
         self.phase = phase
         for o in self.observers:
             o.phase_started(phase)
@@ -289,7 +287,7 @@ class _Loop:
             o.layer_entered(layer)
 
     def leave(self, layer: Layer, output: Any) -> None:
-        if self.tags is not None and self.phase == "forward":
+        if self.tags is not None and self.phase is Phase.FORWARD:
             self.tags.tag(layer, output)
         for o in self.observers:
             o.layer_left(layer, output)
@@ -306,7 +304,7 @@ class _Loop:
         if self.track:
             leaves = tree_flatten((args, kwargs))[0]
             producers = tuple(self.producers.get(t) for t in leaves if isinstance(t, torch.Tensor))
-        if self.phase == "forward":
+        if self.phase is Phase.FORWARD:
             layer = self.layer
         else:
             layer = self.tags.current() if self.tags is not None else None
@@ -540,7 +538,7 @@ def _module_layers(model: nn.Module, loop: _Loop, layers: dict[str, Layer]) -> I
 
 
 def run_model(
-    captured: CapturedGraph,
+    captured: CapturedGraph | None,
     model: nn.Module,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -551,7 +549,8 @@ def run_model(
     fake: bool = True,
     modes: Sequence[contextlib.AbstractContextManager[Any]] = (),
 ) -> RunOutcome:
-    """Run ``captured`` (or ``model`` itself for the eager capture) once and tell ``observers``.
+    """Run ``captured`` (or ``model`` itself for the eager capture, or with ``captured=None``) once and
+    tell ``observers``.
 
     ``fake=True`` (the dry run) computes nothing; ``fake=False`` runs for real. ``dtype`` casts the
     floating-point parameters, buffers and inputs of the run (the model itself is not changed).
@@ -560,14 +559,14 @@ def run_model(
     when the dry run cannot go on without real values and :class:`ShapePropagationError` naming the
     node for any other failure.
     """
-    gm = captured.graph_module
+    gm = captured.graph_module if captured is not None else None
     root: nn.Module = gm if gm is not None else model
     named: dict[str, torch.Tensor] = dict(root.named_parameters(remove_duplicate=False))
     named.update(dict(root.named_buffers(remove_duplicate=False)))
     if fake:
         named.update(_small_tensor_attributes(root))
     convert = _Converter(named, fake, dtype, train)
-    layers: dict[str, Layer] = {} if gm is None else graph_layers(gm, model, captured.method == "dynamo.export")
+    layers: dict[str, Layer] = {} if gm is None else graph_layers(gm, model, captured is not None and captured.method is Method.DYNAMO)
     loop = _Loop(observers, train)
 
     with contextlib.ExitStack() as stack:
@@ -582,14 +581,14 @@ def run_model(
         for name, t in run_state.items():
             loop.mark(t, Producer("state", name=name))
 
-        loop.start(RunContext(model, captured, fake, train, (call_args, call_kwargs), run_state, layers, loop.unobserved))
+        loop.start(RunContext(model, gm, fake, train, (call_args, call_kwargs), run_state, layers, loop.unobserved))
         stack.enter_context(torch.enable_grad() if train else torch.no_grad())
         for mode in modes:
             stack.enter_context(mode)
         if loop.op_observers:  # no observer wants ops: no dispatch mode, nothing paid per op
             stack.enter_context(_OpTap(loop))
-        loop.set_phase("forward")
-        if gm is not None:
+        loop.set_phase(Phase.FORWARD)
+        if captured is not None and gm is not None:
             outputs = _run_graph(captured, gm, loop, layers, state, call_args, call_kwargs)
         else:
             swap = state if run_state is state else {}
@@ -680,10 +679,44 @@ def _run_graph(
     kwargs: dict[str, Any],
 ) -> Any:
     """The forward of a captured graph, node by node, with the run's parameters and buffers."""
-    flat = captured.flat_inputs(args, kwargs)
+    flat = _graph_inputs(captured, gm, args, kwargs)
     executor = _Executor(gm, loop, layers)
     prefixed = {f"gm.{k}": v for k, v in state.items()}
     return torch.func.functional_call(executor, prefixed, tuple(flat), strict=False)
+
+
+def _graph_inputs(captured: CapturedGraph, gm: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The graph's placeholder values for a call ``model(*args, **kwargs)``: a Dynamo graph takes the
+    call's flattened leaves; an FX graph's placeholders are the forward's parameters, bound by name."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if captured.method is Method.DYNAMO:
+        leaves, _ = tree_flatten((args, kwargs))
+        if len(leaves) != len(placeholders):
+            raise CaptureError(f"the Dynamo graph takes {len(placeholders)} inputs but the call has {len(leaves)}")
+        return leaves
+    return _bind_placeholders(placeholders, getattr(gm, "_graphprof_signature", None), args, kwargs)
+
+
+def _bind_placeholders(
+    placeholders: list[torch.fx.Node], signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[Any]:
+    """Each placeholder's value: the argument of its name, else its default (an FX placeholder's ``args``)."""
+    bound: dict[str, Any] = {}
+    if signature is not None:
+        bound = dict(signature.bind_partial(*args, **kwargs).arguments)
+    else:
+        bound = {cast(str, p.target): a for p, a in zip(placeholders, args, strict=False)}
+        bound.update(kwargs)
+    values = []
+    for p in placeholders:
+        name = str(p.target).lstrip("*")
+        if name in bound:
+            values.append(bound[name])
+        elif p.args:
+            values.append(p.args[0])
+        else:
+            values.append(None)
+    return values
 
 
 def _run_eager(
@@ -724,5 +757,5 @@ def _backward(loop: _Loop, outputs: list[torch.Tensor], params: list[torch.Tenso
     loop.paused = True  # the seed gradient of ones is the loss's business, not the model's
     grads = [torch.ones_like(t) for t in differentiable]
     loop.paused = False
-    loop.set_phase("backward")
+    loop.set_phase(Phase.BACKWARD)
     torch.autograd.grad(differentiable, leaves, grad_outputs=grads, allow_unused=True)

@@ -33,13 +33,14 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from graphprof.base.choices import Phase
 from graphprof.capture.methods import CapturedGraph
 from graphprof.formulas import TensorMeta
 from graphprof.formulas.registry import tensor_meta
-from graphprof.run.loop import DataDependentError, Layer, Observer, OpEvent, RunContext, run_model
+from graphprof.run.loop import Layer, Observer, OpEvent, RunContext, run_model
 from graphprof.run.observers import LiveMemory, SavedActivations
 
-__all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "DataDependentError", "shapes_of", "to_meta", "op_call"]
+__all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "shapes_of", "to_meta", "op_call"]
 
 
 @dataclass
@@ -50,7 +51,7 @@ class OpCall:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     out: Any
-    phase: str
+    phase: Phase
 
 
 @dataclass
@@ -134,7 +135,7 @@ class OpRecorder(Observer):
 
     def started(self, ctx: RunContext) -> None:
         self.layers = ctx.layers
-        if ctx.captured.graph_module is None:  # the eager capture: layers are modules, called or not
+        if ctx.graph_module is None:  # the eager capture: layers are modules, called or not
             params = {name for name, _ in ctx.model.named_parameters(remove_duplicate=False)}
             for name, t in ctx.state.items():
                 if name in params:
@@ -197,7 +198,7 @@ def propagate(
     ``fake=True`` (the dry run) computes nothing; ``fake=False`` runs for real. ``dtype`` casts the
     floating-point parameters, buffers and inputs of the run (the model itself is not changed).
     ``observers`` ride along on the same run (an edge builder, say); ``modes`` as for
-    :func:`~graphprof.run.loop.run_model`. Raises :class:`DataDependentError` when the dry run cannot go
+    :func:`~graphprof.run.loop.run_model`. Raises :class:`~graphprof.errors.DataDependentError` when the dry run cannot go
     on without real values and :class:`~graphprof.errors.ShapePropagationError` naming the node for any
     other failure.
     """

@@ -10,13 +10,13 @@ kind                written by
 ``compare``         ``graphprof compare A B --output f.json``
 ``sweep``           ``graphprof sweep ... --output f.json``
 ``validate``        ``graphprof validate --output f.json``
-``generate``        ``graphprof --model hf:X --generate --output f.json``
+``generate``        ``graphprof generate --model hf:X --output f.json``
 ``partition``       ``graphprof partition ... --output f.json``
 ``graph``           ``graphprof --model X --graph g.json``
 ``graph-scaling``   ``graphprof sweep pyg:X --nodes ... --output f.json``
 ``graph-estimate``  ``graphprof graph-estimate ... --output f.json``
 ``calibrate``       ``graphprof calibrate`` (the ``local.json`` preset)
-``shard``           ``graphprof --model X --mode train --shard fsdp:64 --output f.json``
+``shard``           ``graphprof shard --model X fsdp:64 --output f.json``
 ==================  ===================================================================
 
 A version changes when a field is removed or changes meaning (the major number) or is added (the

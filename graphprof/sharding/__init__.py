@@ -1,4 +1,4 @@
-"""Sharded training, per rank: ``graphprof --model hf:llama-3-8b --mode train --shard fsdp:64``.
+"""Sharded training, per rank: ``graphprof shard --model hf:llama-3-8b fsdp:64``.
 
 :func:`shard_profile` profiles one training step of a model wrapped with FSDP2's ``fully_shard`` over
 ``N`` ranks of a fake process group, on a dry run (no GPU, no weights), and sets what one rank holds,

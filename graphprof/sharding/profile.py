@@ -85,10 +85,11 @@ def shard_profile(
     spec = parse_shard(shard) if isinstance(shard, str) else shard
     device = get_hardware(hardware) if isinstance(hardware, str) else hardware
     if options.get("mode", "train") != "train":
-        raise InvalidInputError("--shard profiles a training step: use --mode train")
+        raise InvalidInputError("sharding profiles a training step: use mode='train'")
     prepared = prepare(model_or_name, **{**options, "mode": "train"})
     plain = prepared.profile()  # the unsharded step at the same per-rank batch
-    args, kwargs, _, run_dtype = prepared.resolve(prepared.spec())
+    call = prepared.resolve(prepared.spec())
+    args, kwargs, run_dtype = call.args, call.kwargs, call.dtype
     with fake_world(spec.world) as mesh:
         step = run_sharded_step(prepared.model, args, kwargs, mesh, run_dtype)
     param_bytes = plain.param_bytes

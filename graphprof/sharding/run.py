@@ -23,6 +23,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from graphprof.base.choices import Phase
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
 from graphprof.errors import InvalidInputError
@@ -64,7 +65,7 @@ class _Tap(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.records: list[OpRecord] = []
-        self.phase = "forward"
+        self.phase = Phase.FORWARD
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -132,7 +133,7 @@ def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
         call_args, call_kwargs = _fake_inputs(args), _fake_inputs(kwargs)
         with tap, torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
             loss = _loss(step_model(*call_args, **call_kwargs))
-        tap.phase = "backward"
+        tap.phase = Phase.BACKWARD
         with tap:
             loss.backward()
     return StepRecord(tap.records, saved.bytes, shard_bytes, unit_bytes)

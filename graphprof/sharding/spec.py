@@ -1,4 +1,4 @@
-"""``--shard fsdp:64``: how a training step is sharded, parsed once (torch-free)."""
+"""``graphprof shard ... fsdp:64`` (``shard=`` in the API): how a training step is sharded, parsed once (torch-free)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def parse_shard(text: str) -> ShardSpec:
     """``"fsdp:64"`` -> ``ShardSpec("fsdp", 64)``; a bad spec is one line naming what is allowed."""
     strategy, sep, count = str(text).strip().lower().partition(":")
     if strategy not in STRATEGIES or not sep:
-        raise InvalidInputError(f"--shard {text!r}: write STRATEGY:RANKS with STRATEGY one of {', '.join(STRATEGIES)} (fsdp:64)")
+        raise InvalidInputError(f"sharding {text!r}: write STRATEGY:RANKS with STRATEGY one of {', '.join(STRATEGIES)} (fsdp:64)")
     if not count.isascii() or not count.isdigit():
-        raise InvalidInputError(f"--shard {text!r}: the number of ranks must be a whole number (fsdp:64)")
+        raise InvalidInputError(f"sharding {text!r}: the number of ranks must be a whole number (fsdp:64)")
     world = int(count)
     if not 2 <= world <= MAX_WORLD:
-        raise InvalidInputError(f"--shard {text!r}: between 2 and {MAX_WORLD} ranks")
+        raise InvalidInputError(f"sharding {text!r}: between 2 and {MAX_WORLD} ranks")
     return ShardSpec(strategy, world)
