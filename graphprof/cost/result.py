@@ -94,9 +94,9 @@ class LayerRow:
     #: step holds for it until its backward (:mod:`graphprof.run.observers.saved`)
     saved_bytes: int = 0
 
-    @property
+    @cached_property
     def cost(self) -> Cost:
-        """Forward plus backward cost of this node."""
+        """Forward plus backward cost of this node (computed once: renderers ask for it often)."""
         return self.forward + self.backward
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,7 +131,7 @@ class ModuleRow:
     backward: Cost
     nodes: int
 
-    @property
+    @cached_property
     def cost(self) -> Cost:
         return self.forward + self.backward
 

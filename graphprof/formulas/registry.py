@@ -46,9 +46,10 @@ __all__ = [
     "FORMULAS",
     "ZERO_COST_OPS",
     "VIEW_OP_NAMES",
-    "OpStatus",
     "op_status",
     "op_cost",
+    "tensor_meta",
+    "to_meta",
 ]
 
 Formula = Callable[..., Cost]
@@ -285,6 +286,22 @@ def tensor_meta(t: torch.Tensor) -> TensorMeta:
     """One tensor's shape, dtype, strides and, for a sparse layout, stored elements (``nnz``)."""
     nnz = int(t._nnz()) if t.layout in _SPARSE_LAYOUTS else None
     return TensorMeta(tuple(int(s) for s in t.shape), t.dtype, _strides(t), nnz)
+
+
+def to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
+    """Tensors -> :class:`TensorMeta`; one tensor passed twice stays one object (so it is read once)."""
+    if isinstance(value, torch.Tensor):
+        meta = memo.get(id(value))
+        if meta is None:
+            meta = memo[id(value)] = tensor_meta(value)
+        return meta
+    if isinstance(value, list):
+        return [to_meta(v, memo) for v in value]
+    if isinstance(value, tuple):  # plain tuple also for torch.return_types structs
+        return tuple(to_meta(v, memo) for v in value)
+    if isinstance(value, dict):
+        return {k: to_meta(v, memo) for k, v in value.items()}
+    return value
 
 
 def _to_meta(value: Any, seen: set[int], total: list[int], read: bool = True) -> Any:

@@ -63,7 +63,7 @@ from graphprof.base.params import parameter_tensors
 from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import CaptureError, DataDependentError, ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
-from graphprof.run.moe import grouped_mm_any_dtype
+from graphprof.run.moe import GROUPED_MM, grouped_mm_any_dtype
 
 __all__ = [
     "Layer",
@@ -327,7 +327,8 @@ class _OpTap(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        out = grouped_mm_any_dtype(func, args, kwargs)  # a float32 MoE's grouped products on FakeTensors
+        # a float32 MoE's grouped products on FakeTensors; every other op as it is
+        out = grouped_mm_any_dtype(func, args, kwargs) if func in GROUPED_MM else func(*args, **kwargs)
         if not self.loop.paused:
             self.loop.emit(func, args, kwargs, out)
         return out

@@ -22,16 +22,17 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor
 
-__all__ = ["grouped_mm_any_dtype", "moe_note"]
+__all__ = ["GROUPED_MM", "grouped_mm_any_dtype", "moe_note"]
 
 aten = torch.ops.aten
-_GROUPED_MM = (aten._grouped_mm.default,)
+#: the grouped products :func:`grouped_mm_any_dtype` stands in for (the run loop checks membership itself, per op)
+GROUPED_MM = frozenset({aten._grouped_mm.default})
 
 
 def grouped_mm_any_dtype(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``func(*args, **kwargs)``; for a float32 ``_grouped_mm`` on FakeTensors (whose meta kernel refuses
     float32), the same shapes from a bfloat16 call, returned in the operands' dtype."""
-    if func not in _GROUPED_MM or not _needs_low_precision(args[0]):
+    if func not in GROUPED_MM or not _needs_low_precision(args[0]):
         return func(*args, **kwargs)
     dtype = args[0].dtype
     low = [_bf16(a) for a in args]

@@ -36,11 +36,11 @@ from torch.utils._pytree import tree_flatten
 from graphprof.base.choices import Phase
 from graphprof.capture.methods import CapturedGraph
 from graphprof.formulas import TensorMeta
-from graphprof.formulas.registry import tensor_meta
+from graphprof.formulas.registry import to_meta
 from graphprof.run.loop import Layer, Observer, OpEvent, RunContext, run_model
 from graphprof.run.observers import LiveMemory, SavedActivations
 
-__all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "shapes_of", "to_meta", "op_call"]
+__all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "shapes_of", "op_call"]
 
 
 @dataclass
@@ -81,22 +81,6 @@ class Trace:
     unattributed: TraceKey
     #: the layer running when the activation peak was reached
     peak_activation_layer: str | None = None
-
-
-def to_meta(value: Any, memo: dict[int, TensorMeta]) -> Any:
-    """Tensors -> :class:`TensorMeta`; one tensor passed twice stays one object (so it is read once)."""
-    if isinstance(value, torch.Tensor):
-        meta = memo.get(id(value))
-        if meta is None:
-            meta = memo[id(value)] = tensor_meta(value)
-        return meta
-    if isinstance(value, list):
-        return [to_meta(v, memo) for v in value]
-    if isinstance(value, tuple):  # plain tuple also for torch.return_types structs
-        return tuple(to_meta(v, memo) for v in value)
-    if isinstance(value, dict):
-        return {k: to_meta(v, memo) for k, v in value.items()}
-    return value
 
 
 def op_call(event: OpEvent) -> OpCall:

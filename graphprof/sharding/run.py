@@ -27,7 +27,8 @@ from graphprof.base.choices import Phase
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
 from graphprof.errors import InvalidInputError
-from graphprof.run.propagate import OpCall, to_meta
+from graphprof.formulas.registry import to_meta
+from graphprof.run.propagate import OpCall
 
 __all__ = ["fake_world", "shard_units", "run_sharded_step", "StepRecord"]
 
