@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 import graphprof
-import graphprof.devices.host
+import graphprof.devices.local
 from graphprof.errors import GraphprofError
 
 TORCHVISION = (
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--models", nargs="*", default=[*TORCHVISION, "llama"])
     args = parser.parse_args()
-    host = graphprof.devices.host.detect_host(args.device)
+    host = graphprof.devices.local.detect_host(args.device)
     rows = [
         f"# graphprof --measure on {host.gpu or host.cpu} (driver {host.driver}, CUDA {host.cuda}, torch {host.torch})",
         "",

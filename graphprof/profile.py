@@ -30,8 +30,7 @@ from graphprof.cost.result import Profile
 from graphprof.cost.roofline import with_roofline
 from graphprof.errors import GraphprofError
 from graphprof.run.loop import Observer
-from graphprof.run.lowering import Lowering
-from graphprof.run.moe import moe_note
+from graphprof.run.lowering import Lowering, moe_note
 from graphprof.session import RunCall, Session, SessionRun, open_session
 from graphprof.version import __version__
 

@@ -5,8 +5,9 @@
 Every Python call made in graphprof's own files (``graphprof/`` and ``cli/graphprof_cli/``) is seen
 through ``sys.setprofile``; the module of each call is taken from its file. Consecutive calls in the same
 module are one visit. Printed: the visits, the distinct modules crossed, and the returns (a visit to a
-module the run had already left at least once). A module's top-level code (an import, lazy or not) is not a
-call of the run, so the figures count the run, not the loading of the package.
+module the run had already left at least once). Whatever runs while a module body executes (an import, lazy or
+not: its classes, decorators and tables) is not a call of the run, so the figures count the run, not the
+loading of the package.
 """
 
 from __future__ import annotations
@@ -34,10 +35,14 @@ def main(argv: list[str]) -> int:
     import graphprof_cli.main as cli
 
     visits: list[str] = []
+    importing = [0]  # module bodies being executed: everything inside one is an import, not the run
 
     def tracer(frame: FrameType, event: str, arg: Any) -> None:
-        if event != "call" or frame.f_code.co_name == "<module>":
-            return  # a module's top-level code runs once, on import: not a call of the run
+        if frame.f_code.co_name == "<module>":
+            importing[0] += 1 if event == "call" else -1 if event == "return" else 0
+            return
+        if event != "call" or importing[0]:
+            return
         module = _module(frame.f_code.co_filename)
         if module is not None and (not visits or visits[-1] != module):
             visits.append(module)

@@ -108,7 +108,7 @@ def _preset(tmp_path: Path) -> LocalPreset:
     table = synthetic_table(0.0)
     for r in table["records"]:
         r["label"] = r["op"]
-    from graphprof.devices.host import cpu_model
+    from graphprof.devices.local import cpu_model
 
     # made on this machine, with this thread count and this torch: a file that is current (else refused as stale)
     info = {"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__, "measured_at": "now"}

@@ -46,7 +46,7 @@ def test_a_damaged_local_calibration_is_one_line_exit_2(tmp_path: Path, monkeypa
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
 
-    from graphprof.devices.host import cpu_model
+    from graphprof.devices.local import cpu_model
 
     device = {"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__}  # current
     shipped = LocalPreset(get_hardware("h100"), load_calibration("h100"), device)

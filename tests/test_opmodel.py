@@ -139,7 +139,7 @@ def _write_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **device: Any)
 
     from graphprof.calibrate.local import preset_from_table
     from graphprof.calibrate.store import write_preset
-    from graphprof.devices.host import cpu_model
+    from graphprof.devices.local import cpu_model
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     table = synthetic_table(0.0)

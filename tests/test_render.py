@@ -22,7 +22,7 @@ from torch import nn
 
 import graphprof
 from graphprof.base import atomic
-from graphprof.base.units import format_bytes
+from graphprof.base.limits import format_bytes
 from graphprof.cost.result import LayerRow, ModuleRow, UnsupportedOp
 from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import get_hardware

@@ -215,7 +215,7 @@ def test_profile_graph_script_with_no_model_profiles_resnet18(tmp_path) -> None:
 
 
 def test_intensity_bands_as_seed_002_labels_them() -> None:
-    from graphprof.cost.intensity import INTENSITY_BANDS, intensity_band
+    from graphprof.cost.roofline import INTENSITY_BANDS, intensity_band
 
     assert [b.name for b in INTENSITY_BANDS] == ["Strongly compute-bound", "Compute-bound", "Balanced", "Memory-bound"]
     # seed 002's examples: conv1 at AI=57.1 is compute-bound; pooling and batch norm (AI < 10) memory-bound;
@@ -231,8 +231,7 @@ def test_intensity_bands_as_seed_002_labels_them() -> None:
 def test_intensity_band_table_sums_and_agrees_with_the_fixed_threshold() -> None:
     from rich.console import Console
 
-    from graphprof.cost.intensity import intensity_band
-    from graphprof.cost.roofline import Bound, classify
+    from graphprof.cost.roofline import Bound, classify, intensity_band
     from graphprof.render.table import render_intensity_bands
 
     model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 14 * 14, 10))

@@ -18,10 +18,9 @@ import math
 import os
 import stat
 
-from graphprof.base.units import format_bytes
 from graphprof.errors import InvalidInputError
 
-__all__ = ["available_memory", "require_count", "require_file", "require_fits"]
+__all__ = ["available_memory", "require_count", "require_file", "require_fits", "format_bytes"]
 
 
 def available_memory() -> int:
@@ -69,3 +68,11 @@ def require_file(path: str | os.PathLike[str], what: str, *, cap: int, growth: f
         raise InvalidInputError(f"{os.fspath(path)} is {format_bytes(info.st_size)}, above the {format_bytes(cap)} graphprof reads as {what}")
     require_fits(info.st_size * growth, f"reading {os.fspath(path)} ({format_bytes(info.st_size)}) as {what}")
     return info.st_size
+
+
+def format_bytes(value: float) -> str:
+    """Bytes in decimal units: ``1536`` -> ``"1.54 kB"``, ``47_466_000`` -> ``"47.47 MB"``."""
+    for factor, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(value) >= factor:
+            return f"{value / factor:.2f} {suffix}"
+    return f"{int(value)} B"

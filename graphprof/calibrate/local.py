@@ -32,8 +32,7 @@ from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
 from graphprof.calibrate.samples import samples_from_run, samples_from_table
 from graphprof.calibrate.store import write_preset
 from graphprof.devices.hardware import PRECISIONS, Hardware, match_hardware
-from graphprof.devices.host import cpu_model, load_average
-from graphprof.devices.local import LOCAL, missing_local_message, read_local
+from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
 from graphprof.devices.opmodel import OpModel, Sample
 from graphprof.devices.predict import Calibration
 from graphprof.errors import InvalidInputError
@@ -71,7 +70,7 @@ class LocalPreset:
 
 def loadavg() -> str | None:
     """The 1, 5 and 15 minute load averages as ``/proc/loadavg`` writes them (``"1.20 0.85 0.40"``), from
-    :func:`graphprof.devices.host.load_average`; None where there is none."""
+    :func:`graphprof.devices.local.load_average`; None where there is none."""
     load = load_average()
     return None if load is None else " ".join(f"{v:.2f}" for v in load)
 

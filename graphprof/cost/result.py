@@ -349,8 +349,8 @@ def _utc_now() -> str:
 
 
 def _this_host() -> Any:
-    """This machine (``graphprof.devices.host.Host``, CPU fields), read when a profile is made."""
-    from graphprof.devices.host import detect_host
+    """This machine (``graphprof.devices.local.Host``, CPU fields), read when a profile is made."""
+    from graphprof.devices.local import detect_host
 
     return detect_host("cpu")
 

@@ -29,7 +29,7 @@ share of the timeline, never below its roofline bound.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from graphprof.cost.bounds import (
     DEFAULT_THRESHOLD,
@@ -67,8 +67,7 @@ __all__ = [
     "with_roofline",
     "classify_layer",
     "ridge_point",
-    "roofline_time",
-]
+    "roofline_time", "IntensityBand", "INTENSITY_BANDS", "intensity_band"]
 
 def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: float | None = None) -> Roofline:
     """Classify every layer of ``profile`` against ``hardware``'s ridge point, or a fixed threshold.
@@ -141,3 +140,30 @@ def with_roofline(profile: Profile, hardware: Hardware | None = None, *, thresho
     """``profile`` carrying its classification against ``hardware`` (:func:`classify`) as ``profile.roofline``:
     what every renderer reads, so that none classifies again."""
     return replace(profile, roofline=classify(profile, hardware, threshold=threshold))
+
+
+@dataclass(frozen=True)
+class IntensityBand:
+    """One band: its name as seed 002 labels it, the rule, its lower edge (exclusive) and what it means."""
+
+    name: str
+    rule: str
+    above: float
+    meaning: str
+
+
+#: The four bands, highest first: a layer belongs to the first whose ``above`` its intensity exceeds.
+INTENSITY_BANDS = (
+    IntensityBand("Strongly compute-bound", "AI > 100", 100.0, "good for GPUs, accelerators"),
+    IntensityBand("Compute-bound", "50 < AI <= 100", 50.0, "typical CNNs"),
+    IntensityBand("Balanced", "10 < AI <= 50", 10.0, "need both compute and bandwidth"),
+    IntensityBand("Memory-bound", "AI <= 10", float("-inf"), "need high bandwidth"),
+)
+
+
+def intensity_band(intensity: float | None, *, flops: int = 1) -> IntensityBand | None:
+    """The band of an arithmetic intensity (FLOPs per byte); ``None`` intensity means no bytes moved:
+    strongly compute-bound when ``flops`` is positive, no band when there is no work at all."""
+    if intensity is None:
+        return INTENSITY_BANDS[0] if flops > 0 else None
+    return next(band for band in INTENSITY_BANDS if intensity > band.above)

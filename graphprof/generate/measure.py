@@ -96,7 +96,7 @@ def measure_generation(
     Random weights (seeded, as the dry run's models) and random prompt tokens; ``min_new_tokens`` makes
     every run produce exactly ``new_tokens`` tokens. The user's model is not changed (a copy is moved or cast).
     """
-    from graphprof.devices.host import detect_host
+    from graphprof.devices.local import detect_host
     from graphprof.measure.memory import peak_during
 
     dev = torch.device(device)

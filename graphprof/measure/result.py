@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from graphprof.base.choices import OPTIMIZER_STATE_TENSORS
-from graphprof.devices.host import Host
+from graphprof.devices.local import Host
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
 
 __all__ = ["NOISY_CV", "OPTIMIZER_STATE_TENSORS", "OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Host", "Measurement"]

@@ -34,9 +34,9 @@ from torch.utils._pytree import tree_map
 
 from graphprof.base.choices import Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs, materialize
-from graphprof.base.units import format_bytes
+from graphprof.base.limits import format_bytes
 from graphprof.capture.methods import preserved_state
-from graphprof.devices.host import detect_host
+from graphprof.devices.local import detect_host
 from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import LayerRanges, attribute, kernel_busy_us

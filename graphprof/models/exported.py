@@ -33,8 +33,7 @@ from typing import Any
 import torch
 
 from graphprof.base.inputs import resize_inputs
-from graphprof.base.limits import require_fits
-from graphprof.base.units import format_bytes
+from graphprof.base.limits import format_bytes, require_fits
 from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError, UnsafeLoadError
 from graphprof.models.base import ResolvedModel
 from graphprof.models.family import Family, Request, Source

@@ -17,7 +17,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.base.units import format_bytes
+from graphprof.base.limits import format_bytes
 from graphprof.compare.models import COMPARISON_COLUMNS, ComparisonRow, ModelFailure, comparison_rows
 from graphprof.cost.result import SCHEMA_VERSION
 from graphprof.cost.roofline import DEFAULT_THRESHOLD

@@ -5,7 +5,7 @@ the roofline adds: a ``bottleneck``, ``estimated_time_s`` and ``output_shape`` o
 top, ``hardware`` (``null`` without a device) and ``roofline``. Seed 002's fields keep their names:
 ``model``, ``total_flops``, ``total_memory`` and ``layers[]`` with ``name``, ``type``, ``flops``,
 ``memory``, ``arithmetic_intensity`` and ``bottleneck``, and each layer's ``intensity_band`` is seed
-002's reading of its intensity (:mod:`graphprof.cost.intensity`). Per-layer ``flops`` sum exactly to
+002's reading of its intensity (:mod:`graphprof.cost.roofline`). Per-layer ``flops`` sum exactly to
 ``total_flops``. Every file carries ``timestamp`` and ``host``, with or without a measurement.
 
 The CSV file has one row per layer with :data:`CSV_COLUMNS`; numbers are written so that
@@ -20,9 +20,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from graphprof.cost.intensity import intensity_band
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import Roofline
+from graphprof.cost.roofline import Roofline, intensity_band
 from graphprof.render.common import profile_roofline
 
 __all__ = ["CSV_COLUMNS", "profile_dict", "render_json", "render_csv", "csv_text"]

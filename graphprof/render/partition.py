@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.choices import Objective
-from graphprof.base.units import format_bytes
+from graphprof.base.limits import format_bytes
 from graphprof.partition.plan import Plan, Stage
 from graphprof.partition.run import PipelineRun
 from graphprof.render.plots import _figure, _save

@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.base.units import format_bytes
+from graphprof.base.limits import format_bytes
 from graphprof.render.table import format_count
 from graphprof.sharding.result import ShardedProfile
 

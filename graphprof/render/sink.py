@@ -181,7 +181,7 @@ def check_distinct(paths: Mapping[str, Sequence[str | os.PathLike[str]] | str | 
 
 def stamped(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` with ``timestamp`` (UTC, ISO 8601) and ``host`` (this machine) first, unless it has them."""
-    from graphprof.devices.host import detect_host
+    from graphprof.devices.local import detect_host
 
     timestamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     envelope = {

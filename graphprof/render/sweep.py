@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.atomic import write_atomic
-from graphprof.base.units import format_bytes
+from graphprof.base.limits import format_bytes
 from graphprof.errors import OutputError
 from graphprof.render.files import csv_text
 from graphprof.render.plots import PLOT_FORMATS, _figure, _save, require_matplotlib

@@ -5,7 +5,7 @@
 3. Model summary: totals, the memory split, subgraphs, arithmetic intensity, capture method, run kind.
 4. Operation breakdown: FLOPs share and count by layer type (seed 002).
 5. Bottleneck analysis: compute- vs memory-bound against a device's ridge point or the fixed threshold,
-   then seed 002's four fixed arithmetic-intensity bands (graphprof/cost/intensity.py).
+   then seed 002's four fixed arithmetic-intensity bands (graphprof/cost/roofline.py).
 6. Top-N layers by FLOPs (seed 002).
 7. Footer: unsupported ops by name and count, and the notes.
 
@@ -27,13 +27,12 @@ from rich.text import Text
 
 from graphprof.base.choices import Mode, OpStatus
 from graphprof.base.inputs import format_inputs
+from graphprof.base.limits import format_bytes
 from graphprof.base.names import abbreviate
-from graphprof.base.units import format_bytes
 from graphprof.capture.methods import NOT_TRIED
 from graphprof.cost.aggregate import ancestors
-from graphprof.cost.intensity import INTENSITY_BANDS, intensity_band
 from graphprof.cost.result import ModuleRow, Profile
-from graphprof.cost.roofline import Bound, Roofline
+from graphprof.cost.roofline import INTENSITY_BANDS, Bound, Roofline, intensity_band
 from graphprof.devices.hardware import Hardware
 from graphprof.render.common import profile_roofline
 
@@ -541,7 +540,7 @@ def render_bottlenecks(profile: Profile, roofline: Roofline | None = None) -> Re
 
 def render_intensity_bands(profile: Profile) -> RenderableType:
     """Layers and FLOPs in each of seed 002's four arithmetic-intensity bands (fixed, independent of the
-    device, :data:`graphprof.cost.intensity.INTENSITY_BANDS`), and the band of the whole model's intensity."""
+    device, :data:`graphprof.cost.roofline.INTENSITY_BANDS`), and the band of the whole model's intensity."""
     layers = {band.name: 0 for band in INTENSITY_BANDS}
     flops = {band.name: 0 for band in INTENSITY_BANDS}
     for row in profile.layers:

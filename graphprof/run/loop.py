@@ -63,7 +63,7 @@ from graphprof.base.params import parameter_tensors
 from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import CaptureError, DataDependentError, ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
-from graphprof.run.moe import GROUPED_MM, grouped_mm_any_dtype
+from graphprof.run.lowering import GROUPED_MM, grouped_mm_any_dtype
 
 __all__ = [
     "Layer",
