@@ -22,14 +22,13 @@ from graphprof.base.display import NotebookDisplay
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import describe_inputs
 from graphprof.base.options import Mode, ModelOptions, RunSpec
-from graphprof.base.params import parameter_tensors
 from graphprof.capture.methods import NOT_TRIED
 from graphprof.cost.aggregate import aggregate_modules
 from graphprof.cost.count import count_costs
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import with_roofline
 from graphprof.errors import GraphprofError
-from graphprof.run.loop import Observer
+from graphprof.run.loop import Observer, parameter_tensors
 from graphprof.run.lowering import Lowering, moe_note
 from graphprof.session import RunCall, Session, SessionRun, open_session
 from graphprof.version import __version__

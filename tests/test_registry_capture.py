@@ -3,8 +3,8 @@
 import pytest
 
 import graphprof
-from graphprof.base.params import count_parameters
 from graphprof.models import resolve_model
+from graphprof.run.loop import count_parameters
 
 # (spec, input shape override or None, expected capture methods, expected execution)
 SAMPLE = [

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 
 from torch import nn
 
-from graphprof.base.params import count_parameters
 from graphprof.cost.result import LayerRow, ModuleRow
 from graphprof.formulas import Cost
+from graphprof.run.loop import count_parameters
 
 __all__ = ["aggregate_modules", "ancestors"]
 

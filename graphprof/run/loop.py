@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -59,7 +60,6 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from graphprof.base.choices import Method, Phase
 from graphprof.base.names import module_path
-from graphprof.base.params import parameter_tensors
 from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import CaptureError, DataDependentError, ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
@@ -73,8 +73,7 @@ __all__ = [
     "RunOutcome",
     "Observer",
     "run_model",
-    "needs_values",
-]
+    "needs_values", "parameter_tensors", "count_parameters"]
 
 
 @dataclass(eq=False)
@@ -760,3 +759,44 @@ def _backward(loop: _Loop, outputs: list[torch.Tensor], params: list[torch.Tenso
     loop.paused = False
     loop.set_phase(Phase.BACKWARD)
     torch.autograd.grad(differentiable, leaves, grad_outputs=grads, allow_unused=True)
+
+
+#: module -> (the packed object, its unpacked tensors)
+_UNPACKED: weakref.WeakKeyDictionary[nn.Module, tuple[Any, list[torch.Tensor]]] = weakref.WeakKeyDictionary()
+
+
+def _packed(module: nn.Module) -> list[torch.Tensor]:
+    packed = getattr(module, "_packed_params", None)
+    if packed is None or not callable(getattr(module, "weight", None)):
+        return []
+    cached = _UNPACKED.get(module)
+    if cached is not None and cached[0] is packed:
+        return list(cached[1])
+    tensors = _unpack(module)
+    _UNPACKED[module] = (packed, tensors)
+    return list(tensors)
+
+
+def _unpack(module: nn.Module) -> list[torch.Tensor]:
+    """Weight and bias, from one unpacking where the layer offers both at once (``_weight_bias``)."""
+    both = getattr(module, "_weight_bias", None)
+    if callable(both):
+        weight, bias = both()
+    else:
+        weight = cast(Callable[[], torch.Tensor], module.weight)()
+        bias = cast(Callable[[], torch.Tensor], module.bias)() if callable(getattr(module, "bias", None)) else None
+    return [weight] + ([bias] if isinstance(bias, torch.Tensor) else [])
+
+
+def parameter_tensors(module: nn.Module, recurse: bool = True) -> list[torch.Tensor]:
+    """``module.parameters(recurse)`` plus the packed weights of quantized layers, each once."""
+    tensors: list[torch.Tensor] = list(module.parameters(recurse=recurse))
+    modules = module.modules() if recurse else [module]
+    for sub in modules:
+        tensors.extend(_packed(sub))
+    return tensors
+
+
+def count_parameters(module: nn.Module) -> int:
+    """``sum(p.numel() for p in module.parameters())``, packed quantized weights included."""
+    return sum(t.numel() for t in parameter_tensors(module))
