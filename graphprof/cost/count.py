@@ -14,14 +14,17 @@ import torch
 
 from graphprof.cost.result import LayerRow, OpRecord, UnsupportedOp
 from graphprof.formulas import ZERO, Cost, OpStatus, op_cost, op_status
-from graphprof.formulas.attention import kernel_useful_fraction, kernel_work_fraction
+from graphprof.formulas.fractions import kernel_useful_fraction, kernel_work_fraction
 from graphprof.run.propagate import OpCall, Trace, TraceKey, shapes_of
 
 __all__ = ["count_costs", "op_name", "op_record"]
 
 
-def op_name(func: torch._ops.OpOverload) -> str:
-    """``aten.convolution.default`` -> ``aten.convolution`` (the overload packet's name)."""
+def op_name(func: torch._ops.OpOverload | torch._ops.HigherOrderOperator) -> str:
+    """``aten.convolution.default`` -> ``aten.convolution`` (the overload packet's name); a higher-order
+    operator by its own name (``higher_order.flex_attention``)."""
+    if isinstance(func, torch._ops.HigherOrderOperator):
+        return f"higher_order.{func.name()}"
     packet = func.overloadpacket
     return f"{packet._qualified_op_name.replace('::', '.')}"
 

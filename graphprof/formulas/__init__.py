@@ -50,6 +50,7 @@ from graphprof.formulas import (  # noqa: F401
     attention,
     backward,
     conv,
+    flex,
     matmul,
     movement,
     norm,
