@@ -125,7 +125,6 @@ def flex_blocks(block_mask: tuple[Any, ...]) -> FlexBlocks | None:
 
 def _rebuilt(block_mask: tuple[Any, ...]) -> FlexBlocks | None:
     """The block counts rebuilt from the mask function on real indices (a mask made on FakeTensors)."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch.nn.attention.flex_attention import create_block_mask
 
     q_len, kv_len = int(block_mask[0]), int(block_mask[1])
@@ -133,12 +132,11 @@ def _rebuilt(block_mask: tuple[Any, ...]) -> FlexBlocks | None:
     if batch * heads * q_len * kv_len > _MAX_REBUILT_PAIRS:
         return None
     try:
-        with unset_fake_temporarily():
-            mask = create_block_mask(
-                block_mask[-1], batch, heads, q_len, kv_len, device="cpu",
-                BLOCK_SIZE=(int(block_mask[-3]), int(block_mask[-2])),
-            )  # fmt: skip
-            return flex_blocks(mask.as_tuple())
+        mask = create_block_mask(
+            block_mask[-1], batch, heads, q_len, kv_len, device="cpu",
+            BLOCK_SIZE=(int(block_mask[-3]), int(block_mask[-2])),
+        )  # fmt: skip
+        return flex_blocks(mask.as_tuple())
     except Exception:  # the mask function reads tensors of the dry run: no structure to rebuild
         return None
 
@@ -154,8 +152,11 @@ def summarise_flex(args: tuple[Any, ...], kwargs: dict[str, Any], position: int)
     """``args`` with the block mask at ``position`` replaced by its :class:`FlexBlocks` (once)."""
     if len(args) <= position or not isinstance(args[position], tuple):
         return args, kwargs
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
     block_mask = args[position]
-    blocks = flex_blocks(block_mask) or _rebuilt(block_mask) or _unknown(block_mask)
+    with unset_fake_temporarily():  # the block tensors are read as they are, outside the dry run's fake mode
+        blocks = flex_blocks(block_mask) or _rebuilt(block_mask) or _unknown(block_mask)
     return (*args[:position], blocks, *args[position + 1 :]), kwargs
 
 
