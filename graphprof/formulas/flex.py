@@ -160,8 +160,15 @@ def summarise_flex(args: tuple[Any, ...], kwargs: dict[str, Any], position: int)
     return (*args[:position], blocks, *args[position + 1 :]), kwargs
 
 
+def _summary(position: int) -> Any:
+    def summary(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return summarise_flex(args, kwargs, position)
+
+    return summary
+
+
 for _hop, _position in _BLOCK_MASK_POSITION.items():
-    register_summary(_hop, lambda args, kwargs, p=_position: summarise_flex(args, kwargs, p))
+    register_summary(_hop, _summary(_position))
 
 
 def flex_fractions(func: Any, args: tuple[Any, ...]) -> tuple[float, float] | None:

@@ -25,7 +25,7 @@ attention functions; nothing is patched). On a real run it is transformers' ``sd
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -65,7 +65,7 @@ def window_block_mask(q_len: int, kv_len: int, window: int | None, block: int = 
                 counts, table = (full_n, full) if whole else (partial_n, partial)
                 table[0, 0, i, counts[0, 0, i]] = j
                 counts[0, 0, i] += 1
-        mask_mod = causal_mask_function if window is None else sliding_window_causal_mask_function(window)
+        mask_mod: Any = causal_mask_function if window is None else sliding_window_causal_mask_function(window)
         return BlockMask.from_kv_blocks(
             partial_n, partial, full_n, full, BLOCK_SIZE=block, mask_mod=mask_mod, seq_lengths=(q_len, kv_len)
         )
@@ -104,7 +104,7 @@ def _flex(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, window: i
     if softcap is not None:
 
         def score_mod(score: torch.Tensor, b: Any, h: Any, q: Any, kv: Any) -> torch.Tensor:
-            return softcap * torch.tanh(score / softcap)
+            return cast(torch.Tensor, softcap * torch.tanh(score / softcap))
 
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     out, _, _ = flex_attention(query, key, value, score_mod, block_mask.as_tuple(), scale, {})
