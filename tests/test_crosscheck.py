@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from typer.testing import CliRunner
 
+from graphprof.base.choices import OpStatus, Phase
 from graphprof.cost.result import LayerRow, OpRecord
 from graphprof.crosscheck import (
     FVCORE,
@@ -55,7 +56,7 @@ def invoke(*args):
 
 
 def record(op, inputs, outputs=(), macs=0, flops=0):
-    return OpRecord(op, "counted", "forward", Cost(macs, flops), tuple(inputs), tuple(outputs))
+    return OpRecord(op, OpStatus.COUNTED, Phase.FORWARD, Cost(macs, flops), tuple(inputs), tuple(outputs))
 
 
 def row(type_="Conv2d"):

@@ -12,17 +12,20 @@ from typing import cast
 
 import torch
 
-from graphprof.base.choices import OpStatus
+from graphprof.base.choices import OpStatus, Phase
 from graphprof.cost.result import LayerRow, OpRecord, UnsupportedOp
 from graphprof.formulas import ZERO, Cost, op_cost, op_status
-from graphprof.formulas.attention import kernel_useful_fraction, kernel_work_fraction
+from graphprof.formulas.fractions import kernel_useful_fraction, kernel_work_fraction
 from graphprof.run.propagate import OpCall, Trace, TraceKey, shapes_of
 
 __all__ = ["count_costs", "op_name", "op_record"]
 
 
-def op_name(func: torch._ops.OpOverload) -> str:
-    """``aten.convolution.default`` -> ``aten.convolution`` (the overload packet's name)."""
+def op_name(func: torch._ops.OpOverload | torch._ops.HigherOrderOperator) -> str:
+    """``aten.convolution.default`` -> ``aten.convolution`` (the overload packet's name); a higher-order
+    operator by its own name (``higher_order.flex_attention``)."""
+    if isinstance(func, torch._ops.HigherOrderOperator):
+        return f"higher_order.{func.name()}"
     packet = func.overloadpacket
     return f"{packet._qualified_op_name.replace('::', '.')}"
 
@@ -69,10 +72,10 @@ def count_costs(trace: Trace) -> tuple[list[LayerRow], list[UnsupportedOp]]:
             if id(p) not in seen_params:
                 seen_params.add(id(p))
                 params += p.numel()
-        forward = sum((r.cost for r in records if r.phase == "forward"), Cost())
-        backward = sum((r.cost for r in records if r.phase == "backward"), Cost())
+        forward = sum((r.cost for r in records if r.phase is Phase.FORWARD), Cost())
+        backward = sum((r.cost for r in records if r.phase is Phase.BACKWARD), Cost())
         for r in records:
-            if r.status == "unsupported":
+            if r.status is OpStatus.UNSUPPORTED:
                 unsupported[r.op] += 1
                 if key.name not in where[r.op]:
                     where[r.op].append(key.name)

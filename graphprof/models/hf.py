@@ -48,6 +48,7 @@ from graphprof.errors import (
 from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, format_shape, random_token_ids
 from graphprof.models.device import build_module
 from graphprof.models.family import Family, Request, Source
+from graphprof.models.hf_attention import ATTENTION, register_attention
 
 __all__ = ["FAMILY", "SOURCE", "PREFIX", "PRESETS", "SEQ_LEN", "list_hf", "resolve_hf", "parse_options"]
 
@@ -144,6 +145,10 @@ PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
 _AUTO_CLASS = MappingProxyType(
     {"bert": "AutoModel", "vit": "AutoModel", "t5": "AutoModelForSeq2SeqLM", "whisper": "AutoModelForSpeechSeq2Seq"}
 )
+_ATTENTION_NOTES = MappingProxyType({
+    ATTENTION: "sdpa; on a dry run causal and sliding-window layers follow the mask's structure from the config "
+    "(graphprof.models.hf_attention)",
+})
 IMAGE_SIZE = 224
 AUDIO_FRAMES = 3000  # Whisper's 30 s window of 10 ms frames
 DECODER_LEN = 64
@@ -304,6 +309,21 @@ def _floats(size: tuple[int, ...], device: torch.device) -> torch.Tensor:
     return torch.randn(size, generator=torch.Generator().manual_seed(0)).to(device)
 
 
+def _build(transformers: ModuleType, config: Any, device: torch.device, name: str) -> tuple[torch.nn.Module, tuple[str, ...], str]:
+    """The model with the structured attention of :mod:`graphprof.models.hf_attention` (SDPA on a real
+    run), else plain ``sdpa``, else ``eager`` where the model has neither."""
+    register_attention()
+    for attention in (ATTENTION, "sdpa"):
+        try:
+            model, notes = build_module(_model_builder(transformers, config, attention), device, name)
+            return model, notes, attention
+        except (ModelBuildError, ValueError) as exc:
+            if "attn" not in str(exc).lower() and "attention" not in str(exc).lower() and "sdpa" not in str(exc).lower():
+                raise
+    model, notes = build_module(_model_builder(transformers, config, "eager"), device, name)
+    return model, notes, "eager"
+
+
 def resolve_hf(
     spec: str,
     *,
@@ -326,19 +346,12 @@ def resolve_hf(
     if isinstance(max_positions, int) and shape[1] > max_positions:
         raise InvalidInputError(f"{spec}: sequence length {shape[1]} exceeds the model's {max_positions} positions")
     name = spec if target.lower() in PRESETS else f"{PREFIX}{Path(target).expanduser().name}"
-    attention = "sdpa"
-    try:
-        model, build_notes = build_module(_model_builder(transformers, config, attention), device, name)
-    except ModelBuildError as exc:
-        if "sdpa" not in str(exc).lower():
-            raise
-        attention = "eager"
-        model, build_notes = build_module(_model_builder(transformers, config, attention), device, name)
+    model, build_notes, attention = _build(transformers, config, device, name)
     model = model.float().eval()
     inputs, described = _inputs(config, shape, device)
     notes = (
         f"{origin}, built without weights (random init)",
-        f"attention: {attention}; use_cache=False (one forward over the sequence, no KV cache)",
+        f"attention: {_ATTENTION_NOTES.get(attention, attention)}; use_cache=False (one forward over the sequence, no KV cache)",
         f"input: {described}",
         *build_notes,
     )

@@ -318,7 +318,14 @@ class _Loop:
 
 
 class _OpTap(TorchDispatchMode):
-    """Sees every aten call below autograd and hands it to the loop."""
+    """Sees every aten call below autograd and hands it to the loop.
+
+    Higher-order operators (``flex_attention`` and its backward) reach it too, as one call each: the
+    operator runs with the tap popped, so the event is the operator itself, counted by its own formula
+    (or reported as unsupported by name), never its decomposition.
+    """
+
+    supports_higher_order_operators = True
 
     def __init__(self, loop: _Loop) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # TorchDispatchMode.__init__ has no annotations
@@ -586,6 +593,9 @@ def run_model(
         for mode in modes:
             stack.enter_context(mode)
         if loop.op_observers:  # no observer wants ops: no dispatch mode, nothing paid per op
+            # torch.compile cannot trace under a dispatch mode; run what the model compiles (eager
+            # flex_attention compiles its operator call) as plain eager code, so the tap sees it
+            stack.enter_context(torch.compiler.set_stance("force_eager"))
             stack.enter_context(_OpTap(loop))
         loop.set_phase(Phase.FORWARD)
         if captured is not None and gm is not None:

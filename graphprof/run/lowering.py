@@ -52,6 +52,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode
 
+from graphprof.base.choices import Phase
 from graphprof.errors import InvalidInputError
 
 __all__ = ["Lowering", "parse_lowering", "lowering_context", "FusedAttentionMode", "GROUPED_MM", "grouped_mm_any_dtype", "moe_note"]
@@ -386,7 +387,7 @@ def moe_note(rows: Sequence[Any], model: nn.Module) -> str | None:
     calls = 0
     for row in rows:
         for op in row.ops:
-            if op.op != "aten._grouped_mm" or op.phase != "forward" or len(op.input_shapes) < 2:
+            if op.op != "aten._grouped_mm" or op.phase is not Phase.FORWARD or len(op.input_shapes) < 2:
                 continue
             weight = op.input_shapes[1]
             if len(weight) != 3 or len(op.input_shapes[0]) != 2:

@@ -36,7 +36,7 @@ from torch.utils._pytree import tree_flatten
 from graphprof.base.choices import Phase
 from graphprof.capture.methods import CapturedGraph
 from graphprof.formulas import TensorMeta
-from graphprof.formulas.registry import to_meta
+from graphprof.formulas.registry import summarise_call, to_meta
 from graphprof.run.loop import Layer, Observer, OpEvent, RunContext, run_model
 from graphprof.run.observers import LiveMemory, SavedActivations
 
@@ -87,7 +87,8 @@ def op_call(event: OpEvent) -> OpCall:
     """An op event reduced to shapes, dtypes and strides: one memo for the inputs (a tensor passed twice
     is read once), another for the outputs."""
     memo: dict[int, TensorMeta] = {}
-    return OpCall(event.func, to_meta(event.args, memo), to_meta(event.kwargs, memo), to_meta(event.out, {}), event.phase)
+    args, kwargs = summarise_call(event.func, event.args, event.kwargs)  # values a formula reads (flex block masks)
+    return OpCall(event.func, to_meta(args, memo), to_meta(kwargs, memo), to_meta(event.out, {}), event.phase)
 
 
 def shapes_of(value: Any) -> tuple[tuple[int, ...], ...]:
