@@ -65,7 +65,7 @@ def test_op_kinds() -> None:
     assert op_kind("aten._scaled_dot_product_flash_attention_for_cpu") == "sdpa"
     assert op_kind("aten.native_layer_norm") == "norm" and op_kind("aten._softmax") == "softmax"
     assert op_kind("aten.add") == "elementwise" and op_kind("aten.clone") == "copy"
-    assert op_kind("aten.view", "zero_cost") == "view" and op_kind("prim.device") is None
+    assert op_kind("aten.view", OpStatus.ZERO_COST) == "view" and op_kind("prim.device") is None
 
 
 def test_conv_features_read_stride_and_depth_from_shapes() -> None:
