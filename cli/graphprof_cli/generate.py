@@ -7,7 +7,7 @@ Parsing only: the work is :func:`graphprof.generate.profile_generation` (and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,7 +15,7 @@ import typer
 
 from graphprof.base.choices import KVCache
 from graphprof_cli import options as opt
-from graphprof_cli.common import run_guarded
+from graphprof_cli.common import request_from, run_guarded
 
 if TYPE_CHECKING:
     from graphprof.devices.hardware import Hardware
@@ -45,11 +45,6 @@ class GenerateRequest:
     redact: bool = False
     debug: bool = False
 
-    @classmethod
-    def from_params(cls, params: dict[str, Any]) -> GenerateRequest:
-        """The request from Click's parsed parameters (``ctx.params``), keyed by the same names."""
-        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
-
 
 def generate_command(
     ctx: typer.Context,
@@ -73,7 +68,7 @@ def generate_command(
     debug: opt.DebugOption = False,
 ) -> None:
     """Profile generate(): prefill and decode with a KV cache, per layer; time to first token, per token, will it fit."""
-    run_generate(GenerateRequest.from_params(ctx.params))
+    run_generate(request_from(GenerateRequest, ctx.params))
 
 
 def _checked(req: GenerateRequest) -> tuple[Hardware | None, OutputTarget | None]:
@@ -95,7 +90,7 @@ def run_generate(req: GenerateRequest) -> None:
 
     hardware, target = run_guarded(lambda: _checked(req), req.debug)
     console = make_console(req.width)
-    options = {
+    options: dict[str, Any] = {
         "prompt_len": req.prompt_len, "new_tokens": req.new_tokens, "batch_size": req.batch_size or 1, "dtype": req.dtype,
         "kv_dtype": req.kv_dtype, "cache": req.cache.value, "hardware": hardware,
     }  # fmt: skip

@@ -7,7 +7,7 @@ stays quick. (``generate`` and ``shard`` are commands of their own, with their o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +60,10 @@ class ProfileRequest:
     def from_params(cls, params: dict[str, Any]) -> ProfileRequest:
         """The request from the main command's parsed parameters (``ctx.params``): the same names, but
         ``--html`` (``html_path``), ``--no-learn`` (``learn``, inverted) and ``--plot`` (a tuple)."""
+        from graphprof_cli.common import request_from
+
         renamed = {**params, "html": params.get("html_path"), "learn": not params.get("no_learn", False), "plot": tuple(params.get("plot") or ())}
-        return cls(**{f.name: renamed[f.name] for f in fields(cls) if f.name in renamed})
+        return request_from(cls, renamed)
 
     @property
     def to_stdout(self) -> bool:

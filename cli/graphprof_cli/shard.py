@@ -6,14 +6,14 @@ Parsing only: the work is :func:`graphprof.sharding.shard_profile`; the output i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from graphprof_cli import options as opt
-from graphprof_cli.common import run_guarded
+from graphprof_cli.common import request_from, run_guarded
 
 if TYPE_CHECKING:
     from graphprof.devices.hardware import Hardware
@@ -40,11 +40,6 @@ class ShardRequest:
     redact: bool = False
     debug: bool = False
 
-    @classmethod
-    def from_params(cls, params: dict[str, Any]) -> ShardRequest:
-        """The request from Click's parsed parameters (``ctx.params``), keyed by the same names."""
-        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
-
 
 def shard_command(
     ctx: typer.Context,
@@ -68,7 +63,7 @@ def shard_command(
     debug: opt.DebugOption = False,
 ) -> None:
     """One rank of a sharded training step: its memory, FLOPs and collective bytes beside the analytic figures."""
-    run_shard(ShardRequest.from_params(ctx.params))
+    run_shard(request_from(ShardRequest, ctx.params))
 
 
 def _checked(req: ShardRequest) -> tuple[ShardSpec, Hardware | None, OutputTarget | None]:
