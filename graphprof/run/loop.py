@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ __all__ = [
     "RunOutcome",
     "Observer",
     "run_model",
+    "MetaDeviceError",
     "needs_values", "parameter_tensors", "count_parameters"]
 
 
@@ -458,6 +460,11 @@ class _Executor(nn.Module):
         return _GraphRunner(self.gm, self._loop, self._layers).run(*flat, enable_io_processing=False)
 
 
+#: How torch says an op cannot run on meta tensors (a model on the meta device runs without FakeTensors):
+#: ``.item()``, an op with no meta kernel, a data-dependent output.
+_META_FAILURE = re.compile(r"meta tensor|'Meta' backend|with Meta tensors|on the meta device|to Meta", re.IGNORECASE)
+
+
 def needs_values(exc: BaseException) -> str | None:
     """Why the dry run cannot go on without real tensors, or ``None`` when ``exc`` is another failure.
 
@@ -482,6 +489,8 @@ def needs_values(exc: BaseException) -> str | None:
             return f"{str(seen).split(':', 1)[0]} has no FakeTensor kernel"
         if isinstance(seen, RuntimeError) and "no fake impl registered" in str(seen):  # torch.library.custom_op
             return f"{str(seen).split('registered for ', 1)[-1].split('.', 1)[0]} has no FakeTensor kernel (register_fake)"
+        if isinstance(seen, (RuntimeError, NotImplementedError)) and _META_FAILURE.search(str(seen)):
+            return f"the meta device cannot run this ({str(seen).splitlines()[0][:200]})"
         seen = seen.__cause__ or seen.__context__
     return None
 
@@ -555,9 +564,15 @@ def run_model(
     dtype: torch.dtype | None = None,
     fake: bool = True,
     modes: Sequence[contextlib.AbstractContextManager[Any]] = (),
+    meta: bool = True,
 ) -> RunOutcome:
     """Run ``captured`` (or ``model`` itself for the eager capture, or with ``captured=None``) once and
     tell ``observers``.
+
+    A dry run of a model whose state and inputs are all on the meta device dispatches to the meta kernels
+    directly (``meta=False`` asks for FakeTensors all the same); where the meta device cannot go on (an
+    ``.item()``, an op without a meta kernel) it raises :class:`MetaDeviceError`, and the caller may run
+    again with ``meta=False``: FakeTensors answer what transformers' code asks of a traced tensor.
 
     ``fake=True`` (the dry run) computes nothing; ``fake=False`` runs for real. ``dtype`` casts the
     floating-point parameters, buffers and inputs of the run (the model itself is not changed).
@@ -570,9 +585,12 @@ def run_model(
     root: nn.Module = gm if gm is not None else model
     named: dict[str, torch.Tensor] = dict(root.named_parameters(remove_duplicate=False))
     named.update(dict(root.named_buffers(remove_duplicate=False)))
-    if fake:
+    # a model and inputs all on the meta device already say nothing but shapes: the dry run dispatches
+    # to the meta kernels straight away, as FlopCounterMode on a meta model does, without FakeTensors
+    on_meta = fake and meta and _all_meta([*named.values(), *tree_flatten((args, kwargs))[0]])
+    if fake and not on_meta:
         named.update(_small_tensor_attributes(root))
-    convert = _Converter(named, fake, dtype, train)
+    convert = _Converter(named, fake and not on_meta, dtype, train)
     layers: dict[str, Layer] = {} if gm is None else graph_layers(gm, model, captured is not None and captured.method is Method.DYNAMO)
     loop = _Loop(observers, train)
 
@@ -598,14 +616,19 @@ def run_model(
             stack.enter_context(torch.compiler.set_stance("force_eager"))
             stack.enter_context(_OpTap(loop))
         loop.set_phase(Phase.FORWARD)
-        if captured is not None and gm is not None:
-            outputs = _run_graph(captured, gm, loop, layers, state, call_args, call_kwargs)
-        else:
-            swap = state if run_state is state else {}
-            outputs = _run_eager(model, loop, layers, swap, call_args, call_kwargs, fake)
-        out_leaves = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]
-        if train:
-            _backward(loop, out_leaves, [t for t in run_state.values() if t.requires_grad], leaves_in)
+        try:
+            if captured is not None and gm is not None:
+                outputs = _run_graph(captured, gm, loop, layers, state, call_args, call_kwargs)
+            else:
+                swap = state if run_state is state else {}
+                outputs = _run_eager(model, loop, layers, swap, call_args, call_kwargs, fake)
+            out_leaves = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]
+            if train:
+                _backward(loop, out_leaves, [t for t in run_state.values() if t.requires_grad], leaves_in)
+        except DataDependentError as exc:
+            if on_meta:
+                raise MetaDeviceError(str(exc)) from exc
+            raise
         loop.finish(outputs)
 
     return RunOutcome(
@@ -614,6 +637,22 @@ def run_model(
         input_bytes=sum(_nbytes(t) for t in leaves_in),
         output_bytes=sum(_nbytes(t) for t in out_leaves),
     )
+
+
+class MetaDeviceError(DataDependentError):
+    """A dry run straight on the meta device could not go on; FakeTensors may (``run_model(meta=False)``)."""
+
+
+#: Leaves of a call's inputs that hold no tensor a pytree cannot see (a cache object may: it is not plain).
+_PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device)
+
+
+def _all_meta(values: list[Any]) -> bool:
+    """Every value is a tensor on the meta device or a plain constant, and one at least is a tensor: an
+    object the pytree does not open (a transformers cache, say) keeps the FakeTensor path."""
+    tensors = [t for t in values if isinstance(t, torch.Tensor)]
+    plain = all(isinstance(v, (torch.Tensor, *_PLAIN)) for v in values)
+    return plain and bool(tensors) and all(t.is_meta for t in tensors)
 
 
 class _Converter:

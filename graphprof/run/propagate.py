@@ -37,7 +37,7 @@ from graphprof.base.choices import Phase
 from graphprof.capture.methods import CapturedGraph
 from graphprof.formulas import TensorMeta
 from graphprof.formulas.registry import summarise_call, to_meta
-from graphprof.run.loop import Layer, Observer, OpEvent, RunContext, run_model
+from graphprof.run.loop import Layer, MetaDeviceError, Observer, OpEvent, RunContext, RunOutcome, run_model
 from graphprof.run.observers import LiveMemory, SavedActivations
 
 __all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "shapes_of", "op_call"]
@@ -166,6 +166,18 @@ class OpRecorder(Observer):
                     own.add(tid)
 
 
+def _run(
+    captured: CapturedGraph, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool,
+    dtype: torch.dtype | None, fake: bool, observers: Sequence[Observer], modes: Sequence[Any], *, meta: bool,
+) -> tuple[OpRecorder, LiveMemory, SavedActivations, RunOutcome]:
+    recorder, memory, saved = OpRecorder(), LiveMemory(), SavedActivations()
+    outcome = run_model(
+        captured, model, args, kwargs, [recorder, memory, *([saved] if train else []), *observers],
+        train=train, dtype=dtype, fake=fake, modes=modes, meta=meta,
+    )  # fmt: skip
+    return recorder, memory, saved, outcome
+
+
 def propagate(
     captured: CapturedGraph,
     model: nn.Module,
@@ -187,11 +199,13 @@ def propagate(
     on without real values and :class:`~graphprof.errors.ShapePropagationError` naming the node for any
     other failure.
     """
-    recorder, memory, saved = OpRecorder(), LiveMemory(), SavedActivations()
-    outcome = run_model(
-        captured, model, args, kwargs, [recorder, memory, *([saved] if train else []), *observers],
-        train=train, dtype=dtype, fake=fake, modes=modes,
-    )  # fmt: skip
+    # straight on the meta device where the model allows it (the dispatcher's speed); a run that the meta
+    # device cannot finish runs again on FakeTensors, with fresh recorders. A caller's observers have seen
+    # the first run's events, so with them the run is on FakeTensors from the start.
+    try:
+        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers)
+    except MetaDeviceError:
+        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False)
     keys = recorder.trace_keys()
     for key in keys:
         key.saved_bytes = saved.by_layer.get(key.name, 0)
