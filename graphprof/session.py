@@ -30,6 +30,7 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
+from graphprof.base.choices import WarmUp
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import materialize, resize_inputs
 from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
@@ -330,7 +331,8 @@ def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **op
     )  # fmt: skip
     run_dtype, run_mode = spec.resolved(None, Mode.EVAL)
     methods = options.get("methods")
-    build = _BuildOptions(cls, parse_lowering(options.get("target")), tuple(methods) if methods is not None else None, options.get("model_name"))
+    warm_up = WarmUp.parse(options.get("warm_up", WarmUp.AUTO))
+    build = _BuildOptions(cls, parse_lowering(options.get("target")), tuple(methods) if methods is not None else None, options.get("model_name"), warm_up)
     proposals = options.get("proposals")
     if isinstance(model_or_name, str):
         return _open_by_name(model_or_name, spec, run_dtype, run_mode, build, options.get("device"), options.get("allow_unsafe_load", False), proposals)  # type: ignore[no-any-return]
@@ -350,6 +352,7 @@ class _BuildOptions:
     lowering: Lowering
     methods: tuple[str, ...] | None
     model_name: str | None
+    warm_up: WarmUp = WarmUp.AUTO
 
 
 @contextlib.contextmanager
@@ -396,7 +399,9 @@ def _open_by_name(
 
     last_error: Exception | None = None
     # a family whose forward reads tensor values (Family.needs_real_values) is built on the CPU straight away
-    first = "meta" if device is None and not family_traits(spec_family(spec_text)).needs_real_values else device
+    # and so is every model warmed up always (its one real forward needs real weights)
+    real = family_traits(spec_family(spec_text)).needs_real_values or options.warm_up is WarmUp.ALWAYS
+    first = "meta" if device is None and not real else device
     for build_device in dict.fromkeys((first, device)):
         start = time.perf_counter()
         with _float32_default():
@@ -450,9 +455,10 @@ def _open_module(
             "a TorchScript module: its aten calls were recorded as it ran (hooks cannot see inside it, so its "
             "cost is one row and its parameters are not attributed to layers)"
         )
-    warm = warm_up_reason(module, family)
+    warm = warm_up_reason(module, family, options.warm_up)
     if warm is None and model_device(module).type != "meta":
-        notes = [*notes, "no warm-up: nothing in the model initialises lazily, so none of its arithmetic ran before the dry run"]
+        why = "asked for (warm_up='never')" if options.warm_up is WarmUp.NEVER else "nothing in the model initialises lazily"
+        notes = [*notes, f"no warm-up: {why}, so none of its arithmetic ran before the dry run"]
     session = options.cls(name, family, module, args, kwargs, mode, run_dtype, methods, allow_real, options.lowering, warm)
     run = session.run_inputs(args, kwargs, mode is Mode.TRAIN, run_dtype, ())
     session.notes = tuple(notes + run.notes)

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from graphprof import __version__
-from graphprof.base.choices import Capture, Mode, Optimizer
+from graphprof.base.choices import Capture, Mode, Optimizer, WarmUp
 from graphprof.errors import EXIT_CODES
 from graphprof_cli import options as opt
 from graphprof_cli.common import Command, Group, flag, run_guarded
@@ -126,6 +126,8 @@ def profile(
     edges: EdgesOption = None,
     shard: ShardOption = None,
     redact: opt.RedactOption = False,
+    warm_up: opt.WarmUpOption = WarmUp.AUTO,
+    export_onnx: opt.ExportOnnxOption = None,
     debug: opt.DebugOption = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
@@ -150,7 +152,7 @@ def profile(
             plot=tuple(plot or ()), width=width, measure=measure, device=device, iters=iters, warmup=warmup, trace=trace, learn=not no_learn,
             optimizer=optimizer, graph=graph, fvcore=fvcore, html=html_path, generate=generate, prompt_len=prompt_len,
             new_tokens=new_tokens, kv_dtype=kv_dtype, cache=cache, nodes=nodes, avg_degree=avg_degree, edges=edges, shard=shard, redact=redact,
-            debug=debug,
+            debug=debug, warm_up=warm_up, export_onnx=export_onnx,
         )  # fmt: skip
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat
+from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat, WarmUp
 
 __all__ = ["ProfileRequest"]
 
@@ -60,6 +60,8 @@ class ProfileRequest:
     edges: int | None = None
     shard: str | None = None
     debug: bool = False
+    warm_up: WarmUp = WarmUp.AUTO
+    export_onnx: Path | None = None
 
     @property
     def to_stdout(self) -> bool:

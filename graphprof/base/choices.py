@@ -16,7 +16,7 @@ import enum
 
 from graphprof.errors import InvalidInputError
 
-__all__ = ["Mode", "Capture", "OutputFormat", "Reference", "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS"]
+__all__ = ["Mode", "Capture", "WarmUp", "OutputFormat", "Reference", "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS"]
 
 
 class Mode(str, enum.Enum):
@@ -44,6 +44,31 @@ class Capture(str, enum.Enum):
             "dynamo": ("dynamo.export",),
             "eager": ("eager",),
         }[self.value]
+
+
+class WarmUp(str, enum.Enum):
+    """When one real forward runs before the capture (``--warm-up``, ``warm_up=``): ``auto`` (the default)
+    only for a model that builds state on its first call (YOLO's anchors, lazy modules); ``always`` for
+    every model, seed 001's strategy ("1. Warm-up (always)"), at the cost of its arithmetic once;
+    ``never`` for none (a model with lazy state may then fail to capture).
+
+    >>> WarmUp.parse("Always")
+    <WarmUp.ALWAYS: 'always'>
+    """
+
+    ALWAYS = "always"
+    AUTO = "auto"
+    NEVER = "never"
+
+    @classmethod
+    def parse(cls, policy: WarmUp | str) -> WarmUp:
+        if isinstance(policy, WarmUp):
+            return policy
+        text = str(policy).strip().lower()
+        for member in cls:
+            if text == member.value:
+                return member
+        raise InvalidInputError(f"unknown warm-up policy {policy!r}: choose one of {', '.join(m.value for m in cls)}")
 
 
 class OutputFormat(str, enum.Enum):
