@@ -17,13 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from graphprof.measure.trace import CAPTURE_ENV, parse_model_trace
+from graphprof.measure.trace import CAPTURE_ENV, SEED003_SWITCH, parse_model_trace
 from graphprof.measure.trace import capture_model as _native_capture_model
 
 __all__ = ["CHISEL_ENV", "DEBUG_ENV", "capture_model", "parse_model_trace", "print_trace_summary", "debugging", "debug"]
 
 #: Seed 003's own switch, accepted beside ``GRAPHPROF_CAPTURE``.
-CHISEL_ENV = "CHISEL_BACKEND_RUN"
+CHISEL_ENV = SEED003_SWITCH
 #: Seed 003's debug switch (``export CHISEL_DEBUG=1``): what the decorator and the ``chisel`` launcher do,
 #: on stderr, prefixed ``chisel:``: each class decorated and whether profiling is on (and by which
 #: switch), each trace written with its events and the layers read from it, and the launcher's summary.

@@ -7,13 +7,13 @@ module only lays them out as the seed's package does.
 from __future__ import annotations
 
 from graphprof.compat.seed004 import (
-    FLOPsEstimator,
     FLOPsEstimate,
-    estimate_model_flops,
-    estimate_linear_flops,
+    FLOPsEstimator,
     estimate_attention_flops,
-    estimate_mpnn_flops,
     estimate_ffn_flops,
+    estimate_linear_flops,
+    estimate_model_flops,
+    estimate_mpnn_flops,
     estimate_pe_flops,
 )
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from graphprof.compat.seed004 import (
     MemoryProfiler,
     MemoryStats,
-    reset_memory_stats,
-    get_peak_memory,
-    profile_memory_usage,
-    get_memory_breakdown,
     estimate_attention_memory,
     estimate_pe_storage,
+    get_memory_breakdown,
+    get_peak_memory,
+    profile_memory_usage,
+    reset_memory_stats,
 )
 
 __all__ = ["MemoryProfiler", "MemoryStats", "reset_memory_stats", "get_peak_memory", "profile_memory_usage", "get_memory_breakdown", "estimate_attention_memory", "estimate_pe_storage"]

@@ -10,10 +10,10 @@ from graphprof.compat.seed004 import (
     RuntimeProfiler,
     RuntimeStats,
     benchmark_function,
-    profile_forward,
     profile_backward,
-    profile_training_step,
+    profile_forward,
     profile_pe_computation,
+    profile_training_step,
 )
 
 __all__ = ["RuntimeProfiler", "RuntimeStats", "benchmark_function", "profile_forward", "profile_backward", "profile_training_step", "profile_pe_computation"]

@@ -7,12 +7,12 @@ module only lays them out as the seed's package does.
 from __future__ import annotations
 
 from graphprof.compat.seed004 import (
-    ScalingExperiment,
     GraphScalingResult,
-    run_node_scaling,
-    run_layer_scaling,
-    run_pe_scaling,
+    ScalingExperiment,
     generate_scaling_graphs,
+    run_layer_scaling,
+    run_node_scaling,
+    run_pe_scaling,
 )
 
 __all__ = ["ScalingExperiment", "GraphScalingResult", "run_node_scaling", "run_layer_scaling", "run_pe_scaling", "generate_scaling_graphs"]

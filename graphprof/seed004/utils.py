@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from graphprof.compat.seed004 import (
     ProfilingContext,
-    set_seed,
-    profile_report,
     build_graph_model,
-    random_graph,
     load_graph,
+    profile_report,
+    random_graph,
+    set_seed,
 )
 
 __all__ = ["ProfilingContext", "set_seed", "profile_report", "build_graph_model", "random_graph", "load_graph"]
