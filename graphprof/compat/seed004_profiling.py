@@ -177,8 +177,9 @@ _CPU_PEAK: dict[str, int | None] = {"bytes": 0, "live": None, "resident": None}
 
 
 def _note_cpu_peak(peak: int) -> int:
-    _CPU_PEAK["bytes"] = max(_CPU_PEAK["bytes"] or 0, peak)
-    return _CPU_PEAK["bytes"]
+    highest = max(_CPU_PEAK["bytes"] or 0, peak)
+    _CPU_PEAK["bytes"] = highest
+    return highest
 
 
 def _cpu_transient_peak() -> int:
