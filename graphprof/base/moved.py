@@ -4,7 +4,7 @@ graphprof's top level once held seed 004's whole API and a few helpers; the seed
 the edge (:mod:`graphprof.seed004`, :mod:`graphprof.compat`) and the helpers in their floors. The
 package's front door (:mod:`graphprof`) asks :func:`moved_error` for a name it no longer holds, and the
 native :class:`~graphprof.graph.model.Graph` for ``stats()``, which printed and now lives in
-:mod:`graphprof.compat.seed000`. Data only (``tests/seeds/test_moved_names.py`` checks that every name
+:mod:`graphprof.compat.seed000`. Data only (``tests/seeds/test_seed004.py`` checks that every name
 is importable where this table says it is).
 
 >>> str(moved_error("RuntimeProfiler"))

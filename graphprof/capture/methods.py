@@ -36,7 +36,7 @@ from torch import nn
 
 from graphprof.base.choices import Capture, WarmUp
 from graphprof.base.inputs import materialize
-from graphprof.errors import CaptureError, ModelBuildError
+from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError
 from graphprof.models.family import CUSTOM
 
 __all__ = [
@@ -269,16 +269,17 @@ def warm_up_reason(model: nn.Module, family: str, policy: WarmUp = WarmUp.AUTO) 
 
     from graphprof.models.registry import family_traits
 
-    if policy is WarmUp.NEVER:
-        return None
     reason = family_traits(family).warm_up
-    if reason is not None:
-        return reason
-
     for name, module in model.named_modules():
         if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[misc]
-            return f"lazy modules take their shapes from the first input ({name!r} is a {type(module).__name__})"
-    return "asked for (warm_up='always')" if policy is WarmUp.ALWAYS else None
+            lazy = f"lazy modules take their shapes from the first input ({name!r} is a {type(module).__name__})"
+            if policy is WarmUp.NEVER:
+                raise InvalidInputError(f"warm_up='never', but {lazy}: nothing can be counted before it; use auto or always")
+            reason = reason or lazy
+            break
+    if policy is WarmUp.NEVER:
+        return None
+    return reason or ("asked for (warm_up='always')" if policy is WarmUp.ALWAYS else None)
 
 
 def warm_up(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:

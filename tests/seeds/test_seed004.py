@@ -1,5 +1,6 @@
-"""Issue 32, the seeds' round two, the rest: seed 004's printed results (item 3), seed 003's traces
-(item 5), seed 002's registry and labels (item 6), and MultiheadAttention's out_proj (item 8)."""
+"""Seed 004 (the graph-transformer profiling framework), as its user types it: the printed results at 80
+columns, the script and its JSON, the CPU memory figures, the package's module paths, the sparse
+aggregation and MultiheadAttention's out_proj among the counts."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 from rich.console import Console
 from torch import nn
 
@@ -21,7 +23,7 @@ from graphprof.measure.timing import RuntimeStats
 from graphprof.render.graph_models import render_graph_scaling
 from graphprof.render.table import format_percent
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _piped(renderable: object, width: int = 80) -> str:
@@ -43,7 +45,7 @@ def _graph_result(parameter: str, spreads: tuple[float, ...] = (1.0, 62.15, 1.0)
     return GraphScalingResult("pyg:graph_transformer", parameter, tuple(points))
 
 
-# ---- item 3: seed 004's printed results ------------------------------------------------------------------
+# ---- the printed results ------------------------------------------------------------------
 @pytest.mark.parametrize("parameter", ["num_nodes", "num_layers"])
 def test_graph_scaling_at_80_columns_in_a_pipe_cuts_no_cell(parameter: str) -> None:
     """Every cell, every forward time among them, is whole at 80 columns (before: 22 cells cut to ``…``)."""
@@ -144,110 +146,7 @@ def test_seed_script_runs_from_the_seeds_path() -> None:
     assert "--profile" in done.stdout and "--hidden_dim" in done.stdout
 
 
-# ---- item 5: seed 003's traces ---------------------------------------------------------------------------
-class _ConvBN(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3)
-        self.bn = nn.BatchNorm2d(8)
-        self.blocks = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
-        self.fc = nn.Linear(8, 2)
-
-    def forward(self, x):  # type: ignore[no-untyped-def]
-        return self.fc(self.blocks(self.bn(self.conv(x)).mean((2, 3))))
-
-
-def _events(path: Path) -> list[dict[str, object]]:
-    import json
-
-    return list(json.loads(path.read_text())["traceEvents"])
-
-
-def test_train_mode_batchnorm_shows_its_input_shape(tmp_path: Path) -> None:
-    """In train mode BatchNorm first bumps its scalar step counter (``aten::add_`` on ``[]``): the shape
-    shown is its input's, never the scalar's (before: ``Shapes -``)."""
-    import torch
-
-    from graphprof.compat.seed003 import capture_model
-    from graphprof.render.tracesummary import render_trace_summary
-
-    model = capture_model("ConvBN", enabled=True, trace_dir=tmp_path, summary=False)(type("ConvBN", (_ConvBN,), {}))().train()
-    model(torch.randn(2, 3, 8, 8))
-    analysis = graphprof_parse(tmp_path / "ConvBN_forward_001.json")
-    assert analysis["layer_stats"]["bn"]["input_shape"] == (2, 8, 6, 6)
-    assert "aten::add_" in analysis["layer_stats"]["bn"]["operations"]
-    assert any(line.startswith("bn ") and line.endswith("(2, 8, 6, 6)") for line in render_trace_summary(analysis).splitlines())
-
-
-def graphprof_parse(path: Path) -> dict[str, object]:
-    from graphprof.measure.trace import parse_model_trace
-
-    analysis = parse_model_trace(path, "m")
-    assert analysis is not None
-    return analysis
-
-
-def test_the_seeds_decorator_records_python_stacks_and_layers_by_path(tmp_path: Path) -> None:
-    import torch
-
-    from graphprof.compat.seed003 import capture_model
-
-    model = capture_model("ConvBN", enabled=True, trace_dir=tmp_path, summary=False)(type("ConvBN", (_ConvBN,), {}))()
-    model(torch.randn(2, 3, 8, 8))
-    events = _events(tmp_path / "ConvBN_forward_001.json")
-    assert any(e.get("cat") == "python_function" for e in events)  # before: no stacks
-    stats = graphprof_parse(tmp_path / "ConvBN_forward_001.json")["layer_stats"]
-    assert {"conv", "bn", "blocks.0", "fc"} <= set(stats) and "Conv2d_0" not in stats  # graphprof's ranges win
-    assert stats["fc"]["call_count"] == 1  # not counted twice through the frames
-
-
-def test_a_foreign_trace_with_stacks_is_read_by_its_module_frames(tmp_path: Path) -> None:
-    """A plain ``torch.profiler`` trace recorded ``with_stack=True`` (not written by graphprof): layers come
-    from its module frames; before, every op went under "(outside layers)"."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    model, x = _ConvBN().eval(), torch.randn(2, 3, 8, 8)
-    model(x)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof:
-        model(x)
-    prof.export_chrome_trace(str(tmp_path / "foreign.json"))
-    stats = graphprof_parse(tmp_path / "foreign.json")["layer_stats"]
-    assert {"_ConvBN_0", "Conv2d_0", "BatchNorm2d_0", "Sequential_0", "Linear_0", "ReLU_0", "Linear_1"} <= set(stats)
-    assert "(outside layers)" not in stats or not stats["(outside layers)"]["operations"] & {"aten::conv2d", "aten::linear"}
-    assert stats["Conv2d_0"]["input_shape"] == (2, 3, 8, 8) and "aten::conv2d" in stats["Conv2d_0"]["operations"]
-    assert stats["Linear_1"]["call_count"] == 1 and stats["Linear_1"]["input_shape"] == (2, 8)
-
-
-def test_cli_trace_files_carry_memory_events(tmp_path: Path) -> None:
-    import torch
-
-    import graphprof
-
-    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
-    graphprof.prepare(model, example_inputs=(torch.randn(8, 16),)).measure(device="cpu", trace_dir=tmp_path, iters=2, warmup=1, layer_runs=1)
-    (trace,) = sorted(tmp_path.glob("*.json"))
-    assert any(e.get("name") == "[memory]" for e in _events(trace))  # allocator events: profile_memory=True
-
-
-def test_a_decorated_model_under_the_users_own_profiler_leaves_that_profiler_alone(tmp_path: Path) -> None:
-    """Before, the decorator started a second profiler inside the user's, which stopped theirs: its
-    trace was empty and its export crashed the process."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    from graphprof.measure.trace import TraceWarning, capture_model
-
-    model = capture_model("Mine", enabled=True, trace_dir=tmp_path)(type("Mine", (_ConvBN,), {}))().eval()
-    with warnings.catch_warnings(record=True) as caught, profile(activities=[ProfilerActivity.CPU]) as prof:
-        warnings.simplefilter("always")
-        model(torch.randn(2, 3, 8, 8))
-    assert any(e.key == "aten::conv2d" for e in prof.key_averages())
-    assert [w for w in caught if issubclass(w.category, TraceWarning) and "another torch.profiler" in str(w.message)]
-    assert not list(tmp_path.glob("*.json"))
-
-
-# ---- item 8: parameters an op reads though their module never runs -------------------------------------
+# ---- parameters an op reads though their module never runs -------------------------------------
 def test_multihead_attention_out_proj_is_used_in_the_eager_capture() -> None:
     """``nn.MultiheadAttention`` hands ``out_proj.weight`` to ``F.multi_head_attention_forward``, so
     ``out_proj`` never runs as a module: its 64 * 64 + 64 = 4,160 parameters are used all the same
@@ -269,30 +168,74 @@ def test_multihead_attention_out_proj_is_used_in_the_eager_capture() -> None:
     assert "12 parameters are not used by the captured forward pass" in profile.notes
 
 
-# ---- item 6: seed 002's model registry ------------------------------------------------------------------
-def test_a_model_registered_the_seeds_way_profiles_from_the_command_line(tmp_path: Path) -> None:
-    """Seed 002: ``MODEL_REGISTRY['my_model'] = lambda: MyModel()`` in the user's file, then
-    ``--model my_models.py:MODEL_REGISTRY[my_model]`` (before: "has no attribute")."""
-    import json
+# ---- the memory figures on the CPU ------------------------------------------------------
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).eval()
 
-    from typer.testing import CliRunner
 
-    from graphprof_cli.main import app
+def test_cpu_forward_peak_includes_the_weights_as_the_seed_does():
+    from graphprof.seed004 import MemoryProfiler
 
-    (tmp_path / "my_models.py").write_text(
-        "import torch.nn as nn\n\n"
-        "class MyModel(nn.Module):\n"
-        "    def __init__(self):\n"
-        "        super().__init__()\n"
-        "        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))\n\n"
-        "    def forward(self, x):\n"
-        "        return self.net(x)\n\n"
-        "MODEL_REGISTRY = {}\n"
-        "MODEL_REGISTRY['my_model'] = lambda: MyModel()\n"
-    )
-    spec = f"{tmp_path / 'my_models.py'}:MODEL_REGISTRY[my_model]"
-    done = CliRunner().invoke(app, ["--model", spec, "--input-shape", "1,8", "--output", "-", "--format", "json"])
-    assert done.exit_code == 0, done.output
-    assert json.loads(done.stdout[done.stdout.index("{"):])["total_params"] == 8 * 16 + 16 + 16 * 2 + 2
-    missing = CliRunner().invoke(app, ["--model", spec.replace("[my_model]", "['other']"), "--input-shape", "1,8"])
-    assert missing.exit_code != 0 and "no entry 'other'" in missing.output and "my_model" in missing.output
+    model = _mlp()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())  # (512*1024 + 1024 + 1024*512 + 512) * 4
+    from graphprof.measure.memory import live_cpu_bytes
+
+    batch = torch.randn(32, 512)
+    live = live_cpu_bytes()  # everything allocated on the CPU now, as CUDA's memory_allocated: this process's
+    assert live >= weights + batch.nbytes
+    stats = MemoryProfiler(model, "cpu").profile_forward(batch)
+    # what was live (the weights and the batch among it), plus at least the output, 32*512*4 bytes
+    assert live + 32 * 512 * 4 <= stats.peak_bytes < live + 2**20 * 8
+    assert stats.allocated_mb >= weights / 2**20
+
+
+@pytest.mark.slow  # over 2 s: the full suite runs it, the fast tier does not
+def test_cpu_peak_counter_resets_and_sees_an_allocation():
+    from graphprof.seed004 import get_peak_memory, reset_memory_stats
+
+    reset_memory_stats("cpu")
+    base = get_peak_memory("cpu")
+    x = torch.empty(64 * 2**20, dtype=torch.uint8)  # 64 MB
+    assert get_peak_memory("cpu") - base >= 64
+    del x
+    assert get_peak_memory("cpu") - base >= 64  # the peak stays until the next reset
+    reset_memory_stats()
+    assert get_peak_memory("cpu") < base + 64
+
+
+# ---- SAGE's mean aggregation on a sparse adjacency ----------------------------------------------
+def test_sparse_mm_reduce_counts_stored_elements_by_hand():
+    pytest.importorskip("torch_geometric")
+    from graphprof.formulas import op_cost
+
+    # N = 6 nodes, F = 4 features, E = 10 edges
+    src = torch.tensor([0, 1, 2, 3, 4, 5, 0, 1, 2, 3])
+    dst = torch.tensor([1, 2, 3, 4, 5, 0, 2, 3, 4, 5])
+    adj = torch.sparse_coo_tensor(torch.stack([dst, src]), torch.ones(10), (6, 6)).coalesce().to_sparse_csr()
+    x = torch.randn(6, 4)
+    aten = torch.ops.aten
+    for reduce, macs, flops in (("sum", 40, 80), ("mean", 40, 80 + 24), ("amax", 0, 80)):
+        out = aten._sparse_mm_reduce_impl(adj, x, reduce)
+        cost = op_cost(aten._sparse_mm_reduce_impl.default, (adj, x, reduce), {}, out)
+        # 10 stored x 4 features = 40 products; mean divides each of the 6 x 4 outputs once; amax compares
+        assert (cost.macs, cost.flops) == (macs, flops), reduce
+
+
+def test_sage_on_a_sparse_adjacency_counts_its_mean_aggregation():
+    """A tiny GraphSAGE (mean aggregation) on a CSR adjacency: graphprof's MACs equal an independent count,
+    the two linear layers per conv plus the aggregation's nnz x F products (before: the aggregation was 0)."""
+    pyg = pytest.importorskip("torch_geometric")
+    import graphprof
+
+    n, f, hidden, e = 50, 16, 8, 200
+    torch.manual_seed(0)
+    edge_index = torch.randint(0, n, (2, e))
+    adj = pyg.utils.to_torch_csr_tensor(edge_index, size=(n, n)).t().to_sparse_csr()
+    nnz = adj._nnz()
+    model = pyg.nn.GraphSAGE(f, hidden, num_layers=2, aggr="mean").eval()
+    profile = graphprof.profile_model(model, example_inputs=(torch.randn(n, f), adj))
+    # per conv: lin_l (F_in x F_out, on the aggregate) and lin_r (on the node itself), n rows each
+    linears = n * (f * hidden + f * hidden) + n * (hidden * hidden + hidden * hidden)
+    aggregation = nnz * f + nnz * hidden  # each stored edge meets one row of the layer's input features
+    assert profile.total.macs == linears + aggregation
+    assert not profile.unsupported
