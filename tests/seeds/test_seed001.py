@@ -4,7 +4,6 @@ work's ONNX export as ``--export-onnx model.onnx``."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
