@@ -82,3 +82,19 @@ def test_builder_output_shape_of_an_eager_fold_is_the_module_output():
     graphprof.prepare(model.model, example_kwargs={"input_ids": torch.zeros(1, 8, dtype=torch.long)}).run([builder])
     graph = builder.module_graph()
     assert graph.node("layers.1").output_shapes == ((1, 8, 64),)
+
+
+# ---- graph.stats(): printing at its new place ---------------------------------------------------------------
+def test_the_native_graph_stats_says_where_the_printing_one_went(capsys: pytest.CaptureFixture[str]) -> None:
+    """Last month's README: ``graphprof.Profiler(...).profile_once(x).stats()`` printed. The native graph
+    prints nothing; calling it is one line naming ``graphprof.compat.seed000`` (before: a bare AttributeError)."""
+    import graphprof
+
+    model, x = torchvision.models.resnet18().eval(), torch.randn(1, 3, 32, 32)
+    graph = graphprof.Profiler(model, auto_profile=False, measure=False).profile_once(x)
+    with pytest.raises(AttributeError, match=r"graphprof\.compat\.seed000 import Profiler") as caught:
+        graph.stats()
+    assert "\n" not in str(caught.value) and not hasattr(graph, "stats") and not hasattr(graph, "nothing")
+    seed = Profiler(model, auto_profile=False, measure=False).profile_once(x)
+    summary = seed.stats()
+    assert f"total_nodes: {summary['nodes']}" in capsys.readouterr().out

@@ -239,3 +239,147 @@ def test_sage_on_a_sparse_adjacency_counts_its_mean_aggregation():
     aggregation = nnz * f + nnz * hidden  # each stored edge meets one row of the layer's input features
     assert profile.total.macs == linears + aggregation
     assert not profile.unsupported
+
+
+# ---- the seed's package: src/profiling/{runtime,memory,flops,scaling,utils}.py -------------------------------
+def _readme_block(containing: str) -> str:
+    import re
+
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (ROOT / "tests" / "data" / "seed004_readme_blocks.md").read_text(encoding="utf-8"), re.S)
+    return next(code for lang, code in blocks if lang == "python" and containing in code)
+
+
+def test_the_seeds_module_paths_import_as_its_readme_writes_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """``from src.profiling.runtime import profile_pe_computation`` and ``from src.profiling.memory import
+    estimate_pe_storage`` run as ``graphprof.seed004.runtime`` / ``.memory`` (before: ModuleNotFoundError)."""
+    pyg = pytest.importorskip("torch_geometric")
+    from graphprof.seed004 import load_graph
+
+    namespace = {"pe_transform": pyg.transforms.AddRandomWalkPE(walk_length=4, attr_name="pe"), "data": load_graph("karate")}
+    for name in ("src.profiling.runtime import profile_pe_computation", "src.profiling.memory import estimate_pe_storage"):
+        code = _readme_block(name).replace("src.profiling", "graphprof.seed004").replace("num_runs=10", "num_runs=2")
+        exec(compile(code, "<seed 004 README>", "exec"), namespace)  # noqa: S102
+    out = capsys.readouterr().out
+    assert "PE precomputation: " in out and "Node PE: 0.12 MB" in out  # 1000 nodes * 32 dims * 4 bytes
+
+
+def test_each_module_of_the_seeds_package_holds_its_names() -> None:
+    import importlib
+
+    import graphprof.compat.seed004 as api
+
+    layout = {"runtime": "RuntimeProfiler", "memory": "MemoryProfiler", "flops": "FLOPsEstimator", "scaling": "ScalingExperiment", "utils": "ProfilingContext"}
+    for module_name, example in layout.items():
+        module = importlib.import_module(f"graphprof.seed004.{module_name}")
+        assert example in module.__all__
+        assert all(getattr(module, name) is getattr(api, name) for name in module.__all__)
+
+
+# ---- the CPU peak sees transients, as CUDA's does ---------------------------------------------------------
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="the kernel's resettable peak is Linux's")
+def test_the_cpu_peak_includes_a_tensor_made_and_freed_since_the_reset() -> None:
+    """The seed's pattern, ``reset_memory_stats()``, work, ``get_peak_memory(device)``: a 128 MB tensor
+    allocated and freed between the two readings is in the peak (before: 0.0 MB), and so is a forward's
+    transient activation."""
+    from graphprof.seed004 import get_peak_memory, reset_memory_stats
+
+    device = torch.device("cpu")
+    reset_memory_stats()
+    base = get_peak_memory(device)
+    x = torch.ones(2**25)  # 2**25 floats * 4 bytes = 128 MiB, written
+    del x
+    assert get_peak_memory(device) - base >= 128 * 2**20 / 2**20 * 0.99
+    model = nn.Sequential(nn.Linear(256, 8192), nn.ReLU(), nn.Linear(8192, 256)).eval()
+    batch = torch.randn(256, 256)
+    reset_memory_stats()
+    base = get_peak_memory(device)
+    with torch.no_grad():
+        model(batch)
+    assert get_peak_memory(device) - base >= 256 * 8192 * 4 / 2**20  # the 8 MiB hidden activation, freed since
+
+
+# ---- print_summary() at 80 columns ----------------------------------------------------------------------------
+def _parted(text: str) -> list[str]:
+    """Lines that end in a number whose unit, or a word whose rest, starts the next line."""
+    import re
+
+    lines = text.splitlines()
+    return [a + " / " + b for a, b in zip(lines, lines[1:], strict=False) if re.search(r"\d$", a.rstrip()) and re.match(r"\s*[KMGT]\b", b)]
+
+
+@pytest.mark.parametrize("parameter", ["num_nodes", "num_layers"])
+def test_the_scaling_table_at_80_columns_keeps_numbers_and_headers_whole(parameter: str) -> None:
+    text = _piped(render_graph_scaling(_graph_result(parameter)))
+    assert not _parted(text) and "attention" in text and "911.36K" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+@pytest.mark.slow  # the seed's full experiment: node and layer scaling, measured
+def test_the_seeds_full_experiment_prints_whole_cells_at_80_columns(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch_geometric")
+    from graphprof.seed004 import ScalingExperiment, build_graph_model
+
+    def get_model(**kwargs: object) -> nn.Module:
+        return build_graph_model("graph_transformer", **{"num_layers": 2, "num_heads": 4, **kwargs})  # type: ignore[arg-type]
+
+    def model_factory(**kwargs: object) -> nn.Module:
+        return get_model(hidden_dim=32, **kwargs)
+
+    monkeypatch.setenv("COLUMNS", "80")
+    device = torch.device("cpu")
+    experiment = ScalingExperiment(model_factory, device, num_runs=2)
+    experiment.run_node_scaling([100, 200, 400])
+    experiment.run_layer_scaling([1, 2, 4])
+    capsys.readouterr()
+    experiment.print_summary()
+    text = capsys.readouterr().out
+    assert "num_nodes scaling" in text and "num_layers scaling" in text and "attention" in text
+    assert not _parted(text) and "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+# ---- the script's JSON: kind and schema_version ----------------------------------------------------------------
+def test_the_scripts_json_starts_with_kind_and_schema_version_and_fits_its_schema(tmp_path: Path) -> None:
+    """``cli/profile_model.py --output r.json`` is validated like every other JSON graphprof writes."""
+    pytest.importorskip("torch_geometric")
+    import contextlib
+    import json
+
+    from graphprof.schemas import validate
+    from graphprof_cli.seed_profile import main
+
+    argv = ["--model", "gin", "--profile", "flops", "--num_nodes", "50", "--hidden_dim", "16", "--num_layers", "1", "--output", str(tmp_path / "r.json")]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(argv) == 0
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert list(document)[:4] == ["kind", "schema_version", "timestamp", "host"]
+    assert document["kind"] == "seed004-profile" and "model_info" in document and "flops" in document
+    validate(document)
+    document["model_info"] = "not the seed's"
+    with pytest.raises(Exception, match="model_info"):
+        validate(document)
+
+
+# ---- names that moved: one line saying where -------------------------------------------------------------------
+def test_a_seed_name_asked_of_the_top_level_says_where_it_moved() -> None:
+    """Last month's README: ``from graphprof import RuntimeProfiler``. Now one line naming graphprof.seed004."""
+    with pytest.raises(ImportError, match=r"^graphprof\.RuntimeProfiler moved: from graphprof\.seed004 import RuntimeProfiler"):
+        from graphprof import RuntimeProfiler  # noqa: F401
+    import graphprof
+
+    with pytest.raises(ImportError, match="from graphprof.base.choices import Mode"):
+        graphprof.Mode  # noqa: B018
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        graphprof.no_such_name  # noqa: B018
+
+
+def test_every_moved_name_is_where_the_message_says() -> None:
+    import importlib
+
+    import graphprof
+    import graphprof.compat.seed004 as api
+    from graphprof.base.moved import MOVED
+
+    assert set(api.__all__) <= set(MOVED) and not set(MOVED) & set(graphprof.__all__)
+    for name, where in MOVED.items():
+        assert hasattr(importlib.import_module(where), name), f"{name} is not in {where}"
