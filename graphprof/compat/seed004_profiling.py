@@ -25,7 +25,14 @@ from graphprof.base.limits import require_count
 from graphprof.errors import InvalidInputError
 from graphprof.gnn.estimate import FLOPsEstimator, check_sparse_ratio
 from graphprof.gnn.scaling import GraphScalingResult, ModelSource, run_graph_scaling
-from graphprof.measure.memory import get_memory_breakdown, memory_stats, peak_during, reset_resident_peak, resident_peak
+from graphprof.measure.memory import (
+    get_memory_breakdown,
+    memory_stats,
+    peak_during,
+    reset_resident_peak,
+    resident_now,
+    resident_peak,
+)
 from graphprof.measure.result import MemoryStats
 from graphprof.measure.run import resolve_device
 from graphprof.measure.timing import (
@@ -182,13 +189,15 @@ def _note_cpu_peak(peak: int) -> int:
     return highest
 
 
-def _cpu_transient_peak() -> int:
-    """What was live at the reset plus the most resident memory the process gained since: a tensor made
-    and freed between the reset and now is in it (0 before any reset, or off Linux)."""
-    live, resident, peak = _CPU_PEAK["live"], _CPU_PEAK["resident"], resident_peak()
-    if live is None or resident is None or peak is None:
+def _cpu_transient_peak(live_now: int) -> int:
+    """What was live at the reset plus the most resident memory the process gained since, less what the
+    process keeps now beside its tensors and did not keep then (the interpreter's own growth): a tensor
+    made and freed between the reset and now is in it (0 before any reset, or off Linux)."""
+    live, resident, peak, now = _CPU_PEAK["live"], _CPU_PEAK["resident"], resident_peak(), resident_now()
+    if live is None or resident is None or peak is None or now is None:
         return 0
-    return live + max(0, peak - resident)
+    other_growth = max(0, (now - live_now) - (resident - live))
+    return live + max(0, peak - resident - other_growth)
 
 
 def _measured(fn: Callable[[], Any], device: torch.device) -> MemoryStats:
@@ -224,8 +233,8 @@ def get_peak_memory(device: torch.device | str | None = None) -> float:
     live at the reset plus the most resident memory the process gained since (the kernel's peak,
     :func:`graphprof.measure.memory.resident_peak`; Linux), so ``x = torch.ones(2**25); del x`` counts its 128 MB."""
     dev = _torch_device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    peak = memory_stats(dev).peak_bytes
-    return (_note_cpu_peak(max(peak, _cpu_transient_peak())) if dev.type == "cpu" else peak) / _MB
+    peak = memory_stats(dev).peak_bytes  # on the CPU: what is live now
+    return (_note_cpu_peak(max(peak, _cpu_transient_peak(peak))) if dev.type == "cpu" else peak) / _MB
 
 
 def profile_memory_usage(fn: Callable[..., Any], *args: Any, device: torch.device | str | None = None, **kwargs: Any) -> MemoryStats:

@@ -29,7 +29,7 @@ from graphprof.measure.timing import _grads_kept, call_model, default_loss
 
 __all__ = [
     "live_cpu_bytes", "memory_stats", "peak_during", "cpu_peak_from_trace", "tracked_breakdown", "get_memory_breakdown",
-    "reset_resident_peak", "resident_peak",
+    "reset_resident_peak", "resident_peak", "resident_now",
 ]  # fmt: skip
 
 _PROC_STATUS = "/proc/self/status"
@@ -103,6 +103,11 @@ def resident_peak() -> int | None:
     """The peak of this process's resident memory since :func:`reset_resident_peak`, in bytes (``None``
     off Linux). It counts every page the process touched, the interpreter's and the libraries' too."""
     return _status_bytes("VmHWM")
+
+
+def resident_now() -> int | None:
+    """This process's resident memory now, in bytes (Linux's ``VmRSS``; ``None`` elsewhere)."""
+    return _status_bytes("VmRSS")
 
 
 def memory_stats(device: torch.device | str) -> MemoryStats:
