@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat
+from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat, WarmUp
 
 __all__ = ["ProfileRequest"]
 
@@ -55,6 +55,8 @@ class ProfileRequest:
     avg_degree: float | None = None
     edges: int | None = None
     debug: bool = False
+    warm_up: WarmUp = WarmUp.AUTO
+    export_onnx: Path | None = None
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ProfileRequest:

@@ -19,8 +19,8 @@ from typing_extensions import Self
 from graphprof.errors import InvalidInputError
 
 __all__ = [
-    "Choice", "Mode", "Capture", "Method", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat", "Reference",
-    "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS",
+    "Choice", "Mode", "Capture", "WarmUp", "Method", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat",
+    "Reference", "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS",
 ]  # fmt: skip
 
 
@@ -110,6 +110,25 @@ class Objective(Choice):
 
     LATENCY = "latency"
     THROUGHPUT = "throughput"
+
+
+class WarmUp(Choice):
+    """When one real forward runs before the capture (``--warm-up``, ``warm_up=``): ``auto`` (the default)
+    only for a model that builds state on its first call (YOLO's anchors, lazy modules); ``always`` for
+    every model, seed 001's strategy ("1. Warm-up (always)"), at the cost of its arithmetic once;
+    ``never`` for none (a model with lazy state may then fail to capture).
+
+    >>> WarmUp.parse("Always")
+    <WarmUp.ALWAYS: 'always'>
+    """
+
+    ALWAYS = "always"
+    AUTO = "auto"
+    NEVER = "never"
+
+    @classmethod
+    def parse(cls, value: object) -> Self:
+        return super().parse(str(value).strip().lower() if isinstance(value, str) else value)
 
 
 class OutputFormat(Choice):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -260,7 +261,7 @@ def _tree_table(profile: Profile, rows: list[ModuleRow], caption: str, show_shap
         indent = "  " * module.depth
         label = profile.model_name if module.path == "" else short
         cost = module.cost
-        cells = [indent + label, module.type, _num(module.params)]
+        cells = [escape(indent + label), module.type, _num(module.params)]  # a name is text, never markup
         if show_shapes:
             cells.append(_shape(shapes.get(module.path, ())))
         cells += [_num(cost.macs), _num(cost.flops), _mem(cost.bytes_moved), _ai(cost.arithmetic_intensity)]
@@ -346,7 +347,7 @@ def render_aten_breakdown(profile: Profile) -> RenderableType:
 def render_summary(profile: Profile, roofline: Roofline | None = None) -> RenderableType:
     """Totals, the memory split (inputs, outputs, weights), graph and capture facts, and the kind of run."""
     roofline = _roofline(profile, roofline)
-    table = _table(f"Model summary: {profile.model_name}", header=False)
+    table = _table(f"Model summary: {escape(profile.model_name)}", header=False)  # MODEL_REGISTRY[key] is not a style
     table.add_column("key", style="bold", overflow="fold")
     table.add_column("value", overflow="fold")
     total = profile.total
@@ -354,7 +355,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
     if profile.trainable_params != profile.total_params:
         params += f", {profile.trainable_params:,} trainable"
     rows: list[tuple[str, str]] = [
-        ("Model", f"{profile.model_name} ({profile.family})"),
+        ("Model", f"{escape(profile.model_name)} ({profile.family})"),
         ("Input", format_inputs(profile.inputs) or "-"),
         ("Mode / dtype", f"{profile.mode} / {profile.dtype}"),
         ("Parameters", params),
