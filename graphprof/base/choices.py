@@ -24,6 +24,10 @@ __all__ = [
 ]  # fmt: skip
 
 
+#: How an error names a choice whose class name does not read as words.
+_WHAT = {"WarmUp": "warm-up policy", "SweepAxis": "sweep axis", "OpStatus": "op status", "KVCache": "KV cache"}
+
+
 class Choice(str, enum.Enum):
     """An enum whose members are the strings a user types and a file holds: ``str(Mode.TRAIN)`` and
     ``f"{Mode.TRAIN}"`` are ``train`` (Python 3.11 would otherwise print ``Mode.TRAIN``), and a member
@@ -42,7 +46,7 @@ class Choice(str, enum.Enum):
         try:
             return cls(value)
         except ValueError:
-            what = cls.__name__.lower()
+            what = _WHAT.get(cls.__name__, cls.__name__.lower())
             raise InvalidInputError(f"unknown {what} {value!r} (use one of: {', '.join(m.value for m in cls)})") from None
 
 
