@@ -67,6 +67,9 @@ def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.
     if run.capture.graph.method is Method.EAGER and skipped.startswith(f"{NOT_TRIED}: "):
         notes.append(f"Dynamo export {skipped} (rows are modules; --capture dynamo forces it)")
     notes.extend(n for n in (moe_note(rows, session.model),) if n)
+    if run.trace.real_ops:
+        ran = ", ".join(f"{op} x{n}" for op, n in run.trace.real_ops)
+        notes.append(f"a dry run but for {ran}: ran on the input's real index values, because later shapes depend on them")
     graph_params = sum(r.params for r in rows)
     total_params = sum(p.numel() for p in parameter_tensors(session.model))
     if graph_params != total_params and not isinstance(session.model, torch.jit.ScriptModule):
