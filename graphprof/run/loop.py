@@ -612,10 +612,9 @@ def run_model(
     # a model and inputs all on the meta device already say nothing but shapes: the dry run dispatches
     # to the meta kernels straight away, as FlopCounterMode on a meta model does, without FakeTensors
     on_meta = fake and meta and _all_meta([*named.values(), *tree_flatten((args, kwargs))[0]])
-    if fake and not on_meta:
+    if fake_run := fake and not on_meta:
         named.update(_small_tensor_attributes(root))
-    convert = _Converter(named, fake and not on_meta, dtype, train)
-    fake_run = fake and not on_meta
+    convert = _Converter(named, fake_run, dtype, train)
     layers: dict[str, Layer] = {} if gm is None else graph_layers(gm, model, captured is not None and captured.method is Method.DYNAMO)
     loop = _Loop(observers, train)
 
@@ -625,9 +624,7 @@ def run_model(
         state = {name: convert(t) for name, t in named.items()}
         call_args, call_kwargs = tree_map(convert, args), tree_map(convert, kwargs)
         if fake_run:
-            loop.values = IndexValues()
-            for real, converted in zip(tree_flatten((args, kwargs))[0], tree_flatten((call_args, call_kwargs))[0], strict=True):
-                loop.values.seed(converted, real)
+            loop.values = IndexValues.of_inputs((args, kwargs), (call_args, call_kwargs))
         run_state = state if (fake or dtype is not None) else dict(named)
         leaves_in = [t for t in tree_flatten((call_args, call_kwargs))[0] if isinstance(t, torch.Tensor)]
         for i, t in enumerate(leaves_in):

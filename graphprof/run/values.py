@@ -44,6 +44,14 @@ class IndexValues:
         self.known: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.real_ops: Counter[str] = Counter()
 
+    @classmethod
+    def of_inputs(cls, real: Any, fake: Any) -> IndexValues:
+        """The values of a run's inputs: ``fake`` (the run's converted inputs) leaf by leaf beside ``real``."""
+        values = cls()
+        for r, f in zip(tree_flatten(real)[0], tree_flatten(fake)[0], strict=True):
+            values.seed(f, r)
+        return values
+
     def seed(self, fake: Any, real: Any) -> None:
         """The run's input ``fake`` stands for the real ``real``: kept when it is an index tensor on a real device."""
         if is_index(real) and not real.is_meta and isinstance(fake, torch.Tensor) and fake is not real:
