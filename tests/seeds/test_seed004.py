@@ -276,7 +276,6 @@ def test_each_module_of_the_seeds_package_holds_its_names() -> None:
 
 
 # ---- the CPU peak sees transients, as CUDA's does ---------------------------------------------------------
-@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="the kernel's resettable peak is Linux's")
 _CPU_PEAK = """
 import torch
 from torch import nn
@@ -297,6 +296,7 @@ print(first, get_peak_memory(device) - base)
 """
 
 
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="the kernel's resettable peak is Linux's")
 def test_the_cpu_peak_includes_a_tensor_made_and_freed_since_the_reset() -> None:
     """The seed's pattern, ``reset_memory_stats()``, work, ``get_peak_memory(device)``: a 128 MB tensor
     allocated and freed between the two readings is in the peak (before: 0.0 MB), and so is a forward's
