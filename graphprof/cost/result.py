@@ -16,6 +16,7 @@ from graphprof.base.choices import Execution, Method, Mode, OpStatus, Phase
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.inputs import InputSpec
 from graphprof.cost.bounds import Roofline
+from graphprof.cost.tokens import TokenFlops, token_flops
 from graphprof.formulas import Cost
 from graphprof.schemas import SCHEMA_VERSIONS
 
@@ -248,6 +249,12 @@ class Profile(NotebookDisplay):
         (``op.useful_fraction``: the unmasked half of the square, plus the diagonal)."""
         return round(sum(op.cost.flops * op.useful_fraction for row in self.layers for op in row.ops))
 
+    @cached_property
+    def per_token(self) -> TokenFlops | None:
+        """Model FLOPs per token beside the executed and counted ones (:mod:`graphprof.cost.tokens`), for a
+        model that takes tokens; ``None`` otherwise."""
+        return token_flops(self)
+
     @property
     def total_bytes(self) -> int:
         """Bytes read plus bytes written by every op (the ``memory`` of seed 002)."""
@@ -311,6 +318,7 @@ class Profile(NotebookDisplay):
             "timings_s": dict(self.timings),
             "layers": [row.to_dict() for row in self.layers],
             "modules": [m.to_dict() for m in self.modules],
+            **({"per_token": self.per_token.to_dict()} if self.per_token is not None else {}),
             **self._measured_dict(),
             **({"crosscheck": self.crosscheck.to_dict()} if self.crosscheck is not None else {}),
         }

@@ -368,6 +368,15 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
             f"{format_count(profile.executed_flops)} / {format_count(profile.useful_flops)} (causal attention: "
             "counted over the full score square; a tiled kernel skips the masked tiles; useful = unmasked scores)",
         ))  # fmt: skip
+    per_token = profile.per_token
+    if per_token is not None:
+        rows.append((
+            "Model FLOPs per token",
+            f"{format_count(round(per_token.model_forward))} forward, {format_count(round(per_token.model_train))} "
+            f"forward + backward (weight and token-mixing products, attention unmasked only, train = 3 x forward); "
+            f"executed {format_count(round(per_token.executed))}, counted {format_count(round(per_token.counted))} "
+            f"per token over {per_token.tokens:,} tokens",
+        ))  # fmt: skip
     if profile.mode is Mode.TRAIN:
         rows.append(
             (
