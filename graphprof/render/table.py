@@ -26,7 +26,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.base.choices import Mode, OpStatus
+from graphprof.base.choices import Execution, Mode, OpStatus
 from graphprof.base.inputs import format_inputs
 from graphprof.base.limits import format_bytes
 from graphprof.base.names import abbreviate
@@ -344,24 +344,10 @@ def render_aten_breakdown(profile: Profile) -> RenderableType:
 
 
 # ---- 3. model summary -----------------------------------------------------------------------------
-def render_summary(profile: Profile, roofline: Roofline | None = None) -> RenderableType:
-    """Totals, the memory split (inputs, outputs, weights), graph and capture facts, and the kind of run."""
-    roofline = _roofline(profile, roofline)
-    table = _table(f"Model summary: {escape(profile.model_name)}", header=False)  # MODEL_REGISTRY[key] is not a style
-    table.add_column("key", style="bold", overflow="fold")
-    table.add_column("value", overflow="fold")
+def _flop_rows(profile: Profile) -> list[tuple[str, str]]:
+    """The summary's FLOPs beyond the total: executed and useful, per token, forward and backward."""
     total = profile.total
-    params = f"{format_count(profile.total_params)} ({profile.total_params:,})"
-    if profile.trainable_params != profile.total_params:
-        params += f", {profile.trainable_params:,} trainable"
-    rows: list[tuple[str, str]] = [
-        ("Model", f"{escape(profile.model_name)} ({profile.family})"),
-        ("Input", format_inputs(profile.inputs) or "-"),
-        ("Mode / dtype", f"{profile.mode} / {profile.dtype}"),
-        ("Parameters", params),
-        ("MACs", f"{format_count(total.macs)} ({total.macs:,})"),
-        ("FLOPs", f"{format_count(total.flops)} ({total.flops:,})"),
-    ]
+    rows: list[tuple[str, str]] = []
     if profile.useful_flops != total.flops or profile.executed_flops != total.flops:
         rows.append((
             "FLOPs executed / useful",
@@ -384,6 +370,28 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
                 f"{format_count(profile.forward.flops)} / {format_count(profile.backward.flops)}",
             )
         )
+    return rows
+
+
+def render_summary(profile: Profile, roofline: Roofline | None = None) -> RenderableType:
+    """Totals, the memory split (inputs, outputs, weights), graph and capture facts, and the kind of run."""
+    roofline = _roofline(profile, roofline)
+    table = _table(f"Model summary: {escape(profile.model_name)}", header=False)  # MODEL_REGISTRY[key] is not a style
+    table.add_column("key", style="bold", overflow="fold")
+    table.add_column("value", overflow="fold")
+    total = profile.total
+    params = f"{format_count(profile.total_params)} ({profile.total_params:,})"
+    if profile.trainable_params != profile.total_params:
+        params += f", {profile.trainable_params:,} trainable"
+    rows: list[tuple[str, str]] = [
+        ("Model", f"{escape(profile.model_name)} ({profile.family})"),
+        ("Input", format_inputs(profile.inputs) or "-"),
+        ("Mode / dtype", f"{profile.mode} / {profile.dtype}"),
+        ("Parameters", params),
+        ("MACs", f"{format_count(total.macs)} ({total.macs:,})"),
+        ("FLOPs", f"{format_count(total.flops)} ({total.flops:,})"),
+    ]
+    rows += _flop_rows(profile)
     weights = format_bytes(profile.param_bytes)
     if profile.buffer_bytes:
         weights += f" (+ {format_bytes(profile.buffer_bytes)} buffers)"
@@ -403,7 +411,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         ("Capture", profile.capture_method),
     ]
     rows += [_attempt_row(method, error) for method, error in profile.capture_attempts]
-    rows.append(("Run", f"{'dry run' if profile.execution == 'dry-run' else 'real run'}: {profile.execution_note}"))
+    rows.append(("Run", f"{'dry run' if profile.execution is Execution.DRY_RUN else 'real run'}: {profile.execution_note}"))
     if profile.lowering != "cpu":
         rows.append(("Lowering", f"{profile.lowering}: attention costed as the fused kernels a GPU runs"))
     if roofline.hardware is not None:
