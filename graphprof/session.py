@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof.base.choices import Execution, Method, WarmUp
+from graphprof.base.choices import Execution, Lowering, Method, WarmUp
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import materialize, resize_inputs
 from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
@@ -53,7 +53,7 @@ from graphprof.errors import (
 )
 from graphprof.models.family import CUSTOM
 from graphprof.run.loop import Observer
-from graphprof.run.lowering import Lowering, lowering_context, parse_lowering
+from graphprof.run.lowering import lowering_context, parse_lowering
 from graphprof.run.propagate import Trace, propagate
 
 __all__ = ["Session", "SessionRun", "RunCall", "open_session", "model_device", "unwrap_model"]

@@ -19,7 +19,7 @@ from typing_extensions import Self
 from graphprof.errors import InvalidInputError
 
 __all__ = [
-    "Choice", "Mode", "Capture", "WarmUp", "Method", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat",
+    "Choice", "Mode", "Capture", "WarmUp", "Method", "Lowering", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat",
     "Reference", "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS",
 ]  # fmt: skip
 
@@ -83,6 +83,14 @@ class Method(Choice):
     FX = "fx.symbolic_trace"
     DYNAMO = "dynamo.export"
     EAGER = "eager"
+
+
+class Lowering(Choice):
+    """How a model's ops are lowered for costing: as the CPU runs them, or as a CUDA GPU does
+    (:mod:`graphprof.run.lowering`)."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
 
 
 class Execution(Choice):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from graphprof.base.choices import Execution, Method, Mode, OpStatus, Phase
+from graphprof.base.choices import Execution, Lowering, Method, Mode, OpStatus, Phase
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.inputs import InputSpec
 from graphprof.cost.bounds import Roofline
@@ -193,7 +193,7 @@ class Profile(NotebookDisplay):
     timings: tuple[tuple[str, float], ...] = ()
     #: how ops were lowered for costing: ``"cpu"`` (the decomposition the profiling machine runs) or
     #: ``"cuda"`` (fused attention kernels, as a GPU runs them; see :mod:`graphprof.run.lowering`)
-    lowering: str = "cpu"
+    lowering: Lowering = Lowering.CPU
     #: the layer running when the activation peak was reached (``None`` for an empty run)
     peak_activation_layer: str | None = None
     #: Every layer classified (:func:`graphprof.cost.roofline.classify`): against the fixed threshold as

@@ -26,7 +26,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.base.choices import Execution, Mode, OpStatus
+from graphprof.base.choices import Execution, Lowering, Mode, OpStatus
 from graphprof.base.inputs import format_inputs
 from graphprof.base.limits import format_bytes
 from graphprof.base.names import abbreviate
@@ -412,7 +412,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
     ]
     rows += [_attempt_row(method, error) for method, error in profile.capture_attempts]
     rows.append(("Run", f"{'dry run' if profile.execution is Execution.DRY_RUN else 'real run'}: {profile.execution_note}"))
-    if profile.lowering != "cpu":
+    if profile.lowering is not Lowering.CPU:
         rows.append(("Lowering", f"{profile.lowering}: attention costed as the fused kernels a GPU runs"))
     if roofline.hardware is not None:
         rows.append(("Hardware", f"{roofline.hardware.label} ({roofline.precision})"))
