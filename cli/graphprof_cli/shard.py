@@ -7,13 +7,13 @@ Parsing only: the work is :func:`graphprof.sharding.shard_profile`; the output i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from graphprof_cli import options as opt
 from graphprof_cli.common import request_from, run_guarded
+from graphprof_cli.request import CommonOptions
 
 if TYPE_CHECKING:
     from graphprof.devices.hardware import Hardware
@@ -24,21 +24,11 @@ __all__ = ["ShardRequest", "shard_command", "run_shard"]
 
 
 @dataclass(frozen=True)
-class ShardRequest:
+class ShardRequest(CommonOptions):
     """Every option of ``graphprof shard``, as parsed (names as the options', without dashes)."""
 
     model: str
     spec: str
-    input_shape: str | None = None
-    batch_size: int | None = None
-    dtype: str | None = None
-    hardware: str | None = None
-    peak_tflops: float | None = None
-    bandwidth_gbs: float | None = None
-    output: Path | None = None
-    width: int | None = None
-    redact: bool = False
-    debug: bool = False
 
 
 def shard_command(
