@@ -35,6 +35,8 @@ __all__ = [
     "OptimizerOption",
     "MeasureOption",
     "HtmlOption",
+    "FitsOption",
+    "MemoryBudgetOption",
 ]
 
 ModelOption = Annotated[
@@ -97,4 +99,12 @@ RedactOption = Annotated[
         "--redact",
         help="Leave the host out of the JSON and HTML written: host name, home, working folder, install paths, CPU and platform.",
     ),
+]
+FitsOption = Annotated[
+    bool,
+    flag("--fits", help="Plan a training step (--mode train): will it fit --hardware, its peak by what holds it and where (a dry run)."),
+]
+MemoryBudgetOption = Annotated[
+    str | None,
+    typer.Option("--memory-budget", help="With --fits: choose which modules to recompute (activation checkpointing) to fit this, e.g. 40GB."),
 ]

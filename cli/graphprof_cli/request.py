@@ -54,6 +54,9 @@ class ProfileRequest:
     nodes: str | None = None
     avg_degree: float | None = None
     edges: int | None = None
+    #: --fits / --memory-budget: plan a training step instead of profiling (:func:`graphprof.plan.plan_memory`)
+    fits: bool = False
+    memory_budget: str | None = None
     debug: bool = False
 
     @classmethod

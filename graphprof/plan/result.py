@@ -137,7 +137,6 @@ class MemoryPlan(NotebookDisplay):
     phases: tuple[PhasePeak, ...]
     #: every byte autograd saved for backward in the forward (the activations' total, whatever is freed after)
     saved_activation_bytes: int
-    step_flops: int
     shard: str | None = None
     device: str | None = None
     device_memory_bytes: int | None = None
@@ -171,7 +170,7 @@ class MemoryPlan(NotebookDisplay):
             "peak_bytes": self.peak_bytes, "peak_phase": peak.phase.value, "peak_module": peak.module, "peak_op": peak.op,
             "breakdown": peak.breakdown.to_dict(), "phases": [p.to_dict() for p in self.phases],
             "saved_activation_bytes": self.saved_activation_bytes,
-            "largest_transient_bytes": self.largest_transient_bytes, "step_flops": self.step_flops,
+            "largest_transient_bytes": self.largest_transient_bytes,
             "device": self.device, "device_memory_bytes": self.device_memory_bytes, "fits": self.fits,
             "checkpoint": None if self.checkpoint is None else self.checkpoint.to_dict(), "notes": list(self.notes),
         }  # fmt: skip

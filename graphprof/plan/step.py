@@ -105,12 +105,16 @@ def _prepared_copy(inputs: StepInputs) -> nn.Module:
     return model if inputs.dtype is None else model.to(inputs.dtype)
 
 
-def _step_inputs(value: Any, real: bool) -> Any:
-    """Inputs on the step's tensors: real ones kept, meta ones given zeros (inside the fake mode: fakes)."""
+def _step_inputs(value: Any, real: bool, dtype: torch.dtype | None) -> Any:
+    """Inputs on the step's tensors: real ones kept, meta ones given zeros (inside the fake mode: fakes);
+    floating-point ones in the step's dtype, as the model's parameters are."""
     def convert(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor) or (real and t.device.type != "meta"):
+        if not isinstance(t, torch.Tensor):
             return t
-        return torch.zeros(t.shape, dtype=t.dtype)
+        cast = dtype if dtype is not None and t.is_floating_point() else t.dtype
+        if real and t.device.type != "meta":
+            return t.to(cast)
+        return torch.zeros(t.shape, dtype=cast)
 
     return tree_map(convert, value)
 
@@ -125,7 +129,7 @@ def simulate_step(inputs: StepInputs) -> tuple[StepOutcome, dict[str, int]]:
         for wrap in inputs.wraps:
             model = wrap(model)
         model.train()
-        args, kwargs = _step_inputs(inputs.args, inputs.real), _step_inputs(inputs.kwargs, inputs.real)
+        args, kwargs = _step_inputs(inputs.args, inputs.real, inputs.dtype), _step_inputs(inputs.kwargs, inputs.real, inputs.dtype)
         optimizer = make_optimizer(model, inputs.optimizer, inputs.foreach)
         train_step(model, args, kwargs, optimizer)  # the first step creates the optimizer's state
         tracker = StepMemory(model)

@@ -105,7 +105,10 @@ class StepMemory(TorchDispatchMode):
         return total
 
     def pack(self, t: torch.Tensor) -> torch.Tensor:
-        """``saved_tensors_hooks``' pack: remember what autograd saves (the tensor itself is kept)."""
+        """``saved_tensors_hooks``' pack: remember what autograd saves (the tensor itself is kept); a
+        parameter (FSDP's gathered one too) is a weight, not an activation."""
+        if isinstance(t, nn.Parameter) or isinstance(t._base, nn.Parameter):
+            return t
         for d in dense_tensors([t]):
             ref = _ref(d)[0]
             if ref not in self.saved:
@@ -119,20 +122,27 @@ class StepMemory(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         for t in dense_tensors(tree_flatten(out)[0]):
             ref, size = _ref(t)
-            if ref not in self.base and ref not in self.live:
-                self.live[ref] = size
-                self.current += size
+            if ref not in self.base and self.live.get(ref) != size:  # new, or regrown (FSDP's gathered units)
+                self._resize(ref, size)
         held = self.peaks.get(self.phase)
         if held is None or self.current > held.live:
             self._settle(str(func.overloadpacket.__name__))
         return out
 
+    def _resize(self, ref: StorageWeakRef, size: int) -> None:
+        change = size - self.live.get(ref, 0)
+        self.live[ref] = size
+        self.current += change
+        if ref in self.saved:
+            self.saved_live += change
+
     def _settle(self, op: str) -> None:
-        for ref in [r for r in self.live if r.expired()]:
-            size = self.live.pop(ref)
-            self.current -= size
-            if ref in self.saved:
-                self.saved_live -= size
+        for ref in list(self.live):
+            # a dead storage is dropped; a live one is read again: FSDP frees a gathered unit by resizing
+            # its storage to 0 (``UntypedStorage.resize_``, which no dispatch mode sees)
+            self._resize(ref, 0 if ref.expired() else torch.UntypedStorage._new_with_weak_ptr(ref.cdata).nbytes())
+            if not self.live[ref]:
+                del self.live[ref]
         held = self.peaks.get(self.phase)
         if held is None or self.current > held.live:
             self.peaks[self.phase] = self._categorise(op)
@@ -147,7 +157,9 @@ class StepMemory(TorchDispatchMode):
         if self.phase is StepPhase.BACKWARD:
             node = torch._C._current_autograd_node()
             return None if node is None else node.metadata.get(_MODULE, node.name())
-        return self.module if self.phase is StepPhase.FORWARD else "optimizer.step"
+        if self.phase is StepPhase.FORWARD:
+            return self.module or "(the loss, outside the model)"
+        return "optimizer.step"
 
     # ---- where: the module running (forward) and the module whose nodes run (backward) --------------
     def hooks(self) -> list[Any]:
