@@ -42,7 +42,7 @@ def measure_step(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     *,
-    optimizer: Optimizer = Optimizer.ADAMW,
+    optimizer: Optimizer | str = Optimizer.ADAMW,
     wraps: tuple[Wrap, ...] = (),
     repeats: int = 3,
 ) -> MeasuredStep:
@@ -53,7 +53,7 @@ def measure_step(
     for wrap in wraps:
         step_model = wrap(step_model)
     step_model.train()
-    opt = make_optimizer(step_model, optimizer, foreach=False)
+    opt = make_optimizer(step_model, Optimizer.parse(optimizer), foreach=False)
     train_step(step_model, args, kwargs, opt)  # creates the optimizer's state
     base = storage_bytes([*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]])
     extra, _ = peak_during(lambda: train_step(step_model, args, kwargs, opt), "cpu")
