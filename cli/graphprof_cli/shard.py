@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from graphprof_cli import options as opt
 from graphprof.base.choices import Optimizer
+from graphprof_cli import options as opt
 from graphprof_cli.common import flag, run_guarded
 
 if TYPE_CHECKING:

@@ -10,7 +10,15 @@ for real on the CPU, the reference the plan is checked against.
 
 from graphprof.plan.fits import parse_memory, plan_memory
 from graphprof.plan.measured import MeasuredStep, measure_step
-from graphprof.plan.result import CheckpointChoice, CheckpointPlan, MemoryPlan, PhasePeak, RanksPlan, StepBreakdown, StepPhase
+from graphprof.plan.result import (
+    CheckpointChoice,
+    CheckpointPlan,
+    MemoryPlan,
+    PhasePeak,
+    RanksPlan,
+    StepBreakdown,
+    StepPhase,
+)
 
 __all__ = [
     "plan_memory", "parse_memory", "measure_step", "MeasuredStep", "MemoryPlan", "PhasePeak", "StepBreakdown",

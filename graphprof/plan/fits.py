@@ -169,14 +169,14 @@ def plan_memory(
     """Will a training step of ``model_or_name`` fit ``hardware``? See the module docstring.
 
     ``foreach`` (the optimizer's multi-tensor step) defaults to what torch picks on the device: on for a
-    GPU preset, off for the CPU. ``memory_budget`` (bytes, or ``"40GB"``) adds a checkpoint plan.
+    GPU preset (NVIDIA's or AMD's: ROCm runs torch's CUDA defaults), off for the CPU. ``memory_budget`` (bytes, or ``"40GB"``) adds a checkpoint plan.
     """
     opt = Optimizer.parse(optimizer) if isinstance(optimizer, str) else optimizer
     device = get_hardware(hardware) if isinstance(hardware, str) else hardware
     spec = parse_shard(shard) if isinstance(shard, str) else shard
     budget = None if memory_budget is None else parse_memory(memory_budget)
     run_dtype = parse_dtype(dtype)
-    multi = device is not None and device.is_gpu if foreach is None else foreach
+    multi = device is not None and "GPU" in device.kind if foreach is None else foreach
     step = resolve_step_model(model_or_name, batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs)
     plan = plan_step(step, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec)
     if budget is not None:

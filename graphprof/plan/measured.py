@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-
 from torch import nn
 from torch.utils._pytree import tree_flatten
 

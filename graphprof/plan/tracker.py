@@ -155,8 +155,8 @@ class StepMemory(TorchDispatchMode):
 
     def _where(self) -> str | None:
         if self.phase is StepPhase.BACKWARD:
-            node = torch._C._current_autograd_node()
-            return None if node is None else node.metadata.get(_MODULE, node.name())
+            node: Any = torch._C._current_autograd_node()
+            return None if node is None else str(node.metadata.get(_MODULE, node.name()))
         if self.phase is StepPhase.FORWARD:
             return self.module or "(the loss, outside the model)"
         return "optimizer.step"
@@ -175,7 +175,7 @@ class StepMemory(TorchDispatchMode):
         self.module = name or "(model)"
 
     def _leave(self, name: str, output: Any) -> None:
-        stack = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        stack: list[Any] = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         while stack:
             fn = stack.pop()
             if fn is None or _MODULE in fn.metadata:
