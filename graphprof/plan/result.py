@@ -94,6 +94,8 @@ class CheckpointPlan:
     planned: MemoryPlan | None
     feasible: bool
     step_s: float | None = None
+    #: how times were predicted (a device's calibration, or the roofline's lower bound)
+    timing: str = ""
 
     @property
     def chosen(self) -> tuple[CheckpointChoice, ...]:
@@ -111,7 +113,7 @@ class CheckpointPlan:
         return {
             "budget_bytes": self.budget_bytes, "solver": self.solver, "feasible": self.feasible,
             "solver_peak_bytes": self.solver_peak_bytes, "recompute_flops": self.recompute_flops,
-            "recompute_s_estimated": self.recompute_s, "step_s_estimated": self.step_s,
+            "recompute_s_estimated": self.recompute_s, "step_s_estimated": self.step_s, "timing": self.timing,
             "choices": [c.to_dict() for c in self.choices],
             "planned": None if self.planned is None else self.planned.to_dict(),
         }  # fmt: skip

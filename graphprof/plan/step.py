@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -26,7 +26,7 @@ from graphprof.measure.timing import default_loss
 from graphprof.plan.result import PhasePeak, StepBreakdown, StepPhase
 from graphprof.plan.tracker import StepMemory, dense_tensors
 
-__all__ = ["StepInputs", "StepOutcome", "train_step", "make_optimizer", "simulate_step", "checkpointed", "storage_bytes"]
+__all__ = ["StepInputs", "StepOutcome", "StepObserver", "train_step", "make_optimizer", "simulate_step", "checkpointed", "storage_bytes"]
 
 #: Called on the step's copy of the model before its optimizer is made (FSDP's ``fully_shard``, checkpoint wrappers).
 Wrap = Callable[[nn.Module], nn.Module]
@@ -119,9 +119,22 @@ def _step_inputs(value: Any, real: bool, dtype: torch.dtype | None) -> Any:
     return tree_map(convert, value)
 
 
-def simulate_step(inputs: StepInputs) -> tuple[StepOutcome, dict[str, int]]:
-    """Two steps of a copy of ``inputs.model``; the second tracked. Returns the outcome and the base's
-    parts in bytes (``parameters``, ``optimizer_state``, ``inputs``)."""
+class StepObserver(Protocol):
+    """Something else that watches the tracked step (:class:`graphprof.plan.checkpoint.BlockCosts`): a
+    dispatch mode entered with the tracker, hooks on the step's copy, and each tensor autograd saves."""
+
+    def attach(self, model: nn.Module) -> list[Any]: ...
+
+    def saved(self, t: torch.Tensor) -> None: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> Any: ...
+
+
+def simulate_step(inputs: StepInputs, observers: Sequence[StepObserver] = ()) -> tuple[StepOutcome, dict[str, int]]:
+    """Two steps of a copy of ``inputs.model``; the second tracked (and watched by ``observers``). Returns
+    the outcome and the base's parts in bytes (``parameters``, ``optimizer_state``, ``inputs``)."""
     model = _prepared_copy(inputs)
     with _fake_mode(inputs.real):
         if not inputs.real:
@@ -138,9 +151,19 @@ def simulate_step(inputs: StepInputs) -> tuple[StepOutcome, dict[str, int]]:
             "optimizer_state": tracker.set_base(optimizer_tensors(optimizer)),
             "inputs": tracker.set_base(tree_flatten((args, kwargs))[0]),
         }
-        handles = tracker.hooks()
+        handles = tracker.hooks() + [h for o in observers for h in o.attach(model)]
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            for o in observers:
+                o.saved(t)
+            return tracker.pack(t)
+
         try:
-            with tracker, torch.autograd.graph.saved_tensors_hooks(tracker.pack, lambda t: t):
+            with contextlib.ExitStack() as stack:
+                for o in observers:
+                    stack.enter_context(o)
+                stack.enter_context(tracker)  # innermost: sees the calls as the model makes them
+                stack.enter_context(torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t))
                 train_step(model, args, kwargs, optimizer, mark=lambda phase: setattr(tracker, "phase", phase))
         finally:
             for h in handles:

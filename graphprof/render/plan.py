@@ -65,7 +65,7 @@ def render_memory_plan(plan: MemoryPlan) -> RenderableType:
 
 def render_checkpoint_plan(cp: CheckpointPlan, before: StepBreakdown) -> RenderableType:
     """Each candidate module: memory freed, recompute FLOPs and time, chosen or not; then the new peak."""
-    table = Table(title=f"activation checkpointing under {format_bytes(cp.budget_bytes)} ({cp.solver})", box=box.SIMPLE_HEAD, title_justify="left")
+    table = Table(title=f"activation checkpointing under {format_bytes(cp.budget_bytes)} ({cp.solver}; times from {cp.timing})", box=box.SIMPLE_HEAD, title_justify="left")
     for name, justify in (("module", "left"), ("freed", "right"), ("recompute FLOPs", "right"), ("recompute time (est.)", "right"), ("chosen", "center")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for c in cp.choices:
