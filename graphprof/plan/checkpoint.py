@@ -54,12 +54,12 @@ def _has_params(module: nn.Module) -> bool:
 
 def candidate_blocks(model: nn.Module, max_depth: int = 4) -> list[str]:
     """Dotted names of the modules a plan may recompute, in definition order: the model's children that
-    hold parameters, with a container (``nn.ModuleList``, ``nn.Sequential``) or a child holding over half
-    the parameters opened into its own children (a transformer's layers, a ResNet stage's blocks).
+    hold parameters, with an ``nn.ModuleList`` (never called itself) or a child holding over half the
+    parameters opened into its own children (a transformer's layers, ResNet's last stage).
 
     >>> from torchvision.models import resnet18
-    >>> candidate_blocks(resnet18())[:4]
-    ['conv1', 'bn1', 'layer1.0', 'layer1.1']
+    >>> candidate_blocks(resnet18())
+    ['conv1', 'bn1', 'layer1', 'layer2', 'layer3', 'layer4.0', 'layer4.1', 'fc']
     """
     total = sum(p.numel() for p in model.parameters())
     out: list[str] = []
@@ -69,7 +69,7 @@ def candidate_blocks(model: nn.Module, max_depth: int = 4) -> list[str]:
             if not _has_params(child):
                 continue
             inner = [c for c in child.children() if _has_params(c)]
-            big = isinstance(child, (nn.ModuleList, nn.Sequential)) or 2 * sum(p.numel() for p in child.parameters()) > total
+            big = isinstance(child, nn.ModuleList) or 2 * sum(p.numel() for p in child.parameters()) > total
             if depth < max_depth and inner and big:
                 visit(f"{prefix}{name}.", child, depth + 1)
             else:
