@@ -64,6 +64,9 @@ class ProfileRequest(CommonOptions):
     edges: int | None = None
     warm_up: WarmUp = WarmUp.AUTO
     export_onnx: Path | None = None
+    #: --fits / --memory-budget: plan a training step instead of profiling (:func:`graphprof.plan.plan_memory`)
+    fits: bool = False
+    memory_budget: str | None = None
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ProfileRequest:

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from graphprof.base.choices import Optimizer
 from graphprof_cli import options as opt
-from graphprof_cli.common import request_from, run_guarded
+from graphprof_cli.common import flag, request_from, run_guarded
 from graphprof_cli.request import CommonOptions
 
 if TYPE_CHECKING:
@@ -23,12 +24,29 @@ if TYPE_CHECKING:
 __all__ = ["ShardRequest", "shard_command", "run_shard"]
 
 
+def _run_fits(req: ShardRequest) -> None:
+    """``--fits``: the step planned per rank (:func:`graphprof.plan.plan_memory` with ``shard=``)."""
+    from graphprof.plan import plan_memory
+    from graphprof.render.plan import render_memory_plan
+    from graphprof_cli.common import console as make_console
+
+    spec, hardware, _ = run_guarded(lambda: _checked(req), req.debug)
+    console = make_console(req.width)
+    options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer, "memory_budget": req.memory_budget}
+    with console.status(f"planning {req.model} as {spec} ...", spinner="dots"):
+        plan = run_guarded(lambda: plan_memory(req.model, shard=spec, hardware=hardware, **options), req.debug)
+    console.print(render_memory_plan(plan))
+
+
 @dataclass(frozen=True)
 class ShardRequest(CommonOptions):
     """Every option of ``graphprof shard``, as parsed (names as the options', without dashes)."""
 
     model: str
     spec: str
+    fits: bool = False
+    optimizer: str = "adamw"
+    memory_budget: str | None = None
 
 
 def shard_command(
@@ -50,10 +68,17 @@ def shard_command(
     output: opt.OutputOption = None,
     width: opt.WidthOption = None,
     redact: opt.RedactOption = False,
+    fits: Annotated[bool, flag("--fits", help="Plan the step instead: each phase's peak per rank by what holds it, against --hardware.")] = False,
+    optimizer: Annotated[Optimizer, typer.Option("--optimizer", help="With --fits: the optimizer whose state each rank holds.")] = Optimizer.ADAMW,
+    memory_budget: opt.MemoryBudgetOption = None,
     debug: opt.DebugOption = False,
 ) -> None:
     """One rank of a sharded training step: its memory, FLOPs and collective bytes beside the analytic figures."""
-    run_shard(request_from(ShardRequest, ctx.params))
+    req = request_from(ShardRequest, ctx.params)
+    if req.fits or req.memory_budget is not None:
+        _run_fits(req)
+        return
+    run_shard(req)
 
 
 def _checked(req: ShardRequest) -> tuple[ShardSpec, Hardware | None, OutputTarget | None]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -133,10 +134,22 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
         b = mem.breakdown
         parts = ", ".join(f"{c.replace('_', ' ')} {_mib(getattr(b, c))}" for c in ("parameters", "buffers", "gradients", "optimizer_state", "activations", "temporaries"))
         lines.append(Text(f"breakdown at peak (MemTracker): {parts}"))
+    lines += _utilization(m)
     for note in m.notes:
         lines.append(Text(f"note: {note}", style="dim"))
 
     return Group(*lines, _layer_table(profile, roofline), _op_table(profile, roofline))
+
+
+def _utilization(m: Any) -> list[Text]:
+    """MFU and HFU per span, naming the FLOPs and the peak (read from the measurement, never recomputed)."""
+    if not m.utilization:
+        return [Text("MFU: no device peak for this run (give --hardware; on the CPU, --hardware local after `graphprof calibrate`)", style="dim")]
+    return [
+        Text(f"{u.span}: MFU {u.mfu:.2%} (model FLOPs {u.model_flops:,} in {u.seconds * 1e3:.3f} ms = {u.achieved_flops / 1e12:.4g} TFLOP/s), "
+             f"HFU {u.hfu:.2%} (executed FLOPs {u.executed_flops:,}); peak {u.peak_flops / 1e12:.4g} TFLOP/s dense, {u.precision}, {u.device}")
+        for u in m.utilization
+    ]  # fmt: skip
 
 
 def _host(host: object) -> str:
