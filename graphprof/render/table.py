@@ -418,7 +418,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         rows.append(("Hardware", f"{roofline.hardware.label} ({roofline.precision})"))
         rows.append(("Roofline time (lower bound)", format_seconds(roofline.seconds)))
         if roofline.predicted_seconds is not None:
-            rows.append(("Predicted time", _predicted_text(roofline)))
+            rows.append(("Predicted time", _predicted_text(roofline) + " (of a plain forward, as --measure's 'forward' times it)"))
     for key, value in rows:
         table.add_row(key, value)
     return table
