@@ -469,6 +469,7 @@ def load_checkpoint(
 FAMILY = Family(
     "yolo",
     needs_real_values=True,
+    export_warm_up="Dynamo's export of the detect head needs the anchors of a first forward (their shape depends on values)",
     dynamo_skip=(
         "Dynamo export of YOLO takes about 6 s on a CPU (3 s with static shapes), against 1 s for the whole "
         "eager profile, which gives the same counts and true shapes per module"
