@@ -134,7 +134,7 @@ def plan_step(step: StepModel, *, dtype: torch.dtype | None, optimizer: Optimize
     notes = [
         f"{'real values on the CPU (the forward reads them)' if step.real else 'a dry run on FakeTensors'}: the storages the step's aten calls made, "
         "each phase's peak after the call that reached it (an estimate: no allocator rounding, no kernel's private workspace)",
-        f"the second of two steps (the first creates the optimizer's state); {optimizer.value}"
+        f"a step with the optimizer's state already made (as after a first step); {optimizer.value}"
         f"{', multi-tensor (foreach)' if foreach else ', one tensor at a time'}; the loss is the sum of the outputs",
         "parameters include the buffers",
     ]
