@@ -26,7 +26,10 @@ from graphprof.models import resolve_model
 from graphprof.plan import measure_step, plan_memory
 from graphprof.plan.step import checkpointed
 
-MODEL, SHAPE = "hf:bert-base?num_hidden_layers=6&hidden_size=256&num_attention_heads=4&intermediate_size=1024&vocab_size=2048&hidden_dropout_prob=0&attention_probs_dropout_prob=0", (8, 512)
+MODEL, SHAPE = (
+    "hf:bert-base?num_hidden_layers=6&hidden_size=256&num_attention_heads=4&intermediate_size=1024&vocab_size=2048&hidden_dropout_prob=0&attention_probs_dropout_prob=0",
+    (8, 512),
+)
 
 
 def main(argv: list[str]) -> None:
@@ -41,14 +44,18 @@ def main(argv: list[str]) -> None:
     cp = plan.checkpoint
     assert cp is not None and cp.planned is not None
     chosen = {c.module for c in cp.chosen}
-    print(f"{name} {shape}: unplanned peak {base.peak_bytes / 1e6:.1f} MB, budget {budget / 1e6:.1f} MB; solver: {cp.solver}")
+    print(
+        f"{name} {shape}: unplanned peak {base.peak_bytes / 1e6:.1f} MB, budget {budget / 1e6:.1f} MB; solver: {cp.solver}"
+    )
     print(f"chosen ({len(chosen)}): {', '.join(sorted(chosen))}")
     torch.manual_seed(0)
     built = resolve_model(name, input_shape=shape, device="cpu")
     real = (built.model, tuple(built.args), dict(built.kwargs))
     plain = measure_step(*real, repeats=5)
     planned = measure_step(*real, wraps=(checkpointed(chosen),), repeats=5, recomputed=frozenset(chosen))
-    print(f"unplanned peak: predicted {base.peak_bytes / 1e6:.1f} MB, measured {plain.peak_bytes / 1e6:.1f} MB ({base.peak_bytes / plain.peak_bytes - 1:+.2%})")
+    print(
+        f"unplanned peak: predicted {base.peak_bytes / 1e6:.1f} MB, measured {plain.peak_bytes / 1e6:.1f} MB ({base.peak_bytes / plain.peak_bytes - 1:+.2%})"
+    )
     print(f"planned peak:   predicted {cp.planned.peak_bytes / 1e6:.1f} MB, measured {planned.peak_bytes / 1e6:.1f} MB "
           f"({cp.planned.peak_bytes / planned.peak_bytes - 1:+.2%}); under the budget: {planned.peak_bytes <= budget}")  # fmt: skip
     measured = planned.recompute_s

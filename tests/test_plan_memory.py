@@ -42,7 +42,9 @@ def test_breakdowns_sum_and_phases_are_in_order() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "batch"), [("resnet18", 4), ("hf:llama?num_hidden_layers=2", 2), ("pyg:gcn?num_nodes=2000", None)])
+@pytest.mark.parametrize(
+    ("name", "batch"), [("resnet18", 4), ("hf:llama?num_hidden_layers=2", 2), ("pyg:gcn?num_nodes=2000", None)]
+)
 def test_predicted_peak_within_ten_percent_of_the_allocator(name: str, batch: int | None) -> None:
     plan = plan_memory(name, batch_size=batch, foreach=False)
     torch.manual_seed(0)
@@ -87,6 +89,23 @@ def test_cli_fits_and_its_errors() -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["--model", "resnet18", "--fits"])
     assert result.exit_code == 2 and "--mode train" in result.output and "Traceback" not in result.output
-    result = runner.invoke(app, ["--model", "resnet18", "-b", "2", "--mode", "train", "--optimizer", "adamw", "--hardware", "h100", "--fits", "--width", "160"])
+    result = runner.invoke(
+        app,
+        [
+            "--model",
+            "resnet18",
+            "-b",
+            "2",
+            "--mode",
+            "train",
+            "--optimizer",
+            "adamw",
+            "--hardware",
+            "h100",
+            "--fits",
+            "--width",
+            "160",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "estimated peak" in result.output and "fits" in result.output and "optimizer state" in result.output

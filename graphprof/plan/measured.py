@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
-from torch.utils.checkpoint import set_checkpoint_early_stop
 from torch.utils._pytree import tree_flatten
+from torch.utils.checkpoint import set_checkpoint_early_stop
 
 from graphprof.base.choices import Optimizer
 from graphprof.measure.memory import peak_during
@@ -88,7 +88,9 @@ def measure_step(
     opt = make_optimizer(step_model, Optimizer.parse(optimizer), foreach=False)
     try:
         train_step(step_model, args, kwargs, opt)  # creates the optimizer's state
-        base = storage_bytes([*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]])
+        base = storage_bytes(
+            [*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]]
+        )
         extra, _ = peak_during(lambda: train_step(step_model, args, kwargs, opt), "cpu")
         times = []
         for _ in range(max(1, repeats)):

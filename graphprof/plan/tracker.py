@@ -168,14 +168,18 @@ class StepMemory(TorchDispatchMode):
         handles = []
         for name, module in self.model.named_modules():
             handles.append(module.register_forward_pre_hook(lambda _m, _a, name=name: self._enter(name)))
-            handles.append(module.register_forward_hook(lambda _m, _a, out, name=name: self._leave(name, out), always_call=True))
+            handles.append(
+                module.register_forward_hook(lambda _m, _a, out, name=name: self._leave(name, out), always_call=True)
+            )
         return handles
 
     def _enter(self, name: str) -> None:
         self.module = name or "(model)"
 
     def _leave(self, name: str, output: Any) -> None:
-        stack: list[Any] = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        stack: list[Any] = [
+            t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None
+        ]
         while stack:
             fn = stack.pop()
             if fn is None or _MODULE in fn.metadata:

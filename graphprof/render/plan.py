@@ -30,7 +30,11 @@ def _breakdown_table(plan: MemoryPlan, title: str) -> Table:
     table.add_column("held at each phase's peak")
     peak = plan.peak.phase
     for p in plan.phases:
-        table.add_column(f"{p.phase.value}{' (peak)' if p.phase is peak else ''}", justify="right", style="bold" if p.phase is peak else None)
+        table.add_column(
+            f"{p.phase.value}{' (peak)' if p.phase is peak else ''}",
+            justify="right",
+            style="bold" if p.phase is peak else None,
+        )
     for label, key in _ROWS:
         table.add_row(label, *(format_bytes(getattr(p.breakdown, key)) for p in plan.phases))
     table.add_section()
@@ -65,17 +69,42 @@ def render_memory_plan(plan: MemoryPlan) -> RenderableType:
 
 def render_checkpoint_plan(cp: CheckpointPlan, before: StepBreakdown) -> RenderableType:
     """Each candidate module: memory freed, recompute FLOPs and time, chosen or not; then the new peak."""
-    table = Table(title=f"activation checkpointing under {format_bytes(cp.budget_bytes)} ({cp.solver}; times from {cp.timing})", box=box.SIMPLE_HEAD, title_justify="left")
-    for name, justify in (("module", "left"), ("freed", "right"), ("recompute FLOPs", "right"), ("recompute time (est.)", "right"), ("chosen", "center")):
+    table = Table(
+        title=f"activation checkpointing under {format_bytes(cp.budget_bytes)} ({cp.solver}; times from {cp.timing})",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
+    for name, justify in (
+        ("module", "left"),
+        ("freed", "right"),
+        ("recompute FLOPs", "right"),
+        ("recompute time (est.)", "right"),
+        ("chosen", "center"),
+    ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for c in cp.choices:
-        table.add_row(c.module, format_bytes(c.freed_bytes), format_count(c.recompute_flops), f"{c.recompute_s * 1e3:.3g} ms", "yes" if c.chosen else "")
+        table.add_row(
+            c.module,
+            format_bytes(c.freed_bytes),
+            format_count(c.recompute_flops),
+            f"{c.recompute_s * 1e3:.3g} ms",
+            "yes" if c.chosen else "",
+        )
     lines: list[RenderableType] = [table]
     if not cp.feasible:
-        lines.append(Text(f"no choice of modules brings the step under {format_bytes(cp.budget_bytes)}: checkpointing them all leaves the plan below", style="bold red"))
+        lines.append(
+            Text(
+                f"no choice of modules brings the step under {format_bytes(cp.budget_bytes)}: checkpointing them all leaves the plan below",
+                style="bold red",
+            )
+        )
     if cp.planned is not None:
         after = cp.planned.peak
-        step = f"; step {cp.step_s * 1e3:.3g} ms -> {(cp.step_s + cp.recompute_s) * 1e3:.3g} ms (est.)" if cp.step_s is not None else ""
+        step = (
+            f"; step {cp.step_s * 1e3:.3g} ms -> {(cp.step_s + cp.recompute_s) * 1e3:.3g} ms (est.)"
+            if cp.step_s is not None
+            else ""
+        )
         lines.append(Text(
             f"peak {format_bytes(before.total)} -> {format_bytes(after.breakdown.total)} in the {after.phase.value} "
             f"(simulated with the plan applied); recompute {format_count(cp.recompute_flops)} FLOPs, "
@@ -85,7 +114,11 @@ def render_checkpoint_plan(cp: CheckpointPlan, before: StepBreakdown) -> Rendera
 
 def render_ranks_plan(plan: RanksPlan) -> RenderableType:
     """The world sizes tried and the smallest that fits, with and without checkpointing."""
-    table = Table(title=f"{plan.model_name} on {plan.device} ({format_bytes(plan.device_memory_bytes)}): peak per rank", box=box.SIMPLE_HEAD, title_justify="left")
+    table = Table(
+        title=f"{plan.model_name} on {plan.device} ({format_bytes(plan.device_memory_bytes)}): peak per rank",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
     table.add_column("ranks", justify="right")
     table.add_column("peak per rank", justify="right")
     table.add_column("with checkpointing", justify="right")
