@@ -76,7 +76,7 @@ def measure_step(
 ) -> MeasuredStep:
     """Measure one step of a copy of ``model`` (real weights, on the CPU) with ``wraps`` applied to the
     copy; ``step_s`` is the fastest of ``repeats`` steps timed apart from the memory run (the profiler
-    slows what it watches), ``recompute_s`` the time of the ``recomputed`` modules' forwards inside that
+    slows what it watches), ``recompute_s`` the fastest of their times of the ``recomputed`` modules' forwards inside that
     step's backward (their hooks' wall time, with checkpoint's early stop off so that each recompute runs
     to its end: the recompute itself, without the allocator's page faults that make two steps' difference
     noisy on a CPU)."""
@@ -103,5 +103,5 @@ def measure_step(
     finally:
         for h in clock.handles:
             h.remove()
-    step_s, recompute_s = min(times)
-    return MeasuredStep(base + extra, base, step_s, recompute_s)
+    # the least disturbed sample of each (another process's burst only ever adds time)
+    return MeasuredStep(base + extra, base, min(t for t, _ in times), min(r for _, r in times))

@@ -13,7 +13,7 @@ from graphprof.base.limits import format_bytes
 from graphprof.plan.result import CheckpointPlan, MemoryPlan, RanksPlan, StepBreakdown
 from graphprof.render.table import format_count
 
-__all__ = ["render_memory_plan", "render_checkpoint_plan", "render_ranks_plan"]
+__all__ = ["render_memory_plan", "render_checkpoint_plan", "render_ranks_plan", "render_plan_plot"]
 
 _ROWS = (
     ("parameters (and buffers)", "parameters"),
@@ -128,3 +128,40 @@ def render_ranks_plan(plan: RanksPlan) -> RenderableType:
     verdict = (f"smallest FSDP world that fits: {plan.world or 'none tried'}; "
                f"with every block checkpointed: {plan.world_with_checkpoint or 'none tried'}")  # fmt: skip
     return Group(table, Text(verdict, style="bold"), *(Text(n, style="dim") for n in plan.notes))
+
+
+_COLOURS = {
+    "parameters": "#4c72b0", "gradients": "#55a868", "optimizer_state": "#8172b2",
+    "activations": "#c44e52", "inputs": "#937860", "transients": "#ccb974",
+}  # fmt: skip
+
+
+def render_plan_plot(plan: MemoryPlan, *, fmt: str = "png") -> bytes:
+    """Each phase's peak, stacked by what holds it, before and (with a checkpoint plan) after the plan,
+    with the budget and the device's memory as lines. A pure function of ``plan``; needs matplotlib."""
+    from graphprof.render.plots import _figure, _save
+
+    columns: list[tuple[str, StepBreakdown]] = [(f"{p.phase.value}\n(as is)", p.breakdown) for p in plan.phases]
+    cp = plan.checkpoint
+    if cp is not None and cp.planned is not None:
+        columns += [(f"{p.phase.value}\n(planned)", p.breakdown) for p in cp.planned.phases]
+    figure = _figure(1.3 * len(columns) + 3, 4.5)
+    ax = figure.add_subplot()
+    x = range(len(columns))
+    bottom = [0.0] * len(columns)
+    for label, key in _ROWS:
+        heights = [getattr(b, key) / 1e9 for _, b in columns]
+        ax.bar(x, heights, bottom=bottom, label=label, color=_COLOURS[key], width=0.7)
+        bottom = [a + h for a, h in zip(bottom, heights, strict=True)]
+    if cp is not None:
+        ax.axhline(cp.budget_bytes / 1e9, color="black", linestyle="--", linewidth=1, label=f"budget {format_bytes(cp.budget_bytes)}")
+        ax.axvline(len(plan.phases) - 0.5, color="grey", linewidth=0.8)
+    if plan.device_memory_bytes is not None:
+        ax.axhline(plan.device_memory_bytes / 1e9, color="red", linewidth=1, label=f"{plan.device}")
+    ax.set_xticks(list(x), [name for name, _ in columns], fontsize=8)
+    ax.set_ylabel("GB held (estimate)")
+    chosen = f"; {len(cp.chosen)} of {len(cp.choices)} blocks recomputed" if cp is not None else ""
+    name, _, overrides = plan.model_name.partition("?")  # an hf: spec's config overrides make a long title
+    ax.set_title(f"{name}{' (custom config)' if overrides else ''}, {plan.inputs}: one training step{chosen}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _save(figure, fmt)
