@@ -109,3 +109,25 @@ def test_cli_fits_and_its_errors() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "estimated peak" in result.output and "fits" in result.output and "optimizer state" in result.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--model", "resnet18", "--mode", "train", "--memory-budget", "2GB"], "hardware"),
+        (["--model", "resnet18", "--mode", "train", "--fits", "--memory-budget", "lots"], "memory 'lots'"),
+        (["shard", "--model", "resnet18", "fsdp:auto", "--fits"], "--hardware"),
+        (["shard", "--model", "resnet18", "tp:2", "--fits"], "fsdp"),
+    ],
+)
+def test_cli_plan_mistakes_are_one_line_and_exit_2(argv: list[str], says: str) -> None:
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_cli_shard_fits_per_rank() -> None:
+    result = CliRunner().invoke(app, ["shard", "--model", "hf:llama?num_hidden_layers=2", "fsdp:4", "--fits", "--hardware", "h100", "--width", "160"])
+    assert result.exit_code == 0, result.output
+    assert "fsdp:4 per rank" in result.output and "estimated peak per rank" in result.output
