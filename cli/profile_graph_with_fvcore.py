@@ -21,13 +21,14 @@ def compare_with_fvcore(*models: str, tolerance: float = 1.0, **options: Any) ->
     """Check ``models`` against fvcore, print the seed's comparison table, return the :class:`CrossCheck` rows."""
     from rich.console import Console
 
+    from graphprof.compat.seed002 import COMPARISON_LABELS
     from graphprof.crosscheck import crosscheck_models
     from graphprof.render.crosscheck import render_comparison
 
     results = crosscheck_models(list(models) or ["resnet18"], **options)
-    Console().print(render_comparison(results, tolerance=tolerance))
+    Console().print(render_comparison(results, tolerance=tolerance, labels=COMPARISON_LABELS))
     return results
 
 
 if __name__ == "__main__":
-    run_cli(["validate"])
+    run_cli(["validate", "--seed-labels"])  # the seed's title and columns: FLOP COMPARISON, Our FLOPs, fvcore FLOPs

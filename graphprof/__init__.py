@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from graphprof.base import display as _display
+from graphprof.base.moved import moved_error
 from graphprof.version import __version__
 
 
@@ -190,6 +191,9 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
     def __getattr__(name: str) -> object:
         where = _EXPORTS.get(name)
         if where is None:
+            moved = moved_error(name)  # a name an older README used: one line naming where it is now
+            if moved is not None:
+                raise moved
             raise AttributeError(f"module 'graphprof' has no attribute {name!r}")
         module, _, defined = where.partition(":")
         value = getattr(importlib.import_module(module), defined or name)

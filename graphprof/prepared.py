@@ -25,11 +25,13 @@ from typing_extensions import Unpack
 
 from graphprof.base.guard import guard_user_code
 from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec
+from graphprof.capture.methods import preserved_state
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
+from graphprof.graph.onnx_export import OnnxExport, export_onnx
 from graphprof.measure.result import Measurement
 from graphprof.measure.run import MeasureOptions, measure_run
 from graphprof.profile import profile_session
@@ -133,6 +135,15 @@ class PreparedModel(Session):
             detail_graph = with_measured_times(detail_graph, measurement) if detail_graph is not None else None
         return module_graph, detail_graph
 
+    @guard_user_code
+    def export_onnx(self, path: str | Path, profile: Profile | None = None) -> OnnxExport:
+        """Write the model to the ONNX file ``path`` through ``torch.onnx`` (the ``onnx`` extra), at the
+        prepared inputs, with the graph's op counts checked against ``profile`` (by default the prepared
+        inputs' profile): :func:`graphprof.graph.onnx_export.export_onnx`. Needs a model with weights
+        (``prepare(..., device="cpu")`` for a named model)."""
+        with preserved_state(self.model):
+            return export_onnx(self.model, self.args, self.kwargs, path, profile if profile is not None else self.profile())
+
 
 @guard_user_code
 def prepare(model_or_name: nn.Module | str, **options: Unpack[ModelOptions]) -> PreparedModel:
@@ -146,7 +157,9 @@ def prepare(model_or_name: nn.Module | str, **options: Unpack[ModelOptions]) -> 
     (what a real run or a reference counter needs). ``methods`` forces capture methods, tried in order.
     ``allow_unsafe_load=True`` lets a named file run code as it loads, and ``target="cuda"`` costs the
     fused kernels a GPU runs (see :func:`graphprof.profile_model`). ``proposals`` sets a two-stage
-    detector's region proposals per image (a model named from the torchvision zoo).
+    detector's region proposals per image (a model named from the torchvision zoo). ``warm_up``
+    (:class:`~graphprof.base.choices.WarmUp`: ``"auto"``, ``"always"``, ``"never"``) says when one real
+    forward runs before the capture: by default only for a model that initialises state lazily.
     The user's model is left exactly as it was found.
     """
     return open_session(model_or_name, cls=PreparedModel, **options)

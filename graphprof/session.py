@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof.base.choices import Execution, Method
+from graphprof.base.choices import Execution, Lowering, Method, WarmUp
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import materialize, resize_inputs
 from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
@@ -53,7 +53,7 @@ from graphprof.errors import (
 )
 from graphprof.models.family import CUSTOM
 from graphprof.run.loop import Observer
-from graphprof.run.lowering import Lowering, lowering_context, parse_lowering
+from graphprof.run.lowering import lowering_context, parse_lowering
 from graphprof.run.propagate import Trace, propagate
 
 __all__ = ["Session", "SessionRun", "RunCall", "open_session", "model_device", "unwrap_model"]
@@ -319,7 +319,7 @@ def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **op
     methods = options.get("methods")
     build = _BuildOptions(
         cls, parse_lowering(options.get("target")), tuple(Method(m) for m in methods) if methods is not None else None,
-        options.get("model_name"), run_dtype, run_mode,
+        options.get("model_name"), run_dtype, run_mode, WarmUp.parse(options.get("warm_up", WarmUp.AUTO)),
     )  # fmt: skip
     proposals = options.get("proposals")
     if isinstance(model_or_name, str):
@@ -343,6 +343,7 @@ class _BuildOptions:
     model_name: str | None
     dtype: torch.dtype | None
     mode: Mode
+    warm_up: WarmUp = WarmUp.AUTO
 
 
 @dataclass(frozen=True)
@@ -394,7 +395,9 @@ def _open_by_name(spec_text: str, spec: RunSpec, options: _BuildOptions, device:
 
     last_error: Exception | None = None
     # a family whose forward reads tensor values (Family.needs_real_values) is built on the CPU straight away
-    first = "meta" if device is None and not family_traits(spec_family(spec_text)).needs_real_values else device
+    # and so is every model warmed up always (its one real forward needs real weights)
+    real = family_traits(spec_family(spec_text)).needs_real_values or options.warm_up is WarmUp.ALWAYS
+    first = "meta" if device is None and not real else device
     for build_device in dict.fromkeys((first, device)):
         start = time.perf_counter()
         with _float32_default():
@@ -434,9 +437,10 @@ def _open_module(options: _BuildOptions, built: _Built) -> Any:
             "a TorchScript module: its aten calls were recorded as it ran (hooks cannot see inside it, so its "
             "cost is one row and its parameters are not attributed to layers)"
         )
-    warm = warm_up_reason(module, built.family)
+    warm = warm_up_reason(module, built.family, options.warm_up)
     if warm is None and model_device(module).type != "meta":
-        notes.append("no warm-up: nothing in the model initialises lazily, so none of its arithmetic ran before the dry run")
+        why = "asked for (warm_up='never')" if options.warm_up is WarmUp.NEVER else "nothing in the model initialises lazily"
+        notes.append(f"no warm-up: {why}, so none of its arithmetic ran before the dry run")
     methods = options.methods or default_methods(module)
     session = options.cls(
         built.name, built.family, module, built.args, built.kwargs, options.mode, options.dtype, methods, built.allow_real,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from graphprof.base.choices import OpStatus
 from graphprof.calibrate import fit as fit_module
 from graphprof.calibrate.local import LocalPreset, load_local, measure_default_hardware, preset_from_table
 from graphprof.calibrate.store import local_path, read_local, write_preset
@@ -33,7 +34,7 @@ FLOOR = 1e-6
 
 
 def _op(op: str, shapes: list[list[int]], flops: float, nbytes: int) -> SimpleNamespace:
-    return SimpleNamespace(op=op, input_shapes=shapes, cost=Cost(flops=int(flops), bytes_read=nbytes), work_fraction=1.0, status="counted")
+    return SimpleNamespace(op=op, input_shapes=shapes, cost=Cost(flops=int(flops), bytes_read=nbytes), work_fraction=1.0, status=OpStatus.COUNTED)
 
 
 def synthetic_table(overlap: float) -> dict[str, Any]:
@@ -157,7 +158,7 @@ def test_lower_bound_stays_below_prediction(tmp_path: Path, monkeypatch: pytest.
         assert layer.predicted_seconds is not None and layer.seconds is not None
         assert layer.predicted_seconds >= layer.seconds * (1 - 1e-9)
     # the layers' shares sum to the model's prediction, which covers every kernel's host floor (overlap 0)
-    kernels = sum(1 for _, op in profile.iter_ops() if op.status != "zero_cost")
+    kernels = sum(1 for _, op in profile.iter_ops() if op.status is not OpStatus.ZERO_COST)
     assert roofline.predicted_seconds >= kernels * 5e-6
     assert math.isclose(sum(layer.predicted_seconds or 0.0 for layer in roofline.layers), roofline.predicted_seconds)
 

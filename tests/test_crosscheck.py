@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from typer.testing import CliRunner
 
+from graphprof.base.choices import OpStatus, Phase
 from graphprof.cost.result import LayerRow, OpRecord
 from graphprof.crosscheck import (
     FVCORE,
@@ -55,7 +56,7 @@ def invoke(*args):
 
 
 def record(op, inputs, outputs=(), macs=0, flops=0):
-    return OpRecord(op, "counted", "forward", Cost(macs, flops), tuple(inputs), tuple(outputs))
+    return OpRecord(op, OpStatus.COUNTED, Phase.FORWARD, Cost(macs, flops), tuple(inputs), tuple(outputs))
 
 
 def row(type_="Conv2d"):
@@ -394,7 +395,7 @@ def test_seed_script_path_with_parallel_jobs(tmp_path):
     env = {**os.environ, "COLUMNS": "200"}  # whole names; narrower widths fold them
     done = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "FLOP comparison: graphprof vs fvcore" in done.stdout and "squeezenet1_1" in done.stdout
+    assert "FLOP COMPARISON: Our Estimator vs fvcore" in done.stdout and "squeezenet1_1" in done.stdout  # the seed's labels
     document = json.loads(out.read_text())
     assert [m["model"] for m in document["models"]] == ["resnet18", "squeezenet1_1"]  # input order, not finish order
     assert document["summary"]["agrees"] == 2

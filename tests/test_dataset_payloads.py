@@ -12,19 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from planted import Payload
 
 from graphprof.errors import UnsafeLoadError
-
-
-class Payload:
-    """Unpickling this runs ``touch MARKER`` (through ``subprocess.call``, which torch does not block outright,
-    so a loader that falls back on ``add_safe_globals`` advice runs it too)."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (subprocess.call, (["touch", str(self.marker)],))
 
 
 # ---- 2. a graph data set whose processed file is a payload ------------------------------------------

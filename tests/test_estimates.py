@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from graphprof.base.choices import OpStatus
 from graphprof.formulas import TensorMeta, op_cost
 
 aten = torch.ops.aten
@@ -64,7 +65,7 @@ class _Sdpa(nn.Module):
 
 
 def _ops(profile: graphprof.Profile) -> list[str]:
-    return [op.op for _, op in profile.iter_ops() if op.status == "counted"]
+    return [op.op for _, op in profile.iter_ops() if op.status is OpStatus.COUNTED]
 
 
 @pytest.mark.parametrize("device", ["cpu", "meta"])
@@ -144,7 +145,7 @@ def test_predicted_time_is_at_least_host_floor_and_lower_bound() -> None:
     assert table is not None and load_calibration("desktop-cpu") is None
     profile = graphprof.profile_model("resnet18", input_shape=(1, 3, 64, 64), target="cuda")
     roofline = classify(profile, get_hardware("h100"))
-    kernels = sum(1 for _, op in profile.iter_ops() if op.status != "zero_cost")
+    kernels = sum(1 for _, op in profile.iter_ops() if op.status is not OpStatus.ZERO_COST)
     assert roofline.predicted_seconds is not None and roofline.seconds is not None
     # every kernel costs at least the host floor, and no layer is predicted below its roofline bound
     assert roofline.predicted_seconds >= kernels * table.host_per_kernel_s * (1 - 1e-9)

@@ -19,7 +19,7 @@ def test_graph_sizes_that_cannot_fit_are_refused_with_their_size(spec: str, monk
     from graphprof.models import graphs
 
     monkeypatch.setattr(graphs.torch, "randint", lambda *a, **k: pytest.fail("allocated before the check"))
-    with pytest.raises(InvalidInputError, match=r"would need [0-9.]+ [KMGTP]iB"):
+    with pytest.raises(InvalidInputError, match=r"would need [0-9.]+ [kMGTPE]?B"):
         graphprof.profile_model(spec)
 
 

@@ -146,9 +146,9 @@ def test_measure_train_mode_times_backward_and_step() -> None:
 
 def test_meta_model_too_big_is_refused_before_allocation() -> None:
     with torch.device("meta"):
-        huge = nn.Linear(200_000, 200_000)  # 4e10 * 4 bytes = 149 GiB of weights
+        huge = nn.Linear(200_000, 200_000)  # 4e10 * 4 bytes = 160 GB of weights (149 GiB)
     pm = graphprof.prepare(huge, input_shape=(1, 200_000))
-    with pytest.raises(InvalidInputError, match="needs at least 149.0"):
+    with pytest.raises(InvalidInputError, match="needs at least 160.0"):
         pm.measure(device="cpu", **RUN)
 
 

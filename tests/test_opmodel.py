@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from graphprof.base.choices import OpStatus
 from graphprof.devices.opmodel import Interval, OpModel, Sample, independent_interval, op_features, op_kind
 from graphprof.errors import InvalidInputError
 
@@ -55,16 +56,16 @@ def _calls(samples: list[Sample]) -> list[tuple[str, tuple[float, ...], tuple[fl
 
 def test_op_kinds() -> None:
     conv = "aten.convolution"
-    assert op_kind(conv, "counted", [(1, 64, 8, 8), (64, 1, 3, 3)]) == "conv_dw"  # one input channel per group
-    assert op_kind(conv, "counted", [(1, 64, 8, 8), (64, 8, 3, 3)]) == "conv_grouped"  # 8 groups of 8
-    assert op_kind(conv, "counted", [(1, 64, 8, 8), (128, 64, 1, 1)]) == "conv_pointwise"
-    assert op_kind(conv, "counted", [(1, 64, 8, 8), (128, 64, 3, 3)]) == "conv_dense"
+    assert op_kind(conv, OpStatus.COUNTED, [(1, 64, 8, 8), (64, 1, 3, 3)]) == "conv_dw"  # one input channel per group
+    assert op_kind(conv, OpStatus.COUNTED, [(1, 64, 8, 8), (64, 8, 3, 3)]) == "conv_grouped"  # 8 groups of 8
+    assert op_kind(conv, OpStatus.COUNTED, [(1, 64, 8, 8), (128, 64, 1, 1)]) == "conv_pointwise"
+    assert op_kind(conv, OpStatus.COUNTED, [(1, 64, 8, 8), (128, 64, 3, 3)]) == "conv_dense"
     assert op_kind("aten.addmm") == "linear" and op_kind("aten.bmm") == "bmm"
     assert op_kind("aten.gelu") == op_kind("aten.relu_") == "activation"
     assert op_kind("aten._scaled_dot_product_flash_attention_for_cpu") == "sdpa"
     assert op_kind("aten.native_layer_norm") == "norm" and op_kind("aten._softmax") == "softmax"
     assert op_kind("aten.add") == "elementwise" and op_kind("aten.clone") == "copy"
-    assert op_kind("aten.view", "zero_cost") == "view" and op_kind("prim.device") is None
+    assert op_kind("aten.view", OpStatus.ZERO_COST) == "view" and op_kind("prim.device") is None
 
 
 def test_conv_features_read_stride_and_depth_from_shapes() -> None:

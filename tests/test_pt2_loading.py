@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import io
 import pickle
-import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
+from planted import Payload
 from typer.testing import CliRunner
 
 import graphprof
@@ -25,17 +25,6 @@ runner = CliRunner()
 
 def invoke(*args: str):
     return runner.invoke(app, join_input_shape(list(args)))
-
-
-class Payload:
-    """Unpickling this runs ``touch MARKER`` (through ``subprocess.call``, which torch does not block outright,
-    so a loader that falls back on ``add_safe_globals`` advice runs it too)."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (subprocess.call, (["touch", str(self.marker)],))
 
 
 def _legacy(obj: object) -> bytes:

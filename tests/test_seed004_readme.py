@@ -77,8 +77,8 @@ def _namespace() -> dict[str, Any]:
 
 
 def _python(code: str) -> str:
-    # src.profiling.runtime / .memory name the seed's submodules; graphprof.seed004 serves every name
-    return re.sub(r"src\.profiling(\.\w+)?", "graphprof.seed004", code)
+    # src.profiling.runtime / .memory are graphprof.seed004.runtime / .memory, laid out as the seed's package
+    return code.replace("src.profiling", "graphprof.seed004")  # its modules too: graphprof.seed004.runtime
 
 
 def _run_script(line: str) -> tuple[int, str, str]:

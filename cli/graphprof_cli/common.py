@@ -18,7 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from graphprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
 
-__all__ = ["console", "fail", "run_guarded", "flag", "PIPE_WIDTH", "Command", "Group"]
+__all__ = ["console", "fail", "run_guarded", "flag", "request_from", "PIPE_WIDTH", "Command", "Group"]
 
 #: Width of the report when stdout is not a terminal and neither ``--width`` nor ``COLUMNS`` says one:
 #: wide enough for every column of the reports; narrower widths fold cells, never cut them.
@@ -88,3 +88,26 @@ class Group(_HelpShownAsFlag, TyperGroup):
 
 class Command(_HelpShownAsFlag, TyperCommand):
     """A ``graphprof`` subcommand (``app.command(cls=Command)``)."""
+
+
+R = TypeVar("R")
+
+
+def request_from(cls: type[R], params: dict[str, Any]) -> R:
+    """A command's frozen request (a dataclass) from Click's parsed parameters (``ctx.params``), by name.
+
+    A field typed with an enum gets the enum's member whether Click handed over the member or its string
+    (which it does, or not, depending on the Typer and Click versions installed)."""
+    import dataclasses
+    import enum
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # cls is a dataclass
+        if f.name not in params:
+            continue
+        value = params[f.name]
+        kinds = [t for t in (hints[f.name], *typing.get_args(hints[f.name])) if isinstance(t, type) and issubclass(t, enum.Enum)]
+        values[f.name] = kinds[0](value) if kinds and value is not None else value
+    return cls(**values)

@@ -7,15 +7,15 @@ Parsing only: the work is :func:`graphprof.generate.profile_generation` (and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from graphprof.base.choices import KVCache
 from graphprof_cli import options as opt
-from graphprof_cli.common import run_guarded
+from graphprof_cli.common import request_from, run_guarded
+from graphprof_cli.request import CommonOptions
 
 if TYPE_CHECKING:
     from graphprof.devices.hardware import Hardware
@@ -25,30 +25,16 @@ __all__ = ["GenerateRequest", "generate_command", "run_generate"]
 
 
 @dataclass(frozen=True)
-class GenerateRequest:
+class GenerateRequest(CommonOptions):
     """Every option of ``graphprof generate``, as parsed (names as the options', without dashes)."""
 
     model: str
     prompt_len: int = 1024
     new_tokens: int = 256
-    batch_size: int | None = None
-    dtype: str | None = None
     kv_dtype: str | None = None
     cache: KVCache = KVCache.STATIC
-    hardware: str | None = None
-    peak_tflops: float | None = None
-    bandwidth_gbs: float | None = None
     measure: bool = False
     device: str | None = None
-    output: Path | None = None
-    width: int | None = None
-    redact: bool = False
-    debug: bool = False
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any]) -> GenerateRequest:
-        """The request from Click's parsed parameters (``ctx.params``), keyed by the same names."""
-        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
 
 
 def generate_command(
@@ -73,7 +59,7 @@ def generate_command(
     debug: opt.DebugOption = False,
 ) -> None:
     """Profile generate(): prefill and decode with a KV cache, per layer; time to first token, per token, will it fit."""
-    run_generate(GenerateRequest.from_params(ctx.params))
+    run_generate(request_from(GenerateRequest, ctx.params))
 
 
 def _checked(req: GenerateRequest) -> tuple[Hardware | None, OutputTarget | None]:
@@ -95,7 +81,7 @@ def run_generate(req: GenerateRequest) -> None:
 
     hardware, target = run_guarded(lambda: _checked(req), req.debug)
     console = make_console(req.width)
-    options = {
+    options: dict[str, Any] = {
         "prompt_len": req.prompt_len, "new_tokens": req.new_tokens, "batch_size": req.batch_size or 1, "dtype": req.dtype,
         "kv_dtype": req.kv_dtype, "cache": req.cache.value, "hardware": hardware,
     }  # fmt: skip

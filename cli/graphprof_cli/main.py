@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from graphprof import __version__
-from graphprof.base.choices import Capture, Mode, Optimizer
+from graphprof.base.choices import Capture, Mode, Optimizer, WarmUp
 from graphprof.errors import EXIT_CODES
 from graphprof_cli import options as opt
 from graphprof_cli.common import Command, Group, flag, run_guarded
@@ -118,6 +118,8 @@ def profile(
     avg_degree: AvgDegreeOption = None,
     edges: EdgesOption = None,
     redact: opt.RedactOption = False,
+    warm_up: opt.WarmUpOption = WarmUp.AUTO,
+    export_onnx: opt.ExportOnnxOption = None,
     fits: opt.FitsOption = False,
     memory_budget: opt.MemoryBudgetOption = None,
     debug: opt.DebugOption = False,

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat
+from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat, WarmUp
 from graphprof_cli.common import MIN_WIDTH, flag
 
 __all__ = [
@@ -35,6 +35,8 @@ __all__ = [
     "OptimizerOption",
     "MeasureOption",
     "HtmlOption",
+    "WarmUpOption",
+    "ExportOnnxOption",
     "FitsOption",
     "MemoryBudgetOption",
 ]
@@ -99,6 +101,14 @@ RedactOption = Annotated[
         "--redact",
         help="Leave the host out of the JSON and HTML written: host name, home, working folder, install paths, CPU and platform.",
     ),
+]
+WarmUpOption = Annotated[
+    WarmUp,
+    typer.Option("--warm-up", help="One real forward before the capture: auto (only a model that initialises lazily), always (seed 001's), never."),
+]
+ExportOnnxOption = Annotated[
+    Path | None,
+    typer.Option("--export-onnx", help="Also write the model to this ONNX file (torch.onnx; the onnx extra), its op counts checked against the profile."),
 ]
 FitsOption = Annotated[
     bool,

@@ -31,7 +31,7 @@ def _resolved(req: ProfileRequest) -> ProfileRequest:
         graphs = text_paths(graph) if graph.suffix.lower() == ".txt" else [graph]
     distinct({"--output": req.output, "--html": req.html, "--graph": graphs if graph is not None else None,
               "--plot": [p.partition("=")[2] for p in plots]})  # fmt: skip
-    return dataclasses.replace(req, plot=plots, graph=graph, html=absolute(req.html), trace=absolute(req.trace))
+    return dataclasses.replace(req, plot=plots, graph=graph, html=absolute(req.html), trace=absolute(req.trace), export_onnx=absolute(req.export_onnx))
 
 
 def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
@@ -52,6 +52,12 @@ def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
         check_graph_path(req.graph)
     if req.html is not None:
         check_html_path(req.html)
+    if req.export_onnx is not None:
+        from graphprof.base.atomic import check_path
+        from graphprof.graph.onnx_export import require_onnx
+
+        check_path(req.export_onnx)
+        require_onnx()
     measuring = None
     if not req.measure:  # a bad measurement option is an error even when --measure is not given
         from graphprof.measure.timing import check_runs
@@ -76,6 +82,7 @@ def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any
         prepared = graphprof.prepare(
             req.model, input_shape=req.input_shape, batch_size=req.batch_size, dtype=req.dtype, mode=req.mode.value,
             methods=req.capture.methods, allow_unsafe_load=req.allow_unsafe_load, target=target, proposals=req.proposals,
+            warm_up=req.warm_up, device="cpu" if req.export_onnx is not None else None,  # ONNX needs the weights
         )  # fmt: skip
         result = prepared.profile()
     return prepared, result, device_hw, measuring, output
@@ -135,6 +142,18 @@ def run_profile(req: ProfileRequest) -> None:
         console.print(render_measured(result, roofline))
         _learn(req, console, result, device_hw)
     _write(req, console, prepared, result, roofline, target)
+    if req.export_onnx is not None:
+        _export_onnx(req, console, prepared, result)
+
+
+def _export_onnx(req: ProfileRequest, console: Any, prepared: Any, result: Any) -> None:
+    """``--export-onnx``: the model through torch.onnx, its op counts checked against the profile shown."""
+    from graphprof.render.onnx_check import render_onnx_check
+
+    path = req.export_onnx
+    with console.status(f"exporting {req.model} to ONNX ...", spinner="dots"):
+        export = run_guarded(lambda: prepared.export_onnx(path, result), req.debug)
+    console.print(render_onnx_check(export), highlight=False, markup=False)
 
 
 def _learn(req: ProfileRequest, console: Any, result: Any, device_hw: Any) -> None:

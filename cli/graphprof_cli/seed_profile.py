@@ -18,10 +18,13 @@ from typing import Any
 
 from graphprof.base.atomic import absolute_output, check_path, means_stdout, write_atomic
 from graphprof.render.sink import stamped
+from graphprof.schemas import envelope
 
 __all__ = ["main", "build_parser", "run"]
 
 PROFILES = ("runtime", "memory", "flops", "scaling")
+#: The ``kind`` of the script's JSON (:mod:`graphprof.schemas`).
+KIND = "seed004-profile"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,8 +134,10 @@ def _checked_output(output: str | None) -> Path | None:
 
 
 def _write(report: dict[str, Any], target: Path) -> None:
-    """The seed's JSON report (with ``timestamp`` and ``host``): to standard output, or atomically to the file."""
-    text = json.dumps(stamped(report), indent=2)
+    """The seed's JSON report, after graphprof's envelope (``kind``, ``schema_version``: the
+    ``seed004-profile`` schema) and ``timestamp`` and ``host``: to standard output, or atomically to the file."""
+    head = envelope(KIND)
+    text = json.dumps({**head, **{k: v for k, v in stamped(report).items() if k not in head}}, indent=2)
     if means_stdout(target):
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -6,15 +6,15 @@ Parsing only: the work is :func:`graphprof.sharding.shard_profile`; the output i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from graphprof.base.choices import Optimizer
 from graphprof_cli import options as opt
-from graphprof_cli.common import flag, run_guarded
+from graphprof_cli.common import flag, request_from, run_guarded
+from graphprof_cli.request import CommonOptions
 
 if TYPE_CHECKING:
     from graphprof.devices.hardware import Hardware
@@ -42,29 +42,14 @@ def _run_fits(req: ShardRequest) -> None:
 
 
 @dataclass(frozen=True)
-class ShardRequest:
+class ShardRequest(CommonOptions):
     """Every option of ``graphprof shard``, as parsed (names as the options', without dashes)."""
 
     model: str
     spec: str
-    input_shape: str | None = None
-    batch_size: int | None = None
-    dtype: str | None = None
-    hardware: str | None = None
-    peak_tflops: float | None = None
-    bandwidth_gbs: float | None = None
-    output: Path | None = None
-    width: int | None = None
-    redact: bool = False
     fits: bool = False
     optimizer: str = "adamw"
     memory_budget: str | None = None
-    debug: bool = False
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any]) -> ShardRequest:
-        """The request from Click's parsed parameters (``ctx.params``), keyed by the same names."""
-        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
 
 
 def shard_command(
@@ -93,7 +78,7 @@ def shard_command(
     debug: opt.DebugOption = False,
 ) -> None:
     """One rank of a sharded training step: its memory, FLOPs and collective bytes beside the analytic figures."""
-    req = ShardRequest.from_params(ctx.params)
+    req = request_from(ShardRequest, ctx.params)
     if req.fits or req.memory_budget is not None:
         _run_fits(req)
         return

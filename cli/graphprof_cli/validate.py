@@ -63,6 +63,9 @@ def validate_command(
     fmt: FormatOption = None,
     redact: RedactOption = False,
     debug: DebugOption = False,
+    seed_labels: Annotated[
+        bool, typer.Option("--seed-labels", help="Seed 002's labels (its fvcore script passes this).", hidden=True)
+    ] = False,
 ) -> None:
     """Cross-check graphprof against fvcore's FlopCountAnalysis (or --against torch), model by model."""
     from rich.console import Console
@@ -106,7 +109,10 @@ def validate_command(
 
     run_guarded(work, debug)
     done = [r for r in results if r is not None]
-    console.print(render_comparison(done, tolerance=tolerance))
+    labels = None
+    if seed_labels:
+        from graphprof.compat.seed002 import COMPARISON_LABELS as labels
+    console.print(render_comparison(done, tolerance=tolerance, labels=labels))
     if verbose:
         for result in done:
             console.print(render_details(result))

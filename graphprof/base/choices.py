@@ -19,9 +19,13 @@ from typing_extensions import Self
 from graphprof.errors import InvalidInputError
 
 __all__ = [
-    "Choice", "Mode", "Capture", "Method", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat", "Reference",
-    "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS",
+    "Choice", "Mode", "Capture", "WarmUp", "Method", "Lowering", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat",
+    "Reference", "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS",
 ]  # fmt: skip
+
+
+#: How an error names a choice whose class name does not read as words.
+_WHAT = {"WarmUp": "warm-up policy", "SweepAxis": "sweep axis", "OpStatus": "op status", "KVCache": "KV cache"}
 
 
 class Choice(str, enum.Enum):
@@ -42,7 +46,7 @@ class Choice(str, enum.Enum):
         try:
             return cls(value)
         except ValueError:
-            what = cls.__name__.lower()
+            what = _WHAT.get(cls.__name__, cls.__name__.lower())
             raise InvalidInputError(f"unknown {what} {value!r} (use one of: {', '.join(m.value for m in cls)})") from None
 
 
@@ -81,6 +85,14 @@ class Method(Choice):
     EAGER = "eager"
 
 
+class Lowering(Choice):
+    """How a model's ops are lowered for costing: as the CPU runs them, or as a CUDA GPU does
+    (:mod:`graphprof.run.lowering`)."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
 class Execution(Choice):
     """How a captured graph ran: a dry run on FakeTensors, or for real where the dry run needed values."""
 
@@ -110,6 +122,25 @@ class Objective(Choice):
 
     LATENCY = "latency"
     THROUGHPUT = "throughput"
+
+
+class WarmUp(Choice):
+    """When one real forward runs before the capture (``--warm-up``, ``warm_up=``): ``auto`` (the default)
+    only for a model that builds state on its first call (YOLO's anchors, lazy modules); ``always`` for
+    every model, seed 001's strategy ("1. Warm-up (always)"), at the cost of its arithmetic once;
+    ``never`` for none (a model with lazy state may then fail to capture).
+
+    >>> WarmUp.parse("Always")
+    <WarmUp.ALWAYS: 'always'>
+    """
+
+    ALWAYS = "always"
+    AUTO = "auto"
+    NEVER = "never"
+
+    @classmethod
+    def parse(cls, value: object) -> Self:
+        return super().parse(str(value).strip().lower() if isinstance(value, str) else value)
 
 
 class OutputFormat(Choice):

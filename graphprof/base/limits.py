@@ -72,7 +72,7 @@ def require_file(path: str | os.PathLike[str], what: str, *, cap: int, growth: f
 
 def format_bytes(value: float) -> str:
     """Bytes in decimal units: ``1536`` -> ``"1.54 kB"``, ``47_466_000`` -> ``"47.47 MB"``."""
-    for factor, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+    for factor, suffix in ((1e18, "EB"), (1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
         if abs(value) >= factor:
             return f"{value / factor:.2f} {suffix}"
     return f"{int(value)} B"

@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 
 import torch
 
-from graphprof.base.choices import Mode
+from graphprof.base.choices import Mode, WarmUp
 from graphprof.errors import InvalidInputError
 
 __all__ = ["Mode", "parse_mode", "parse_dtype", "parse_shape", "RunSpec", "KEEP", "ModelOptions"]
@@ -166,3 +166,4 @@ class ModelOptions(TypedDict, total=False):
     allow_unsafe_load: bool
     target: str | None
     proposals: int | None
+    warm_up: WarmUp | str

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from graphprof.base.choices import Phase
+from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.names import functional_op
 from graphprof.devices.opmodel import Sample, call_of, op_features, op_kind
 
@@ -79,7 +79,7 @@ def samples_from_table(table: Mapping[str, Any], group_prefix: str = "grid") -> 
     for r in table["records"]:
         if r["dtype"] != "float32":
             continue
-        kind = op_kind(r["op"], "counted", r["shapes"])
+        kind = op_kind(r["op"], OpStatus.COUNTED, r["shapes"])
         if kind is None:
             continue
         features = op_features(kind, float(r["flops"]), float(r["bytes"]), r["shapes"], r.get("out_shapes", []))

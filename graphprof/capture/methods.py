@@ -34,9 +34,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.base.choices import Method
+from graphprof.base.choices import Method, WarmUp
 from graphprof.base.inputs import materialize
-from graphprof.errors import CaptureError, ModelBuildError, one_line
+from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, one_line
 from graphprof.models.family import CUSTOM
 
 __all__ = [
@@ -209,8 +209,11 @@ def slice_batch(value: Any) -> Any:
     return value
 
 
-def warm_up_reason(model: nn.Module, family: str) -> str | None:
+def warm_up_reason(model: nn.Module, family: str, policy: WarmUp = WarmUp.AUTO) -> str | None:
     """Why ``model`` needs one real forward before its dry run, or ``None`` when it does not.
+
+    ``policy`` (:class:`~graphprof.base.choices.WarmUp`): ``auto`` decides as below; ``always`` gives every
+    model a reason (seed 001's "Warm-up (always)"); ``never`` gives none.
 
     A model needs one when its family's record says it builds state on its first call
     (:attr:`graphprof.models.family.Family.warm_up`)
@@ -227,13 +230,16 @@ def warm_up_reason(model: nn.Module, family: str) -> str | None:
     from graphprof.models.registry import family_traits
 
     reason = family_traits(family).warm_up
-    if reason is not None:
-        return reason
-
     for name, module in model.named_modules():
         if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[misc]
-            return f"lazy modules take their shapes from the first input ({name!r} is a {type(module).__name__})"
-    return None
+            lazy = f"lazy modules take their shapes from the first input ({name!r} is a {type(module).__name__})"
+            if policy is WarmUp.NEVER:
+                raise InvalidInputError(f"warm_up='never', but {lazy}: nothing can be counted before it; use auto or always")
+            reason = reason or lazy
+            break
+    if policy is WarmUp.NEVER:
+        return None
+    return reason or ("asked for (warm_up='always')" if policy is WarmUp.ALWAYS else None)
 
 
 def warm_up(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:

@@ -25,7 +25,14 @@ from graphprof.base.limits import require_count
 from graphprof.errors import InvalidInputError
 from graphprof.gnn.estimate import FLOPsEstimator, check_sparse_ratio
 from graphprof.gnn.scaling import GraphScalingResult, ModelSource, run_graph_scaling
-from graphprof.measure.memory import get_memory_breakdown, memory_stats, peak_during
+from graphprof.measure.memory import (
+    get_memory_breakdown,
+    memory_stats,
+    peak_during,
+    reset_resident_peak,
+    resident_now,
+    resident_peak,
+)
 from graphprof.measure.result import MemoryStats
 from graphprof.measure.run import resolve_device
 from graphprof.measure.timing import (
@@ -171,13 +178,26 @@ class MemoryProfiler:
 
 
 #: The CPU's peak since :func:`reset_memory_stats`, in bytes, process-wide as CUDA's counter is: the CPU
-#: allocator keeps none, so the seed's functions keep this one (raised by each query and each measured step).
-_CPU_PEAK = {"bytes": 0}
+#: allocator keeps none, so the seed's functions keep this one (raised by each query and each measured
+#: step), with what was live and resident at the reset (``live``, ``resident``: see :func:`get_peak_memory`).
+_CPU_PEAK: dict[str, int | None] = {"bytes": 0, "live": None, "resident": None}
 
 
 def _note_cpu_peak(peak: int) -> int:
-    _CPU_PEAK["bytes"] = max(_CPU_PEAK["bytes"], peak)
-    return _CPU_PEAK["bytes"]
+    highest = max(_CPU_PEAK["bytes"] or 0, peak)
+    _CPU_PEAK["bytes"] = highest
+    return highest
+
+
+def _cpu_transient_peak(live_now: int) -> int:
+    """What was live at the reset plus the most resident memory the process gained since, less what the
+    process keeps now beside its tensors and did not keep then (the interpreter's own growth): a tensor
+    made and freed between the reset and now is in it (0 before any reset, or off Linux)."""
+    live, resident, peak, now = _CPU_PEAK["live"], _CPU_PEAK["resident"], resident_peak(), resident_now()
+    if live is None or resident is None or peak is None or now is None:
+        return 0
+    other_growth = max(0, (now - live_now) - (resident - live))
+    return live + max(0, peak - resident - other_growth)
 
 
 def _measured(fn: Callable[[], Any], device: torch.device) -> MemoryStats:
@@ -195,7 +215,8 @@ def reset_memory_stats(device: torch.device | str | None = None) -> None:
     """Reset the peak counter to what is allocated now: CUDA's (every device when ``device`` is None) and
     the CPU's (this module's, as the CPU allocator keeps none)."""
     if device is None or _torch_device(device).type == "cpu":
-        _CPU_PEAK["bytes"] = memory_stats("cpu").allocated_bytes
+        live = memory_stats("cpu").allocated_bytes
+        _CPU_PEAK.update(bytes=live, live=live, resident=reset_resident_peak())
     if not torch.cuda.is_available():
         return
     if device is None:
@@ -207,12 +228,13 @@ def reset_memory_stats(device: torch.device | str | None = None) -> None:
 
 def get_peak_memory(device: torch.device | str | None = None) -> float:
     """The peak allocated memory since the last :func:`reset_memory_stats`, in MB. CUDA: the allocator's
-    ``max_memory_allocated``. CPU: the highest of what is allocated now and the peaks of the steps
-    measured since (:class:`MemoryProfiler`, :func:`profile_memory_usage`); an allocation made and freed
-    between two of these is not seen (the CPU allocator reports none)."""
+    ``max_memory_allocated``. CPU: the highest of what is allocated now, the peaks of the steps measured
+    since (:class:`MemoryProfiler`, :func:`profile_memory_usage`) and, as on CUDA, the transients: what was
+    live at the reset plus the most resident memory the process gained since (the kernel's peak,
+    :func:`graphprof.measure.memory.resident_peak`; Linux), so ``x = torch.ones(2**25); del x`` counts its 128 MB."""
     dev = _torch_device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    peak = memory_stats(dev).peak_bytes
-    return (_note_cpu_peak(peak) if dev.type == "cpu" else peak) / _MB
+    peak = memory_stats(dev).peak_bytes  # on the CPU: what is live now
+    return (_note_cpu_peak(max(peak, _cpu_transient_peak(peak))) if dev.type == "cpu" else peak) / _MB
 
 
 def profile_memory_usage(fn: Callable[..., Any], *args: Any, device: torch.device | str | None = None, **kwargs: Any) -> MemoryStats:

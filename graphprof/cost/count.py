@@ -8,21 +8,25 @@ count and layer in the result, so nothing is silently zero.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import cast
+from collections.abc import Hashable
+from typing import Any, cast
 
 import torch
 
-from graphprof.base.choices import OpStatus
+from graphprof.base.choices import OpStatus, Phase
 from graphprof.cost.result import LayerRow, OpRecord, UnsupportedOp
-from graphprof.formulas import ZERO, Cost, op_cost, op_status
-from graphprof.formulas.attention import kernel_useful_fraction, kernel_work_fraction
+from graphprof.formulas import ZERO, Cost, TensorMeta, op_cost, op_status
+from graphprof.formulas.fractions import kernel_useful_fraction, kernel_work_fraction
 from graphprof.run.propagate import OpCall, Trace, TraceKey, shapes_of
 
 __all__ = ["count_costs", "op_name", "op_record"]
 
 
-def op_name(func: torch._ops.OpOverload) -> str:
-    """``aten.convolution.default`` -> ``aten.convolution`` (the overload packet's name)."""
+def op_name(func: torch._ops.OpOverload | torch._ops.HigherOrderOperator) -> str:
+    """``aten.convolution.default`` -> ``aten.convolution`` (the overload packet's name); a higher-order
+    operator by its own name (``higher_order.flex_attention``)."""
+    if isinstance(func, torch._ops.HigherOrderOperator):
+        return f"higher_order.{func.name()}"
     packet = func.overloadpacket
     return f"{packet._qualified_op_name.replace('::', '.')}"
 
@@ -49,6 +53,40 @@ def op_record(call: OpCall) -> OpRecord:
     )
 
 
+def _call_key(call: OpCall) -> Hashable | None:
+    """What an op's record depends on: the op, its arguments' shapes and values, and which of them are one
+    tensor (``add(x, x)`` reads ``x`` once, ``add(x, y)`` reads two); ``None`` for an argument that
+    cannot be a key (the call is then costed on its own)."""
+    ids: dict[int, int] = {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, TensorMeta):
+            return value, ids.setdefault(id(value), len(ids))
+        if isinstance(value, (list, tuple)):
+            return type(value).__name__, tuple(walk(v) for v in value)
+        if isinstance(value, dict):
+            return tuple((k, walk(v)) for k, v in value.items())
+        return value
+
+    key = (call.func, walk(call.args), walk(call.kwargs), walk(call.out), call.phase)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _record(call: OpCall, memo: dict[Hashable, OpRecord]) -> OpRecord:
+    """:func:`op_record`, once per distinct call (records are frozen, so equal calls share one)."""
+    key = _call_key(call)
+    if key is None:
+        return op_record(call)
+    record = memo.get(key)
+    if record is None:
+        record = memo[key] = op_record(call)
+    return record
+
+
 def count_costs(trace: Trace) -> tuple[list[LayerRow], list[UnsupportedOp]]:
     """One :class:`LayerRow` per trace key (in execution order) and the unsupported ops.
 
@@ -62,17 +100,18 @@ def count_costs(trace: Trace) -> tuple[list[LayerRow], list[UnsupportedOp]]:
     keys: list[TraceKey] = list(trace.keys)
     if trace.unattributed.calls:
         keys.append(trace.unattributed)
+    memo: dict[Hashable, OpRecord] = {}  # one record per distinct call: the layers of a stack repeat
     for key in keys:
-        records = tuple(op_record(call) for call in key.calls)
+        records = tuple(_record(call, memo) for call in key.calls)
         params = 0
         for p in key.params:
             if id(p) not in seen_params:
                 seen_params.add(id(p))
                 params += p.numel()
-        forward = sum((r.cost for r in records if r.phase == "forward"), Cost())
-        backward = sum((r.cost for r in records if r.phase == "backward"), Cost())
+        forward = sum((r.cost for r in records if r.phase is Phase.FORWARD), Cost())
+        backward = sum((r.cost for r in records if r.phase is Phase.BACKWARD), Cost())
         for r in records:
-            if r.status == "unsupported":
+            if r.status is OpStatus.UNSUPPORTED:
                 unsupported[r.op] += 1
                 if key.name not in where[r.op]:
                     where[r.op].append(key.name)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from graphprof.base.choices import Mode, Phase
 from graphprof.cost.bounds import (
     DEFAULT_THRESHOLD,
     Bound,
@@ -127,9 +128,9 @@ def _predicted(profile: Profile, hardware: Hardware | None, calibration: Calibra
 
 def _forward_predicted(profile: Profile, hardware: Hardware | None, calibration: Calibration | None) -> tuple[tuple[str, float], ...]:
     """Predicted seconds of the forward's ops alone on the timeline, per module path (train mode only)."""
-    if profile.mode != "train" or calibration is None or hardware is None:
+    if profile.mode is not Mode.TRAIN or calibration is None or hardware is None:
         return ()
-    ops = [(row.module or "(model)", op) for row in profile.layers for op in row.ops if op.phase == "forward"]
+    ops = [(row.module or "(model)", op) for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD]
     out: dict[str, float] = defaultdict(float)
     for (layer, _), seconds in zip(ops, predict_ops([op for _, op in ops], profile.dtype, hardware, calibration), strict=True):
         out[layer] += seconds

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.inputs import format_inputs
 from graphprof.cost.result import Profile
 from graphprof.crosscheck.conventions import GROUP_ORDER, Convention
@@ -22,7 +23,7 @@ def graphprof_groups(profile: Profile, convention: Convention) -> dict[str, dict
     """group -> graphprof op -> [calls, count] under ``convention``, over the forward records."""
     groups: dict[str, dict[str, list[int]]] = defaultdict(dict)
     for row, record in profile.iter_ops():
-        if record.phase != "forward" or record.status != "counted":
+        if record.phase is not Phase.FORWARD or record.status is not OpStatus.COUNTED:
             continue
         for group, value in convention.graphprof_counts(row, record).items():
             entry = groups[group].setdefault(record.op, [0, 0])

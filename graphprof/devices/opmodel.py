@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from graphprof.base.choices import OpStatus
+
 __all__ = [
     "KINDS",
     "Interval",
@@ -100,14 +102,14 @@ def _conv_kind(input_shapes: Sequence[Sequence[int]]) -> str:
     return "conv_pointwise" if math.prod(weight[2:]) == 1 else "conv_dense"
 
 
-def op_kind(op: str, status: str = "counted", input_shapes: Sequence[Sequence[int]] = ()) -> str | None:
+def op_kind(op: str, status: OpStatus = OpStatus.COUNTED, input_shapes: Sequence[Sequence[int]] = ()) -> str | None:
     """The kind of one recorded call: ``"aten.convolution"`` with a ``(C, 1, 3, 3)`` weight -> ``"conv_dw"``.
 
     A zero-cost aten call is a ``"view"``; a call outside aten (``prim.*``) has no kind (``None``): it costs nothing.
     """
     if not op.startswith("aten."):
         return None
-    if status == "zero_cost":
+    if status is OpStatus.ZERO_COST:
         return "view"
     name = _name(op)
     if name in _CONV:
@@ -185,7 +187,7 @@ def call_of(op: Any) -> tuple[str, list[float], list[float]] | None:
     """``(kind, features, generic features)`` of an :class:`~graphprof.cost.result.OpRecord`; ``None`` for a call
     that costs nothing (``prim.*``) or that no formula counted."""
     kind = op_kind(op.op, op.status, op.input_shapes)
-    if kind is None or op.status == "unsupported":
+    if kind is None or op.status is OpStatus.UNSUPPORTED:
         return None
     flops = float(op.cost.flops) * float(op.work_fraction)
     nbytes = float(op.cost.bytes_moved)

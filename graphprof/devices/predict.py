@@ -39,6 +39,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from graphprof.base.choices import OpStatus
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.opmodel import Interval, OpModel, Sample, call_of
 
@@ -303,7 +304,7 @@ def kernel_seconds(op: Any, dtype: str, hardware: Hardware, calibration: Calibra
 
 def host_seconds(op: Any, calibration: Calibration) -> float:
     """Host time of one recorded call: an eager kernel's floor, a view's, or nothing (``prim.*``)."""
-    if op.status == "zero_cost":
+    if op.status is OpStatus.ZERO_COST:
         return calibration.view_s if op.op.startswith("aten.") else 0.0
     return calibration.host_per_kernel_s
 
@@ -361,7 +362,7 @@ def predict_ops(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration:
     if calibration.op_model is not None:
         return [t for t, _, _ in _op_model_seconds(ops, dtype, hardware, calibration.op_model)]
     demands = [
-        (host_seconds(op, calibration), 0.0 if op.status == "zero_cost" else kernel_seconds(op, dtype, hardware, calibration))
+        (host_seconds(op, calibration), 0.0 if op.status is OpStatus.ZERO_COST else kernel_seconds(op, dtype, hardware, calibration))
         for op in ops
     ]
     return timeline(demands, calibration.overlap)

@@ -9,8 +9,10 @@ them), matrix products (``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``mv``, ``dot``
 ``softmax(.) V`` of every scaled-dot-product kernel, and of ``aten._native_multi_head_attention`` (the fused
 inference path of ``nn.MultiheadAttention``: its in-projection, both products and out-projection).
 Grouped- and multi-query attention count per *query* head. Causal attention counts the full products (as
-``torch.utils.flop_counter`` does; flash kernels skip about half, so this is their upper bound). A bias
-is not a MAC.
+``torch.utils.flop_counter`` does; flash kernels skip about half, so this is their upper bound), and so
+does ``flex_attention`` (a higher-order operator, keyed in the same registry); the *executed* and *useful*
+shares of those FLOPs (the tiles or blocks a kernel visits, the scores the mask keeps) are reported beside
+them under their own names (:mod:`graphprof.formulas.fractions`). A bias is not a MAC.
 
 **FLOPs** are ``2 x MACs`` plus all other arithmetic: bias adds (1 per output element), normalisations,
 activations, softmax, pooling, interpolation, element-wise ops and reductions, each at a documented
@@ -50,6 +52,7 @@ from graphprof.formulas import (  # noqa: F401
     attention,
     backward,
     conv,
+    flex,
     matmul,
     movement,
     norm,

@@ -33,7 +33,7 @@ aten = torch.ops.aten
 
 __all__ = [
     "attention_cost", "multi_head_attention_cost", "causal_work_fraction", "causal_useful_fraction",
-    "kernel_work_fraction", "kernel_useful_fraction",
+    "causal_lengths",
 ]  # fmt: skip
 
 #: Tile edge (queries and keys) of the flash / memory-efficient kernels on Hopper: a causal kernel
@@ -283,66 +283,66 @@ def transformer_encoder_layer_cost(
     return attention + feed_forward + Cost(flops=activation + norms + residuals)
 
 
-def causal_work_fraction(q_len: int, kv_len: int, tile: int = CAUSAL_TILE) -> float:
+def causal_work_fraction(q_len: int, kv_len: int, tile: int = CAUSAL_TILE, window: int | None = None) -> float:
     """Share of the L x S score square a tiled causal kernel computes (top-left aligned mask).
 
-    Query tile ``i`` (rows ``i*t .. (i+1)*t - 1``) needs the key tiles up to column ``(i+1)*t - 1``.
+    Query tile ``i`` (rows ``i*t .. (i+1)*t - 1``) needs the key tiles from column ``i*t - W + 1`` (a
+    sliding window of ``W`` keys; 0 without one) up to column ``(i+1)*t - 1``.
     At L = S = 8192 and t = 128: 64 query tiles, sum of 1..64 key tiles = 2080 of 64 x 64 = 0.508.
+    With W = 256 as well: tiles 0 and 1 need 1 and 2 key tiles, every later one 3: 189 of 4096 = 0.046.
     """
     if q_len <= 0 or kv_len <= 0:
         return 1.0
     q_tiles, kv_tiles = math.ceil(q_len / tile), math.ceil(kv_len / tile)
-    done = sum(min(kv_tiles, i + 1) for i in range(q_tiles))
+    done = 0
+    for i in range(q_tiles):
+        last = min(kv_tiles - 1, ((i + 1) * tile - 1) // tile)
+        first = 0 if window is None else max(0, i * tile - window + 1) // tile
+        done += max(0, last - first + 1)
     return done / (q_tiles * kv_tiles)
 
 
-def causal_useful_fraction(q_len: int, kv_len: int) -> float:
+def causal_useful_fraction(q_len: int, kv_len: int, window: int | None = None) -> float:
     """Share of the L x S score square a causal mask leaves unmasked (top-left aligned, as ``is_causal``).
 
-    Query ``i`` sees keys ``0 .. i``: ``sum(min(i + 1, S) for i < L) / (L S)``. For L = S = 2048:
-    2048 x 2049 / 2 = 2,098,176 of 4,194,304 scores, 0.500244 (a half, plus the diagonal's half).
+    Query ``i`` sees keys ``max(0, i - W + 1) .. min(i, S - 1)`` (``W``: a sliding window's keys, as
+    transformers' ``sliding_window``; none: all earlier keys). For L = S = 2048 without a window:
+    2048 x 2049 / 2 = 2,098,176 of 4,194,304 scores, 0.500244 (a half, plus the diagonal's half). With
+    W = 4 over L = S = 8: 1 + 2 + 3 + 4 x 5 = 26 of 64, about W / L = 0.5 less the first rows' triangle.
     """
     if q_len <= 0 or kv_len <= 0:
         return 1.0
-    full = min(q_len, kv_len)  # rows 0 .. full - 1 see i + 1 keys; the rest (L > S) see all S
-    seen = full * (full + 1) // 2 + (q_len - full) * kv_len
+    rows = torch.arange(q_len, dtype=torch.int64)
+    hi = rows.clamp(max=kv_len - 1)
+    lo = (rows - window + 1).clamp(min=0) if window is not None else torch.zeros_like(rows)
+    seen = int((hi - lo + 1).clamp(min=0).sum())
     return seen / (q_len * kv_len)
 
 
-_CAUSAL_FLAG_POSITION = {
-    # position of ``is_causal`` among the positional arguments of each fused kernel
-    "_scaled_dot_product_flash_attention": 4,
-    "_scaled_dot_product_efficient_attention": 6,
-    "_scaled_dot_product_cudnn_attention": 6,
-    "_scaled_dot_product_flash_attention_for_cpu": 4,
-    "scaled_dot_product_attention": 5,
+#: (position of ``is_causal``, of the query, of the key) among each fused kernel's positional arguments,
+#: forward and backward: a causal backward skips the same tiles as its forward.
+_CAUSAL_ARGUMENTS = {
+    "_scaled_dot_product_flash_attention": (4, 0, 1),
+    "_scaled_dot_product_efficient_attention": (6, 0, 1),
+    "_scaled_dot_product_cudnn_attention": (6, 0, 1),
+    "_scaled_dot_product_flash_attention_for_cpu": (4, 0, 1),
+    "scaled_dot_product_attention": (5, 0, 1),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": (7, 1, 2),
+    "_scaled_dot_product_flash_attention_backward": (11, 1, 2),
+    "_scaled_dot_product_efficient_attention_backward": (11, 1, 2),
+    "_scaled_dot_product_cudnn_attention_backward": (14, 1, 2),
 }
 
 
-def kernel_work_fraction(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
-    """Share of the counted FLOPs a kernel really executes: below 1 for causal attention only.
-
-    The MACs keep their convention (the full square, as ``torch.utils.flop_counter``); a predicted time
-    uses this share, since a causal flash kernel skips the tiles above the diagonal.
-    """
-    lengths = _causal_lengths(func, args, kwargs)
-    return 1.0 if lengths is None else causal_work_fraction(*lengths)
-
-
-def kernel_useful_fraction(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
-    """Share of the counted FLOPs that is useful work: the unmasked scores of causal attention, else 1."""
-    lengths = _causal_lengths(func, args, kwargs)
-    return 1.0 if lengths is None else causal_useful_fraction(*lengths)
-
-
-def _causal_lengths(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int] | None:
-    """``(L, S)`` of a causal attention call (``is_causal=True``), ``None`` for any other call."""
+def causal_lengths(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int] | None:
+    """``(L, S)`` of a causal attention call (``is_causal=True``), forward or backward; ``None`` for any
+    other call."""
     name = getattr(getattr(func, "overloadpacket", func), "__name__", "")
-    position = _CAUSAL_FLAG_POSITION.get(name)
-    if position is None:
+    positions = _CAUSAL_ARGUMENTS.get(name)
+    if positions is None:
         return None
-    causal = kwargs.get("is_causal", args[position] if len(args) > position else False)
+    flag, q, k = positions
+    causal = kwargs.get("is_causal", args[flag] if len(args) > flag else False)
     if causal is not True:
         return None
-    query, key = args[0], args[1]
-    return query.shape[-2], key.shape[-2]
+    return args[q].shape[-2], args[k].shape[-2]

@@ -33,7 +33,7 @@ from types import MappingProxyType
 from typing import Any, Final, cast
 
 import torch
-from torch._ops import OpOverload, OpOverloadPacket
+from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 
 from graphprof.base.choices import OpStatus
 from graphprof.errors import FormulaRegistryError
@@ -50,6 +50,8 @@ __all__ = [
     "op_cost",
     "tensor_meta",
     "to_meta",
+    "summarise_call",
+    "register_summary",
 ]
 
 Formula = Callable[..., Cost]
@@ -115,9 +117,16 @@ bytes they write."""
 # --------------------------------------------------------------------------------------------------
 # Registry
 
-_FORMULAS: dict[OpOverloadPacket, Formula] = {}
-FORMULAS: Final[Mapping[OpOverloadPacket, Formula]] = MappingProxyType(_FORMULAS)
-"""Read-only view of the registry: packet -> formula."""
+#: A registry key: an aten op's packet, or a higher-order operator (``flex_attention``), which has no
+#: overloads and is its own key.
+OpKey = OpOverloadPacket | HigherOrderOperator
+
+_FORMULAS: dict[OpKey, Formula] = {}
+FORMULAS: Final[Mapping[OpKey, Formula]] = MappingProxyType(_FORMULAS)
+"""Read-only view of the registry: packet (or higher-order operator) -> formula."""
+
+Summary = Callable[[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]
+_SUMMARIES: dict[OpKey, Summary] = {}
 
 # Formulas for ops outside aten that exist only once their library is loaded: the module is imported the
 # first time an op of that namespace is looked up, so graphprof never imports the library itself.
@@ -129,8 +138,8 @@ _UNSUPPORTED: Final = object()
 _resolved: dict[Any, Any] = {}
 
 
-def _check_key(packet: object) -> OpOverloadPacket:
-    if not isinstance(packet, OpOverloadPacket):
+def _check_key(packet: object) -> OpKey:
+    if not isinstance(packet, (OpOverloadPacket, HigherOrderOperator)):
         hint = " (register the packet, e.g. aten.mm, not aten.mm.default)" if isinstance(packet, OpOverload) else ""
         raise FormulaRegistryError(
             f"cost formulas are keyed by OpOverloadPacket; got {packet!r} of type {type(packet).__name__}{hint}"
@@ -144,8 +153,8 @@ def _check_key(packet: object) -> OpOverloadPacket:
     return packet
 
 
-def register(*packets: OpOverloadPacket) -> Callable[[Formula], Formula]:
-    """Register the decorated function as the cost formula of each packet.
+def register(*packets: OpKey) -> Callable[[Formula], Formula]:
+    """Register the decorated function as the cost formula of each packet (or higher-order operator).
 
     Raises :class:`~graphprof.errors.FormulaRegistryError` for a key that is not an
     ``OpOverloadPacket``, for an op registered twice, and for a zero-cost op.
@@ -171,6 +180,26 @@ def register(*packets: OpOverloadPacket) -> Callable[[Formula], Formula]:
         return formula
 
     return decorate
+
+
+def register_summary(key: HigherOrderOperator, summary: Summary) -> None:
+    """Give the higher-order operator ``key`` a summary of its arguments, applied by
+    :func:`summarise_call` while their values can still be read (before tensors become shapes).
+
+    A formula is a function of shapes; a few operators carry structure in tensor *values*
+    (``flex_attention``'s block mask: which key blocks each query block visits). The summary turns
+    such an argument into a plain record of integers that the formula then reads. One per operator.
+    """
+    if key in _SUMMARIES:
+        raise FormulaRegistryError(f"{key} already has an argument summary; register each operator once")
+    _SUMMARIES[key] = summary
+
+
+def summarise_call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` with the values a formula needs summarised (see :func:`register_summary`);
+    unchanged for every op without a summary (all aten ops)."""
+    summary = _SUMMARIES.get(func) if isinstance(func, HigherOrderOperator) else None
+    return (args, kwargs) if summary is None else summary(args, kwargs)
 
 
 def _packet_for_user(op: Any) -> OpOverloadPacket:
@@ -261,7 +290,7 @@ def _resolve(func: Any) -> Any:
     return handler
 
 
-def op_status(func: OpOverload | OpOverloadPacket) -> OpStatus:
+def op_status(func: OpOverload | OpKey) -> OpStatus:
     """Whether ``func`` is counted, zero-cost or unsupported."""
     handler = _resolved.get(func) or _resolve(func)
     if handler is _ZERO_COST:
@@ -327,7 +356,7 @@ def _to_meta(value: Any, seen: set[int], total: list[int], read: bool = True) ->
     return value
 
 
-def op_cost(func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Cost | None:
+def op_cost(func: OpOverload | HigherOrderOperator, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Cost | None:
     """The cost of one aten call, as seen in ``__torch_dispatch__``.
 
     ``args``/``kwargs``/``out`` may hold real, meta or fake tensors (or their :class:`TensorMeta`),
@@ -340,6 +369,7 @@ def op_cost(func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out
         return ZERO
     if formula is _UNSUPPORTED:
         return None
+    args, kwargs = summarise_call(func, args, kwargs)
     if "out" in kwargs:
         # An ``.out`` overload: the out= tensor is the result, not an input.
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}

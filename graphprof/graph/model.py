@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphprof.base.moved import GRAPH_STATS_MOVED
 from graphprof.schemas import SCHEMA_VERSIONS
 
 __all__ = ["GRAPH_SCHEMA_VERSION", "GraphNode", "GraphEdge", "Graph"]
@@ -131,6 +132,12 @@ class Graph:
         for e in self.edges:
             parent[find(e.src)] = find(e.dst)
         return len({find(n.id) for n in self.nodes})
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for names not found: ``stats`` (which printed, and moved) is one line saying where it went."""
+        if name == "stats":
+            raise AttributeError(GRAPH_STATS_MOVED)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def summary(self) -> dict[str, Any]:
         """Node and edge counts, and cost and time aggregates (times over the nodes that have one)."""

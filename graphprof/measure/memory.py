@@ -27,7 +27,13 @@ from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.result import CATEGORIES, MemoryBreakdown, MemoryStats
 from graphprof.measure.timing import _grads_kept, call_model, default_loss
 
-__all__ = ["live_cpu_bytes", "memory_stats", "peak_during", "cpu_peak_from_trace", "tracked_breakdown", "get_memory_breakdown"]
+__all__ = [
+    "live_cpu_bytes", "memory_stats", "peak_during", "cpu_peak_from_trace", "tracked_breakdown", "get_memory_breakdown",
+    "reset_resident_peak", "resident_peak", "resident_now",
+]  # fmt: skip
+
+_PROC_STATUS = "/proc/self/status"
+_PROC_CLEAR_REFS = "/proc/self/clear_refs"
 
 
 def live_cpu_bytes() -> int:
@@ -53,6 +59,55 @@ def live_cpu_bytes() -> int:
             except (RuntimeError, NotImplementedError):  # a tensor subclass or a view with no storage of its own
                 continue
     return sum(storages.values())
+
+
+def _status_bytes(field: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in bytes; ``None`` off Linux."""
+    try:
+        with open(_PROC_STATUS, encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def reset_resident_peak() -> int | None:
+    """Restart the kernel's peak of this process's resident memory (Linux's ``VmHWM``) from its resident
+    size now, and return that size in bytes (``None`` where the system offers no resettable peak).
+
+    The CPU allocator keeps no peak counter, but the kernel keeps one of the pages in use, which sees a
+    tensor allocated and freed between two readings (:func:`resident_peak`). First the C allocator's free
+    pages go back to the system (glibc's ``malloc_trim``), so that memory reused later is counted as it is
+    touched again; then ``5`` written to ``/proc/self/clear_refs`` resets the peak (Linux 4.0 and later).
+    Pages allocated but never written (``torch.empty``) are not resident and not counted.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the peak still resets, free pages may be reused unseen
+        pass
+    try:
+        with open(_PROC_CLEAR_REFS, "w", encoding="ascii") as f:
+            f.write("5")
+    except OSError:
+        return None
+    return _status_bytes("VmRSS")
+
+
+def resident_peak() -> int | None:
+    """The peak of this process's resident memory since :func:`reset_resident_peak`, in bytes (``None``
+    off Linux). It counts every page the process touched, the interpreter's and the libraries' too."""
+    return _status_bytes("VmHWM")
+
+
+def resident_now() -> int | None:
+    """This process's resident memory now, in bytes (Linux's ``VmRSS``; ``None`` elsewhere)."""
+    return _status_bytes("VmRSS")
 
 
 def memory_stats(device: torch.device | str) -> MemoryStats:

@@ -44,6 +44,7 @@ from graphprof.run.hooks import module_call_hooks
 __all__ = [
     "CAPTURE_ENV",
     "TRACE_DIR_ENV",
+    "SEED003_SWITCH",
     "TRACE_MAX_BYTES",
     "TraceWarning",
     "capture_model",
@@ -58,6 +59,9 @@ __all__ = [
 CAPTURE_ENV = "GRAPHPROF_CAPTURE"
 #: Where ``@capture_model`` writes its traces when its ``trace_dir`` is not given (default: the working folder).
 TRACE_DIR_ENV = "GRAPHPROF_TRACE_DIR"
+#: Seed 003's switch, read by its printing decorator (:mod:`graphprof.compat.seed003`), not by this one:
+#: a class decorated here while it is set gets one warning saying so.
+SEED003_SWITCH = "CHISEL_BACKEND_RUN"
 
 #: How torch names a module call in a trace recorded ``with_stack=True``: a ``python_function`` event ``nn.Module: Linear_0``.
 MODULE_FRAME_PREFIX = "nn.Module: "
@@ -254,6 +258,14 @@ def capture_model(
     def decorate(cls: M) -> M:
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
             raise InvalidInputError(f"@capture_model decorates an nn.Module class, not {cls!r}")
+        if SEED003_SWITCH not in switches and enabled is None and _switched_on(None, (SEED003_SWITCH,)) and not _switched_on(None, switches):
+            warnings.warn(
+                f"@capture_model({model_name or cls.__name__!r}): {SEED003_SWITCH} is seed 003's switch, which "
+                "graphprof.capture_model does not read: from graphprof.compat.seed003 import capture_model (it reads "
+                f"it and prints each forward's summary), or set {switches[0] if switches else CAPTURE_ENV}=1",
+                TraceWarning,
+                stacklevel=2,
+            )
         original = cls.forward
         capture = _Capture(original, model_name or cls.__name__, enabled, trace_dir, on_trace, tuple(switches),
                            (record_shapes, profile_memory, profiler_kwargs))  # fmt: skip

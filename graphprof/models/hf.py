@@ -16,7 +16,7 @@ The catalogue (:data:`PRESETS`): plain config data, one dict per model, built on
 random init and nothing downloaded. ``hf:llama`` is a small LLaMA (19,286,272 parameters, built in well
 under a second); the others are the published configurations, at their published parameter counts:
 ``hf:gpt2`` (124M), ``hf:llama-3-8b``, ``hf:llama-3-70b``, ``hf:mistral-7b``, ``hf:mixtral-8x7b``,
-``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:bert-base``, ``hf:t5-base``, ``hf:vit-b-16``, ``hf:whisper-small``.
+``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:gemma-2-9b``, ``hf:qwen3-30b-a3b``, ``hf:mamba-2.8b``, ``hf:bert-base``, ``hf:t5-base``, ``hf:vit-b-16``, ``hf:whisper-small``.
 
 The model is ``AutoModelForCausalLM.from_config(config)`` (``AutoModel`` for configs that are not
 causal LMs, and for BERT and ViT; the seq2seq class for T5 and Whisper) with
@@ -48,6 +48,7 @@ from graphprof.errors import (
 from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, format_shape, random_token_ids
 from graphprof.models.device import build_module
 from graphprof.models.family import Family, Request, Source
+from graphprof.models.hf_attention import ATTENTION, register_attention
 
 __all__ = ["FAMILY", "SOURCE", "PREFIX", "PRESETS", "SEQ_LEN", "list_hf", "resolve_hf", "parse_options"]
 
@@ -121,6 +122,34 @@ PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
                 "max_position_embeddings": 4096, "tie_word_embeddings": False,
             }
         ),
+        # Gemma-2-9B (google/gemma-2-9b config.json): alternating sliding-window (4096) and global layers, logit
+        # soft-capping in attention (50) and at the head (30), head dim 256, embeddings tied to the LM head
+        "gemma-2-9b": MappingProxyType(
+            {
+                "model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
+                "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000,
+                "max_position_embeddings": 8192, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
+                "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256, "tie_word_embeddings": True,
+            }
+        ),
+        # Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json): 128 routed experts, 8 per token, every layer sparse
+        "qwen3-30b-a3b": MappingProxyType(
+            {
+                "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
+                "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "vocab_size": 151936,
+                "max_position_embeddings": 40960, "rope_theta": 1e6, "tie_word_embeddings": False,
+            }
+        ),
+        # Mamba-2.8B (state-spaces/mamba-2.8b-hf config.json): 64 selective-scan blocks, no attention; on a CPU
+        # transformers runs its reference (pure-torch) scan, counted op by op; 2,768,345,600 parameters
+        # (64 x 41,244,160 per block + 50,280 x 2,560 tied embeddings + the final norm)
+        "mamba-2.8b": MappingProxyType(
+            {
+                "model_type": "mamba", "hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280, "state_size": 16,
+                "expand": 2, "conv_kernel": 4, "time_step_rank": 160, "tie_word_embeddings": True,
+            }
+        ),
         # BERT-base uncased, 109,482,240 with the pooler (google-bert/bert-base-uncased; BertConfig defaults)
         "bert-base": MappingProxyType({"model_type": "bert"}),
         # T5-base, 222,903,552 (google-t5/t5-base; the LM head is tied to the shared embedding)
@@ -144,6 +173,10 @@ PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
 _AUTO_CLASS = MappingProxyType(
     {"bert": "AutoModel", "vit": "AutoModel", "t5": "AutoModelForSeq2SeqLM", "whisper": "AutoModelForSpeechSeq2Seq"}
 )
+_ATTENTION_NOTES = MappingProxyType({
+    ATTENTION: "sdpa; on a dry run causal and sliding-window layers follow the mask's structure from the config "
+    "(graphprof.models.hf_attention)",
+})
 IMAGE_SIZE = 224
 AUDIO_FRAMES = 3000  # Whisper's 30 s window of 10 ms frames
 DECODER_LEN = 64
@@ -304,6 +337,21 @@ def _floats(size: tuple[int, ...], device: torch.device) -> torch.Tensor:
     return torch.randn(size, generator=torch.Generator().manual_seed(0)).to(device)
 
 
+def _build(transformers: ModuleType, config: Any, device: torch.device, name: str) -> tuple[torch.nn.Module, tuple[str, ...], str]:
+    """The model with the structured attention of :mod:`graphprof.models.hf_attention` (SDPA on a real
+    run), else plain ``sdpa``, else ``eager`` where the model has neither."""
+    register_attention()
+    for attention in (ATTENTION, "sdpa"):
+        try:
+            model, notes = build_module(_model_builder(transformers, config, attention), device, name)
+            return model, notes, attention
+        except (ModelBuildError, ValueError) as exc:
+            if "attn" not in str(exc).lower() and "attention" not in str(exc).lower() and "sdpa" not in str(exc).lower():
+                raise
+    model, notes = build_module(_model_builder(transformers, config, "eager"), device, name)
+    return model, notes, "eager"
+
+
 def resolve_hf(
     spec: str,
     *,
@@ -326,19 +374,12 @@ def resolve_hf(
     if isinstance(max_positions, int) and shape[1] > max_positions:
         raise InvalidInputError(f"{spec}: sequence length {shape[1]} exceeds the model's {max_positions} positions")
     name = spec if target.lower() in PRESETS else f"{PREFIX}{Path(target).expanduser().name}"
-    attention = "sdpa"
-    try:
-        model, build_notes = build_module(_model_builder(transformers, config, attention), device, name)
-    except ModelBuildError as exc:
-        if "sdpa" not in str(exc).lower():
-            raise
-        attention = "eager"
-        model, build_notes = build_module(_model_builder(transformers, config, attention), device, name)
+    model, build_notes, attention = _build(transformers, config, device, name)
     model = model.float().eval()
     inputs, described = _inputs(config, shape, device)
     notes = (
         f"{origin}, built without weights (random init)",
-        f"attention: {attention}; use_cache=False (one forward over the sequence, no KV cache)",
+        f"attention: {_ATTENTION_NOTES.get(attention, attention)}; use_cache=False (one forward over the sequence, no KV cache)",
         f"input: {described}",
         *build_notes,
     )

@@ -155,4 +155,3 @@ def partition(
     return plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
 
 
-#: :func:`partition` under the name the top level exports (``graphprof.partition`` is this package).

@@ -85,14 +85,20 @@ def _notes(result: CrossCheck, tolerance: float) -> list[str]:
     return causes
 
 
-def render_comparison(results: Sequence[CrossCheck], *, tolerance: float) -> RenderableType:
+def render_comparison(results: Sequence[CrossCheck], *, tolerance: float, labels: tuple[str, str, str] | None = None) -> RenderableType:
     """The summary: one row per model (graphprof under the reference's convention against the reference, the
-    difference and the accuracy, graphprof's own MACs and FLOPs beside them), then what explains each difference."""
+    difference and the accuracy, graphprof's own MACs and FLOPs beside them), then what explains each difference.
+
+    ``labels`` (title, graphprof's column, the reference's column; ``{reference}`` is filled in) replace
+    graphprof's own, for a seed's script that prints the seed's (:data:`graphprof.compat.seed002.COMPARISON_LABELS`)."""
     reference = results[0].reference if results else "fvcore"
     label = _LABEL.get(reference, reference)
-    table = Table(title=f"FLOP comparison: graphprof vs {label}", title_justify="left")
+    title, ours, theirs = (f"FLOP comparison: graphprof vs {label}", f"graphprof\n({reference})", reference)
+    if labels is not None:
+        title, ours, theirs = (text.format(reference=reference) for text in labels)
+    table = Table(title=title, title_justify="left")
     table.add_column("Model", no_wrap=True, overflow="fold")
-    for header in ("MACs", "FLOPs", f"graphprof\n({reference})", reference, "Difference", "Accuracy"):
+    for header in ("MACs", "FLOPs", ours, theirs, "Difference", "Accuracy"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("Status", no_wrap=True)
     for r in results:

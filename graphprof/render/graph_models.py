@@ -53,21 +53,28 @@ def render_graph_scaling(result: GraphScalingResult) -> RenderableType:
 
 
 def _scaling_table(result: GraphScalingResult) -> Table:
+    """Every count whole: a number never parts from its unit (``911.36K``) nor a header word from itself
+    (``attention``); at 80 columns only the forward's ``mean ± std`` wraps, at its spaces."""
     components = result.components
     by_nodes = result.parameter_name == "num_nodes"  # the first column is then the node count
     title = Text(f"{result.model}: {result.parameter_name} scaling (forward FLOPs, graphprof count)")
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # no side rules: room for the cells
-    for name in [result.parameter_name.replace("_", " "), *([] if by_nodes else ["Nodes"]), "Edges", *components, "Total"]:
-        table.add_column(name, justify="right", overflow="fold")
-    measured = any(p.runtime is not None for p in result.points)
-    if measured:
-        table.add_column("Forward (ms)", justify="right", overflow="fold")
+    # no side rules, and the box's space the only gap between columns: room for the cells
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+    headers = [result.parameter_name.replace("_", " "), *([] if by_nodes else ["Nodes"]), "Edges", *components, "Total"]
+    rows: list[list[str | Text]] = []
     for p in result.points:
         cells: list[str | Text] = [str(p.value), *([] if by_nodes else [f"{p.num_nodes:,}"]), f"{p.num_edges:,}"]
-        cells += [*(format_count(p.costs.flops(c)) for c in components), format_count(p.costs.total.flops)]
-        if measured:
-            cells.append(_forward(p.runtime))
-        table.add_row(*cells)
+        rows.append([*cells, *(format_count(p.costs.flops(c)) for c in components), format_count(p.costs.total.flops)])
+    for i, name in enumerate(headers):
+        words = max(len(w) for w in name.split())  # a header of two words may wrap between them, never inside one
+        widest = max([words, *(len(str(row[i])) for row in rows)])
+        table.add_column(name, justify="right", overflow="fold", no_wrap=" " not in name, min_width=widest)
+    if any(p.runtime is not None for p in result.points):
+        table.add_column("Forward (ms)", justify="right", overflow="fold", min_width=len("Forward"))
+        for row, p in zip(rows, result.points, strict=True):
+            row.append(_forward(p.runtime))
+    for row in rows:
+        table.add_row(*row)
     return table
 
 

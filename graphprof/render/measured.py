@@ -107,7 +107,7 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
         return Group(Text("no measurement"))
     lines = [
         Text(f"Measured on {m.device} ({_host(m.host)}), {m.dtype}, {m.mode}, inputs {m.inputs}", style="bold"),
-        Text(f"forward        {_ms(m.forward)}  CV {m.forward_cv:.1%}"),
+        Text(f"forward        {_ms(m.forward)}  CV {m.forward_cv:.1%}  (plain forwards, nothing attached: the figure a predicted time is of)"),
     ]
     if m.noisy:
         lines.append(_noisy(m.forward_cv))
@@ -118,7 +118,7 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
     busy = f", kernel busy {m.kernel_busy_us / 1e3:.3f} ms" if m.kernel_busy_us is not None else ""
     lines.append(
         Text(
-            f"per layer ({m.layer_runs} profiled forwards): sum {m.layer_sum_us / 1e3:.3f} ms, profiled forward "
+            f"per layer ({m.layer_runs} instrumented forwards, kept apart): sum {m.layer_sum_us / 1e3:.3f} ms, instrumented forward "
             f"{m.instrumented_forward.mean:.3f} ms{busy}; overhead of per-layer measurement {m.overhead * 100:+.1f}%"
         )
     )

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import CaptureError, DataDependentError, ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
 from graphprof.run.lowering import GROUPED_MM, grouped_mm_any_dtype
+from graphprof.run.values import IndexValues
 
 __all__ = [
     "Layer",
@@ -73,6 +75,7 @@ __all__ = [
     "RunOutcome",
     "Observer",
     "run_model",
+    "MetaDeviceError",
     "needs_values", "parameter_tensors", "count_parameters"]
 
 
@@ -148,6 +151,8 @@ class RunOutcome:
     layers: list[Layer]
     input_bytes: int
     output_bytes: int
+    #: ops whose outputs' shapes were computed from the input's real values (:mod:`graphprof.run.values`), with counts
+    real_ops: tuple[tuple[str, int], ...] = ()
 
 
 class Observer:
@@ -258,6 +263,8 @@ class _Loop:
         self.phase = Phase.FORWARD
         self.count = 0
         self.paused = False
+        #: the real values of the index tensors a dry run on FakeTensors may need (``None``: no such run)
+        self.values: IndexValues | None = None
 
     def start(self, ctx: RunContext) -> None:
         for o in self.observers:
@@ -317,8 +324,25 @@ class _Loop:
             o.op(event)
 
 
+def _data_dependent_exceptions() -> tuple[type[BaseException], ...]:
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+
+    return (DataDependentOutputException, DynamicOutputShapeException)
+
+
+#: What a FakeTensor raises for an op whose output's shape (or value) depends on its inputs' values.
+_DATA_DEPENDENT = _data_dependent_exceptions()
+
+
 class _OpTap(TorchDispatchMode):
-    """Sees every aten call below autograd and hands it to the loop."""
+    """Sees every aten call below autograd and hands it to the loop.
+
+    Higher-order operators (``flex_attention`` and its backward) reach it too, as one call each: the
+    operator runs with the tap popped, so the event is the operator itself, counted by its own formula
+    (or reported as unsupported by name), never its decomposition.
+    """
+
+    supports_higher_order_operators = True
 
     def __init__(self, loop: _Loop) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # TorchDispatchMode.__init__ has no annotations
@@ -326,8 +350,17 @@ class _OpTap(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        # a float32 MoE's grouped products on FakeTensors; every other op as it is
-        out = grouped_mm_any_dtype(func, args, kwargs) if func in GROUPED_MM else func(*args, **kwargs)
+        values = self.loop.values
+        try:
+            # a float32 MoE's grouped products on FakeTensors; every other op as it is
+            out = grouped_mm_any_dtype(func, args, kwargs) if func in GROUPED_MM else func(*args, **kwargs)
+        except _DATA_DEPENDENT as exc:
+            if values is None:
+                raise
+            out = values.run_for_real(func, args, kwargs, exc)  # index arithmetic the shapes depend on
+        else:
+            if values is not None:
+                values.follow(func, args, kwargs, out)
         if not self.loop.paused:
             self.loop.emit(func, args, kwargs, out)
         return out
@@ -451,6 +484,11 @@ class _Executor(nn.Module):
         return _GraphRunner(self.gm, self._loop, self._layers).run(*flat, enable_io_processing=False)
 
 
+#: How torch says an op cannot run on meta tensors (a model on the meta device runs without FakeTensors):
+#: ``.item()``, an op with no meta kernel, a data-dependent output.
+_META_FAILURE = re.compile(r"meta tensor|'Meta' backend|with Meta tensors|on the meta device|to Meta", re.IGNORECASE)
+
+
 def needs_values(exc: BaseException) -> str | None:
     """Why the dry run cannot go on without real tensors, or ``None`` when ``exc`` is another failure.
 
@@ -475,6 +513,8 @@ def needs_values(exc: BaseException) -> str | None:
             return f"{str(seen).split(':', 1)[0]} has no FakeTensor kernel"
         if isinstance(seen, RuntimeError) and "no fake impl registered" in str(seen):  # torch.library.custom_op
             return f"{str(seen).split('registered for ', 1)[-1].split('.', 1)[0]} has no FakeTensor kernel (register_fake)"
+        if isinstance(seen, (RuntimeError, NotImplementedError)) and _META_FAILURE.search(str(seen)):
+            return f"the meta device cannot run this ({str(seen).splitlines()[0][:200]})"
         seen = seen.__cause__ or seen.__context__
     return None
 
@@ -548,9 +588,15 @@ def run_model(
     dtype: torch.dtype | None = None,
     fake: bool = True,
     modes: Sequence[contextlib.AbstractContextManager[Any]] = (),
+    meta: bool = True,
 ) -> RunOutcome:
     """Run ``captured`` (or ``model`` itself for the eager capture, or with ``captured=None``) once and
     tell ``observers``.
+
+    A dry run of a model whose state and inputs are all on the meta device dispatches to the meta kernels
+    directly (``meta=False`` asks for FakeTensors all the same); where the meta device cannot go on (an
+    ``.item()``, an op without a meta kernel) it raises :class:`MetaDeviceError`, and the caller may run
+    again with ``meta=False``: FakeTensors answer what transformers' code asks of a traced tensor.
 
     ``fake=True`` (the dry run) computes nothing; ``fake=False`` runs for real. ``dtype`` casts the
     floating-point parameters, buffers and inputs of the run (the model itself is not changed).
@@ -563,9 +609,12 @@ def run_model(
     root: nn.Module = gm if gm is not None else model
     named: dict[str, torch.Tensor] = dict(root.named_parameters(remove_duplicate=False))
     named.update(dict(root.named_buffers(remove_duplicate=False)))
-    if fake:
+    # a model and inputs all on the meta device already say nothing but shapes: the dry run dispatches
+    # to the meta kernels straight away, as FlopCounterMode on a meta model does, without FakeTensors
+    on_meta = fake and meta and _all_meta([*named.values(), *tree_flatten((args, kwargs))[0]])
+    if fake_run := fake and not on_meta:
         named.update(_small_tensor_attributes(root))
-    convert = _Converter(named, fake, dtype, train)
+    convert = _Converter(named, fake_run, dtype, train)
     layers: dict[str, Layer] = {} if gm is None else graph_layers(gm, model, captured is not None and captured.method is Method.DYNAMO)
     loop = _Loop(observers, train)
 
@@ -574,6 +623,8 @@ def run_model(
             stack.enter_context(convert.fake_mode)
         state = {name: convert(t) for name, t in named.items()}
         call_args, call_kwargs = tree_map(convert, args), tree_map(convert, kwargs)
+        if fake_run:
+            loop.values = IndexValues.of_inputs((args, kwargs), (call_args, call_kwargs))
         run_state = state if (fake or dtype is not None) else dict(named)
         leaves_in = [t for t in tree_flatten((call_args, call_kwargs))[0] if isinstance(t, torch.Tensor)]
         for i, t in enumerate(leaves_in):
@@ -586,16 +637,24 @@ def run_model(
         for mode in modes:
             stack.enter_context(mode)
         if loop.op_observers:  # no observer wants ops: no dispatch mode, nothing paid per op
+            # torch.compile cannot trace under a dispatch mode; run what the model compiles (eager
+            # flex_attention compiles its operator call) as plain eager code, so the tap sees it
+            stack.enter_context(torch.compiler.set_stance("force_eager"))
             stack.enter_context(_OpTap(loop))
         loop.set_phase(Phase.FORWARD)
-        if captured is not None and gm is not None:
-            outputs = _run_graph(captured, gm, loop, layers, state, call_args, call_kwargs)
-        else:
-            swap = state if run_state is state else {}
-            outputs = _run_eager(model, loop, layers, swap, call_args, call_kwargs, fake)
-        out_leaves = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]
-        if train:
-            _backward(loop, out_leaves, [t for t in run_state.values() if t.requires_grad], leaves_in)
+        try:
+            if captured is not None and gm is not None:
+                outputs = _run_graph(captured, gm, loop, layers, state, call_args, call_kwargs)
+            else:
+                swap = state if run_state is state else {}
+                outputs = _run_eager(model, loop, layers, swap, call_args, call_kwargs, fake)
+            out_leaves = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor)]
+            if train:
+                _backward(loop, out_leaves, [t for t in run_state.values() if t.requires_grad], leaves_in)
+        except DataDependentError as exc:
+            if on_meta:
+                raise MetaDeviceError(str(exc)) from exc
+            raise
         loop.finish(outputs)
 
     return RunOutcome(
@@ -603,7 +662,24 @@ def run_model(
         layers=list(layers.values()),
         input_bytes=sum(_nbytes(t) for t in leaves_in),
         output_bytes=sum(_nbytes(t) for t in out_leaves),
+        real_ops=tuple(sorted(loop.values.real_ops.items())) if loop.values is not None else (),
     )
+
+
+class MetaDeviceError(DataDependentError):
+    """A dry run straight on the meta device could not go on; FakeTensors may (``run_model(meta=False)``)."""
+
+
+#: Leaves of a call's inputs that hold no tensor a pytree cannot see (a cache object may: it is not plain).
+_PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device)
+
+
+def _all_meta(values: list[Any]) -> bool:
+    """Every value is a tensor on the meta device or a plain constant, and one at least is a tensor: an
+    object the pytree does not open (a transformers cache, say) keeps the FakeTensor path."""
+    tensors = [t for t in values if isinstance(t, torch.Tensor)]
+    plain = all(isinstance(v, (torch.Tensor, *_PLAIN)) for v in values)
+    return plain and bool(tensors) and all(t.is_meta for t in tensors)
 
 
 class _Converter:

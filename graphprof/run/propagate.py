@@ -36,8 +36,8 @@ from torch.utils._pytree import tree_flatten
 from graphprof.base.choices import Phase
 from graphprof.capture.methods import CapturedGraph
 from graphprof.formulas import TensorMeta
-from graphprof.formulas.registry import to_meta
-from graphprof.run.loop import Layer, Observer, OpEvent, RunContext, run_model
+from graphprof.formulas.registry import summarise_call, to_meta
+from graphprof.run.loop import Layer, MetaDeviceError, Observer, OpEvent, RunContext, RunOutcome, run_model
 from graphprof.run.observers import LiveMemory, SavedActivations
 
 __all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "shapes_of", "op_call"]
@@ -81,13 +81,16 @@ class Trace:
     unattributed: TraceKey
     #: the layer running when the activation peak was reached
     peak_activation_layer: str | None = None
+    #: ops run on the input's real values because the shapes depend on them, with counts (:mod:`graphprof.run.values`)
+    real_ops: tuple[tuple[str, int], ...] = ()
 
 
 def op_call(event: OpEvent) -> OpCall:
     """An op event reduced to shapes, dtypes and strides: one memo for the inputs (a tensor passed twice
     is read once), another for the outputs."""
     memo: dict[int, TensorMeta] = {}
-    return OpCall(event.func, to_meta(event.args, memo), to_meta(event.kwargs, memo), to_meta(event.out, {}), event.phase)
+    args, kwargs = summarise_call(event.func, event.args, event.kwargs)  # values a formula reads (flex block masks)
+    return OpCall(event.func, to_meta(args, memo), to_meta(kwargs, memo), to_meta(event.out, {}), event.phase)
 
 
 def shapes_of(value: Any) -> tuple[tuple[int, ...], ...]:
@@ -165,6 +168,18 @@ class OpRecorder(Observer):
                     own.add(tid)
 
 
+def _run(
+    captured: CapturedGraph, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool,
+    dtype: torch.dtype | None, fake: bool, observers: Sequence[Observer], modes: Sequence[Any], *, meta: bool,
+) -> tuple[OpRecorder, LiveMemory, SavedActivations, RunOutcome]:
+    recorder, memory, saved = OpRecorder(), LiveMemory(), SavedActivations()
+    outcome = run_model(
+        captured, model, args, kwargs, [recorder, memory, *([saved] if train else []), *observers],
+        train=train, dtype=dtype, fake=fake, modes=modes, meta=meta,
+    )  # fmt: skip
+    return recorder, memory, saved, outcome
+
+
 def propagate(
     captured: CapturedGraph,
     model: nn.Module,
@@ -186,11 +201,13 @@ def propagate(
     on without real values and :class:`~graphprof.errors.ShapePropagationError` naming the node for any
     other failure.
     """
-    recorder, memory, saved = OpRecorder(), LiveMemory(), SavedActivations()
-    outcome = run_model(
-        captured, model, args, kwargs, [recorder, memory, *([saved] if train else []), *observers],
-        train=train, dtype=dtype, fake=fake, modes=modes,
-    )  # fmt: skip
+    # straight on the meta device where the model allows it (the dispatcher's speed); a run that the meta
+    # device cannot finish runs again on FakeTensors, with fresh recorders. A caller's observers have seen
+    # the first run's events, so with them the run is on FakeTensors from the start.
+    try:
+        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers)
+    except MetaDeviceError:
+        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False)
     keys = recorder.trace_keys()
     for key in keys:
         key.saved_bytes = saved.by_layer.get(key.name, 0)
@@ -202,4 +219,5 @@ def propagate(
         peak_activation_bytes=memory.peak,
         unattributed=recorder.unattributed,
         peak_activation_layer=memory.peak_layer,
+        real_ops=outcome.real_ops,
     )

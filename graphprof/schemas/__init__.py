@@ -17,6 +17,8 @@ kind                written by
 ``graph-estimate``  ``graphprof graph-estimate ... --output f.json``
 ``calibrate``       ``graphprof calibrate`` (the ``local.json`` preset)
 ``shard``           ``graphprof shard --model X fsdp:64 --output f.json``
+``seed002-profile`` seed 002's script, ``python3 cli/profile_graph.py --model X --output f.json``
+``seed004-profile`` seed 004's script, ``python cli/profile_model.py ... --output f.json``
 ==================  ===================================================================
 
 A version changes when a field is removed or changes meaning (the major number) or is added (the
@@ -51,6 +53,8 @@ SCHEMA_VERSIONS: dict[str, str] = {
     "graph-estimate": "1.1",
     "calibrate": "1.1",
     "shard": "1.0",
+    "seed002-profile": "1.0",  # the seed's fields (model, total_flops, total_memory, layers) under graphprof's envelope
+    "seed004-profile": "1.0",  # the seed's fields (model_info, runtime, memory, flops, scaling) under graphprof's envelope
 }
 KINDS = tuple(SCHEMA_VERSIONS)
 

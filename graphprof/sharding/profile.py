@@ -6,6 +6,7 @@ from typing import Any
 
 from torch import nn
 
+from graphprof.base.choices import Mode
 from graphprof.base.inputs import describe_inputs, format_inputs
 from graphprof.cost.result import OpRecord
 from graphprof.devices.hardware import Hardware, get_hardware
@@ -84,7 +85,7 @@ def shard_profile(
 
     spec = parse_shard(shard) if isinstance(shard, str) else shard
     device = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    if options.get("mode", "train") != "train":
+    if Mode.parse(options.get("mode", Mode.TRAIN)) is not Mode.TRAIN:
         raise InvalidInputError("sharding profiles a training step: use mode='train'")
     prepared = prepare(model_or_name, **{**options, "mode": "train"})
     plain = prepared.profile()  # the unsharded step at the same per-rank batch

@@ -29,6 +29,7 @@ from graphprof.cost.result import OpRecord
 from graphprof.errors import InvalidInputError
 from graphprof.formulas.registry import to_meta
 from graphprof.run.propagate import OpCall
+from graphprof.sharding.tied import retie, tied_groups
 
 __all__ = ["fake_world", "shard_units", "run_sharded_step", "StepRecord"]
 
@@ -121,8 +122,10 @@ def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
     step_model = copy.deepcopy(model)  # the user's model (or the meta build) is never wrapped itself
     if dtype is not None:
         step_model = step_model.to(dtype)  # on the copy, before its parameters become FakeTensors
+    tied = tied_groups(step_model)
     with FakeTensorMode(allow_non_fake_inputs=True):
         step_model = step_model.to_empty(device="cpu")
+        retie(step_model, tied)  # to_empty unties them: FSDP would shard a second embedding
         step_model.train()
         units = shard_units(step_model)
         unit_bytes = [sum(p.numel() * p.element_size() for p in u.parameters()) for u in units]

@@ -1,0 +1,107 @@
+"""Seed 003's launcher: ``chisel python my_model_script.py [args...]`` (also ``chisel my_model_script.py``
+and ``chisel python -m package.module``).
+
+It runs the script in this process, as ``python`` would (its ``sys.argv``, ``__main__``, its folder first
+on ``sys.path``, its exit code), with seed 003's decorator switched on (``CHISEL_BACKEND_RUN=1``): every
+forward of a ``@capture_model`` class writes ``{model_name}_forward_{NNN}.json`` into the working folder
+(or ``$GRAPHPROF_TRACE_DIR``) and prints its layer summary. Inside the script ``from chisel import
+capture_model, parse_model_trace`` is :mod:`graphprof.compat.seed003` (unless a package named ``chisel``
+is installed, which is then left alone). With ``CHISEL_DEBUG=1`` the launcher and the decorator say what
+they do on stderr (lines starting ``chisel:``), and the launcher ends with the trace files written.
+
+A launcher mistake (no script, a script that does not exist) is one line on stderr and exit 2; what the
+script itself raises is the script's, shown as ``python`` shows it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import runpy
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["main", "USAGE"]
+
+USAGE = "usage: chisel python my_model_script.py [args...]  (or: chisel python -m package.module [args...])"
+_PYTHONS = ("python", "python3", Path(sys.executable).name)
+
+
+def _split(argv: Sequence[str]) -> tuple[str | None, str, list[str]]:
+    """``(module or None, script or module name, its arguments)`` from the launcher's arguments."""
+    args = list(argv)
+    if args and Path(args[0]).name in _PYTHONS:
+        args = args[1:]
+    if not args or args[0] in ("-h", "--help"):
+        raise _Usage(USAGE)
+    if args[0] == "-m":
+        if len(args) < 2:
+            raise _Usage("chisel: error: -m needs a module name")
+        return args[1], args[1], args[2:]
+    if args[0].startswith("-"):
+        raise _Usage(f"chisel: error: unsupported python option {args[0]!r}; {USAGE}")
+    return None, args[0], args[1:]
+
+
+class _Usage(Exception):
+    """A mistake in the launcher's own arguments: one line, exit 2."""
+
+
+def _traces(directory: Path) -> set[Path]:
+    return set(directory.glob("*_forward_*.json")) if directory.is_dir() else set()
+
+
+def _alias_chisel() -> None:
+    """``import chisel`` inside the script: seed 003's API, unless a real ``chisel`` package exists."""
+    if "chisel" in sys.modules or importlib.util.find_spec("chisel") is not None:
+        return
+    from graphprof.compat import seed003
+
+    sys.modules["chisel"] = seed003
+
+
+def _run(module: str | None, target: str, script_args: list[str]) -> None:
+    if module is None:
+        script = Path(target)
+        if not script.is_file():
+            raise _Usage(f"chisel: error: can't open file {target!r}: no such file")
+        sys.argv = [target, *script_args]
+        sys.path.insert(0, str(script.resolve().parent))
+        runpy.run_path(target, run_name="__main__")
+    else:
+        sys.argv = [target, *script_args]
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (``chisel``); the exit code is the script's."""
+    from graphprof.compat.seed003 import CHISEL_ENV, debug
+    from graphprof.measure.trace import TRACE_DIR_ENV
+
+    try:
+        module, target, script_args = _split(sys.argv[1:] if argv is None else argv)
+    except _Usage as exc:
+        sys.stderr.write(f"{exc}\n")
+        raise SystemExit(2) from None
+    os.environ[CHISEL_ENV] = "1"
+    directory = Path(os.environ.get(TRACE_DIR_ENV, "."))
+    before = _traces(directory)
+    debug(f"running {target} with profiling on ({CHISEL_ENV}=1); traces into {directory.resolve()}")
+    _alias_chisel()
+    try:
+        _run(module, target, script_args)
+    except _Usage as exc:
+        sys.stderr.write(f"{exc}\n")
+        raise SystemExit(2) from None
+    finally:
+        written = sorted(_traces(directory) - before)
+        if written:
+            debug(f"{len(written)} trace file(s) written: {', '.join(p.name for p in written)}")
+        else:
+            debug("no trace files written: no forward of a @capture_model class ran")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Attention of an ``hf:`` model on a dry run, as the structure of its mask says.
+
+transformers treats FakeTensors as tracing, so on a dry run it builds the causal (or sliding-window)
+mask as a tensor that the real run skips, and SDPA then runs the masked math path over the full square:
+the useful FLOPs could not follow the mask, and grouped-query K / V were expanded. graphprof's models are
+fed ``input_ids`` alone (no padding), so the mask's structure is known without reading it: it comes from
+the **config**, through what the model passes its attention function (the module's ``is_causal``,
+``sliding_window`` set per layer from ``config.sliding_window`` / ``config.layer_types``, ``softcap``).
+
+:data:`ATTENTION` is registered with transformers' own ``AttentionInterface`` (its extension point for
+attention functions; nothing is patched). On a real run it is transformers' ``sdpa`` (or, with a
+``softcap``, the model's eager attention) unchanged. On a dry run:
+
+* a causal layer (no window, or a window of at least the sequence) calls the kernel SDPA picks on the
+  CPU for ``is_causal=True`` without a mask, as the real run does (``_scaled_dot_product_flash_attention_for_cpu``,
+  grouped-query K / V not expanded): the fused kernel's causal credit, forward and backward, follows
+  (:mod:`graphprof.formulas.fractions`);
+* a sliding-window layer (``W`` < L), or a soft-capped layer, calls ``flex_attention`` with a block mask
+  built in closed form from ``W`` and the mask function transformers itself uses
+  (``sliding_window_causal_mask_function``): useful = the band, about ``W / L``; executed = the blocks a
+  windowed kernel visits. torch's flex attention has no backward on the CPU, so in train mode these
+  layers keep transformers' masked path (counted, executed and useful all the full square).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, cast
+
+import torch
+
+__all__ = ["ATTENTION", "register_attention", "window_block_mask"]
+
+#: The name the attention function is registered under (``attn_implementation``).
+ATTENTION = "graphprof_structured"
+#: flex_attention's default block edge
+_BLOCK = 128
+
+
+def _is_dry(t: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return bool(is_fake(t) or t.is_meta)
+
+
+def window_block_mask(q_len: int, kv_len: int, window: int | None, block: int = _BLOCK) -> Any:
+    """A ``BlockMask`` for a top-left causal mask of ``window`` keys (``None``: all earlier keys), its
+    blocks listed in closed form (no L x S grid is evaluated), its mask function transformers' own."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.nn.attention.flex_attention import BlockMask
+    from transformers.masking_utils import causal_mask_function, sliding_window_causal_mask_function
+
+    q_blocks, kv_blocks = -(-q_len // block), -(-kv_len // block)
+    with unset_fake_temporarily():
+        partial = torch.zeros(1, 1, q_blocks, kv_blocks, dtype=torch.int32)
+        full = torch.zeros_like(partial)
+        partial_n = torch.zeros(1, 1, q_blocks, dtype=torch.int32)
+        full_n = torch.zeros_like(partial_n)
+        for i in range(q_blocks):
+            r0, r1 = i * block, min((i + 1) * block, q_len) - 1
+            lo = 0 if window is None else max(0, r0 - window + 1)
+            for j in range(lo // block, min(r1, kv_len - 1) // block + 1):
+                c0, c1 = j * block, min((j + 1) * block, kv_len) - 1
+                whole = c1 <= r0 and (window is None or c0 >= r1 - window + 1)
+                counts, table = (full_n, full) if whole else (partial_n, partial)
+                table[0, 0, i, counts[0, 0, i]] = j
+                counts[0, 0, i] += 1
+        mask_mod: Any = causal_mask_function if window is None else sliding_window_causal_mask_function(window)
+        return BlockMask.from_kv_blocks(
+            partial_n, partial, full_n, full, BLOCK_SIZE=block, mask_mod=mask_mod, seq_lengths=(q_len, kv_len)
+        )
+
+
+def _eager_of(module: torch.nn.Module) -> Any:
+    """The model file's own eager attention (Gemma-2's applies the soft cap)."""
+    own = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if own is None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward
+    return own
+
+
+def _real(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Any, **kwargs: Any) -> Any:
+    if kwargs.get("softcap") is not None:
+        return _eager_of(module)(module, query, key, value, mask, **kwargs)
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    kwargs.pop("sliding_window", None)
+    return sdpa_attention_forward(module, query, key, value, mask, **kwargs)
+
+
+def _identity(score: torch.Tensor, b: Any, h: Any, q: Any, kv: Any) -> torch.Tensor:
+    return score
+
+
+def _flex(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, window: int | None, scaling: Any, softcap: Any) -> torch.Tensor:
+    """The ``flex_attention`` operator itself: torch's Python wrapper refuses the meta device a model built
+    without weights runs on; the operator's FakeTensor kernel gives the output's shape (forward only)."""
+    from torch._higher_order_ops.flex_attention import flex_attention
+
+    block_mask = window_block_mask(query.shape[2], key.shape[2], window)
+    score_mod = _identity
+    if softcap is not None:
+
+        def score_mod(score: torch.Tensor, b: Any, h: Any, q: Any, kv: Any) -> torch.Tensor:
+            return cast(torch.Tensor, softcap * torch.tanh(score / softcap))
+
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    out, _, _ = flex_attention(query, key, value, score_mod, block_mask.as_tuple(), scale, {})
+    return out
+
+
+def structured_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function signature: ``(B, H, L, D)`` in, ``(B, L, H, D)`` out."""
+    causal = kwargs.get("is_causal")
+    causal = getattr(module, "is_causal", True) if causal is None else causal
+    q_len, kv_len = query.shape[2], key.shape[2]
+    window, softcap = kwargs.get("sliding_window"), kwargs.get("softcap")
+    if not (_is_dry(query) and causal and q_len == kv_len and q_len > 1 and dropout == 0.0):
+        return _real(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)  # type: ignore[no-any-return]
+    window = window if isinstance(window, int) and window < kv_len else None
+    training = torch.is_grad_enabled() and query.requires_grad
+    if window is None and softcap is None:
+        # the kernel SDPA picks on the CPU for a causal call, grouped-query heads read as they are; called
+        # by name because on the meta device SDPA would take its math path instead
+        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+        out = flash(query, key, value, 0.0, True, scale=scaling)[0]
+    elif training:  # flex attention has no CPU backward: the masked path, counted in full
+        return _real(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)  # type: ignore[no-any-return]
+    else:
+        out = _flex(query, key, value, window, scaling, softcap)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_attention() -> None:
+    """Register :data:`ATTENTION` with transformers (idempotent): the attention function and, for the
+    mask, transformers' own ``sdpa`` mask."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTENTION, structured_attention)
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)

@@ -1,0 +1,171 @@
+"""Attention that follows its mask: flex_attention's block counts, causal and sliding-window shares, the
+causal backward, and hf models on a dry run (counted, executed and useful FLOPs)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch.utils.flop_counter import FlopCounterMode
+
+import graphprof
+from graphprof.formulas import op_cost
+from graphprof.formulas.attention import causal_useful_fraction, causal_work_fraction
+from graphprof.formulas.flex import FlexBlocks, flex_blocks
+from graphprof.formulas.fractions import kernel_useful_fraction, kernel_work_fraction
+from graphprof.formulas.registry import summarise_call
+from graphprof.models.hf_attention import window_block_mask
+
+hop = torch.ops.higher_order.flex_attention
+
+
+def _causal(b, h, q, kv):  # type: ignore[no-untyped-def]
+    return q >= kv
+
+
+def _window(size: int):  # type: ignore[no-untyped-def]
+    def mask(b, h, q, kv):  # type: ignore[no-untyped-def]
+        return (q >= kv) & (q - kv < size)
+
+    return mask
+
+
+def test_block_counts_of_a_causal_mask_by_hand() -> None:
+    # L = S = 256 in blocks of 128: the kernel visits 1 + 2 = 3 of 4 blocks = 3 x 16,384 = 49,152 pairs;
+    # the mask keeps 256 x 257 / 2 = 32,896
+    blocks = flex_blocks(create_block_mask(_causal, None, None, 256, 256, device="cpu").as_tuple())
+    assert blocks == FlexBlocks(256, 256, 1, 49_152, 32_896)
+
+
+def test_block_counts_of_a_sliding_window_by_hand() -> None:
+    # W = 128 over L = S = 512: q block 0 visits block 0; blocks 1..3 visit their own and the one before:
+    # 1 + 2 + 2 + 2 = 7 blocks = 114,688 pairs. Kept: rows 0..127 see 1..128 keys (8,256), the other
+    # 384 rows see 128 each (49,152): 57,408, about W / L = 0.25 of 262,144 (0.219)
+    blocks = flex_blocks(create_block_mask(_window(128), None, None, 512, 512, device="cpu").as_tuple())
+    assert blocks == FlexBlocks(512, 512, 1, 114_688, 57_408)
+    assert 57_408 / 512**2 == pytest.approx(causal_useful_fraction(512, 512, window=128))
+
+
+def test_block_counts_of_a_document_mask_by_hand() -> None:
+    # two documents, 100 and 156 tokens, causal within each: kept 100 x 101 / 2 + 156 x 157 / 2 =
+    # 5,050 + 12,246 = 17,296. q block 0 (rows 0..127) needs key block 0; q block 1 (rows 128..255,
+    # all of document 1, which starts at 100) needs key blocks 0 and 1: 3 blocks = 49,152 pairs
+    doc = torch.tensor([0] * 100 + [1] * 156)
+
+    def document(b, h, q, kv):  # type: ignore[no-untyped-def]
+        return (doc[q] == doc[kv]) & (q >= kv)
+
+    blocks = flex_blocks(create_block_mask(document, None, None, 256, 256, device="cpu").as_tuple())
+    assert blocks == FlexBlocks(256, 256, 1, 49_152, 17_296)
+
+
+def test_the_closed_form_window_mask_matches_the_mask_function() -> None:
+    # graphprof's block lists for an hf sliding window (no L x S grid) against torch's create_block_mask
+    for length, window in ((512, 128), (1000, 300), (384, None)):
+        ours = flex_blocks(window_block_mask(length, length, window).as_tuple())
+        mask = _causal if window is None else _window(window)
+        torch_s = flex_blocks(create_block_mask(mask, None, None, length, length, device="cpu").as_tuple())
+        assert ours == torch_s
+
+
+def test_flex_forward_is_counted_as_flop_counter_counts_it() -> None:
+    # full square per query head (grouped-query K / V read per query head): 2 x 4 heads x 256 x 256 x
+    # (64 + 64) = 67,108,864 MACs; torch's flex formula (FlopCounterMode's registry): 2 FLOPs per MAC.
+    # Backward: 256 x 256 x (3 x 64 + 2 x 64) per head, torch's five products
+    q = torch.randn(2, 4, 256, 64)
+    k = torch.randn(2, 2, 256, 64)
+    block_mask = create_block_mask(_causal, None, None, 256, 256, device="cpu")
+    with torch.compiler.set_stance("force_eager"):
+        out = flex_attention(q, k, k, block_mask=block_mask, enable_gqa=True)
+    args = (q, k, k, lambda s, *_: s, block_mask.as_tuple(), 0.125, {})
+    cost = op_cost(hop, args, {}, (out, torch.empty(2, 4, 256), torch.empty(2, 4, 256)))
+    assert cost is not None
+    assert cost.macs == 2 * 4 * 256 * 256 * 128 == 67_108_864
+    registry = FlopCounterMode(display=False).flop_registry
+    assert 2 * cost.macs == registry[hop](q, k, k, out_val=None)
+    backward_hop = torch.ops.higher_order.flex_attention_backward
+    lse = torch.empty(2, 4, 256)
+    backward_args = (q, k, k, out, lse, out, None, None, None, block_mask.as_tuple(), 0.125, {})
+    backward = op_cost(backward_hop, backward_args, {}, (q, k, k, ()))
+    assert backward is not None and backward.macs == 2 * 4 * 256 * 256 * (3 * 64 + 2 * 64)
+    assert 2 * backward.macs == registry[backward_hop](q, k, k, out, lse, out, out_val=None)
+    summarised, _ = summarise_call(hop, args, {})
+    assert kernel_work_fraction(hop, summarised, {}) == 0.75  # 3 of 4 blocks
+    assert kernel_useful_fraction(hop, summarised, {}) == 32_896 / 65_536
+
+
+def test_flex_on_a_dry_run_is_one_counted_operator() -> None:
+    block_mask = create_block_mask(_causal, None, None, 256, 256, device="cpu")
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(64, 64)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q = self.proj(x)
+            return flex_attention(q, q, q, block_mask=block_mask)  # type: ignore[return-value]
+
+    profile = graphprof.profile_model(Model(), input_shape=(1, 4, 256, 64))
+    flex = [op for _, op in profile.iter_ops() if op.op == "higher_order.flex_attention"]
+    assert len(flex) == 1 and flex[0].status == "counted" and not profile.unsupported
+    assert flex[0].cost.macs == 4 * 256 * 256 * 128
+    assert (flex[0].work_fraction, flex[0].useful_fraction) == (0.75, 32_896 / 65_536)
+    other = profile.total_flops - flex[0].cost.flops
+    assert profile.useful_flops == other + round(flex[0].cost.flops * 32_896 / 65_536)
+
+
+def test_causal_and_window_shares_by_hand() -> None:
+    # W = 4 over L = S = 8: rows see 1, 2, 3, 4, 4, 4, 4, 4 keys = 26 of 64
+    assert causal_useful_fraction(8, 8, window=4) == 26 / 64
+    # a window as long as the sequence is plain causal: 8 x 9 / 2 = 36 of 64
+    assert causal_useful_fraction(8, 8, window=8) == causal_useful_fraction(8, 8) == 36 / 64
+    # L = S = 8192, tiles of 128, W = 256: query tiles 0 and 1 need 1 and 2 key tiles, the other 62
+    # need 3 each: 1 + 2 + 186 = 189 of 4096
+    assert causal_work_fraction(8192, 8192, window=256) == 189 / 4096
+    assert causal_work_fraction(8192, 8192) == 2080 / 4096  # the causal triangle of tiles, as before
+
+
+def test_the_causal_backward_gets_the_forwards_credit() -> None:
+    # _scaled_dot_product_flash_attention_for_cpu_backward(grad_out, q, k, v, out, lse, dropout, is_causal)
+    q = torch.empty(1, 4, 1024, 64, device="meta")
+    backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+    args = (q, q, q, q, q, torch.empty(1, 4, 1024, device="meta"), 0.0, True)
+    # 1024 / 128 = 8 tiles a side: 1 + ... + 8 = 36 of 64; kept 1024 x 1025 / 2 of 1024^2
+    assert kernel_work_fraction(backward, args, {}) == 36 / 64
+    assert kernel_useful_fraction(backward, args, {}) == 1024 * 1025 / 2 / 1024**2
+    assert kernel_work_fraction(backward, (*args[:7], False), {}) == 1.0
+
+
+SMALL = "num_hidden_layers=2&hidden_size=256&intermediate_size=512&num_attention_heads=4&num_key_value_heads=2"
+
+
+def _attention_ops(profile: graphprof.Profile) -> list[object]:
+    return [op for _, op in profile.iter_ops() if "attention" in op.op]
+
+
+def test_hf_llama_dry_run_is_causal_forward_and_backward() -> None:
+    # L = 1024: the CPU flash kernel with is_causal, grouped-query K / V as they are (2 heads, not 4)
+    profile = graphprof.profile_model(f"hf:llama?{SMALL}", input_shape=(1, 1024), mode="train")
+    ops = _attention_ops(profile)
+    assert sorted({op.op for op in ops}) == [  # type: ignore[attr-defined]
+        "aten._scaled_dot_product_flash_attention_for_cpu",
+        "aten._scaled_dot_product_flash_attention_for_cpu_backward",
+    ]
+    for op in ops:
+        assert op.work_fraction == 36 / 64  # type: ignore[attr-defined]
+        assert op.useful_fraction == 1024 * 1025 / 2 / 1024**2  # type: ignore[attr-defined]
+        assert op.input_shapes[2 if "backward" in op.op else 1][1] == 2  # type: ignore[attr-defined]
+    assert profile.useful_flops < profile.executed_flops < profile.total_flops
+
+
+def test_hf_mistral_sliding_window_follows_w_over_l() -> None:
+    # W = 256 over L = 1024 (from the config's sliding_window): useful (256 x 257 / 2 + 768 x 256) / 1024^2
+    # = 0.2189; executed 1 + 2 + 6 x 3 = 21 of 64 blocks
+    profile = graphprof.profile_model(f"hf:mistral-7b?{SMALL}&sliding_window=256", input_shape=(1, 1024))
+    assert profile.execution == "dry-run"
+    ops = _attention_ops(profile)
+    assert [op.op for op in ops] == ["higher_order.flex_attention"] * 2  # type: ignore[attr-defined]
+    for op in ops:
+        assert op.useful_fraction == (256 * 257 // 2 + 768 * 256) / 1024**2  # type: ignore[attr-defined]
+        assert op.work_fraction == 21 / 64  # type: ignore[attr-defined]
