@@ -104,7 +104,7 @@ def _run_ranks(req: ShardRequest) -> None:
     from graphprof.render.plan import render_ranks_plan
     from graphprof_cli.common import console as make_console
 
-    def check() -> Any:
+    def check() -> Hardware:
         hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
         if hardware is None:
             raise InvalidInputError("fsdp:auto finds the ranks a device needs: give --hardware")
