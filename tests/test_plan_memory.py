@@ -42,7 +42,9 @@ def test_breakdowns_sum_and_phases_are_in_order() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "batch"), [("resnet18", 4), ("hf:llama?num_hidden_layers=2", 2), ("pyg:gcn?num_nodes=2000", None)])
+@pytest.mark.parametrize(
+    ("name", "batch"), [("resnet18", 4), ("hf:llama?num_hidden_layers=2", 2), ("pyg:gcn?num_nodes=2000", None)]
+)
 def test_predicted_peak_within_ten_percent_of_the_allocator(name: str, batch: int | None) -> None:
     plan = plan_memory(name, batch_size=batch, foreach=False)
     torch.manual_seed(0)
@@ -87,6 +89,45 @@ def test_cli_fits_and_its_errors() -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["--model", "resnet18", "--fits"])
     assert result.exit_code == 2 and "--mode train" in result.output and "Traceback" not in result.output
-    result = runner.invoke(app, ["--model", "resnet18", "-b", "2", "--mode", "train", "--optimizer", "adamw", "--hardware", "h100", "--fits", "--width", "160"])
+    result = runner.invoke(
+        app,
+        [
+            "--model",
+            "resnet18",
+            "-b",
+            "2",
+            "--mode",
+            "train",
+            "--optimizer",
+            "adamw",
+            "--hardware",
+            "h100",
+            "--fits",
+            "--width",
+            "160",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "estimated peak" in result.output and "fits" in result.output and "optimizer state" in result.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--model", "resnet18", "--mode", "train", "--memory-budget", "2GB"], "hardware"),
+        (["--model", "resnet18", "--mode", "train", "--fits", "--memory-budget", "lots"], "memory 'lots'"),
+        (["shard", "--model", "resnet18", "fsdp:auto", "--fits"], "--hardware"),
+        (["shard", "--model", "resnet18", "tp:2", "--fits"], "fsdp"),
+    ],
+)
+def test_cli_plan_mistakes_are_one_line_and_exit_2(argv: list[str], says: str) -> None:
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_cli_shard_fits_per_rank() -> None:
+    result = CliRunner().invoke(app, ["shard", "--model", "hf:llama?num_hidden_layers=2", "fsdp:4", "--fits", "--hardware", "h100", "--width", "160"])
+    assert result.exit_code == 0, result.output
+    assert "fsdp:4 per rank" in result.output and "estimated peak per rank" in result.output

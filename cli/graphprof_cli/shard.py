@@ -30,6 +30,9 @@ def _run_fits(req: ShardRequest) -> None:
     from graphprof.render.plan import render_memory_plan
     from graphprof_cli.common import console as make_console
 
+    if req.spec.strip().lower() == "fsdp:auto":
+        _run_ranks(req)
+        return
     spec, hardware, _ = run_guarded(lambda: _checked(req), req.debug)
     console = make_console(req.width)
     options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer, "memory_budget": req.memory_budget}
@@ -55,7 +58,8 @@ def shard_command(
         str,
         typer.Argument(
             metavar="STRATEGY:RANKS",
-            help="How the training step is sharded: fsdp:64 is FSDP2 over 64 ranks of a fake process group.",
+            help="How the training step is sharded: fsdp:64 is FSDP2 over 64 ranks of a fake process group; "
+            "with --fits, fsdp:auto finds the fewest ranks that fit --hardware.",
         ),
     ],
     model: opt.ModelRequired,
@@ -90,6 +94,28 @@ def _checked(req: ShardRequest) -> tuple[ShardSpec, Hardware | None, OutputTarge
     spec = parse_shard(req.spec)
     hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
     return spec, hardware, plan("shard", req.output, redact=req.redact)
+
+
+def _run_ranks(req: ShardRequest) -> None:
+    """``fsdp:auto --fits``: the smallest world size that fits ``--hardware`` (:func:`graphprof.plan.plan_ranks`)."""
+    from graphprof.devices.hardware import resolve_hardware
+    from graphprof.errors import InvalidInputError
+    from graphprof.plan import plan_ranks
+    from graphprof.render.plan import render_ranks_plan
+    from graphprof_cli.common import console as make_console
+
+    def check() -> Hardware:
+        hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
+        if hardware is None:
+            raise InvalidInputError("fsdp:auto finds the ranks a device needs: give --hardware")
+        return hardware
+
+    hardware = run_guarded(check, req.debug)
+    console = make_console(req.width)
+    options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer}
+    with console.status(f"finding how many ranks {req.model} needs ...", spinner="dots"):
+        plan = run_guarded(lambda: plan_ranks(req.model, hardware, **options), req.debug)
+    console.print(render_ranks_plan(plan))
 
 
 def run_shard(req: ShardRequest) -> None:

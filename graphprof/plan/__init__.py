@@ -10,6 +10,7 @@ for real on the CPU, the reference the plan is checked against.
 
 from graphprof.plan.fits import parse_memory, plan_memory
 from graphprof.plan.measured import MeasuredStep, measure_step
+from graphprof.plan.ranks import plan_ranks
 from graphprof.plan.result import (
     CheckpointChoice,
     CheckpointPlan,
@@ -21,6 +22,6 @@ from graphprof.plan.result import (
 )
 
 __all__ = [
-    "plan_memory", "parse_memory", "measure_step", "MeasuredStep", "MemoryPlan", "PhasePeak", "StepBreakdown",
+    "plan_memory", "plan_ranks", "parse_memory", "measure_step", "MeasuredStep", "MemoryPlan", "PhasePeak", "StepBreakdown",
     "StepPhase", "CheckpointPlan", "CheckpointChoice", "RanksPlan",
 ]  # fmt: skip

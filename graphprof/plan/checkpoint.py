@@ -4,7 +4,7 @@ The candidates are the model's blocks (:func:`candidate_blocks`: its children, a
 its items). One simulated step (:mod:`graphprof.plan.step`) with
 :class:`BlockCosts` watching gives, per block, the bytes its forward saves for backward, the inputs a
 checkpoint would keep instead, and its forward's aten calls, costed by the formula registry and timed on
-the device (:func:`_seconds`: its calibration where it has one, else the roofline's lower bound; an estimate).
+the device (:func:`_seconds`: the roofline's lower bound, an estimate).
 
 The choice is a 0/1 knapsack with one coupling term, solved exactly by ``scipy.optimize.milp`` (HiGHS,
 branch and bound): minimise ``sum(t_i x_i)`` subject to
@@ -35,9 +35,10 @@ from graphprof.cost.bounds import roofline_time
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
 from graphprof.devices.hardware import Hardware
-from graphprof.errors import InvalidInputError
+from graphprof.errors import InvalidInputError, MissingDependencyError
 from graphprof.formulas.registry import to_meta
 from graphprof.plan.result import CheckpointChoice, CheckpointPlan, MemoryPlan, StepPhase
+from graphprof.plan.simulate import StepModel, plan_step
 from graphprof.plan.step import StepInputs, checkpointed, simulate_step
 from graphprof.run.propagate import OpCall
 from graphprof.sharding.spec import ShardSpec
@@ -144,53 +145,60 @@ class BlockCosts(TorchDispatchMode):
 
 
 def _seconds(ops: list[OpRecord], dtype: str, hardware: Hardware) -> tuple[float, str]:
-    """Predicted seconds of the counted calls among ``ops`` on ``hardware``, and how: the device's
-    calibration (:func:`graphprof.devices.predict.predict_ops`, ``local`` after ``graphprof calibrate``)
-    where it has one, else each call's roofline bound (FLOPs at the dense peak for ``dtype``, bytes at the
-    bandwidth: a lower bound). Views and other zero-cost calls are left out: they move no data."""
-    from graphprof.devices.predict import load_calibration, predict_ops
-
-    counted = [op for op in ops if op.status is OpStatus.COUNTED]
-    calibration = load_calibration(hardware.name)
-    if calibration is not None:
-        return sum(predict_ops(counted, dtype, hardware, calibration)), f"{hardware.name}'s calibration (graphprof.devices.predict)"
+    """Predicted seconds of the counted calls among ``ops`` on ``hardware``, and how: each call's roofline
+    bound (FLOPs at the dense peak for ``dtype``, bytes at the bandwidth), summed; views and other zero-cost
+    calls move no data. A lower bound, close for the matrix products a block is mostly made of; the
+    ``local`` preset's peak is this machine's fastest measured matmul rate, which load barely moves. The
+    calibration's per-op models are not used: fitted to medians, they follow the load the calibration ran
+    under (a quick one under load put a 6-layer block at 3.6x its quiet time)."""
     peak = hardware.peak_flops(dtype)
+    counted = [op for op in ops if op.status is OpStatus.COUNTED]
     return sum(roofline_time(op.cost.flops, op.cost.bytes_moved, peak, hardware.bandwidth) for op in counted), f"the roofline of {hardware.name} (a lower bound)"
 
 
-def solve_checkpoint(freed: list[int], saved: list[int], seconds: list[float], forward: int, backward: int, budget: int) -> list[bool] | None:
+def solve_checkpoint(
+    freed: list[int], saved: list[int], seconds: list[float], forward: int, backward: int, budget: int
+) -> list[bool] | None:
     """The cheapest choice meeting the forward and backward constraints of the module docstring, or
     ``None`` when none does. Exact (HiGHS' branch and bound); checked against brute force in the tests."""
     import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    try:
+        from scipy.optimize import Bounds, LinearConstraint, milp
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "a checkpoint plan is solved with scipy.optimize.milp: pip install 'graphprof[plan]' (scipy)"
+        ) from exc
 
     n = len(freed)
     if forward <= budget and backward <= budget:
         return [False] * n
     c = np.array([*seconds, 0.0]) + np.array([*([1e-12] * n), 0.0])  # ties go to fewer blocks
-    rows = [[-f for f in freed] + [0.0], [-f for f in freed] + [1.0]]
-    upper = [budget - forward, budget - backward]
+    rows: list[list[float]] = [[-float(f) for f in freed] + [0.0], [-float(f) for f in freed] + [1.0]]
+    upper = [float(budget - forward), float(budget - backward)]
     for i, s in enumerate(saved):
-        rows.append([s if j == i else 0.0 for j in range(n)] + [-1.0])
+        rows.append([float(s) if j == i else 0.0 for j in range(n)] + [-1.0])
         upper.append(0.0)
     constraint = LinearConstraint(np.array(rows, dtype=float), -np.inf, np.array(upper, dtype=float))
     integrality = np.array([1] * n + [0])
-    result = milp(c, constraints=[constraint], integrality=integrality, bounds=Bounds([0] * n + [0], [1] * n + [np.inf]))
+    result = milp(
+        c, constraints=[constraint], integrality=integrality, bounds=Bounds([0] * n + [0], [1] * n + [np.inf])
+    )
     if not result.success:
         return None
     return [bool(round(v)) for v in result.x[:n]]
 
 
-def plan_checkpoint(step: Any, plan: MemoryPlan, budget: int, hardware: Hardware | None, *, dtype: torch.dtype | None,
+def plan_checkpoint(step: StepModel, plan: MemoryPlan, budget: int, hardware: Hardware | None, *, dtype: torch.dtype | None,
                     optimizer: Optimizer, foreach: bool, shard: ShardSpec | None) -> CheckpointPlan:  # fmt: skip
-    """The checkpoint plan of ``step`` (a :class:`graphprof.plan.fits.StepModel`) under ``budget`` bytes;
+    """The checkpoint plan of ``step`` (a :class:`graphprof.plan.simulate.StepModel`) under ``budget`` bytes;
     ``plan`` is its unplanned :class:`MemoryPlan`. See the module docstring."""
-    from graphprof.plan.fits import plan_step
-
     if hardware is None:
         raise InvalidInputError("a checkpoint plan predicts recompute time on a device: give hardware (--hardware)")
     if shard is not None:
-        raise InvalidInputError("a checkpoint plan is made for one device: plan it without sharding, then shard the plan")
+        raise InvalidInputError(
+            "a checkpoint plan is made for one device: plan it without sharding, then shard the plan"
+        )
     blocks = candidate_blocks(step.model)
     costs = BlockCosts(blocks)
     simulate_step(StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real), [costs])
@@ -203,16 +211,22 @@ def plan_checkpoint(step: Any, plan: MemoryPlan, budget: int, hardware: Hardware
     step_s, how = _seconds(costs.step_ops, run_dtype, hardware)
     target, chosen, planned = budget, None, None
     for _ in range(_ROUNDS):
-        chosen = solve_checkpoint(freed, saved, timed, peaks.get(StepPhase.FORWARD, 0), peaks.get(StepPhase.BACKWARD, 0), target)
+        chosen = solve_checkpoint(
+            freed, saved, timed, peaks.get(StepPhase.FORWARD, 0), peaks.get(StepPhase.BACKWARD, 0), target
+        )
         if chosen is None or peaks.get(StepPhase.OPTIMIZER, 0) > budget:
             chosen = [True] * len(blocks)
         names = {b for b, c in zip(blocks, chosen, strict=True) if c}
-        planned = plan_step(step, dtype=dtype, optimizer=optimizer, foreach=foreach, shard=None, wraps=(checkpointed(names),))
+        planned = plan_step(
+            step, dtype=dtype, optimizer=optimizer, foreach=foreach, shard=None, wraps=(checkpointed(names),)
+        )
         if planned.peak_bytes <= budget or not any(chosen) or all(chosen):
             break
         target -= planned.peak_bytes - budget
     assert chosen is not None and planned is not None
-    choices = tuple(CheckpointChoice(b, f, fl, t, c) for b, f, fl, t, c in zip(blocks, freed, flops, timed, chosen, strict=True))
+    choices = tuple(
+        CheckpointChoice(b, f, fl, t, c) for b, f, fl, t, c in zip(blocks, freed, flops, timed, chosen, strict=True)
+    )
     return CheckpointPlan(
         budget_bytes=budget, choices=choices, solver=SOLVER, timing=how,
         solver_peak_bytes=max(peaks.get(StepPhase.FORWARD, 0) - sum(f for f, c in zip(freed, chosen, strict=True) if c), 0),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,8 @@ class MeasuredStep:
 class _RecomputeClock:
     """Wall time of the forwards of some modules that run during the backward (checkpoint's recompute)."""
 
-    def __init__(self, model: nn.Module, names: frozenset[str]) -> None:
+    def __init__(self, model: nn.Module, names: frozenset[str], clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
         self.phase = StepPhase.FORWARD
         self.seconds = 0.0
         self._start: dict[int, float] = {}
@@ -54,11 +56,11 @@ class _RecomputeClock:
                 self.handles.append(module.register_forward_hook(lambda m, _a, _o: self._leave(m)))
 
     def _enter(self, module: nn.Module) -> None:
-        self._start[id(module)] = time.perf_counter()
+        self._start[id(module)] = self.clock()
 
     def _leave(self, module: nn.Module) -> None:
         if self.phase is StepPhase.BACKWARD:
-            self.seconds += time.perf_counter() - self._start.pop(id(module))
+            self.seconds += self.clock() - self._start.pop(id(module))
 
     def mark(self, phase: StepPhase) -> None:
         self.phase = phase
@@ -73,22 +75,27 @@ def measure_step(
     wraps: tuple[Wrap, ...] = (),
     repeats: int = 3,
     recomputed: frozenset[str] = frozenset(),
+    cpu_time: bool = False,
 ) -> MeasuredStep:
     """Measure one step of a copy of ``model`` (real weights, on the CPU) with ``wraps`` applied to the
     copy; ``step_s`` is the fastest of ``repeats`` steps timed apart from the memory run (the profiler
-    slows what it watches), ``recompute_s`` the time of the ``recomputed`` modules' forwards inside that
+    slows what it watches), ``recompute_s`` the fastest of their times of the ``recomputed`` modules' forwards inside that
     step's backward (their hooks' wall time, with checkpoint's early stop off so that each recompute runs
     to its end: the recompute itself, without the allocator's page faults that make two steps' difference
-    noisy on a CPU)."""
+    noisy on a CPU). ``cpu_time`` reads the process's CPU time instead of the wall clock: with one torch
+    thread, what the recompute computes, without the time another process's load keeps it waiting."""
     step_model = copy.deepcopy(model)
-    clock = _RecomputeClock(step_model, recomputed)  # hooks on the modules themselves, before they are wrapped
+    # hooks on the modules themselves, before they are wrapped
+    clock = _RecomputeClock(step_model, recomputed, time.process_time if cpu_time else time.perf_counter)
     for wrap in wraps:
         step_model = wrap(step_model)
     step_model.train()
     opt = make_optimizer(step_model, Optimizer.parse(optimizer), foreach=False)
     try:
         train_step(step_model, args, kwargs, opt)  # creates the optimizer's state
-        base = storage_bytes([*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]])
+        base = storage_bytes(
+            [*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]]
+        )
         extra, _ = peak_during(lambda: train_step(step_model, args, kwargs, opt), "cpu")
         times = []
         for _ in range(max(1, repeats)):
@@ -101,5 +108,5 @@ def measure_step(
     finally:
         for h in clock.handles:
             h.remove()
-    step_s, recompute_s = min(times)
-    return MeasuredStep(base + extra, base, step_s, recompute_s)
+    # the least disturbed sample of each (another process's burst only ever adds time)
+    return MeasuredStep(base + extra, base, min(t for t, _ in times), min(r for _, r in times))

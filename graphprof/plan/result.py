@@ -41,7 +41,9 @@ class StepBreakdown:
 
     @property
     def total(self) -> int:
-        return self.parameters + self.gradients + self.optimizer_state + self.activations + self.inputs + self.transients
+        return (
+            self.parameters + self.gradients + self.optimizer_state + self.activations + self.inputs + self.transients
+        )
 
     def to_dict(self) -> dict[str, int]:
         return {**asdict(self), "total": self.total}
@@ -58,7 +60,13 @@ class PhasePeak:
     op: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"phase": self.phase.value, "bytes": self.breakdown.total, "breakdown": self.breakdown.to_dict(), "module": self.module, "op": self.op}
+        return {
+            "phase": self.phase.value,
+            "bytes": self.breakdown.total,
+            "breakdown": self.breakdown.to_dict(),
+            "module": self.module,
+            "op": self.op,
+        }
 
 
 @dataclass(frozen=True)

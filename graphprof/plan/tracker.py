@@ -14,11 +14,12 @@ call returns and is an upper bound of the live bytes (a storage never comes back
 the peak so far are the dead storages dropped and the peak raised to the true figure (the bound trick of
 :class:`graphprof.run.observers.memory.LiveMemory`).
 
-Worked example, ``Linear(1024, 1024)`` on a batch of 8 in float32, AdamW, forward and backward: base =
-parameters 4,198,400 B + two moments 8,396,800 B + input 32,768 B; the backward's weight gradient
-(4 MiB) and bias gradient are live with the parameters' until the optimizer's step frees nothing (they
-are held by ``.grad``): the peak is in the optimizer's step, at base + 4,198,400 B of gradients + its
-temporaries.
+Worked example, ``Linear(1024, 1024)`` on a batch of 8 in float32, AdamW one tensor at a time (the
+CPU's default): base = parameters 4,198,400 B + two moments and a step count per parameter 8,396,808 B +
+input 32,768 B. The peak is in the optimizer's step: the gradients (4,198,400 B, held by ``.grad``) and,
+for the weight, ``exp_avg_sq.sqrt()`` and its quotient by the bias correction (4 MiB each) at once:
+12,627,976 + 4,198,400 + 8,388,608 = 25,214,984 B (``tests/test_plan_memory.py``; the CPU allocator
+measures 25,214,996 B).
 """
 
 from __future__ import annotations
@@ -168,14 +169,18 @@ class StepMemory(TorchDispatchMode):
         handles = []
         for name, module in self.model.named_modules():
             handles.append(module.register_forward_pre_hook(lambda _m, _a, name=name: self._enter(name)))
-            handles.append(module.register_forward_hook(lambda _m, _a, out, name=name: self._leave(name, out), always_call=True))
+            handles.append(
+                module.register_forward_hook(lambda _m, _a, out, name=name: self._leave(name, out), always_call=True)
+            )
         return handles
 
     def _enter(self, name: str) -> None:
         self.module = name or "(model)"
 
     def _leave(self, name: str, output: Any) -> None:
-        stack: list[Any] = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        stack: list[Any] = [
+            t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None
+        ]
         while stack:
             fn = stack.pop()
             if fn is None or _MODULE in fn.metadata:
