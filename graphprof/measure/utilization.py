@@ -1,9 +1,10 @@
 """MFU and HFU of a measured run: achieved FLOP/s over the device's dense peak at the run's dtype.
 
-* **MFU** (model FLOPs utilisation) counts the FLOPs the model's arithmetic needs as graphprof counts
-  them (:attr:`~graphprof.cost.result.Profile.total_flops`: 2 per multiply-add plus element-wise work,
-  every op of the forward, and of the backward in a training step; causal attention's masked half
-  included, as the dense kernels a model is written with compute it).
+* **MFU** (model FLOPs utilisation) counts the model's FLOPs: for a model that takes tokens, the
+  convention papers use (:mod:`graphprof.cost.tokens`: weight and token-mixing products, attention over
+  unmasked positions, active experts only, training = 3 x forward) times the tokens; for any other model
+  the FLOPs its arithmetic needs as graphprof counts them (:attr:`~graphprof.cost.result.Profile.total_flops`:
+  2 per multiply-add plus element-wise work, every op of the forward, and of the backward in a training step).
 * **HFU** (hardware FLOPs utilisation) counts the FLOPs the kernels execute
   (:attr:`~graphprof.cost.result.Profile.executed_flops`: less the tiles a causal attention kernel skips;
   with activation checkpointing a recomputed forward would add to it).
@@ -70,9 +71,12 @@ def utilization(profile: Profile, hardware: Hardware) -> tuple[Utilization, ...]
     if m is None:
         return ()
     peak, precision = hardware.peak_for(profile.dtype)
-    spans = [Utilization("forward", m.forward.mean / 1e3, profile.forward.flops, _executed(profile, Phase.FORWARD), peak, precision, hardware.label)]
+    tokens = profile.per_token
+    forward = round(tokens.model_forward * tokens.tokens) if tokens is not None else profile.forward.flops
+    spans = [Utilization("forward", m.forward.mean / 1e3, forward, _executed(profile, Phase.FORWARD), peak, precision, hardware.label)]
     if m.training_step is not None and profile.backward.flops:
-        spans.append(Utilization(f"training step ({m.optimizer})", m.training_step.mean / 1e3, profile.total_flops, _executed(profile, None), peak, precision, hardware.label))
+        step = round(tokens.model_train * tokens.tokens) if tokens is not None else profile.total_flops
+        spans.append(Utilization(f"training step ({m.optimizer})", m.training_step.mean / 1e3, step, _executed(profile, None), peak, precision, hardware.label))
     return tuple(spans)
 
 
