@@ -11,6 +11,8 @@ Every file graphprof writes goes through :func:`write_atomic` (the results throu
 * a temporary file's name carries the writer's process id (``.out.json.gp1234-0a1b2c3d4e5f.tmp``); one
   left by a process that no longer runs (SIGKILL between the write and the rename) is removed by the next
   write into that folder;
+* a read, change and write of one file by several processes at once (``local.json`` learning from two
+  runs) holds :func:`locked` around the re-read and the write, so no writer drops another's change;
 * :func:`check_path` says, before any work, whether a path can be written (its folder exists and is
   writable, it is not a folder) and :func:`absolute_output` fixes it against the starting folder, so a
   model factory that calls ``os.chdir`` cannot move it.
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from graphprof.errors import OutputError
 
-__all__ = ["STDOUT", "absolute_output", "check_path", "is_descriptor_path", "means_stdout", "write_atomic"]
+__all__ = ["STDOUT", "absolute_output", "check_path", "is_descriptor_path", "locked", "means_stdout", "write_atomic"]
 
 STDOUT = "-"
 """The output path that means standard output: the caller writes the rendered text there."""
@@ -236,3 +238,27 @@ def write_atomic(target: str | os.PathLike[str], data: str | bytes) -> None:
         raise OutputError(f"cannot write {str(target)!r}: folder {str(real.parent)!r} does not exist")
     _sweep_stale(real.parent)
     _replace(target, real, info, raw)
+
+
+@contextmanager
+def locked(target: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock for ``target`` (``fcntl.flock`` on ``.NAME.lock`` beside it, made when missing)
+    while the block runs: the block re-reads, changes and writes ``target`` with no other holder between.
+    The lock file stays (removing it would let two writers lock two different files); where there is no
+    ``fcntl`` (Windows) the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    target = Path(target)
+    lock_path = target.parent / f".{target.name}.lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise OutputError(f"cannot lock {str(target)!r}: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits for the holder; released when the descriptor closes, or the process dies
+        yield
+    finally:
+        os.close(fd)
