@@ -80,8 +80,9 @@ def test_two_runs_learning_at_once_keep_both_runs_records(tmp_path: Path, monkey
     import threading
     import time
 
-    import graphprof.calibrate.learn as learn
     from test_opmodel import _write_local
+
+    import graphprof.calibrate.learn as learn
 
     path = _write_local(tmp_path, monkeypatch)
     profile = _measured_mlp()
@@ -105,11 +106,12 @@ def test_two_runs_learning_at_once_keep_both_runs_records(tmp_path: Path, monkey
 @pytest.mark.parametrize("seconds", [-1.0, 0.0, 1e30, 1e400])
 def test_damaged_learned_seconds_are_left_out_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     """Records placed at the very configurations the prediction looks up (so a damaged one would move it)."""
+    from test_opmodel import _write_local
+
     import graphprof
     from graphprof.cost.roofline import classify
     from graphprof.devices.hardware import get_hardware
     from graphprof.devices.opmodel import call_of
-    from test_opmodel import _write_local
 
     path = _write_local(tmp_path, monkeypatch)
     profile = graphprof.profile_model("resnet18", input_shape=(1, 3, 32, 32))
@@ -129,9 +131,10 @@ def test_damaged_learned_seconds_are_left_out_with_a_note(tmp_path: Path, monkey
 
 
 def test_a_run_never_writes_damaged_seconds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_opmodel import _write_local
+
     import graphprof.calibrate.learn as learn
     from graphprof.devices.opmodel import Sample
-    from test_opmodel import _write_local
 
     path = _write_local(tmp_path, monkeypatch)
     bad = [Sample("linear", (1.0, 2.0), s, "run", "x") for s in (-1.0, 0.0, float("inf"), float("nan"), 1e30)]
