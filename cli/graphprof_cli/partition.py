@@ -13,7 +13,7 @@ import typer
 
 from graphprof.base.choices import Objective
 from graphprof_cli.common import flag
-from graphprof_cli.options import RedactOption
+from graphprof_cli.options import RedactOption, file_path
 
 
 def partition_command(
@@ -32,7 +32,7 @@ def partition_command(
     run: Annotated[bool, flag("--run", help="Run the plan (and the equal-layer split) on local gloo processes, one per stage.")] = False,
     micro_batches: Annotated[int, typer.Option("--micro-batches", help="Micro-batches per step of --run.")] = 4,
     iters: Annotated[int, typer.Option("--iters", help="Timed steps of --run.")] = 5,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the plan (and runs) as JSON.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Also write the plan (and runs) as JSON.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Draw the stages along the model: partition.png (.svg, .pdf).")] = None,
     redact: RedactOption = False,
     debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,

@@ -106,6 +106,8 @@ def check_path(path: str | os.PathLike[str]) -> None:
     file, or an existing file that cannot be written is an :class:`OutputError`."""
     if str(path) == STDOUT or is_descriptor_path(path):
         return
+    if isinstance(path, str) and len(path) > 1 and path.endswith(("/", os.sep)):  # Path() would drop the slash
+        raise OutputError(f"cannot write {path!r}: it ends in a slash, so it names a folder; give the file's name")
     target = Path(path)
     real, info = _where_to_write(target)
     if info is not None and stat.S_ISDIR(info.st_mode):
@@ -119,6 +121,7 @@ def check_path(path: str | os.PathLike[str]) -> None:
         raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} does not exist")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} is not writable")
+    _sweep_stale(directory)  # a killed writer's temporary goes now, before the work, not at the write
     if info is not None and not os.access(real, os.W_OK):
         raise OutputError(f"cannot write {str(target)!r}: the file is not writable")
 
