@@ -33,9 +33,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from graphprof.errors import OutputError
+from graphprof.errors import GraphprofError, OutputError
 
-__all__ = ["STDOUT", "absolute_output", "check_path", "is_descriptor_path", "locked", "means_stdout", "write_atomic"]
+__all__ = ["STDOUT", "absolute_output", "check_path", "is_descriptor_path", "locked", "means_stdout", "sigterm_raises", "write_atomic"]
 
 STDOUT = "-"
 """The output path that means standard output: the caller writes the rendered text there."""
@@ -127,9 +127,10 @@ def check_path(path: str | os.PathLike[str]) -> None:
 
 
 @contextmanager
-def _terminate_as_exception() -> Iterator[None]:
-    """While the block runs (in the main thread), SIGTERM raises, so ``finally`` clauses clean up; the
-    signal is then delivered again to the handler that was there before (by default: the process ends)."""
+def sigterm_raises(message: str, error: type[GraphprofError] = OutputError) -> Iterator[None]:
+    """While the block runs (in the main thread), SIGTERM raises, so ``finally`` and ``except BaseException``
+    clauses clean up (a temporary file, child processes); the signal is then delivered again to the handler
+    that was there before (by default: the process ends), or, if that handler returns, ``error(message)``."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
         yield
         return
@@ -148,11 +149,11 @@ def _terminate_as_exception() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
     if received:
         signal.raise_signal(signal.SIGTERM)
-        raise OutputError("writing was interrupted by SIGTERM; nothing was written")  # the old handler returned
+        raise error(message)  # the old handler returned
 
 
 class _Terminated(BaseException):
-    """SIGTERM arrived during a write (raised by :func:`_terminate_as_exception`'s handler)."""
+    """SIGTERM arrived while a block ran (raised by :func:`sigterm_raises`'s handler)."""
 
 
 def _running(pid: int) -> bool:
@@ -204,7 +205,7 @@ def _replace(target: Path, real: Path, info: os.stat_result | None, raw: bytes) 
     tmp = real.parent / _temporary_name(real.name)
     # os.open with 0o666 lets the umask decide a new file's mode (mkstemp would force 0o600); an
     # existing file's mode is copied over before the rename.
-    with _terminate_as_exception():
+    with sigterm_raises("writing was interrupted by SIGTERM; nothing was written"):
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
             with os.fdopen(fd, "wb") as handle:

@@ -105,6 +105,7 @@ def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, o
     notes = [f"times: {costs.time_source[k]}" for k in kinds]
     if any(u.kv_bytes for u in costs.units):
         notes.append("memory includes each attention layer's KV cache for the input's batch and length (kv_len)")
+    notes += _cores_note(devs, threads)
     return Plan(
         model_name=prepared.name, objective=objective, dtype=profile.dtype,
         inputs=", ".join(f"{i.name}{list(i.shape)}" for i in profile.inputs), micro_batch=batch, devices=devs,
@@ -156,3 +157,14 @@ def partition(
 
 
 #: :func:`partition` under the name the top level exports (``graphprof.partition`` is this package).
+
+
+def _cores_note(devices: Sequence[Device], threads: int) -> list[str]:
+    """A note when the ``cpu`` devices (one process each, ``threads`` threads) want more cores than this
+    machine has: each stage's time was measured alone, and run together they would share the cores."""
+    local = sum(d.local for d in devices)
+    cores = os.cpu_count() or 1
+    if local * threads <= cores:
+        return []
+    return [f"{local} cpu devices x {threads} thread(s) ask for {local * threads} cores and this machine has {cores}: "
+            "each stage's time is measured alone, so a plan using more stages than cores would not run as fast (--run refuses it)"]

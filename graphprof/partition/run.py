@@ -39,6 +39,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from graphprof.base.atomic import sigterm_raises
 from graphprof.base.inputs import materialize
 from graphprof.base.limits import require_count, require_fits
 from graphprof.errors import InvalidInputError, MeasurementError
@@ -215,10 +216,32 @@ def _stage_loop(job: _Job, rank: int, world: int) -> tuple[list[float], list[flo
     return steps, pipelined, alone, _first_tensor(output).detach().numpy()
 
 
-def _worker(rank: int, world: int, job: _Job, results: Any) -> None:
+def _end_with_parent(parent: int) -> None:
+    """In a stage's process: end it as soon as ``parent`` is gone (SIGKILL leaves no time to terminate the
+    stages), so that no process, and no port it listens on, outlives the run. Linux ends it at once
+    (``PR_SET_PDEATHSIG``); everywhere, a daemon thread checks the parent twice a second."""
+    import ctypes
+    import signal
+    import threading
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # gone before the watch began
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="graphprof-parent-watch", daemon=True).start()
+
+
+def _worker(rank: int, world: int, job: _Job, results: Any, parent: int) -> None:
     """One process: join the group, run its stage, put ``(rank, steps, forward, output)`` or an error."""
     import torch.distributed as dist
 
+    _end_with_parent(parent)
     torch.set_num_threads(job.threads)
     try:
         dist.init_process_group("gloo", init_method=job.address, rank=rank, world_size=world)
@@ -270,20 +293,24 @@ def _spawn(job: _Job, world: int) -> dict[int, tuple[Any, ...]]:
 
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    processes = [ctx.Process(target=_worker, args=(rank, world, job, results), daemon=True) for rank in range(world)]
-    for p in processes:
-        p.start()
-    try:
-        return _collect(processes, results, world)
-    except BaseException:  # Ctrl-C or a stage's failure: end every stage now, not after a join's timeout
+    processes = [ctx.Process(target=_worker, args=(rank, world, job, results, os.getpid()), daemon=True) for rank in range(world)]
+    with sigterm_raises("the pipeline run was ended by SIGTERM", MeasurementError):  # SIGTERM: the stages end first
         for p in processes:
-            p.terminate()
-        raise
-    finally:
-        for p in processes:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.terminate()
+            p.start()
+        try:
+            return _collect(processes, results, world)
+        except BaseException:  # Ctrl-C, SIGTERM or a stage's failure: end every stage now, not after a join's timeout
+            for p in processes:
+                if p.pid is not None:
+                    p.terminate()
+            raise
+        finally:
+            for p in processes:
+                if p.pid is not None:
+                    p.join(timeout=30)
+                    if p.is_alive():
+                        p.kill()
+                        p.join(timeout=5)
 
 
 def _first_tensor(value: Any) -> torch.Tensor:
