@@ -187,3 +187,12 @@ def test_partition_takes_the_input_shape_it_asks_a_users_model_for(tmp_path) -> 
     assert asked.exit_code == 2 and "--input-shape" in asked.output
     result = CliRunner().invoke(app, [*args, "--input-shape", "8,1024"])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("devices", [42, None, [1, 2], []])
+def test_partition_from_the_api_refuses_devices_that_are_not_a_spec(devices: object) -> None:
+    """``graphprof.partition.partition('resnet18', 42)`` was a raw TypeError."""
+    from graphprof.partition import partition
+
+    with pytest.raises(InvalidInputError, match="devices must be a spec"):
+        partition("resnet18", devices)  # type: ignore[arg-type]
