@@ -1,0 +1,74 @@
+"""Every command of the README's code blocks runs as a newcomer would type it, and exits 0.
+
+The commands are read from the README itself (the lines of its code blocks that start with ``graphprof``),
+so a command that drifts from the code fails here. Only placeholders are skipped (:data:`PLACEHOLDERS`:
+a file of the reader's own, a package of theirs) and ``make`` (it installs a virtual environment).
+Each runs in a fresh folder, with ``$XDG_CACHE_HOME`` there too, so ``calibrate`` writes nothing of the user's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Words that mark a command as the reader's own: their checkpoint, their package.
+PLACEHOLDERS = ("./best.pt", "mypkg.")
+#: Seconds one command may take on a 2-core CPU (calibrate, validate over a family and a 70B plan are the slowest).
+TIMEOUT_S = 900
+
+
+def readme_commands(text: str) -> list[str]:
+    """The ``graphprof`` commands of ``text``'s fenced code blocks, comments cut, ``a; b`` split."""
+    commands: list[str] = []
+    for block in re.findall(r"^```[\w-]*\n(.*?)^```", text, re.S | re.M):
+        for line in block.splitlines():
+            line = re.sub(r"\s+#\s.*$", "", line).strip()
+            for part in (p.strip() for p in line.split(";")):
+                if re.match(r"graphprof(\s|$)", part):
+                    commands.append(part)
+    return commands
+
+
+COMMANDS = readme_commands((ROOT / "README.md").read_text())
+
+
+def test_the_readme_has_commands_and_the_reader_can_find_them() -> None:
+    assert len(COMMANDS) >= 30, COMMANDS
+    assert readme_commands("```bash\ngraphprof --model a   # x\ngraphprof/ not\ngraphprof --version; graphprof --help\n```\n") == [
+        "graphprof --model a", "graphprof --version", "graphprof --help",
+    ]  # fmt: skip
+
+
+def _run(command: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` through bash (pipes as written, a failure anywhere in one fails it), ``graphprof`` this
+    checkout's CLI under this Python."""
+    graphprof = f"{shlex.quote(sys.executable)} -m graphprof_cli.main"
+    shell = re.sub(r"(^|\|\s*)graphprof(?=\s|$)", lambda m: m.group(1) + graphprof, command)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")]), "XDG_CACHE_HOME": str(folder / "cache")}
+    env.pop("GRAPHPROF_CAPTURE", None)
+    return subprocess.run(["bash", "-c", f"set -eo pipefail; {shell}"], cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [c for c in COMMANDS if not any(p in c for p in PLACEHOLDERS)])
+def test_the_readme_command_runs(command: str, tmp_path: Path) -> None:
+    if "| jq" in command and subprocess.run(["bash", "-c", "command -v jq"], capture_output=True).returncode != 0:
+        pytest.skip("jq is not installed")
+    if "--hardware local" in command:  # the README runs `graphprof calibrate --quick` first
+        assert _run("graphprof calibrate --quick", tmp_path).returncode == 0
+    done = _run(command, tmp_path)
+    assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def test_a_command_that_errors_fails_the_run(tmp_path: Path) -> None:
+    """The check can fail: an unknown model is exit 3, and so is the run."""
+    assert _run("graphprof --model no_such_model_anywhere", tmp_path).returncode != 0
+    assert _run("graphprof --version", tmp_path).returncode == 0
