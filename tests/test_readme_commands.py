@@ -72,3 +72,13 @@ def test_a_command_that_errors_fails_the_run(tmp_path: Path) -> None:
     """The check can fail: an unknown model is exit 3, and so is the run."""
     assert _run("graphprof --model no_such_model_anywhere", tmp_path).returncode != 0
     assert _run("graphprof --version", tmp_path).returncode == 0
+
+
+def test_the_readme_python_it_names_exists() -> None:
+    """``graphprof.load_graph("karate")`` raised AttributeError: the README names where it lives."""
+    text = (ROOT / "README.md").read_text()
+    assert 'graphprof.load_graph("karate")' not in text
+    from graphprof.gnn.datasets import load_graph
+
+    assert 'graphprof.gnn.datasets.load_graph("karate")' in text and load_graph("karate").num_nodes == 34
+    assert "make test-fast" in text
