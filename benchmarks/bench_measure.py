@@ -38,9 +38,9 @@ def llama_decoder() -> torch.nn.Module:
 def one(name: str, model: object, batch: int, args: argparse.Namespace) -> str:
     if isinstance(model, torch.nn.Module):
         ids = torch.zeros(batch, 512, dtype=torch.long, device="meta")
-        pm = graphprof.prepare(model, example_inputs=(ids,), dtype="bfloat16", model_name=name)
+        pm = graphprof.prepare(model, example_inputs=(ids,), dtype="bfloat16", model_name=name, target=args.device)
     else:
-        pm = graphprof.prepare(name, batch_size=batch, dtype="bfloat16")
+        pm = graphprof.prepare(name, batch_size=batch, dtype="bfloat16", target=args.device)
     p = pm.profile()
     roof = graphprof.classify(p, args.preset) if args.preset is not None else None
     bound = f"{roof.seconds * 1e3:.3f}" if roof is not None and roof.seconds else "-"
@@ -74,7 +74,8 @@ def main() -> None:
         "bf16, eval. Per-layer sum = sum of per-layer kernel times (GPU) or self times (CPU); busy = union of kernel intervals.",
         "Measured peak = resident (weights, inputs) + max_memory_allocated above it during one forward; estimate = params + buffers + inputs + peak activations (dry run).",
         "",
-        f"Lower bound and predicted: graphprof's roofline for the preset {args.preset.name if args.preset else '(none matched)'}, from the dry run alone.",
+        f"Lower bound and predicted: graphprof's roofline for the preset {args.preset.name if args.preset else '(none matched)'}, from the dry run alone,"
+        f" costed as the {args.device} device runs it (target={args.device}: fused attention on a GPU).",
         "",
         "| model | batch | forward ms | n | lower bound ms | predicted ms | per-layer sum ms | kernel busy ms | sum/busy | peak MiB measured | peak MiB estimated | overhead |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",

@@ -7,11 +7,16 @@ refuses to report a figure above it)::
     python benchmarks/bench_predict.py --threads 2 --quick  # the one-minute calibration
 
 For each model (fp32, ``--threads`` torch threads): the dry run's prediction against the ``local``
-preset with its 80% interval and the roofline lower bound, then graphprof's own measurement (plain
-forwards, mean). Prints each error, the median |error|, the share within +-10%, whether the lower bound
-was ever above the measurement, and the 80% interval's coverage; writes
+preset with its 80% interval and the roofline lower bound, then graphprof's own measurement of the plain
+forward (the figure ``--measure`` reports as *forward*: uninstrumented forwards, mean). Nothing is learned
+between points (the library call learns nothing; the CLI's ``--measure`` would). Prints each error with
+the load beside it, the median |error|, the **signed** median, the share within +-10%, the worst, the 80%
+interval's coverage and whether the lower bound was ever above the measurement; a point taken above
+load 1.5 is refused (the benchmark waits for quiet before each point, then says so). The calibration runs
+twice, back to back, and the two calibrations' predictions of every model are compared. Writes
 ``benchmarks/results/bench_predict.md``. None of these models is one the calibration samples
-(:data:`graphprof.calibrate.local.CALIBRATION_MODELS`): they are held out, and nothing is tuned per model.
+(:data:`graphprof.calibrate.local.CALIBRATION_MODELS`, checked at start): they are held out, and nothing is
+tuned per model.
 """
 
 from __future__ import annotations
@@ -37,12 +42,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_speed import _load, _wait_quiet  # noqa: E402  (one reading of the load, one wait for quiet)
 
 
-def point(name: str, batch: int, iters: int) -> dict[str, object]:
-    """One model at one batch: predicted (with interval), lower bound, measured mean."""
+def point(name: str, batch: int, iters: int, first: dict[tuple[str, int], float]) -> dict[str, object]:
+    """One model at one batch: predicted (with interval), lower bound, measured mean; ``first`` holds the
+    first calibration's predictions, for the spread between the two."""
     import graphprof
     from graphprof.cost.roofline import classify
     from graphprof.devices.hardware import get_hardware
 
+    _wait_quiet(120.0)
     load = _load()
     prepared = graphprof.prepare(name, batch_size=batch)
     roofline = classify(prepared.profile(), get_hardware("local"))
@@ -54,6 +61,7 @@ def point(name: str, batch: int, iters: int) -> dict[str, object]:
         "model": name, "batch": batch, "predicted": predicted, "measured": mean, "lower": roofline.seconds or 0.0,
         "low": interval.low if interval else 0.0, "high": interval.high if interval else 0.0,
         "error": predicted / mean - 1.0, "load": max(load, _load()),
+        "spread": predicted / first[(name, batch)] - 1.0 if first.get((name, batch)) else float("nan"),
     }  # fmt: skip
 
 
@@ -62,16 +70,25 @@ def _row(p: dict[str, object]) -> str:
     covered = f["low"] <= f["measured"] <= f["high"]
     return (f"| {p['model']} | {p['batch']} | {f['predicted'] * 1e3:.1f} ({f['low'] * 1e3:.1f}–{f['high'] * 1e3:.1f}) | "
             f"{f['measured'] * 1e3:.1f} | {f['error']:+.1%} | {'yes' if covered else 'no'} | "
-            f"{'yes' if f['lower'] <= f['measured'] else '**no**'} | {f['load']:.2f} |")  # fmt: skip
+            f"{'yes' if f['lower'] <= f['measured'] else '**no**'} | {f['spread']:+.1%} | {f['load']:.2f}"
+            f"{'' if f['load'] <= QUIET else ' REFUSED'} |")  # fmt: skip
 
 
 def _summary(points: list[dict[str, object]]) -> list[str]:
-    errors = [abs(float(p["error"])) for p in points]  # type: ignore[arg-type]
+    points = [p for p in points if float(p["load"]) <= QUIET]  # type: ignore[arg-type]  # a refused point counts nowhere
+    if not points:
+        return ["- no point was taken quiet: no result"]
+    signed = [float(p["error"]) for p in points]  # type: ignore[arg-type]
+    errors = [abs(e) for e in signed]
+    spreads = [abs(float(p["spread"])) for p in points if p["spread"] == p["spread"]]  # type: ignore[arg-type]
     covered = sum(float(p["low"]) <= float(p["measured"]) <= float(p["high"]) for p in points)  # type: ignore[arg-type]
     lower_ok = all(float(p["lower"]) <= float(p["measured"]) for p in points)  # type: ignore[arg-type]
     return [
-        f"- median |error| {statistics.median(errors):.1%} (goal <= 10%); within +-10%: {sum(e <= 0.1 for e in errors)}/{len(errors)} "
-        f"(goal >= 70%); worst {max(errors):.0%} (goal <= 30%)",
+        f"- median |error| {statistics.median(errors):.1%} (goal <= 10%); signed median {statistics.median(signed):+.1%} "
+        f"(goal within +-5%); too fast on {sum(e < 0 for e in signed)}/{len(signed)}; within +-10%: "
+        f"{sum(e <= 0.1 for e in errors)}/{len(errors)} (goal >= 70%); worst {max(signed, key=abs):+.0%} (goal within +-30%)",
+        f"- two calibrations back to back: predictions differ by at most {max(spreads, default=float('nan')):.1%} "
+        f"(median {statistics.median(spreads) if spreads else float('nan'):.1%}; goal <= 5%)",
         f"- lower bound never above the measurement: {'yes' if lower_ok else 'NO'}",
         f"- 80% interval coverage: {covered}/{len(points)} = {covered / len(points):.0%} (goal >= 75%)",
     ]
@@ -90,27 +107,47 @@ def main() -> int:
         print(f"refused: the 1-minute load is {_load():.2f} > {QUIET}; run it on a quiet machine", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
+    import graphprof
     from graphprof.calibrate import calibrate
+    from graphprof.calibrate.local import CALIBRATION_MODELS, QUICK_MODELS
+    from graphprof.cost.roofline import classify
+    from graphprof.devices.hardware import get_hardware
 
+    names = args.models.split(",")
+    sampled = {m for m, _ in (*CALIBRATION_MODELS, *QUICK_MODELS)} & set(names)
+    if sampled:
+        print(f"refused: {sorted(sampled)} are sampled by the calibration; the benchmark holds out what it judges", file=sys.stderr)
+        return 2
     load = _load()
+    start = time.perf_counter()
+    calibrate("cpu", threads=args.threads, quick=args.quick)
+    took_first = time.perf_counter() - start
+    first = {}  # the first calibration's predictions, before the second replaces it
+    for name in names:
+        for batch in (1, 8):
+            try:
+                first[(name, batch)] = classify(graphprof.profile_model(name, batch_size=batch), get_hardware("local")).predicted_seconds or 0.0
+            except Exception:  # noqa: BLE001 - reported below, where the point fails
+                continue
     start = time.perf_counter()
     preset = calibrate("cpu", threads=args.threads, quick=args.quick)
     took = time.perf_counter() - start
     lines = [
         f"# Predicted vs measured forward, {preset.hardware.label}, fp32, {args.threads} threads, torch {torch.__version__}",
         "",
-        f"Calibration ({'--quick' if args.quick else 'full'}): {took:.0f} s, load {load:.2f} -> {_load():.2f}; "
+        f"Calibration ({'--quick' if args.quick else 'full'}), twice back to back: {took_first:.0f} s and {took:.0f} s, "
+        f"load {load:.2f} -> {_load():.2f}; "
         f"{preset.calibration.op_model.counts.get('calibration', 0) if preset.calibration.op_model else 0} timed ops.",
         "",
-        "| model | batch | predicted ms (80%) | measured ms | error | in 80% | LB <= measured | load |",
-        "|---|---:|---:|---:|---:|:---:|:---:|---:|",
+        "| model | batch | predicted ms (80%) | measured ms (plain forward) | error | in 80% | LB <= measured | 2nd / 1st calibration | load |",
+        "|---|---:|---:|---:|---:|:---:|:---:|---:|---:|",
     ]
     print("\n".join(lines), flush=True)
     points = []
-    for name in args.models.split(","):
+    for name in names:
         for batch in (1, 8):
             try:
-                p = point(name, batch, args.iters)
+                p = point(name, batch, args.iters, first)
             except Exception as exc:  # noqa: BLE001 - a model missing here is reported, not fatal
                 print(f"| {name} | {batch} | failed: {type(exc).__name__}: {str(exc)[:80]} |", flush=True)
                 continue
@@ -121,7 +158,7 @@ def main() -> int:
     lines += ["", *_summary(points)] if points else ["", "no points"]
     if noisy:
         lines.append(f"- NOT A RESULT: {len(noisy)} point(s) measured with the load above {QUIET}")
-    print("\n".join(lines[-4:]), flush=True)
+    print("\n".join(lines[-5:]), flush=True)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text("\n".join(lines) + "\n")
     return 0 if not noisy else 2

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof.base.choices import Execution, Method
+from graphprof.base.choices import Execution, Lowering, Method
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import describe_inputs
@@ -29,7 +29,7 @@ from graphprof.cost.result import Profile
 from graphprof.cost.roofline import with_roofline
 from graphprof.errors import GraphprofError
 from graphprof.run.loop import Observer, parameter_tensors
-from graphprof.run.lowering import Lowering, moe_note
+from graphprof.run.lowering import moe_note
 from graphprof.session import RunCall, Session, SessionRun, open_session
 from graphprof.version import __version__
 
@@ -67,6 +67,9 @@ def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.
     if run.capture.graph.method is Method.EAGER and skipped.startswith(f"{NOT_TRIED}: "):
         notes.append(f"Dynamo export {skipped} (rows are modules; --capture dynamo forces it)")
     notes.extend(n for n in (moe_note(rows, session.model),) if n)
+    if run.trace.real_ops:
+        ran = ", ".join(f"{op} x{n}" for op, n in run.trace.real_ops)
+        notes.append(f"a dry run but for {ran}: ran on the input's real index values, because later shapes depend on them")
     graph_params = sum(r.params for r in rows)
     total_params = sum(p.numel() for p in parameter_tensors(session.model))
     if graph_params != total_params and not isinstance(session.model, torch.jit.ScriptModule):
@@ -98,7 +101,7 @@ def build_profile(session: Session, run: SessionRun, call: RunCall) -> Profile:
         capture_reused=run.reused,
         execution=cap.execution,
         execution_note=cap.execution_note,
-        lowering=session.lowering.value if cap.execution is Execution.DRY_RUN else Lowering.CPU.value,
+        lowering=session.lowering if cap.execution is Execution.DRY_RUN else Lowering.CPU,
         layers=tuple(rows),
         modules=tuple(modules),
         total_params=sum(p.numel() for p in params),

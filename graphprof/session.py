@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof.base.choices import Execution, Method, WarmUp
+from graphprof.base.choices import Execution, Lowering, Method, WarmUp
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import materialize, resize_inputs
 from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
@@ -53,7 +53,7 @@ from graphprof.errors import (
 )
 from graphprof.models.family import CUSTOM
 from graphprof.run.loop import Observer
-from graphprof.run.lowering import Lowering, lowering_context, parse_lowering
+from graphprof.run.lowering import lowering_context, parse_lowering
 from graphprof.run.propagate import Trace, propagate
 
 __all__ = ["Session", "SessionRun", "RunCall", "open_session", "model_device", "unwrap_model"]
@@ -437,11 +437,11 @@ def _open_module(options: _BuildOptions, built: _Built) -> Any:
             "a TorchScript module: its aten calls were recorded as it ran (hooks cannot see inside it, so its "
             "cost is one row and its parameters are not attributed to layers)"
         )
-    warm = warm_up_reason(module, built.family, options.warm_up)
+    methods = options.methods or default_methods(module)
+    warm = warm_up_reason(module, built.family, options.warm_up, methods)
     if warm is None and model_device(module).type != "meta":
         why = "asked for (warm_up='never')" if options.warm_up is WarmUp.NEVER else "nothing in the model initialises lazily"
         notes.append(f"no warm-up: {why}, so none of its arithmetic ran before the dry run")
-    methods = options.methods or default_methods(module)
     session = options.cls(
         built.name, built.family, module, built.args, built.kwargs, options.mode, options.dtype, methods, built.allow_real,
         options.lowering, warm,

@@ -5,8 +5,9 @@
 
 Each schema is inferred (with genson) from a few documents that differ in what they carry (eval and train,
 a device or none, measured or not, a failure in a comparison), then stated: ``kind`` and ``schema_version``
-are constants, the top-level keys the samples share are required, a field seen as a number and as null is
-either. Run it when a layout changes, bump :data:`graphprof.schemas.SCHEMA_VERSIONS`, and review the diff:
+are constants, the top-level keys the samples share are required and no other top-level key is allowed, a
+field seen as a number and as null is either, counts, sizes and times are never negative, layers and
+modules have names, and ``mode`` is ``eval`` or ``train``. Run it when a layout changes, bump :data:`graphprof.schemas.SCHEMA_VERSIONS`, and review the diff:
 the schema is what users validate their files against. ``tests/test_schemas.py`` validates the files the
 commands write, on other models than these.
 """
@@ -14,6 +15,7 @@ commands write, on other models than these.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -138,6 +140,37 @@ def _nested_required_dropped(node: Any, depth: int = 0) -> Any:
     return node
 
 
+#: Counts, sizes and times: never negative, whatever the samples held.
+_NON_NEGATIVE = ("macs", "flops", "bytes", "params", "calls", "count", "tokens", "nodes", "edges", "runs", "_s", "_us", "_ms", "seconds")
+#: Fields (and what they hold) that may be negative.
+_SIGNED = re.compile(r"differ|delta|error|adjust|residual|overhead|change|signed|ratio")
+#: Top-level fields a document may carry that the samples do not (each a JSON object when present).
+_OPTIONAL = {"profile": ("crosscheck",)}
+
+
+def _tighten(node: Any, name: str = "") -> Any:
+    """What a valid document is, beyond the samples' shapes: counts and sizes are not negative, a layer and
+    a module have names, ``mode`` is ``eval`` or ``train``."""
+    if isinstance(node, list):
+        return [_tighten(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: (_tighten(v, k) if k in ("items", "anyOf") else v) for k, v in node.items()}
+    if "properties" in out:  # a difference, an error or an adjustment may be negative: left as inferred
+        out["properties"] = {k: v if _SIGNED.search(k) else _tighten(v, k) for k, v in out["properties"].items()}
+    types = out.get("type")
+    numeric = types in ("integer", "number") or (isinstance(types, list) and {"integer", "number"} & set(types))
+    if numeric and any(part in name.lower() for part in _NON_NEGATIVE) and "minimum" not in out:
+        out["minimum"] = 0
+    if name == "mode" and out.get("type") == "string":
+        out = {"enum": ["eval", "train"]}
+    if name in ("layers", "modules") and isinstance(out.get("items"), dict) and "properties" in out["items"]:
+        key = "name" if "name" in out["items"]["properties"] else "path" if "path" in out["items"]["properties"] else None
+        if key is not None:
+            out["items"]["required"] = sorted(set(out["items"].get("required", [])) | {key})
+    return out
+
+
 def make(kind: str) -> dict[str, Any]:
     builder = SchemaBuilder(schema_uri="https://json-schema.org/draft/2020-12/schema")
     for doc in SAMPLES[kind]():
@@ -146,8 +179,12 @@ def make(kind: str) -> dict[str, Any]:
     inferred = builder.to_schema()
     required = inferred.get("required", [])
     body = _nested_required_dropped({k: v for k, v in inferred.items() if k not in ("$schema", "required")})
+    body = _tighten(body)
     body["properties"]["kind"] = {"const": kind}
     body["properties"]["schema_version"] = {"const": SCHEMA_VERSIONS[kind]}
+    for optional in _OPTIONAL.get(kind, ()):
+        body["properties"].setdefault(optional, {"type": "object"})
+    body["additionalProperties"] = False  # a field graphprof does not write is not part of a valid document
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://graphprof.dev/schemas/{kind}-{SCHEMA_VERSIONS[kind]}.schema.json",

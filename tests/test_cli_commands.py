@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from graphprof.base.choices import WarmUp
 from graphprof.errors import InvalidInputError
 
 runner = CliRunner()
@@ -43,7 +44,7 @@ def test_main_command_calls_prepare_with_its_options(monkeypatch: pytest.MonkeyP
     assert args == ("resnet18",)
     assert kwargs == {
         "input_shape": "2,3,64,64", "batch_size": 4, "dtype": "bf16", "mode": "train", "methods": ("fx.symbolic_trace",),
-        "allow_unsafe_load": True, "target": None, "proposals": None,
+        "allow_unsafe_load": True, "target": None, "proposals": None, "warm_up": WarmUp.AUTO, "device": None,
     }  # fmt: skip
 
 

@@ -18,7 +18,8 @@ ROOT = Path(graphprof.__file__).parent
 def test_memory_figures_are_the_datasheets() -> None:
     gb = {name: h.memory_gb for name, h in HARDWARE.items()}
     assert gb == {
-        "a100": 80.0, "h100": 80.0, "h100-pcie": 80.0, "h200": 141.0, "l4": 24.0, "t4": 16.0, "rtx4090": 24.0,
+        "a100": 80.0, "h100": 80.0, "h100-pcie": 80.0, "h200": 141.0, "b200": 180.0, "h20": 96.0, "mi300x": 192.0,
+        "mi325x": 256.0, "mi355x": 288.0, "l4": 24.0, "t4": 16.0, "rtx4090": 24.0,
         "jetson-orin": 64.0, "apple-m1-max": 64.0, "desktop-cpu": 32.0,
     }  # fmt: skip
     assert get_hardware("h200").memory_bytes == 141 * 10**9
@@ -30,6 +31,9 @@ def test_memory_figures_are_the_datasheets() -> None:
     [
         ("NVIDIA H100 80GB HBM3", "h100"),
         ("NVIDIA H200", "h200"),
+        ("NVIDIA H20", "h20"),
+        ("NVIDIA B200", "b200"),
+        ("AMD Instinct MI300X", "mi300x"),
         ("NVIDIA A100-SXM4-80GB", "a100"),
         ("NVIDIA L4", "l4"),
         ("Tesla T4", "t4"),

@@ -22,6 +22,9 @@ PUBLISHED = {
     "t5-base": 222_903_552,  # google-t5/t5-base, "223M params"
     "vit-b-16": 86_389_248,  # google/vit-base-patch16-224-in21k (ViTModel with pooler), "86.4M params"
     "whisper-small": 241_734_912,  # openai/whisper-small, "242M params"
+    "gemma-2-9b": 9_241_705_984,  # google/gemma-2-9b, "9.24B params"; embeddings tied to the LM head
+    "qwen3-30b-a3b": 30_532_122_624,  # Qwen/Qwen3-30B-A3B, "30.5B params" (3.3B active)
+    "mamba-2.8b": 2_768_345_600,  # state-spaces/mamba-2.8b-hf, "2.77B params"; by hand in tests/test_hf_families.py
 }
 
 

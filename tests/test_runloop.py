@@ -284,7 +284,8 @@ def test_saved_activations_match_memtracker_at_the_end_of_the_forward(spec: str)
 
     prepared = graphprof.prepare(spec, device="cpu", mode="train", batch_size=2)
     profile = prepared.profile()
-    args, kwargs, _, _ = prepared.resolve(prepared.spec())
+    call = prepared.resolve(prepared.spec())
+    args, kwargs = call.args, call.kwargs
     model = prepared.model.train()
     tracker = MemTracker()
     tracker.track_external(model)

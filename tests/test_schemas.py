@@ -79,3 +79,23 @@ def test_the_graph_json_fits_its_schema(tmp_path: Path) -> None:
     validate(data)
     assert data["kind"] == "graph"
 
+
+
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda d: d.update(surprise=1), "an unknown field"),
+        (lambda d: d.update(total_macs=-1), "negative MACs"),
+        (lambda d: d["layers"][0].pop("name"), "a layer without a name"),
+        (lambda d: d.update(mode="inference"), "a mode graphprof does not have"),
+    ],
+)
+def test_the_profile_schema_says_what_a_valid_document_is(damage, why: str) -> None:
+    import graphprof
+    from graphprof.render.sink import render_result
+
+    doc = json.loads(render_result(graphprof.profile_model("squeezenet1_0"), "json"))
+    validate(doc)  # as written: valid
+    damage(doc)
+    with pytest.raises(InvalidInputError):
+        validate(doc)

@@ -20,7 +20,7 @@ def test_yolov8n_output_shape_is_the_models_real_one() -> None:
     assert shapes["model.22"][0] == (1, 84, 8400)
     assert shapes[""][0] == (1, 84, 8400) and shapes["model"][0] == (1, 84, 8400)
     attempts = dict(p.capture_attempts)
-    assert p.capture_method == "eager" and attempts["dynamo.export"].startswith("not tried: YOLO")
+    assert p.capture_method == "eager" and attempts["dynamo.export"].startswith("not tried: Dynamo export of YOLO")
 
 
 class _ShapeLoop(nn.Module):

@@ -8,7 +8,6 @@ Parsing only: the work is :func:`graphprof.generate.profile_generation` (and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -16,6 +15,7 @@ import typer
 from graphprof.base.choices import KVCache
 from graphprof_cli import options as opt
 from graphprof_cli.common import request_from, run_guarded
+from graphprof_cli.request import CommonOptions
 
 if TYPE_CHECKING:
     from graphprof.devices.hardware import Hardware
@@ -25,25 +25,16 @@ __all__ = ["GenerateRequest", "generate_command", "run_generate"]
 
 
 @dataclass(frozen=True)
-class GenerateRequest:
+class GenerateRequest(CommonOptions):
     """Every option of ``graphprof generate``, as parsed (names as the options', without dashes)."""
 
     model: str
     prompt_len: int = 1024
     new_tokens: int = 256
-    batch_size: int | None = None
-    dtype: str | None = None
     kv_dtype: str | None = None
     cache: KVCache = KVCache.STATIC
-    hardware: str | None = None
-    peak_tflops: float | None = None
-    bandwidth_gbs: float | None = None
     measure: bool = False
     device: str | None = None
-    output: Path | None = None
-    width: int | None = None
-    redact: bool = False
-    debug: bool = False
 
 
 def generate_command(

@@ -120,6 +120,8 @@ def profile(
     redact: opt.RedactOption = False,
     warm_up: opt.WarmUpOption = WarmUp.AUTO,
     export_onnx: opt.ExportOnnxOption = None,
+    fits: opt.FitsOption = False,
+    memory_budget: opt.MemoryBudgetOption = None,
     debug: opt.DebugOption = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
@@ -141,6 +143,11 @@ def profile(
     from graphprof_cli.request import ProfileRequest
 
     req = ProfileRequest.from_params(ctx.params)
+    if req.fits or req.memory_budget is not None:
+        from graphprof_cli.fits import run_fits
+
+        run_fits(req)
+        return
     spec = run_guarded(lambda: graph_spec(req.model, req.nodes, req.avg_degree, req.edges), req.debug)
     run_profile(replace(req, model=spec or req.model))
 

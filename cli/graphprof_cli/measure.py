@@ -54,4 +54,6 @@ def run_measure(
     chosen, note = measure_hardware(hardware, device)
     if note is not None:  # which device the estimate is for, or that there is none (never chosen silently)
         measurement = dataclasses.replace(measurement, notes=(*measurement.notes, note))
-    return dataclasses.replace(profile, measurement=measurement), chosen
+    from graphprof.measure.utilization import with_utilization
+
+    return with_utilization(dataclasses.replace(profile, measurement=measurement), chosen), chosen

@@ -47,6 +47,8 @@ __all__ = [
     "HtmlOption",
     "WarmUpOption",
     "ExportOnnxOption",
+    "FitsOption",
+    "MemoryBudgetOption",
 ]
 
 ModelOption = Annotated[
@@ -119,4 +121,12 @@ WarmUpOption = Annotated[
 ExportOnnxOption = Annotated[
     Path | None,
     typer.Option("--export-onnx", help="Also write the model to this ONNX file (torch.onnx; the onnx extra), its op counts checked against the profile."),
+]
+FitsOption = Annotated[
+    bool,
+    flag("--fits", help="Plan a training step (--mode train): will it fit --hardware, its peak by what holds it and where (a dry run)."),
+]
+MemoryBudgetOption = Annotated[
+    str | None,
+    typer.Option("--memory-budget", help="With --fits: choose which modules to recompute (activation checkpointing) to fit this, e.g. 40GB."),
 ]

@@ -13,17 +13,32 @@ from typing import Any
 
 from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat, WarmUp
 
-__all__ = ["ProfileRequest"]
+__all__ = ["CommonOptions", "ProfileRequest"]
 
 
-@dataclass(frozen=True)
-class ProfileRequest:
-    """Every option of ``graphprof --model X``, as parsed (names as the options', without dashes)."""
+@dataclass(frozen=True, kw_only=True)
+class CommonOptions:
+    """The options every model command shares (declared once in :mod:`graphprof_cli.options`): the shape and
+    precision of the run, the device of the estimate, where the result goes and how the report looks."""
 
-    model: str
     input_shape: str | None = None
     batch_size: int | None = None
     dtype: str | None = None
+    hardware: str | None = None
+    peak_tflops: float | None = None
+    bandwidth_gbs: float | None = None
+    output: Path | None = None
+    width: int | None = None
+    #: --redact: the host left out of the JSON and HTML written
+    redact: bool = False
+    debug: bool = False
+
+
+@dataclass(frozen=True)
+class ProfileRequest(CommonOptions):
+    """Every option of ``graphprof --model X``, as parsed (names as the options', without dashes)."""
+
+    model: str
     mode: Mode = Mode.EVAL
     capture: Capture = Capture.AUTO
     proposals: int | None = None
@@ -31,14 +46,9 @@ class ProfileRequest:
     verbose: bool = False
     depth: int | None = None
     top: int = 10
-    hardware: str | None = None
-    peak_tflops: float | None = None
-    bandwidth_gbs: float | None = None
-    output: Path | None = None
     fmt: OutputFormat | None = None
     allow_unsafe_load: bool = False
     plot: tuple[str, ...] = ()
-    width: int | None = None
     measure: bool = False
     device: str | None = None
     iters: int = 50
@@ -49,14 +59,14 @@ class ProfileRequest:
     graph: Path | None = None
     fvcore: bool = False
     html: Path | None = None
-    #: --redact: the host left out of the JSON and HTML written
-    redact: bool = False
     nodes: str | None = None
     avg_degree: float | None = None
     edges: int | None = None
-    debug: bool = False
     warm_up: WarmUp = WarmUp.AUTO
     export_onnx: Path | None = None
+    #: --fits / --memory-budget: plan a training step instead of profiling (:func:`graphprof.plan.plan_memory`)
+    fits: bool = False
+    memory_budget: str | None = None
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ProfileRequest:

@@ -7,13 +7,14 @@ Parsing only: the work is :func:`graphprof.sharding.shard_profile`; the output i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from graphprof.base.choices import Optimizer
 from graphprof_cli import options as opt
-from graphprof_cli.common import request_from, run_guarded
+from graphprof_cli.common import flag, request_from, run_guarded
+from graphprof_cli.request import CommonOptions
 
 if TYPE_CHECKING:
     from graphprof.devices.hardware import Hardware
@@ -23,22 +24,32 @@ if TYPE_CHECKING:
 __all__ = ["ShardRequest", "shard_command", "run_shard"]
 
 
+def _run_fits(req: ShardRequest) -> None:
+    """``--fits``: the step planned per rank (:func:`graphprof.plan.plan_memory` with ``shard=``)."""
+    from graphprof.plan import plan_memory
+    from graphprof.render.plan import render_memory_plan
+    from graphprof_cli.common import console as make_console
+
+    if req.spec.strip().lower() == "fsdp:auto":
+        _run_ranks(req)
+        return
+    spec, hardware, _ = run_guarded(lambda: _checked(req), req.debug)
+    console = make_console(req.width)
+    options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer, "memory_budget": req.memory_budget}
+    with console.status(f"planning {req.model} as {spec} ...", spinner="dots"):
+        plan = run_guarded(lambda: plan_memory(req.model, shard=spec, hardware=hardware, **options), req.debug)
+    console.print(render_memory_plan(plan))
+
+
 @dataclass(frozen=True)
-class ShardRequest:
+class ShardRequest(CommonOptions):
     """Every option of ``graphprof shard``, as parsed (names as the options', without dashes)."""
 
     model: str
     spec: str
-    input_shape: str | None = None
-    batch_size: int | None = None
-    dtype: str | None = None
-    hardware: str | None = None
-    peak_tflops: float | None = None
-    bandwidth_gbs: float | None = None
-    output: Path | None = None
-    width: int | None = None
-    redact: bool = False
-    debug: bool = False
+    fits: bool = False
+    optimizer: str = "adamw"
+    memory_budget: str | None = None
 
 
 def shard_command(
@@ -47,7 +58,8 @@ def shard_command(
         str,
         typer.Argument(
             metavar="STRATEGY:RANKS",
-            help="How the training step is sharded: fsdp:64 is FSDP2 over 64 ranks of a fake process group.",
+            help="How the training step is sharded: fsdp:64 is FSDP2 over 64 ranks of a fake process group; "
+            "with --fits, fsdp:auto finds the fewest ranks that fit --hardware.",
         ),
     ],
     model: opt.ModelRequired,
@@ -60,10 +72,17 @@ def shard_command(
     output: opt.OutputOption = None,
     width: opt.WidthOption = None,
     redact: opt.RedactOption = False,
+    fits: Annotated[bool, flag("--fits", help="Plan the step instead: each phase's peak per rank by what holds it, against --hardware.")] = False,
+    optimizer: Annotated[Optimizer, typer.Option("--optimizer", help="With --fits: the optimizer whose state each rank holds.")] = Optimizer.ADAMW,
+    memory_budget: opt.MemoryBudgetOption = None,
     debug: opt.DebugOption = False,
 ) -> None:
     """One rank of a sharded training step: its memory, FLOPs and collective bytes beside the analytic figures."""
-    run_shard(request_from(ShardRequest, ctx.params))
+    req = request_from(ShardRequest, ctx.params)
+    if req.fits or req.memory_budget is not None:
+        _run_fits(req)
+        return
+    run_shard(req)
 
 
 def _checked(req: ShardRequest) -> tuple[ShardSpec, Hardware | None, OutputTarget | None]:
@@ -75,6 +94,28 @@ def _checked(req: ShardRequest) -> tuple[ShardSpec, Hardware | None, OutputTarge
     spec = parse_shard(req.spec)
     hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
     return spec, hardware, plan("shard", req.output, redact=req.redact)
+
+
+def _run_ranks(req: ShardRequest) -> None:
+    """``fsdp:auto --fits``: the smallest world size that fits ``--hardware`` (:func:`graphprof.plan.plan_ranks`)."""
+    from graphprof.devices.hardware import resolve_hardware
+    from graphprof.errors import InvalidInputError
+    from graphprof.plan import plan_ranks
+    from graphprof.render.plan import render_ranks_plan
+    from graphprof_cli.common import console as make_console
+
+    def check() -> Hardware:
+        hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
+        if hardware is None:
+            raise InvalidInputError("fsdp:auto finds the ranks a device needs: give --hardware")
+        return hardware
+
+    hardware = run_guarded(check, req.debug)
+    console = make_console(req.width)
+    options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer}
+    with console.status(f"finding how many ranks {req.model} needs ...", spinner="dots"):
+        plan = run_guarded(lambda: plan_ranks(req.model, hardware, **options), req.debug)
+    console.print(render_ranks_plan(plan))
 
 
 def run_shard(req: ShardRequest) -> None:

@@ -19,9 +19,13 @@ from typing_extensions import Self
 from graphprof.errors import InvalidInputError
 
 __all__ = [
-    "Choice", "Mode", "Capture", "WarmUp", "Method", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat",
+    "Choice", "Mode", "Capture", "WarmUp", "Method", "Lowering", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat",
     "Reference", "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS",
 ]  # fmt: skip
+
+
+#: How an error names a choice whose class name does not read as words.
+_WHAT = {"WarmUp": "warm-up policy", "SweepAxis": "sweep axis", "OpStatus": "op status", "KVCache": "KV cache"}
 
 
 class Choice(str, enum.Enum):
@@ -42,7 +46,7 @@ class Choice(str, enum.Enum):
         try:
             return cls(value)
         except ValueError:
-            what = cls.__name__.lower()
+            what = _WHAT.get(cls.__name__, cls.__name__.lower())
             raise InvalidInputError(f"unknown {what} {value!r} (use one of: {', '.join(m.value for m in cls)})") from None
 
 
@@ -79,6 +83,14 @@ class Method(Choice):
     FX = "fx.symbolic_trace"
     DYNAMO = "dynamo.export"
     EAGER = "eager"
+
+
+class Lowering(Choice):
+    """How a model's ops are lowered for costing: as the CPU runs them, or as a CUDA GPU does
+    (:mod:`graphprof.run.lowering`)."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
 
 
 class Execution(Choice):

@@ -209,7 +209,7 @@ def slice_batch(value: Any) -> Any:
     return value
 
 
-def warm_up_reason(model: nn.Module, family: str, policy: WarmUp = WarmUp.AUTO) -> str | None:
+def warm_up_reason(model: nn.Module, family: str, policy: WarmUp = WarmUp.AUTO, methods: tuple[Method, ...] = METHODS) -> str | None:
     """Why ``model`` needs one real forward before its dry run, or ``None`` when it does not.
 
     ``policy`` (:class:`~graphprof.base.choices.WarmUp`): ``auto`` decides as below; ``always`` gives every
@@ -229,7 +229,10 @@ def warm_up_reason(model: nn.Module, family: str, policy: WarmUp = WarmUp.AUTO) 
 
     from graphprof.models.registry import family_traits
 
-    reason = family_traits(family).warm_up
+    traits = family_traits(family)
+    reason = traits.warm_up
+    if methods != METHODS and Method.DYNAMO in methods:  # a forced export (``auto`` skips it where it needs one)
+        reason = reason or traits.export_warm_up
     for name, module in model.named_modules():
         if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[misc]
             lazy = f"lazy modules take their shapes from the first input ({name!r} is a {type(module).__name__})"

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from graphprof.base.choices import Execution, Method, Mode, OpStatus, Phase
+from graphprof.base.choices import Execution, Lowering, Method, Mode, OpStatus, Phase
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.inputs import InputSpec
 from graphprof.cost.bounds import Roofline
+from graphprof.cost.tokens import TokenFlops, token_flops
 from graphprof.formulas import Cost
 from graphprof.schemas import SCHEMA_VERSIONS
 
@@ -192,7 +193,7 @@ class Profile(NotebookDisplay):
     timings: tuple[tuple[str, float], ...] = ()
     #: how ops were lowered for costing: ``"cpu"`` (the decomposition the profiling machine runs) or
     #: ``"cuda"`` (fused attention kernels, as a GPU runs them; see :mod:`graphprof.run.lowering`)
-    lowering: str = "cpu"
+    lowering: Lowering = Lowering.CPU
     #: the layer running when the activation peak was reached (``None`` for an empty run)
     peak_activation_layer: str | None = None
     #: Every layer classified (:func:`graphprof.cost.roofline.classify`): against the fixed threshold as
@@ -247,6 +248,12 @@ class Profile(NotebookDisplay):
         """FLOPs of useful work: :attr:`total_flops` less the masked scores of causal attention
         (``op.useful_fraction``: the unmasked half of the square, plus the diagonal)."""
         return round(sum(op.cost.flops * op.useful_fraction for row in self.layers for op in row.ops))
+
+    @cached_property
+    def per_token(self) -> TokenFlops | None:
+        """Model FLOPs per token beside the executed and counted ones (:mod:`graphprof.cost.tokens`), for a
+        model that takes tokens; ``None`` otherwise."""
+        return token_flops(self)
 
     @property
     def total_bytes(self) -> int:
@@ -311,6 +318,7 @@ class Profile(NotebookDisplay):
             "timings_s": dict(self.timings),
             "layers": [row.to_dict() for row in self.layers],
             "modules": [m.to_dict() for m in self.modules],
+            **({"per_token": self.per_token.to_dict()} if self.per_token is not None else {}),
             **self._measured_dict(),
             **({"crosscheck": self.crosscheck.to_dict()} if self.crosscheck is not None else {}),
         }

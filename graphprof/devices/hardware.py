@@ -158,6 +158,8 @@ class Hardware:
 #: memory, the largest configuration). The generic desktop CPU has no datasheet: 32GB, two 16GB DDR5 DIMMs,
 #: is an assumption (``memory_assumed``). ``device_names`` keep the order in which CUDA names were matched
 #: before (h200, h100, a100, l4, t4: no name holds two of them); the PCIe H100 is matched as the SXM one.
+#: B200, H20 and the AMD Instinct parts (issue 39) follow H200, with their memory from the same documents
+#: as their peaks; H20 after H200 (``"h200"`` holds ``"h20"``).
 #: Hopper SXM (H100 SXM, and H200 SXM on the same compute), dense TFLOP/s: the datasheets' sparse figures / 2.
 _HOPPER_SXM_DENSE = {"float64": 67.0, "float32": 67.0, "tf32": 494.5, "float16": 989.5, "bfloat16": 989.5, "float8": 1979.0}
 
@@ -211,6 +213,76 @@ _PRESETS = (
         source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200), H200 SXM; dense = sparse / 2",
         memory_gb=141.0,
         device_names=("h200",),
+    ),
+    # NVIDIA HGX B200 specifications (https://www.nvidia.com/en-us/data-center/hgx/), HGX B200 column, 8 GPUs:
+    # FP64/FP64 Tensor 296 TF, FP32 600 TF, TF32 Tensor 18 PF*, FP16/BF16 Tensor 36 PF*, FP8 72 PF*
+    # (* with sparsity), 1.4 TB HBM3e at 64 TB/s. Per GPU: FP64 37, FP32 75, TF32 1,125, BF16/FP16 2,250,
+    # FP8 4,500 dense TFLOPS (sparse / 8 GPUs / 2); 180 GB at 8 TB/s.
+    Hardware(
+        name="b200",
+        label="NVIDIA B200 180GB (HGX)",
+        kind="datacenter GPU",
+        peak_tflops={"float64": 37.0, "float32": 75.0, "tf32": 1125.0, "float16": 2250.0, "bfloat16": 2250.0, "float8": 4500.0},
+        bandwidth_gbs=8000.0,
+        source="NVIDIA HGX B200 specifications (nvidia.com/en-us/data-center/hgx), per GPU = HGX 8-GPU figure / 8; dense = sparse / 2",
+        memory_gb=180.0,
+        device_names=("b200",),
+    ),
+    # NVIDIA H20 (Hopper, export-compliant) product brief, as distributed to partners (no nvidia.com page):
+    # FP64 1, FP32 44, TF32 Tensor 74, BF16/FP16 Tensor 148, FP8 Tensor 296 TFLOPS, printed without sparsity;
+    # 96 GB HBM3 at 4.0 TB/s. Reported e.g. at https://www.tomshardware.com/news/nvidia-h20-h800-ai-gpu-specs
+    # After h200 in this tuple: "h200" holds "h20", so an H200 is matched first.
+    Hardware(
+        name="h20",
+        label="NVIDIA H20 96GB",
+        kind="datacenter GPU",
+        peak_tflops={"float64": 1.0, "float32": 44.0, "tf32": 74.0, "float16": 148.0, "bfloat16": 148.0, "float8": 296.0},
+        bandwidth_gbs=4000.0,
+        source="NVIDIA H20 product brief (partner distribution; no public nvidia.com datasheet), dense figures as printed",
+        memory_gb=96.0,
+        device_names=("h20",),
+    ),
+    # AMD Instinct MI300X data sheet:
+    # https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf
+    # FP64 vector 81.7, FP32 vector 163.4, TF32 matrix 653.7 (1,307.4 sparse), FP16/BF16 matrix 1,307.4
+    # (2,614.9 sparse), FP8 2,614.9 (5,229.8 sparse) TFLOPS; 192 GB HBM3 at 5.3 TB/s.
+    Hardware(
+        name="mi300x",
+        label="AMD Instinct MI300X 192GB",
+        kind="datacenter GPU",
+        peak_tflops={"float64": 81.7, "float32": 163.4, "tf32": 653.7, "float16": 1307.4, "bfloat16": 1307.4, "float8": 2614.9},
+        bandwidth_gbs=5300.0,
+        source="AMD Instinct MI300X data sheet (amd-instinct-mi300x-data-sheet.pdf); dense figures (sparse / 2)",
+        memory_gb=192.0,
+        device_names=("mi300x",),
+    ),
+    # AMD Instinct MI325X data sheet:
+    # https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/product-briefs/instinct-mi325x-datasheet.pdf
+    # The MI300X's compute (FP64 vector 81.7, FP32 vector 163.4, TF32 653.7, FP16/BF16 1,307.4, FP8 2,614.9
+    # dense TFLOPS); 256 GB HBM3E at 6 TB/s.
+    Hardware(
+        name="mi325x",
+        label="AMD Instinct MI325X 256GB",
+        kind="datacenter GPU",
+        peak_tflops={"float64": 81.7, "float32": 163.4, "tf32": 653.7, "float16": 1307.4, "bfloat16": 1307.4, "float8": 2614.9},
+        bandwidth_gbs=6000.0,
+        source="AMD Instinct MI325X data sheet (instinct-mi325x-datasheet.pdf); dense figures (sparse / 2)",
+        memory_gb=256.0,
+        device_names=("mi325x",),
+    ),
+    # AMD Instinct MI355X product page and data sheet:
+    # https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html
+    # FP64 vector 78.6, FP32 vector 157.3, FP16/BF16 matrix 2,516.6 (5,033.2 sparse), FP8 5,033.2
+    # (10,066.4 sparse) TFLOPS; CDNA 4 lists no TF32 rate; 288 GB HBM3E at 8 TB/s.
+    Hardware(
+        name="mi355x",
+        label="AMD Instinct MI355X 288GB",
+        kind="datacenter GPU",
+        peak_tflops={"float64": 78.6, "float32": 157.3, "float16": 2516.6, "bfloat16": 2516.6, "float8": 5033.2},
+        bandwidth_gbs=8000.0,
+        source="AMD Instinct MI355X product page and data sheet (amd.com/en/products/accelerators/instinct/mi350/mi355x.html); dense figures",
+        memory_gb=288.0,
+        device_names=("mi355x",),
     ),
     # NVIDIA L4 Tensor Core GPU datasheet:
     # https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet

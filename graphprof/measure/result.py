@@ -203,6 +203,8 @@ class Measurement:
     layer_runs: int = 0
     traces: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    #: MFU and HFU per timed span (``graphprof.measure.utilization.Utilization``), once a device's peak is known
+    utilization: tuple[Any, ...] = ()
 
     @property
     def layer_sum_us(self) -> float:
@@ -251,4 +253,5 @@ class Measurement:
             "memory": self.memory.to_dict(),
             "traces": list(self.traces),
             "notes": list(self.notes),
+            "utilization": [u.to_dict() for u in self.utilization],
         }

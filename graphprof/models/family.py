@@ -44,6 +44,8 @@ class Family:
     needs_real_values: bool = False
     #: why the first forward builds state that later forwards reuse (the model is warmed up once)
     warm_up: str | None = None
+    #: why a forced Dynamo export (``--capture dynamo``) needs one real forward first, where the dry run does not
+    export_warm_up: str | None = None
     #: why ``--capture auto`` does not try Dynamo export (where symbolic tracing fails, export costs tens
     #: of seconds before anything is counted, and the eager capture counts the same aten calls)
     dynamo_skip: str | None = None

@@ -16,7 +16,7 @@ The catalogue (:data:`PRESETS`): plain config data, one dict per model, built on
 random init and nothing downloaded. ``hf:llama`` is a small LLaMA (19,286,272 parameters, built in well
 under a second); the others are the published configurations, at their published parameter counts:
 ``hf:gpt2`` (124M), ``hf:llama-3-8b``, ``hf:llama-3-70b``, ``hf:mistral-7b``, ``hf:mixtral-8x7b``,
-``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:bert-base``, ``hf:t5-base``, ``hf:vit-b-16``, ``hf:whisper-small``.
+``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:gemma-2-9b``, ``hf:qwen3-30b-a3b``, ``hf:mamba-2.8b``, ``hf:bert-base``, ``hf:t5-base``, ``hf:vit-b-16``, ``hf:whisper-small``.
 
 The model is ``AutoModelForCausalLM.from_config(config)`` (``AutoModel`` for configs that are not
 causal LMs, and for BERT and ViT; the seq2seq class for T5 and Whisper) with
@@ -120,6 +120,34 @@ PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
                 "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
                 "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
                 "max_position_embeddings": 4096, "tie_word_embeddings": False,
+            }
+        ),
+        # Gemma-2-9B (google/gemma-2-9b config.json): alternating sliding-window (4096) and global layers, logit
+        # soft-capping in attention (50) and at the head (30), head dim 256, embeddings tied to the LM head
+        "gemma-2-9b": MappingProxyType(
+            {
+                "model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
+                "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000,
+                "max_position_embeddings": 8192, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
+                "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256, "tie_word_embeddings": True,
+            }
+        ),
+        # Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json): 128 routed experts, 8 per token, every layer sparse
+        "qwen3-30b-a3b": MappingProxyType(
+            {
+                "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
+                "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "vocab_size": 151936,
+                "max_position_embeddings": 40960, "rope_theta": 1e6, "tie_word_embeddings": False,
+            }
+        ),
+        # Mamba-2.8B (state-spaces/mamba-2.8b-hf config.json): 64 selective-scan blocks, no attention; on a CPU
+        # transformers runs its reference (pure-torch) scan, counted op by op; 2,768,345,600 parameters
+        # (64 x 41,244,160 per block + 50,280 x 2,560 tied embeddings + the final norm)
+        "mamba-2.8b": MappingProxyType(
+            {
+                "model_type": "mamba", "hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280, "state_size": 16,
+                "expand": 2, "conv_kernel": 4, "time_step_rank": 160, "tie_word_embeddings": True,
             }
         ),
         # BERT-base uncased, 109,482,240 with the pooler (google-bert/bert-base-uncased; BertConfig defaults)

@@ -38,6 +38,11 @@ _BLOCK = 128
 
 
 def _is_dry(t: torch.Tensor) -> bool:
+    """A graphprof dry run (FakeTensors or meta tensors), not a graph capture: under Dynamo (graphprof's
+    ``--capture dynamo``, ``torch.distributed.pipelining``'s tracer) the attention is transformers' own, which
+    Dynamo can trace (it refuses to trace ``is_fake``)."""
+    if torch.compiler.is_compiling():
+        return False
     from torch._subclasses.fake_tensor import is_fake
 
     return bool(is_fake(t) or t.is_meta)

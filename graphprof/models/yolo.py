@@ -453,9 +453,12 @@ def load_checkpoint(
     )
 
 
-#: ultralytics' YOLO models. The detect head builds its anchors and strides on the first forward, and reads
-#: its ``stride`` buffer with ``.item()`` (FakeTensors made from real tensors keep such small constants,
-#: meta tensors do not): so YOLO is warmed up once and never built on the meta device.
+#: ultralytics' YOLO models. The detect head reads its ``stride`` buffer with ``.item()`` (FakeTensors made
+#: from real tensors keep such small constants, meta tensors do not): so YOLO is never built on the meta
+#: device. It builds its anchors on the first forward, which the dry run does as well as a real one (the
+#: same counts, module by module, on yolov8n; the anchors the dry run leaves on the module are put back by
+#: :func:`graphprof.capture.methods.preserved_state`): no warm-up by default (``--warm-up always`` gives
+#: seed 001's real forward first).
 #:
 #: Dynamo export is not tried by ``auto`` (measured on yolov8n, torch 2.14, 2 CPU cores at load 0.6-1.1):
 #: ``torch._dynamo.export`` takes 6 s, 3-4.5 s with ``assume_static_by_default=True`` (half of it builds
@@ -466,7 +469,7 @@ def load_checkpoint(
 FAMILY = Family(
     "yolo",
     needs_real_values=True,
-    warm_up="yolo models build their anchors and strides on the first forward",
+    export_warm_up="Dynamo's export of the detect head needs the anchors of a first forward (their shape depends on values)",
     dynamo_skip=(
         "Dynamo export of YOLO takes about 6 s on a CPU (3 s with static shapes), against 1 s for the whole "
         "eager profile, which gives the same counts and true shapes per module"

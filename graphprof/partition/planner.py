@@ -156,9 +156,6 @@ def partition(
     return plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
 
 
-#: :func:`partition` under the name the top level exports (``graphprof.partition`` is this package).
-
-
 def _cores_note(devices: Sequence[Device], threads: int) -> list[str]:
     """A note when the ``cpu`` devices (one process each, ``threads`` threads) want more cores than this
     machine has: each stage's time was measured alone, and run together they would share the cores."""

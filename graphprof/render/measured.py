@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -106,7 +107,7 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
         return Group(Text("no measurement"))
     lines = [
         Text(f"Measured on {m.device} ({_host(m.host)}), {m.dtype}, {m.mode}, inputs {m.inputs}", style="bold"),
-        Text(f"forward        {_ms(m.forward)}  CV {m.forward_cv:.1%}"),
+        Text(f"forward        {_ms(m.forward)}  CV {m.forward_cv:.1%}  (plain forwards, nothing attached: the figure a predicted time is of)"),
     ]
     if m.noisy:
         lines.append(_noisy(m.forward_cv))
@@ -117,7 +118,7 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
     busy = f", kernel busy {m.kernel_busy_us / 1e3:.3f} ms" if m.kernel_busy_us is not None else ""
     lines.append(
         Text(
-            f"per layer ({m.layer_runs} profiled forwards): sum {m.layer_sum_us / 1e3:.3f} ms, profiled forward "
+            f"per layer ({m.layer_runs} instrumented forwards, kept apart): sum {m.layer_sum_us / 1e3:.3f} ms, instrumented forward "
             f"{m.instrumented_forward.mean:.3f} ms{busy}; overhead of per-layer measurement {m.overhead * 100:+.1f}%"
         )
     )
@@ -133,10 +134,22 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
         b = mem.breakdown
         parts = ", ".join(f"{c.replace('_', ' ')} {_mib(getattr(b, c))}" for c in ("parameters", "buffers", "gradients", "optimizer_state", "activations", "temporaries"))
         lines.append(Text(f"breakdown at peak (MemTracker): {parts}"))
+    lines += _utilization(m)
     for note in m.notes:
         lines.append(Text(f"note: {note}", style="dim"))
 
     return Group(*lines, _layer_table(profile, roofline), _op_table(profile, roofline))
+
+
+def _utilization(m: Any) -> list[Text]:
+    """MFU and HFU per span, naming the FLOPs and the peak (read from the measurement, never recomputed)."""
+    if not m.utilization:
+        return [Text("MFU: no device peak for this run (give --hardware; on the CPU, --hardware local after `graphprof calibrate`)", style="dim")]
+    return [
+        Text(f"{u.span}: MFU {u.mfu:.2%} (model FLOPs {u.model_flops:,} in {u.seconds * 1e3:.3f} ms = {u.achieved_flops / 1e12:.4g} TFLOP/s), "
+             f"HFU {u.hfu:.2%} (executed FLOPs {u.executed_flops:,}); peak {u.peak_flops / 1e12:.4g} TFLOP/s dense, {u.precision}, {u.device}")
+        for u in m.utilization
+    ]  # fmt: skip
 
 
 def _host(host: object) -> str:

@@ -26,7 +26,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.base.choices import Mode, OpStatus
+from graphprof.base.choices import Execution, Lowering, Mode, OpStatus
 from graphprof.base.inputs import format_inputs
 from graphprof.base.limits import format_bytes
 from graphprof.base.names import abbreviate
@@ -344,6 +344,35 @@ def render_aten_breakdown(profile: Profile) -> RenderableType:
 
 
 # ---- 3. model summary -----------------------------------------------------------------------------
+def _flop_rows(profile: Profile) -> list[tuple[str, str]]:
+    """The summary's FLOPs beyond the total: executed and useful, per token, forward and backward."""
+    total = profile.total
+    rows: list[tuple[str, str]] = []
+    if profile.useful_flops != total.flops or profile.executed_flops != total.flops:
+        rows.append((
+            "FLOPs executed / useful",
+            f"{format_count(profile.executed_flops)} / {format_count(profile.useful_flops)} (causal attention: "
+            "counted over the full score square; a tiled kernel skips the masked tiles; useful = unmasked scores)",
+        ))  # fmt: skip
+    per_token = profile.per_token
+    if per_token is not None:
+        rows.append((
+            "Model FLOPs per token",
+            f"{format_count(round(per_token.model_forward))} forward, {format_count(round(per_token.model_train))} "
+            f"forward + backward (weight and token-mixing products, attention unmasked only, train = 3 x forward); "
+            f"executed {format_count(round(per_token.executed))}, counted {format_count(round(per_token.counted))} "
+            f"per token over {per_token.tokens:,} tokens",
+        ))  # fmt: skip
+    if profile.mode is Mode.TRAIN:
+        rows.append(
+            (
+                "FLOPs forward / backward",
+                f"{format_count(profile.forward.flops)} / {format_count(profile.backward.flops)}",
+            )
+        )
+    return rows
+
+
 def render_summary(profile: Profile, roofline: Roofline | None = None) -> RenderableType:
     """Totals, the memory split (inputs, outputs, weights), graph and capture facts, and the kind of run."""
     roofline = _roofline(profile, roofline)
@@ -362,19 +391,7 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         ("MACs", f"{format_count(total.macs)} ({total.macs:,})"),
         ("FLOPs", f"{format_count(total.flops)} ({total.flops:,})"),
     ]
-    if profile.useful_flops != total.flops or profile.executed_flops != total.flops:
-        rows.append((
-            "FLOPs executed / useful",
-            f"{format_count(profile.executed_flops)} / {format_count(profile.useful_flops)} (causal attention: "
-            "counted over the full score square; a tiled kernel skips the masked tiles; useful = unmasked scores)",
-        ))  # fmt: skip
-    if profile.mode is Mode.TRAIN:
-        rows.append(
-            (
-                "FLOPs forward / backward",
-                f"{format_count(profile.forward.flops)} / {format_count(profile.backward.flops)}",
-            )
-        )
+    rows += _flop_rows(profile)
     weights = format_bytes(profile.param_bytes)
     if profile.buffer_bytes:
         weights += f" (+ {format_bytes(profile.buffer_bytes)} buffers)"
@@ -394,14 +411,14 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         ("Capture", profile.capture_method),
     ]
     rows += [_attempt_row(method, error) for method, error in profile.capture_attempts]
-    rows.append(("Run", f"{'dry run' if profile.execution == 'dry-run' else 'real run'}: {profile.execution_note}"))
-    if profile.lowering != "cpu":
+    rows.append(("Run", f"{'dry run' if profile.execution is Execution.DRY_RUN else 'real run'}: {profile.execution_note}"))
+    if profile.lowering is not Lowering.CPU:
         rows.append(("Lowering", f"{profile.lowering}: attention costed as the fused kernels a GPU runs"))
     if roofline.hardware is not None:
         rows.append(("Hardware", f"{roofline.hardware.label} ({roofline.precision})"))
         rows.append(("Roofline time (lower bound)", format_seconds(roofline.seconds)))
         if roofline.predicted_seconds is not None:
-            rows.append(("Predicted time", _predicted_text(roofline)))
+            rows.append(("Predicted time", _predicted_text(roofline) + " (of a plain forward, as --measure's 'forward' times it)"))
     for key, value in rows:
         table.add_row(key, value)
     return table

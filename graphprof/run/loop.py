@@ -65,6 +65,7 @@ from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import CaptureError, DataDependentError, ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
 from graphprof.run.lowering import GROUPED_MM, grouped_mm_any_dtype
+from graphprof.run.values import IndexValues
 
 __all__ = [
     "Layer",
@@ -150,6 +151,8 @@ class RunOutcome:
     layers: list[Layer]
     input_bytes: int
     output_bytes: int
+    #: ops whose outputs' shapes were computed from the input's real values (:mod:`graphprof.run.values`), with counts
+    real_ops: tuple[tuple[str, int], ...] = ()
 
 
 class Observer:
@@ -260,6 +263,8 @@ class _Loop:
         self.phase = Phase.FORWARD
         self.count = 0
         self.paused = False
+        #: the real values of the index tensors a dry run on FakeTensors may need (``None``: no such run)
+        self.values: IndexValues | None = None
 
     def start(self, ctx: RunContext) -> None:
         for o in self.observers:
@@ -319,6 +324,16 @@ class _Loop:
             o.op(event)
 
 
+def _data_dependent_exceptions() -> tuple[type[BaseException], ...]:
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+
+    return (DataDependentOutputException, DynamicOutputShapeException)
+
+
+#: What a FakeTensor raises for an op whose output's shape (or value) depends on its inputs' values.
+_DATA_DEPENDENT = _data_dependent_exceptions()
+
+
 class _OpTap(TorchDispatchMode):
     """Sees every aten call below autograd and hands it to the loop.
 
@@ -335,8 +350,17 @@ class _OpTap(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        # a float32 MoE's grouped products on FakeTensors; every other op as it is
-        out = grouped_mm_any_dtype(func, args, kwargs) if func in GROUPED_MM else func(*args, **kwargs)
+        values = self.loop.values
+        try:
+            # a float32 MoE's grouped products on FakeTensors; every other op as it is
+            out = grouped_mm_any_dtype(func, args, kwargs) if func in GROUPED_MM else func(*args, **kwargs)
+        except _DATA_DEPENDENT as exc:
+            if values is None:
+                raise
+            out = values.run_for_real(func, args, kwargs, exc)  # index arithmetic the shapes depend on
+        else:
+            if values is not None:
+                values.follow(func, args, kwargs, out)
         if not self.loop.paused:
             self.loop.emit(func, args, kwargs, out)
         return out
@@ -588,9 +612,9 @@ def run_model(
     # a model and inputs all on the meta device already say nothing but shapes: the dry run dispatches
     # to the meta kernels straight away, as FlopCounterMode on a meta model does, without FakeTensors
     on_meta = fake and meta and _all_meta([*named.values(), *tree_flatten((args, kwargs))[0]])
-    if fake and not on_meta:
+    if fake_run := fake and not on_meta:
         named.update(_small_tensor_attributes(root))
-    convert = _Converter(named, fake and not on_meta, dtype, train)
+    convert = _Converter(named, fake_run, dtype, train)
     layers: dict[str, Layer] = {} if gm is None else graph_layers(gm, model, captured is not None and captured.method is Method.DYNAMO)
     loop = _Loop(observers, train)
 
@@ -599,6 +623,8 @@ def run_model(
             stack.enter_context(convert.fake_mode)
         state = {name: convert(t) for name, t in named.items()}
         call_args, call_kwargs = tree_map(convert, args), tree_map(convert, kwargs)
+        if fake_run:
+            loop.values = IndexValues.of_inputs((args, kwargs), (call_args, call_kwargs))
         run_state = state if (fake or dtype is not None) else dict(named)
         leaves_in = [t for t in tree_flatten((call_args, call_kwargs))[0] if isinstance(t, torch.Tensor)]
         for i, t in enumerate(leaves_in):
@@ -636,6 +662,7 @@ def run_model(
         layers=list(layers.values()),
         input_bytes=sum(_nbytes(t) for t in leaves_in),
         output_bytes=sum(_nbytes(t) for t in out_leaves),
+        real_ops=tuple(sorted(loop.values.real_ops.items())) if loop.values is not None else (),
     )
 
 

@@ -41,7 +41,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import enum
 import math
 from collections.abc import Sequence
 from typing import Any, cast
@@ -52,19 +51,12 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode
 
-from graphprof.base.choices import Phase
+from graphprof.base.choices import Lowering, Phase
 from graphprof.errors import InvalidInputError
 
 __all__ = ["Lowering", "parse_lowering", "lowering_context", "FusedAttentionMode", "GROUPED_MM", "grouped_mm_any_dtype", "moe_note"]
 
 aten = torch.ops.aten
-
-
-class Lowering(str, enum.Enum):
-    """How a model's ops are lowered for costing: as the CPU runs them, or as a CUDA GPU does."""
-
-    CPU = "cpu"
-    CUDA = "cuda"
 
 
 _FLASH_DTYPES = (torch.float16, torch.bfloat16)

@@ -81,6 +81,8 @@ class Trace:
     unattributed: TraceKey
     #: the layer running when the activation peak was reached
     peak_activation_layer: str | None = None
+    #: ops run on the input's real values because the shapes depend on them, with counts (:mod:`graphprof.run.values`)
+    real_ops: tuple[tuple[str, int], ...] = ()
 
 
 def op_call(event: OpEvent) -> OpCall:
@@ -217,4 +219,5 @@ def propagate(
         peak_activation_bytes=memory.peak,
         unattributed=recorder.unattributed,
         peak_activation_layer=memory.peak_layer,
+        real_ops=outcome.real_ops,
     )

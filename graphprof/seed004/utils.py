@@ -1,18 +1,5 @@
-"""Seed 004's ``src/profiling/utils.py`` (Utilities): ``from graphprof.seed004.utils import ...``.
+"""Seed 004's ``src/profiling/utils.py`` (Utilities), as the seed lays it out; the names are :mod:`graphprof.compat.seed004`'s."""
 
-The names are :mod:`graphprof.compat.seed004`'s (also importable from :mod:`graphprof.seed004`); this
-module only lays them out as the seed's package does.
-"""
+from graphprof.compat.seed004 import *  # noqa: F403 - this module's names (below) among the seed's whole API
 
-from __future__ import annotations
-
-from graphprof.compat.seed004 import (
-    ProfilingContext,
-    build_graph_model,
-    load_graph,
-    profile_report,
-    random_graph,
-    set_seed,
-)
-
-__all__ = ["ProfilingContext", "set_seed", "profile_report", "build_graph_model", "random_graph", "load_graph"]
+__all__ = ["ProfilingContext", "set_seed", "profile_report", "build_graph_model", "random_graph", "load_graph"]  # noqa: F405 - defined by the import above

@@ -1,0 +1,234 @@
+"""What to checkpoint under a memory budget: the modules to recompute so the step fits, at the least time.
+
+The candidates are the model's blocks (:func:`candidate_blocks`: its children, a container opened into
+its items). One simulated step (:mod:`graphprof.plan.step`) with
+:class:`BlockCosts` watching gives, per block, the bytes its forward saves for backward, the inputs a
+checkpoint would keep instead, and its forward's aten calls, costed by the formula registry and timed on
+the device (:func:`_seconds`: the roofline's lower bound, an estimate).
+
+The choice is a 0/1 knapsack with one coupling term, solved exactly by ``scipy.optimize.milp`` (HiGHS,
+branch and bound): minimise ``sum(t_i x_i)`` subject to
+
+* forward:  ``F - sum(f_i x_i) <= B``  (every chosen block's saved bytes freed at the forward's end);
+* backward: ``G - sum(f_i x_i) + M <= B`` and ``M >= s_i x_i`` (a recomputed block's activations come back,
+  one block at a time, while its backward runs);
+* the optimizer's peak is untouched (``<= B`` or nothing can fit).
+
+The model's figures are estimates of where the peak moves; the plan is then simulated again with
+``torch.utils.checkpoint`` applied (the new peak reported is that run's), and when it is still over the
+budget the budget given to the solver is lowered by the excess and the choice made again (3 rounds at most).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from graphprof.base.choices import OpStatus, Optimizer, Phase
+from graphprof.cost.bounds import roofline_time
+from graphprof.cost.count import op_record
+from graphprof.cost.result import OpRecord
+from graphprof.devices.hardware import Hardware
+from graphprof.errors import InvalidInputError, MissingDependencyError
+from graphprof.formulas.registry import to_meta
+from graphprof.plan.result import CheckpointChoice, CheckpointPlan, MemoryPlan, StepPhase
+from graphprof.plan.simulate import StepModel, plan_step
+from graphprof.plan.step import StepInputs, checkpointed, simulate_step
+from graphprof.run.propagate import OpCall
+from graphprof.sharding.spec import ShardSpec
+
+__all__ = ["BlockCosts", "candidate_blocks", "solve_checkpoint", "plan_checkpoint", "SOLVER"]
+
+SOLVER = "scipy.optimize.milp (HiGHS): exact 0/1 knapsack with the backward's recompute term"
+_ROUNDS = 3
+
+
+def _has_params(module: nn.Module) -> bool:
+    return any(True for _ in module.parameters())
+
+
+def candidate_blocks(model: nn.Module, max_depth: int = 4) -> list[str]:
+    """Dotted names of the modules a plan may recompute, in definition order: the model's children that
+    hold parameters, with an ``nn.ModuleList`` (never called itself) or a child holding over half the
+    parameters opened into its own children (a transformer's layers, ResNet's last stage).
+
+    >>> from torchvision.models import resnet18
+    >>> candidate_blocks(resnet18())
+    ['conv1', 'bn1', 'layer1', 'layer2', 'layer3', 'layer4.0', 'layer4.1', 'fc']
+    """
+    total = sum(p.numel() for p in model.parameters())
+    out: list[str] = []
+
+    def visit(prefix: str, module: nn.Module, depth: int) -> None:
+        for name, child in module.named_children():
+            if not _has_params(child):
+                continue
+            inner = [c for c in child.children() if _has_params(c)]
+            big = isinstance(child, nn.ModuleList) or 2 * sum(p.numel() for p in child.parameters()) > total
+            if depth < max_depth and inner and big:
+                visit(f"{prefix}{name}.", child, depth + 1)
+            else:
+                out.append(prefix + name)
+
+    visit("", model, 0)
+    return out
+
+
+@dataclass
+class _Block:
+    saved: dict[StorageWeakRef, int] = field(default_factory=dict)
+    inputs: dict[StorageWeakRef, int] = field(default_factory=dict)
+    ops: list[OpRecord] = field(default_factory=list)
+
+
+class BlockCosts(TorchDispatchMode):
+    """Per candidate block of one simulated step: bytes saved for backward inside it, its inputs, its
+    forward's costed calls; and every call of the step (for the step's predicted time)."""
+
+    def __init__(self, blocks: list[str]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.blocks = {name: _Block() for name in blocks}
+        self.stack: list[str] = []
+        self.step_ops: list[OpRecord] = []
+        self.saved_by: dict[StorageWeakRef, str | None] = {}
+
+    def attach(self, model: nn.Module) -> list[Any]:
+        handles = []
+        for name, module in model.named_modules():
+            if name in self.blocks:
+                handles.append(module.register_forward_pre_hook(lambda _m, args, name=name: self._enter(name, args)))
+                handles.append(module.register_forward_hook(lambda _m, _a, _o: self._leave(), always_call=True))
+        return handles
+
+    def _enter(self, name: str, args: Any) -> None:
+        self.stack.append(name)
+        for t in tree_flatten(args)[0]:
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                self.blocks[name].inputs[StorageWeakRef(t.untyped_storage())] = t.untyped_storage().nbytes()
+
+    def _leave(self) -> None:  # a forward hook that returns something replaces the output: this returns None
+        self.stack.pop()
+
+    def saved(self, t: torch.Tensor) -> None:
+        if isinstance(t, nn.Parameter) or isinstance(t._base, nn.Parameter) or t.layout != torch.strided:
+            return
+        ref = StorageWeakRef(t.untyped_storage())
+        if ref not in self.saved_by:
+            owner = self.stack[0] if self.stack else None
+            self.saved_by[ref] = owner
+            if owner is not None:
+                self.blocks[owner].saved[ref] = t.untyped_storage().nbytes()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        memo: dict[int, Any] = {}
+        phase = Phase.FORWARD if self.stack else Phase.BACKWARD
+        record = op_record(OpCall(func, to_meta(args, memo), to_meta(kwargs, memo), to_meta(out, {}), phase))
+        self.step_ops.append(record)
+        if self.stack:
+            self.blocks[self.stack[0]].ops.append(record)
+        return out
+
+    def freed(self, name: str) -> int:
+        """Bytes checkpointing ``name`` frees: what it saved, less its inputs that only it saved or that
+        nobody saved (a checkpoint keeps its inputs)."""
+        block = self.blocks[name]
+        kept = sum(size for ref, size in block.inputs.items() if ref not in self.saved_by or self.saved_by[ref] == name)
+        return max(0, sum(block.saved.values()) - kept)
+
+
+def _seconds(ops: list[OpRecord], dtype: str, hardware: Hardware) -> tuple[float, str]:
+    """Predicted seconds of the counted calls among ``ops`` on ``hardware``, and how: each call's roofline
+    bound (FLOPs at the dense peak for ``dtype``, bytes at the bandwidth), summed; views and other zero-cost
+    calls move no data. A lower bound, close for the matrix products a block is mostly made of; the
+    ``local`` preset's peak is this machine's fastest measured matmul rate, which load barely moves. The
+    calibration's per-op models are not used: fitted to medians, they follow the load the calibration ran
+    under (a quick one under load put a 6-layer block at 3.6x its quiet time)."""
+    peak = hardware.peak_flops(dtype)
+    counted = [op for op in ops if op.status is OpStatus.COUNTED]
+    return sum(roofline_time(op.cost.flops, op.cost.bytes_moved, peak, hardware.bandwidth) for op in counted), f"the roofline of {hardware.name} (a lower bound)"
+
+
+def solve_checkpoint(
+    freed: list[int], saved: list[int], seconds: list[float], forward: int, backward: int, budget: int
+) -> list[bool] | None:
+    """The cheapest choice meeting the forward and backward constraints of the module docstring, or
+    ``None`` when none does. Exact (HiGHS' branch and bound); checked against brute force in the tests."""
+    import numpy as np
+
+    try:
+        from scipy.optimize import Bounds, LinearConstraint, milp
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "a checkpoint plan is solved with scipy.optimize.milp: pip install 'graphprof[plan]' (scipy)"
+        ) from exc
+
+    n = len(freed)
+    if forward <= budget and backward <= budget:
+        return [False] * n
+    c = np.array([*seconds, 0.0]) + np.array([*([1e-12] * n), 0.0])  # ties go to fewer blocks
+    rows: list[list[float]] = [[-float(f) for f in freed] + [0.0], [-float(f) for f in freed] + [1.0]]
+    upper = [float(budget - forward), float(budget - backward)]
+    for i, s in enumerate(saved):
+        rows.append([float(s) if j == i else 0.0 for j in range(n)] + [-1.0])
+        upper.append(0.0)
+    constraint = LinearConstraint(np.array(rows, dtype=float), -np.inf, np.array(upper, dtype=float))
+    integrality = np.array([1] * n + [0])
+    result = milp(
+        c, constraints=[constraint], integrality=integrality, bounds=Bounds([0] * n + [0], [1] * n + [np.inf])
+    )
+    if not result.success:
+        return None
+    return [bool(round(v)) for v in result.x[:n]]
+
+
+def plan_checkpoint(step: StepModel, plan: MemoryPlan, budget: int, hardware: Hardware | None, *, dtype: torch.dtype | None,
+                    optimizer: Optimizer, foreach: bool, shard: ShardSpec | None) -> CheckpointPlan:  # fmt: skip
+    """The checkpoint plan of ``step`` (a :class:`graphprof.plan.simulate.StepModel`) under ``budget`` bytes;
+    ``plan`` is its unplanned :class:`MemoryPlan`. See the module docstring."""
+    if hardware is None:
+        raise InvalidInputError("a checkpoint plan predicts recompute time on a device: give hardware (--hardware)")
+    if shard is not None:
+        raise InvalidInputError(
+            "a checkpoint plan is made for one device: plan it without sharding, then shard the plan"
+        )
+    blocks = candidate_blocks(step.model)
+    costs = BlockCosts(blocks)
+    simulate_step(StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real), [costs])
+    run_dtype = plan.dtype
+    timed = [_seconds(costs.blocks[b].ops, run_dtype, hardware)[0] for b in blocks]
+    freed = [costs.freed(b) for b in blocks]
+    saved = [sum(costs.blocks[b].saved.values()) for b in blocks]
+    peaks = {p.phase: p.breakdown.total for p in plan.phases}
+    flops = [sum(op.cost.flops for op in costs.blocks[b].ops) for b in blocks]
+    step_s, how = _seconds(costs.step_ops, run_dtype, hardware)
+    target, chosen, planned = budget, None, None
+    for _ in range(_ROUNDS):
+        chosen = solve_checkpoint(
+            freed, saved, timed, peaks.get(StepPhase.FORWARD, 0), peaks.get(StepPhase.BACKWARD, 0), target
+        )
+        if chosen is None or peaks.get(StepPhase.OPTIMIZER, 0) > budget:
+            chosen = [True] * len(blocks)
+        names = {b for b, c in zip(blocks, chosen, strict=True) if c}
+        planned = plan_step(
+            step, dtype=dtype, optimizer=optimizer, foreach=foreach, shard=None, wraps=(checkpointed(names),)
+        )
+        if planned.peak_bytes <= budget or not any(chosen) or all(chosen):
+            break
+        target -= planned.peak_bytes - budget
+    assert chosen is not None and planned is not None
+    choices = tuple(
+        CheckpointChoice(b, f, fl, t, c) for b, f, fl, t, c in zip(blocks, freed, flops, timed, chosen, strict=True)
+    )
+    return CheckpointPlan(
+        budget_bytes=budget, choices=choices, solver=SOLVER, timing=how,
+        solver_peak_bytes=max(peaks.get(StepPhase.FORWARD, 0) - sum(f for f, c in zip(freed, chosen, strict=True) if c), 0),
+        planned=replace(planned, notes=()), feasible=planned.peak_bytes <= budget, step_s=step_s,
+    )  # fmt: skip

@@ -1,0 +1,112 @@
+"""A real training step on the CPU, measured by the allocator: the reference a plan is checked against.
+
+The step is :func:`graphprof.plan.step.train_step`, the one the planner simulates, run for real on a copy
+of a model with weights. A first step creates the optimizer's state; the second runs under
+``torch.profiler`` with ``profile_memory=True``, whose ``[memory]`` events are the CPU allocator's own
+(every ``malloc`` and ``free`` of tensor memory, kernels' private buffers included), summed on this
+thread (:func:`graphprof.measure.memory.peak_during`). The peak is the bytes held before the step (the
+parameters, buffers, optimizer state and inputs, each storage once) plus the most allocated on top.
+Python's ``tracemalloc`` sees no tensor memory and RSS counts the interpreter, so neither is used.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+from torch.utils._pytree import tree_flatten
+from torch.utils.checkpoint import set_checkpoint_early_stop
+
+from graphprof.base.choices import Optimizer
+from graphprof.measure.memory import peak_during
+from graphprof.plan.result import StepPhase
+from graphprof.plan.step import Wrap, make_optimizer, optimizer_tensors, storage_bytes, train_step
+
+__all__ = ["MeasuredStep", "measure_step"]
+
+
+@dataclass(frozen=True)
+class MeasuredStep:
+    """A real step's peak (bytes held before it plus the allocator's most on top), its time, and the time
+    the named modules' forwards took inside the backward (a checkpoint's recompute), fastest step's."""
+
+    peak_bytes: int
+    base_bytes: int
+    step_s: float
+    recompute_s: float = 0.0
+    source: str = "torch.profiler CPU allocator events (profile_memory=True), this thread"
+
+
+class _RecomputeClock:
+    """Wall time of the forwards of some modules that run during the backward (checkpoint's recompute)."""
+
+    def __init__(self, model: nn.Module, names: frozenset[str], clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.phase = StepPhase.FORWARD
+        self.seconds = 0.0
+        self._start: dict[int, float] = {}
+        self.handles = []
+        for name, module in model.named_modules():
+            if name in names:
+                self.handles.append(module.register_forward_pre_hook(lambda m, _a: self._enter(m)))
+                self.handles.append(module.register_forward_hook(lambda m, _a, _o: self._leave(m)))
+
+    def _enter(self, module: nn.Module) -> None:
+        self._start[id(module)] = self.clock()
+
+    def _leave(self, module: nn.Module) -> None:
+        if self.phase is StepPhase.BACKWARD:
+            self.seconds += self.clock() - self._start.pop(id(module))
+
+    def mark(self, phase: StepPhase) -> None:
+        self.phase = phase
+
+
+def measure_step(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    optimizer: Optimizer | str = Optimizer.ADAMW,
+    wraps: tuple[Wrap, ...] = (),
+    repeats: int = 3,
+    recomputed: frozenset[str] = frozenset(),
+    cpu_time: bool = False,
+) -> MeasuredStep:
+    """Measure one step of a copy of ``model`` (real weights, on the CPU) with ``wraps`` applied to the
+    copy; ``step_s`` is the fastest of ``repeats`` steps timed apart from the memory run (the profiler
+    slows what it watches), ``recompute_s`` the fastest of their times of the ``recomputed`` modules' forwards inside that
+    step's backward (their hooks' wall time, with checkpoint's early stop off so that each recompute runs
+    to its end: the recompute itself, without the allocator's page faults that make two steps' difference
+    noisy on a CPU). ``cpu_time`` reads the process's CPU time instead of the wall clock: with one torch
+    thread, what the recompute computes, without the time another process's load keeps it waiting."""
+    step_model = copy.deepcopy(model)
+    # hooks on the modules themselves, before they are wrapped
+    clock = _RecomputeClock(step_model, recomputed, time.process_time if cpu_time else time.perf_counter)
+    for wrap in wraps:
+        step_model = wrap(step_model)
+    step_model.train()
+    opt = make_optimizer(step_model, Optimizer.parse(optimizer), foreach=False)
+    try:
+        train_step(step_model, args, kwargs, opt)  # creates the optimizer's state
+        base = storage_bytes(
+            [*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]]
+        )
+        extra, _ = peak_during(lambda: train_step(step_model, args, kwargs, opt), "cpu")
+        times = []
+        for _ in range(max(1, repeats)):
+            clock.seconds = 0.0
+            start = time.perf_counter()
+            # the whole forward recomputed (no early stop), so that its end is seen and timed, as planned
+            with set_checkpoint_early_stop(not recomputed):
+                train_step(step_model, args, kwargs, opt, mark=clock.mark)
+            times.append((time.perf_counter() - start, clock.seconds))
+    finally:
+        for h in clock.handles:
+            h.remove()
+    # the least disturbed sample of each (another process's burst only ever adds time)
+    return MeasuredStep(base + extra, base, min(t for t, _ in times), min(r for _, r in times))

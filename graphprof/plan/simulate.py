@@ -1,0 +1,139 @@
+"""One step of a model planned: the model and its inputs resolved, wrapped (checkpointing, FSDP) and
+simulated into a :class:`~graphprof.plan.result.MemoryPlan`. The floor :func:`graphprof.plan.plan_memory`,
+the checkpoint planner and the ranks search stand on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from graphprof.base.choices import Optimizer
+from graphprof.base.inputs import describe_inputs, format_inputs
+from graphprof.base.options import parse_shape
+from graphprof.errors import InvalidInputError
+from graphprof.plan.result import MemoryPlan
+from graphprof.plan.step import StepInputs, Wrap, simulate_step
+from graphprof.sharding.run import fake_world, shard_units
+from graphprof.sharding.spec import ShardSpec
+
+__all__ = ["StepModel", "resolve_step_model", "plan_step", "fsdp_wrap"]
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """A model to plan and its example inputs; ``real`` where its forward reads values (built on the CPU)."""
+
+    name: str
+    model: nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    real: bool
+
+
+def resolve_step_model(
+    model_or_name: nn.Module | str,
+    *,
+    batch_size: int | None = None,
+    input_shape: Sequence[int] | str | None = None,
+    example_inputs: tuple[Any, ...] | None = None,
+    example_kwargs: dict[str, Any] | None = None,
+) -> StepModel:
+    """A named model built on the meta device (on the CPU where its family's forward reads values), or a
+    module object with its example inputs (or a placeholder of ``input_shape``)."""
+    from graphprof.models import family_traits, resolve_model, spec_family
+
+    shape = parse_shape(input_shape)
+    if isinstance(model_or_name, str):
+        real = family_traits(spec_family(model_or_name)).needs_real_values
+        r = resolve_model(model_or_name, input_shape=shape, batch_size=batch_size, device="cpu" if real else "meta")
+        args, kwargs = tuple(r.args), dict(r.kwargs)
+        if example_inputs is not None or example_kwargs is not None:
+            args, kwargs = tuple(example_inputs or ()), dict(example_kwargs or {})
+        return StepModel(r.name, r.model, args, kwargs, real)
+    if not isinstance(model_or_name, nn.Module):
+        raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
+    if example_inputs is None and example_kwargs is None:
+        if shape is None:
+            raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
+        example_inputs = (torch.empty(shape if batch_size is None else (batch_size, *shape[1:]), device="meta"),)
+    on_meta = any(t.device.type == "meta" for t in model_or_name.parameters())
+    return StepModel(
+        type(model_or_name).__name__,
+        model_or_name,
+        tuple(example_inputs or ()),
+        dict(example_kwargs or {}),
+        not on_meta and _needs_values(model_or_name),
+    )
+
+
+def _needs_values(model: nn.Module) -> bool:
+    """A module object of the user's is simulated on FakeTensors; graph models' message passing reads
+    its edge list, so a PyG module runs for real."""
+    return any(type(m).__module__.startswith("torch_geometric") for m in model.modules())
+
+
+def fsdp_wrap(mesh: Any) -> Wrap:
+    """``fully_shard`` on each repeated block and then the root (as :mod:`graphprof.sharding.run` does)."""
+
+    def wrap(model: nn.Module) -> nn.Module:
+        from torch.distributed.fsdp import fully_shard
+
+        for unit in shard_units(model):
+            fully_shard(unit, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model
+
+    return wrap
+
+
+@contextlib.contextmanager
+def _world(spec: ShardSpec | None) -> Iterator[tuple[Wrap, ...]]:
+    if spec is None:
+        yield ()
+        return
+    with fake_world(spec.world) as mesh:
+        yield (fsdp_wrap(mesh),)
+
+
+def plan_step(
+    step: StepModel,
+    *,
+    dtype: torch.dtype | None,
+    optimizer: Optimizer,
+    foreach: bool,
+    shard: ShardSpec | None,
+    wraps: tuple[Wrap, ...] = (),
+) -> MemoryPlan:
+    """One step of ``step`` simulated (checkpoint ``wraps`` first, then the sharding), as a :class:`MemoryPlan`."""
+    with _world(shard) as sharding:
+        inputs = StepInputs(
+            step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real, (*wraps, *sharding)
+        )
+        outcome, _ = simulate_step(inputs)
+    notes = [
+        f"{'real values on the CPU (the forward reads them)' if step.real else 'a dry run on FakeTensors'}: the storages the step's aten calls made, "
+        "each phase's peak after the call that reached it (an estimate: no allocator rounding, no kernel's private workspace)",
+        f"a step with the optimizer's state already made (as after a first step); {optimizer.value}"
+        f"{', multi-tensor (foreach)' if foreach else ', one tensor at a time'}; the loss is the sum of the outputs",
+        "parameters include the buffers",
+    ]
+    if shard is not None:
+        notes.append(
+            f"per rank: FSDP2 fully_shard over {shard.world} ranks of a fake process group; the gathered units are transients"
+        )
+    return MemoryPlan(
+        model_name=step.name, inputs=format_inputs(describe_inputs(step.args, step.kwargs, dtype)),
+        dtype=str(dtype or _model_dtype(step.model)).removeprefix("torch."), optimizer=optimizer.value, foreach=foreach,
+        execution="real" if step.real else "fake", phases=outcome.phases, saved_activation_bytes=outcome.saved_total,
+        shard=None if shard is None else str(shard), notes=tuple(notes),
+    )  # fmt: skip
+
+
+def _model_dtype(model: nn.Module) -> torch.dtype:
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
