@@ -25,14 +25,16 @@ TIMEOUT_S = 900
 
 
 def readme_commands(text: str) -> list[str]:
-    """The ``graphprof`` commands of ``text``'s fenced code blocks, comments cut, ``a; b`` split."""
+    """The ``graphprof`` and ``python`` commands of ``text``'s code blocks (fenced, or indented by four
+    spaces), comments cut, ``a; b`` split."""
+    fenced = re.findall(r"^```[\w-]*\n(.*?)^```", text, re.S | re.M)
+    outside = re.sub(r"^```[\w-]*\n.*?^```", "", text, flags=re.S | re.M)
+    lines = [line for block in fenced for line in block.splitlines()]
+    lines += [line for line in outside.splitlines() if re.match(r" {4}(graphprof|python) ", line)]
     commands: list[str] = []
-    for block in re.findall(r"^```[\w-]*\n(.*?)^```", text, re.S | re.M):
-        for line in block.splitlines():
-            line = re.sub(r"\s+#\s.*$", "", line).strip()
-            for part in (p.strip() for p in line.split(";")):
-                if re.match(r"graphprof(\s|$)", part):
-                    commands.append(part)
+    for line in lines:
+        line = re.sub(r"\s+#\s.*$", "", line).strip()
+        commands += [part for part in (p.strip() for p in line.split(";")) if re.match(r"(graphprof|python)(\s|$)", part)]
     return commands
 
 
@@ -41,9 +43,8 @@ COMMANDS = readme_commands((ROOT / "README.md").read_text())
 
 def test_the_readme_has_commands_and_the_reader_can_find_them() -> None:
     assert len(COMMANDS) >= 30, COMMANDS
-    assert readme_commands("```bash\ngraphprof --model a   # x\ngraphprof/ not\ngraphprof --version; graphprof --help\n```\n") == [
-        "graphprof --model a", "graphprof --version", "graphprof --help",
-    ]  # fmt: skip
+    text = "```bash\ngraphprof --model a   # x\ngraphprof/ not\ngraphprof --version; graphprof --help\n```\n\n    python s.py\n"
+    assert readme_commands(text) == ["graphprof --model a", "graphprof --version", "graphprof --help", "python s.py"]
 
 
 def _run(command: str, folder: Path) -> subprocess.CompletedProcess[str]:
@@ -51,6 +52,7 @@ def _run(command: str, folder: Path) -> subprocess.CompletedProcess[str]:
     checkout's CLI under this Python."""
     graphprof = f"{shlex.quote(sys.executable)} -m graphprof_cli.main"
     shell = re.sub(r"(^|\|\s*)graphprof(?=\s|$)", lambda m: m.group(1) + graphprof, command)
+    shell = re.sub(r"^python (\S+\.py)", lambda m: f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / m.group(1)))}", shell)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")]), "XDG_CACHE_HOME": str(folder / "cache")}
     env.pop("GRAPHPROF_CAPTURE", None)
     return subprocess.run(["bash", "-c", f"set -eo pipefail; {shell}"], cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
