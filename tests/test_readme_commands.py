@@ -84,3 +84,20 @@ def test_the_readme_python_it_names_exists() -> None:
 
     assert 'graphprof.gnn.datasets.load_graph("karate")' in text and load_graph("karate").num_nodes == 34
     assert "make test-fast" in text
+
+
+@pytest.mark.slow
+def test_the_graph_estimate_table_is_what_its_command_writes(tmp_path: Path) -> None:
+    """The README's seed-estimate table, row by row, from the command written above it."""
+    import json
+
+    text = (ROOT / "README.md").read_text()
+    command = next(c for c in COMMANDS if c.startswith("graphprof graph-estimate") and "hidden_dim=256" in c)
+    assert _run(command, tmp_path).returncode == 0
+    rows = {r["component"]: r for r in json.loads((tmp_path / "estimate.json").read_text())["rows"]}
+    table = re.findall(r"^\| ([a-z, ]+) \| ([\d,]+) \| ([\d,]+) \|", text, re.M)
+    assert {name for name, _, _ in table} >= {"attention", "ffn", "mpnn", "norm", "total"}
+    for name, estimated, counted in table:
+        parts = [rows[p.strip()] for p in name.split(",")] if name != "total" else list(rows.values())
+        assert sum(r["estimated_flops"] for r in parts) == int(estimated.replace(",", "")), name
+        assert sum(r["counted_flops"] for r in parts) == int(counted.replace(",", "")), name
