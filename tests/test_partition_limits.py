@@ -196,3 +196,16 @@ def test_partition_from_the_api_refuses_devices_that_are_not_a_spec(devices: obj
 
     with pytest.raises(InvalidInputError, match="devices must be a spec"):
         partition("resnet18", devices)  # type: ignore[arg-type]
+
+
+def test_a_run_whose_copies_of_the_model_would_not_fit_is_refused_before_any_process(monkeypatch) -> None:
+    """``partition --devices cpu:2 --run`` on ``hf:t5-base`` went past 6 GB: each stage traces a whole copy."""
+    import graphprof
+    import graphprof.partition.run as run
+
+    prepared = graphprof.prepare(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)), input_shape=(2, 256))
+    weights = 2 * (256 * 256 + 256) * 4  # two linears, float32
+    monkeypatch.setattr("graphprof.base.limits.available_memory", lambda: weights * 5)  # under 2 stages x 2 + 2 copies
+    monkeypatch.setattr(run, "_spawn", lambda *a, **k: pytest.fail("a process started"))
+    with pytest.raises(InvalidInputError, match="each process tracing the whole model"):
+        run.run_split(prepared, ["1"], micro_batches=1, iters=1)

@@ -41,7 +41,7 @@ from torch.utils._pytree import tree_leaves
 
 from graphprof.base.atomic import sigterm_raises
 from graphprof.base.inputs import materialize
-from graphprof.base.limits import require_count, require_fits
+from graphprof.base.limits import format_bytes, require_count, require_fits
 from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.prepared import PreparedModel
 
@@ -335,6 +335,20 @@ def check_run_options(*, micro_batches: int, iters: int, threads: int, stages: i
         raise InvalidInputError(f"the plan has {stages} stages, one process each, and this machine has {cores} cores; name fewer cpu devices")
 
 
+#: Copies of the weights one stage's process holds at its peak: the model unpickled, and the exported
+#: program ``pipeline()`` traces and splits it into (its stage modules carry the weights again).
+_COPIES_PER_STAGE = 2
+
+
+def _require_copies_fit(model: nn.Module, stages: int) -> None:
+    """Before any process starts: every stage's process holds the whole model while it traces it (and the
+    parent its own copy and the user's), so a large model over a few stages is refused while it would not fit
+    (``hf:t5-base`` over two stages went past 6 GB)."""
+    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()) if not t.is_meta)
+    need = weights * (stages * _COPIES_PER_STAGE + 2)
+    require_fits(need, f"--run over {stages} stages, each process tracing the whole model ({format_bytes(weights)} of weights)")
+
+
 def _tensor_bytes(value: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tree_leaves(value) if isinstance(t, torch.Tensor))
 
@@ -362,6 +376,7 @@ def run_split(
     batch = micro_batches * _batch_of(prepared)
     args, kwargs = prepared.inputs(batch_size=batch)
     require_fits(_tensor_bytes((args, kwargs)), f"--micro-batches {micro_batches}: a batch of {batch}")
+    _require_copies_fit(prepared.model, len(split_points) + 1)
     args, kwargs = materialize(args, torch.device("cpu")), materialize(kwargs, torch.device("cpu"))
     # the stages get a copy: torch.multiprocessing moves a tensor it sends into shared memory, where the
     # stages' own updates (a train-mode BatchNorm's running statistics) would reach the user's model
