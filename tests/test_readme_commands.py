@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Words that mark a command as the reader's own: their checkpoint, their package.
-PLACEHOLDERS = ("./best.pt", "mypkg.")
+#: Words that mark a command as the reader's own: their checkpoint, their package, "M" for their model.
+PLACEHOLDERS = ("./best.pt", "mypkg.", "--model M ")
 #: Seconds one command may take on a 2-core CPU (calibrate, validate over a family and a 70B plan are the slowest).
 TIMEOUT_S = 900
 
