@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 
+def arguments(folder: bool = True) -> argparse.Namespace:
+    """The script's command line: ``--help`` prints its docstring and exits; with ``folder``, one optional
+    output folder (anything else, a misspelt option included, is refused by argparse, exit 2)."""
+    parser = argparse.ArgumentParser(
+        prog=Path(sys.argv[0]).name, description=sys.modules["__main__"].__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    if folder:
+        parser.add_argument("folder", nargs="?", type=Path, help="where its files go (default: a fresh temporary folder)")
+    return parser.parse_args()
+
+
 def out_dir() -> Path:
-    """The directory given as the first argument, else a fresh temporary one."""
-    if len(sys.argv) > 1:
-        path = Path(sys.argv[1])
+    """The folder given as the argument (made when missing), else a fresh temporary one. A folder that cannot
+    be made (a file of that name, no permission) is one line on standard error and exit 2."""
+    path = arguments().folder
+    if path is None:
+        return Path(tempfile.mkdtemp(prefix="graphprof-example-"))
+    try:
         path.mkdir(parents=True, exist_ok=True)
-        return path
-    return Path(tempfile.mkdtemp(prefix="graphprof-example-"))
+    except OSError as exc:
+        print(f"{Path(sys.argv[0]).name}: error: cannot use {str(path)!r} as the output folder: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(2)
+    return path
 
 
 def tiny_llama() -> tuple[Any, Any]:

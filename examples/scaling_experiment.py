@@ -5,7 +5,11 @@
 
 from __future__ import annotations
 
+from _common import arguments
+
 import graphprof.seed004 as profiling  # in place of: import src.profiling as profiling
+
+arguments(folder=False)  # --help: this docstring; it writes no files
 
 
 def model_factory(**kwargs):

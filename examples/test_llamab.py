@@ -15,6 +15,7 @@ from _common import out_dir, tiny_llama
 
 from graphprof.compat.seed000 import Profiler
 
+out = out_dir()  # before the work: --help, or a folder that cannot be made, ends here
 model, input_ids = tiny_llama()
 model.model = Profiler(model.model, token_kwarg="input_ids", auto_profile=True)
 
@@ -27,4 +28,4 @@ with torch.no_grad():
 graph = model.model.graph
 timed = sum(n.measured_ms or 0.0 for n in graph.nodes)
 print(f"profiled layers: {timed:.2f} ms over {sum(n.measured_ms is not None for n in graph.nodes)} nodes")
-model.model.export(out_dir() / "llamab_profile", overwrite_module=True)
+model.model.export(out / "llamab_profile", overwrite_module=True)

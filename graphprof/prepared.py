@@ -28,6 +28,7 @@ from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec
 from graphprof.capture.methods import preserved_state
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
+from graphprof.errors import InvalidInputError
 from graphprof.graph.build import GraphBuilder
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import Graph
@@ -62,7 +63,10 @@ class PreparedModel(Session):
         dtype: str | torch.dtype | None = KEEP,
         mode: Mode | str | None = None,
     ) -> RunSpec:
-        """The :class:`~graphprof.base.options.RunSpec` of these keywords (``dtype``/``mode``: the prepared ones by default)."""
+        """The :class:`~graphprof.base.options.RunSpec` of these keywords (``dtype``/``mode``: the prepared ones by default).
+        A graph model (``pyg:``) has no batch dimension: a batch or an input shape for it is refused, as at :func:`prepare`."""
+        if self.family == "pyg" and (batch_size is not None or input_shape is not None):
+            raise InvalidInputError(f"{self.name} takes a graph: set its size with num_nodes/avg_degree when preparing it, not a batch or an input shape")
         return RunSpec.of(
             batch_size=batch_size, input_shape=input_shape, seq_len=seq_len, example_inputs=example_inputs,
             example_kwargs=example_kwargs, dtype=dtype, mode=mode,

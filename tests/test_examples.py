@@ -40,3 +40,24 @@ def test_example_runs(script: str, needs: str, expected: str, tmp_path: Path) ->
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert expected in done.stdout, done.stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [p.values[0] for p in EXAMPLES])
+def test_example_given_help_prints_usage_and_writes_nothing(script: str, tmp_path: Path) -> None:
+    """``--help`` was taken for the output folder: a folder named ``--help`` was made and the script ran."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.startswith("usage:"), done.stdout[-2000:] + done.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/sub"])
+def test_example_given_an_unusable_folder_is_one_line_exit_2(where: str, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("mine\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "model_profiling_example.py"), str(tmp_path / where)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[-2000:]
+    assert (tmp_path / "a-file").read_text() == "mine\n"

@@ -169,3 +169,15 @@ def test_hf_mistral_sliding_window_follows_w_over_l() -> None:
     for op in ops:
         assert op.useful_fraction == (256 * 257 // 2 + 768 * 256) / 1024**2  # type: ignore[attr-defined]
         assert op.work_fraction == 21 / 64  # type: ignore[attr-defined]
+
+
+def test_causal_share_is_plain_arithmetic_inside_a_fake_tensor_mode() -> None:
+    """The sharded step runs its formulas under FakeTensorMode: a torch tensor made there had no value to sum
+    (``graphprof shard --model hf:llama fsdp:2`` ended in DataDependentOutputException)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from graphprof.formulas.attention import causal_useful_fraction
+
+    with FakeTensorMode():
+        share = causal_useful_fraction(8, 8, window=4)
+    assert share == 26 / 64  # 1 + 2 + 3 + 4 x 5 = 26 of 8 x 8

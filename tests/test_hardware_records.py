@@ -88,3 +88,15 @@ def test_no_device_table_outside_hardware() -> None:
             if len(hits) >= 2:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {sorted(hits)}")  # type: ignore[attr-defined]
     assert not found, found
+
+
+def test_every_name_a_device_is_accepted_by_is_listed() -> None:
+    """``partition --devices orin-agx:2`` worked while ``graphprof hardware`` listed only ``jetson-orin``."""
+    from typer.testing import CliRunner
+
+    from graphprof.devices.hardware import get_hardware, hardware_aliases
+    from graphprof_cli.main import app
+
+    assert "orin-agx" in hardware_aliases("jetson-orin") and get_hardware("orin-agx").name == "jetson-orin"
+    listed = CliRunner().invoke(app, ["hardware"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0 and "orin-agx" in listed.output, listed.output

@@ -457,6 +457,18 @@ def downloads():
 
 def not_a_model():
     return 42
+
+class NoInput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self):
+        return self.w * 2
+
+class BadTree(Tiny):
+    def named_modules(self, *args, **kwargs):
+        raise RuntimeError("tree walk refused")
 """
 
 
@@ -493,6 +505,18 @@ def test_user_factory_errors(user_module):
     assert isinstance(caught.value.__cause__, RuntimeError)
     with pytest.raises(ModelBuildError, match="not a torch.nn.Module"):
         resolve_model(f"{user_module}:not_a_model", input_shape=(1, 8))
+
+
+@pytest.mark.parametrize(("attribute", "code", "words"), [("NoInput", 2, "forward()"), ("BadTree", 5, "tree walk refused")])
+def test_a_user_model_that_cannot_run_is_one_line(user_module, attribute: str, code: int, words: str) -> None:
+    """A ``forward(self)`` given --input-shape, a ``named_modules()`` that raises: one line naming it, no exit 70."""
+    from typer.testing import CliRunner
+
+    from graphprof_cli.main import app
+
+    result = CliRunner().invoke(app, ["--model", f"{user_module}:{attribute}", "--input-shape", "1,8"])
+    assert result.exit_code == code, result.output
+    assert words in result.output and "Traceback" not in result.output and "internal error" not in result.output
 
 
 def test_network_is_refused_while_resolving_and_only_then(user_module):

@@ -47,3 +47,31 @@ def test_graph_writes_are_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ZeroDivisionError):
         export.write_graph(graph, target, detail=detail)
     assert target.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["g.json"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--model", "resnet18", "--output", "{d}/out.json/"],
+        ["--model", "resnet18", "--html", "{d}/page.html/"],
+        ["calibrate", "--quick", "--output", "{d}/newdir/"],
+        ["partition", "--model", "resnet18", "--devices", "cpu:2", "--output", "{d}/p.json/"],
+        ["validate", "--model", "resnet18", "--output", "{d}/v.json/"],
+    ],
+)
+def test_an_output_ending_in_a_slash_is_refused_before_the_work(tmp_path: Path, args: list[str]) -> None:
+    """``Path("out.json/")`` drops the slash: the file ``out.json`` was written after minutes of work."""
+    from graphprof_cli.main import app
+
+    result = CliRunner().invoke(app, [a.format(d=tmp_path) for a in args])
+    assert result.exit_code == 2 and "slash" in result.output, result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_library_refuses_a_path_ending_in_a_slash(tmp_path: Path) -> None:
+    from graphprof.errors import OutputError
+    from graphprof.render.sink import write_result
+
+    with pytest.raises(OutputError, match="slash"):
+        write_result(graphprof.profile_model("alexnet"), f"{tmp_path}/out.json/")
+    assert list(tmp_path.iterdir()) == []

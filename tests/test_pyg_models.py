@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+import graphprof
 import graphprof.gnn.estimate as seed_estimate
 from graphprof.errors import DownloadUnavailableError, InvalidInputError, ModelNotFoundError
 from graphprof.models.graphs import edge_count, graph_args, random_graph
@@ -196,3 +197,13 @@ def test_cli_graph_options_and_errors() -> None:
     assert "200 nodes, 400 edges" in result.output and "unsupported" not in result.output.lower()
     result = runner.invoke(app, ["--model", "resnet18", "--nodes", "200"])
     assert result.exit_code == 2 and "apply to graph models" in result.output
+
+
+@pytest.mark.parametrize("options", [{"batch_size": 2}, {"batch_size": 1}, {"input_shape": (4, 8)}])
+def test_a_prepared_graph_model_refuses_a_batch_or_shape(options: dict) -> None:
+    """``prepare("pyg:gin").profile(batch_size=2)`` was accepted: a graph has no batch dimension (the node
+    count was resized instead: batch_size=1 profiled a graph of one node)."""
+    prepared = graphprof.prepare("pyg:gin")
+    with pytest.raises(InvalidInputError, match="takes a graph"):
+        prepared.profile(**options)
+    assert prepared.profile().total_macs > 0

@@ -72,3 +72,29 @@ def test_redact_on_every_command_that_writes(at_home) -> None:
     for command in ("compare", "sweep", "validate", "partition", "graph-estimate"):
         result = invoke(command, "--help")
         assert "--redact" in result.output, command
+
+
+def _sanitized(text: str) -> str:
+    return "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in text)
+
+
+@pytest.mark.slow
+def test_redact_leaves_the_host_out_of_traces_their_names_and_the_graph(at_home) -> None:
+    """The Chrome traces' ``host_name`` and absolute ``traceName``, trace files named after an absolute model
+    path, the ``.dot``'s first line (``digraph "<home>/...:build"``)."""
+    model = f"{at_home}/m.py:build"
+    args = ("--model", model, "--input-shape", "2,4", "--measure", "--device", "cpu", "--iters", "2", "--trace", "tr")
+    result = invoke(*args, "--graph", "g.dot", "--output", "r.json", "--redact")
+    assert result.exit_code == 0, result.output
+    traces = sorted((at_home / "tr").iterdir())
+    assert traces
+    for trace in traces:
+        text = trace.read_text()
+        assert _leaks(text) == [] and '"host_name"' not in text, trace.name
+        assert _sanitized(os.environ["HOME"]) not in trace.name and _sanitized(os.getcwd()) not in trace.name
+        assert json.loads(text)["traceName"] == trace.name
+    assert [Path(p).name for p in json.loads((at_home / "r.json").read_text())["runtime"]["traces"]] == [t.name for t in traces]
+    dot = (at_home / "g.dot").read_text()
+    assert _leaks(dot) == [] and dot.startswith('digraph "<cwd>/m.py:build"'), dot.splitlines()[0]
+    plain = invoke(*args, "--graph", "plain.dot")
+    assert plain.exit_code == 0 and _leaks((at_home / "plain.dot").read_text())  # the test can fail

@@ -37,3 +37,13 @@ def test_the_seed004_estimator_refuses_negative_sizes_rather_than_negative_flops
 
     with pytest.raises(InvalidInputError, match="num_nodes"):
         FLOPsEstimator(torch.nn.Linear(2, 2)).estimate(-100, 10)
+
+
+@pytest.mark.parametrize("model", ["not a model", 42, None])
+def test_the_estimator_refuses_what_is_not_a_module(model: object) -> None:
+    """``FLOPsEstimator('not a model')`` was a raw AttributeError."""
+    from graphprof.errors import InvalidInputError
+    from graphprof.seed004 import FLOPsEstimator
+
+    with pytest.raises(InvalidInputError, match="needs an nn.Module"):
+        FLOPsEstimator(model)  # type: ignore[arg-type]

@@ -90,3 +90,19 @@ def test_llama_at_full_size_within_one_percent(spec: str, world: int) -> None:
     d = p.differences()
     for key in ("flops", "param_bytes", "grad_bytes", "optimizer_bytes", "all_gather_bytes", "reduce_scatter_bytes"):
         assert abs(d[key]) <= 0.01, (key, d[key])
+
+
+def test_a_layout_too_large_to_finish_is_refused_before_the_step() -> None:
+    """``--shard fsdp:65536`` on Llama-3-70B ran past ten minutes: FSDP2 works per tensor and per rank."""
+    import time
+
+    from torch import nn
+
+    from graphprof.errors import InvalidInputError
+    from graphprof.sharding import shard_profile
+
+    model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(100)])  # 200 parameter tensors
+    start = time.perf_counter()
+    with pytest.raises(InvalidInputError, match="200 parameter tensors x 8,192 ranks"):
+        shard_profile(model, "fsdp:8192", input_shape=(2, 4))
+    assert time.perf_counter() - start < 10

@@ -38,3 +38,22 @@ def test_a_float64_default_dtype_does_not_break_a_real_run() -> None:
         assert torch.get_default_dtype() == torch.float64  # the caller's default is left as it was
     finally:
         torch.set_default_dtype(previous)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ["profile_model", "shard_profile"])
+def test_the_callers_environment_is_as_found(entry: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyTorch's compiler writes ``TORCHINDUCTOR_CACHE_DIR`` into ``os.environ`` when a LLaMA is profiled."""
+    import os
+
+    import graphprof
+    from graphprof.sharding import shard_profile
+
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    before = dict(os.environ)
+    if entry == "profile_model":
+        graphprof.profile_model("hf:llama")
+    else:
+        shard_profile("hf:llama", "fsdp:2")
+    assert dict(os.environ) == before

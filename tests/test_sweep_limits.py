@@ -29,3 +29,26 @@ def test_sweep_output_paths_are_checked_first_and_dash_is_stdout(tmp_path: Path)
     result = CliRunner().invoke(app, ["sweep", "--model", "alexnet", "--batch", "1,2", "--output", "-"])
     assert result.exit_code == 0 and not Path("-").exists()
     assert '"axis": "batch"' in result.stdout
+
+
+@pytest.mark.parametrize("values", [list(range(1, 10**6 + 1)), range(1, 10**12), iter(lambda: 1, 0)])
+def test_a_huge_list_from_the_api_is_refused_at_once(values) -> None:
+    """The 200-point bound held for a string only; a list, a range or an endless iterator now too."""
+    import graphprof
+    from graphprof.errors import InvalidInputError
+
+    start = time.perf_counter()
+    with pytest.raises(InvalidInputError, match="at most 200"):
+        graphprof.sweep("resnet18", "batch", values)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_a_plot_with_an_unknown_suffix_is_refused_before_the_sweep(tmp_path: Path, monkeypatch) -> None:
+    import graphprof.scaling.loop as loop
+    from graphprof_cli.main import app
+
+    ran: list[object] = []
+    monkeypatch.setattr(loop, "_run_points", lambda *a, **k: ran.append(a))
+    result = CliRunner().invoke(app, ["sweep", "--model", "resnet18", "--batch", "1,2", "--plot", str(tmp_path / "sw.xyz")])
+    assert result.exit_code == 7 and "sw.xyz" in result.output, result.output
+    assert ran == [] and "Traceback" not in result.output and not (tmp_path / "sw.xyz").exists()

@@ -37,3 +37,14 @@ def test_timm_models_by_name() -> None:
     # a timm function with keywords is still a factory spec
     q = graphprof.profile_model("timm:create_model?model_name=resnet10t", input_shape=(2, 3, 176, 176))
     assert q.total_macs == p.total_macs
+
+
+def test_timm_keywords_after_a_question_mark_reach_create_model() -> None:
+    """``timm:resnet18?drop_rate=0.1`` was taken for a user's factory: "timm has no attribute 'resnet18'"."""
+    from graphprof.errors import ModelBuildError
+
+    profile = graphprof.profile_model("timm:resnet18?drop_rate=0.1", input_shape=(1, 3, 32, 32))
+    assert profile.total_macs == graphprof.profile_model("timm:resnet18", input_shape=(1, 3, 32, 32)).total_macs
+    assert any("drop_rate=0.1" in note for note in profile.notes)
+    with pytest.raises(ModelBuildError, match="warp"):
+        graphprof.profile_model("timm:resnet18?warp=9", input_shape=(1, 3, 32, 32))

@@ -13,6 +13,7 @@ import typer
 
 from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
+from graphprof_cli.options import file_path
 
 
 def _summary(preset: Any) -> list[str]:
@@ -47,7 +48,7 @@ def _op_model_lines(model: Any) -> list[str]:
 def calibrate_command(
     device: Annotated[str, typer.Option("--device", help="cpu, or cuda (the current GPU).")] = "cpu",
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Where to write the preset (default: ~/.cache/graphprof/local.json).")
+        Path | None, typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Where to write the preset (default: ~/.cache/graphprof/local.json).")
     ] = None,
     threads: Annotated[
         int | None, typer.Option("--threads", min=1, help="torch threads while measuring (default: torch's own); recorded.")

@@ -82,7 +82,7 @@ def run_generate(req: GenerateRequest) -> None:
     hardware, target = run_guarded(lambda: _checked(req), req.debug)
     console = make_console(req.width)
     options: dict[str, Any] = {
-        "prompt_len": req.prompt_len, "new_tokens": req.new_tokens, "batch_size": req.batch_size or 1, "dtype": req.dtype,
+        "prompt_len": req.prompt_len, "new_tokens": req.new_tokens, "batch_size": 1 if req.batch_size is None else req.batch_size, "dtype": req.dtype,
         "kv_dtype": req.kv_dtype, "cache": req.cache.value, "hardware": hardware,
     }  # fmt: skip
     with console.status(f"profiling generate() of {req.model} ...", spinner="dots"):

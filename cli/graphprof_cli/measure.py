@@ -41,9 +41,16 @@ def run_measure(
     warmup: int,
     trace: Path | None,
     optimizer: str,
+    redact: bool = False,
+    model_name: str = "",
 ) -> tuple[Any, Any]:
-    """The real run beside the dry run's ``profile``: (profile with its measurement, the hardware the estimate is for)."""
+    """The real run beside the dry run's ``profile``: (profile with its measurement, the hardware the estimate is for).
+    With ``redact``, the Chrome traces written are redacted (:func:`graphprof.render.redact.redact_trace`)."""
     measurement = prepared.measure(device=device, iters=iters, warmup=warmup, trace_dir=trace, optimizer=optimizer)
+    if redact and measurement.traces:
+        from graphprof.render.redact import redact_trace
+
+        measurement = dataclasses.replace(measurement, traces=tuple(str(redact_trace(p, model_name)) for p in measurement.traces))
     chosen, note = measure_hardware(hardware, device)
     if note is not None:  # which device the estimate is for, or that there is none (never chosen silently)
         measurement = dataclasses.replace(measurement, notes=(*measurement.notes, note))

@@ -13,7 +13,17 @@ import typer
 from graphprof.base.choices import Capture, Mode, Optimizer, OutputFormat, WarmUp
 from graphprof_cli.common import MIN_WIDTH, flag
 
+
+def file_path(text: str) -> Path:
+    """A file option's value as typed: ``out.json/`` names a folder, and ``Path`` would drop the slash and
+    write ``out.json`` after the work; refused while parsing (exit 2)."""
+    if len(text) > 1 and text.endswith(("/", "\\")):
+        raise typer.BadParameter(f"{text!r} ends in a slash: it names a folder; give the file's name")
+    return Path(text)
+
+
 __all__ = [
+    "file_path",
     "ModelOption",
     "ModelRequired",
     "InputShapeOption",
@@ -67,7 +77,8 @@ BandwidthOption = Annotated[
     typer.Option("--bandwidth-gbs", help="Custom device: memory bandwidth in GB/s (or override the preset's)."),
 ]
 OutputOption = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Also write a .json or .csv file; - writes it to stdout.")
+    Path | None,
+    typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Also write a .json or .csv file; - writes it to stdout."),
 ]
 FormatOption = Annotated[OutputFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")]
 AllowUnsafeOption = Annotated[
@@ -93,7 +104,8 @@ IterationsOption = Annotated[
 WarmupOption = Annotated[int, typer.Option("--warmup", help="With --measure: warm-up iterations, reported apart.")]
 OptimizerOption = Annotated[Optimizer, typer.Option("--optimizer", help="With --measure --mode train: sgd or adamw.")]
 HtmlOption = Annotated[
-    Path | None, typer.Option("--html", help="Also write one self-contained HTML page (opens offline; needs plotly).")
+    Path | None,
+    typer.Option("--html", parser=file_path, metavar="<path>", help="Also write one self-contained HTML page (opens offline; needs plotly)."),
 ]
 RedactOption = Annotated[
     bool,

@@ -13,7 +13,7 @@ import typer
 
 from graphprof.base.choices import Objective
 from graphprof_cli.common import flag
-from graphprof_cli.options import RedactOption
+from graphprof_cli.options import InputShapeOption, RedactOption, file_path
 
 
 def partition_command(
@@ -26,13 +26,14 @@ def partition_command(
         list[str] | None, typer.Option("--link", metavar="LINK", help="Links: GBPS or GBPS/MS for every pair (default 1/1: 1 GB/s, 1 ms), A~B=GBPS/MS for one pair of kinds. Repeatable.")
     ] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Micro-batch size the costs are for.")] = None,
+    input_shape: InputShapeOption = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="Count as this dtype: float32, float16, bfloat16.")] = None,
     kv_len: Annotated[int | None, typer.Option("--kv-len", help="KV cache positions per sample (default: the input length; 0: none).")] = None,
     threads: Annotated[int, typer.Option("--threads", help="Threads per cpu process (measuring and --run).")] = 1,
     run: Annotated[bool, flag("--run", help="Run the plan (and the equal-layer split) on local gloo processes, one per stage.")] = False,
     micro_batches: Annotated[int, typer.Option("--micro-batches", help="Micro-batches per step of --run.")] = 4,
     iters: Annotated[int, typer.Option("--iters", help="Timed steps of --run.")] = 5,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the plan (and runs) as JSON.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Also write the plan (and runs) as JSON.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Draw the stages along the model: partition.png (.svg, .pdf).")] = None,
     redact: RedactOption = False,
     debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
@@ -64,6 +65,7 @@ def partition_command(
             return partition_report(
                 model, devices, objective=objective, links=link or (), batch_size=batch_size, dtype=dtype,
                 kv_len=kv_len, threads=threads, run=run, micro_batches=micro_batches, run_iters=iters,
+                **({} if input_shape is None else {"input_shape": input_shape}),
             )  # fmt: skip
 
     report = run_guarded(work, debug)

@@ -99,7 +99,7 @@ def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, dev
         with console.status(f"measuring {req.model} on {measuring} ...", spinner="dots"):
             return run_measure(  # type: ignore[no-any-return]
                 prepared, result, hardware=device_hw, device=measuring, iters=req.iters, warmup=req.warmup,
-                trace=req.trace, optimizer=req.optimizer.value,
+                trace=req.trace, optimizer=req.optimizer.value, redact=req.redact, model_name=req.model,
             )  # fmt: skip
     except GraphprofError:
         console.print(render_report(with_roofline(result, device_hw), show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
@@ -212,5 +212,8 @@ def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofli
 
         graph = req.graph
         existed = {p for p in (text_paths(graph) if graph.suffix.lower() == ".txt" else [graph]) if p.exists()}
-        for path in run_guarded(lambda: write_graph(graphs[0], graph, detail=graphs[1], depth=req.depth), req.debug):
+        from graphprof.render.redact import redact_text
+
+        redact = redact_text if req.redact else None
+        for path in run_guarded(lambda: write_graph(graphs[0], graph, detail=graphs[1], depth=req.depth, redact=redact), req.debug):
             console.print(f"wrote {path}" + (" (replacing the file that was there)" if path in existed else ""))

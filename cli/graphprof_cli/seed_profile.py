@@ -122,6 +122,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GraphprofError as exc:
         print(f"profile_model.py: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except (RuntimeError, MemoryError) as exc:  # a graph too large for this machine: one line, not a traceback
+        from graphprof.errors import MeasurementError
+        from graphprof.measure.run import is_out_of_memory
+
+        if not is_out_of_memory(exc):
+            raise
+        first = (str(exc).splitlines() or [""])[0][:200]
+        print(f"profile_model.py: error: out of memory at --num_nodes {args.num_nodes} ({first}); try fewer nodes", file=sys.stderr)
+        return MeasurementError.exit_code
     return 0
 
 

@@ -92,8 +92,7 @@ def sweep_command(
         run_graph_sweep(model, nodes=nodes, layers=layers, avg_degree=avg_degree, edges=edges, measure=measure, output=output, debug=debug, redact=redact)
         return
 
-    from graphprof.base.atomic import check_path
-    from graphprof.render.plots import require_matplotlib
+    from graphprof.render.sweep import check_sweep_plot
     from graphprof.scaling import check_sweep, parse_values
     from graphprof_cli.output import absolute, distinct, plan
 
@@ -104,8 +103,7 @@ def sweep_command(
         distinct({"--output": output, "--plot": plot, "--html": html_path})
         target = plan("sweep", output, fmt, redact)  # a bad path fails now, not after the sweep
         if plot is not None:
-            require_matplotlib()
-            check_path(plot)  # the folder must exist and be writable
+            check_sweep_plot(plot)  # its suffix, matplotlib, a writable folder: before the sweep, not after
         if html_path is not None:
             from graphprof_cli.profile_run import check_html_path
 

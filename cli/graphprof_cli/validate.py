@@ -15,7 +15,7 @@ import typer
 from graphprof.base.choices import Reference
 from graphprof.errors import EXIT_DISAGREE as DISAGREE_EXIT
 from graphprof_cli.common import flag
-from graphprof_cli.options import DebugOption, FormatOption, RedactOption
+from graphprof_cli.options import DebugOption, FormatOption, RedactOption, file_path
 
 DEFAULT_TOLERANCE = 1.0  # graphprof.crosscheck.DEFAULT_TOLERANCE; the library is imported only when the command runs
 
@@ -58,7 +58,7 @@ def validate_command(
     batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Override the batch dimension.")] = None,
     verbose: Annotated[bool, flag("--verbose", "-v", help="Also show each model's per-op comparison.")] = False,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write the comparison to a .json or .csv file.")
+        Path | None, typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Also write the comparison to a .json or .csv file.")
     ] = None,
     fmt: FormatOption = None,
     redact: RedactOption = False,

@@ -11,6 +11,8 @@ Every file graphprof writes goes through :func:`write_atomic` (the results throu
 * a temporary file's name carries the writer's process id (``.out.json.gp1234-0a1b2c3d4e5f.tmp``); one
   left by a process that no longer runs (SIGKILL between the write and the rename) is removed by the next
   write into that folder;
+* a read, change and write of one file by several processes at once (``local.json`` learning from two
+  runs) holds :func:`locked` around the re-read and the write, so no writer drops another's change;
 * :func:`check_path` says, before any work, whether a path can be written (its folder exists and is
   writable, it is not a folder) and :func:`absolute_output` fixes it against the starting folder, so a
   model factory that calls ``os.chdir`` cannot move it.
@@ -31,9 +33,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from graphprof.errors import OutputError
+from graphprof.errors import GraphprofError, OutputError
 
-__all__ = ["STDOUT", "absolute_output", "check_path", "is_descriptor_path", "means_stdout", "write_atomic"]
+__all__ = ["STDOUT", "absolute_output", "check_path", "is_descriptor_path", "locked", "means_stdout", "sigterm_raises", "write_atomic"]
 
 STDOUT = "-"
 """The output path that means standard output: the caller writes the rendered text there."""
@@ -104,6 +106,8 @@ def check_path(path: str | os.PathLike[str]) -> None:
     file, or an existing file that cannot be written is an :class:`OutputError`."""
     if str(path) == STDOUT or is_descriptor_path(path):
         return
+    if isinstance(path, str) and len(path) > 1 and path.endswith(("/", os.sep)):  # Path() would drop the slash
+        raise OutputError(f"cannot write {path!r}: it ends in a slash, so it names a folder; give the file's name")
     target = Path(path)
     real, info = _where_to_write(target)
     if info is not None and stat.S_ISDIR(info.st_mode):
@@ -117,14 +121,16 @@ def check_path(path: str | os.PathLike[str]) -> None:
         raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} does not exist")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {str(target)!r}: folder {str(directory)!r} is not writable")
+    _sweep_stale(directory)  # a killed writer's temporary goes now, before the work, not at the write
     if info is not None and not os.access(real, os.W_OK):
         raise OutputError(f"cannot write {str(target)!r}: the file is not writable")
 
 
 @contextmanager
-def _terminate_as_exception() -> Iterator[None]:
-    """While the block runs (in the main thread), SIGTERM raises, so ``finally`` clauses clean up; the
-    signal is then delivered again to the handler that was there before (by default: the process ends)."""
+def sigterm_raises(message: str, error: type[GraphprofError] = OutputError) -> Iterator[None]:
+    """While the block runs (in the main thread), SIGTERM raises, so ``finally`` and ``except BaseException``
+    clauses clean up (a temporary file, child processes); the signal is then delivered again to the handler
+    that was there before (by default: the process ends), or, if that handler returns, ``error(message)``."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
         yield
         return
@@ -143,11 +149,11 @@ def _terminate_as_exception() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
     if received:
         signal.raise_signal(signal.SIGTERM)
-        raise OutputError("writing was interrupted by SIGTERM; nothing was written")  # the old handler returned
+        raise error(message)  # the old handler returned
 
 
 class _Terminated(BaseException):
-    """SIGTERM arrived during a write (raised by :func:`_terminate_as_exception`'s handler)."""
+    """SIGTERM arrived while a block ran (raised by :func:`sigterm_raises`'s handler)."""
 
 
 def _running(pid: int) -> bool:
@@ -199,7 +205,7 @@ def _replace(target: Path, real: Path, info: os.stat_result | None, raw: bytes) 
     tmp = real.parent / _temporary_name(real.name)
     # os.open with 0o666 lets the umask decide a new file's mode (mkstemp would force 0o600); an
     # existing file's mode is copied over before the rename.
-    with _terminate_as_exception():
+    with sigterm_raises("writing was interrupted by SIGTERM; nothing was written"):
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
             with os.fdopen(fd, "wb") as handle:
@@ -236,3 +242,27 @@ def write_atomic(target: str | os.PathLike[str], data: str | bytes) -> None:
         raise OutputError(f"cannot write {str(target)!r}: folder {str(real.parent)!r} does not exist")
     _sweep_stale(real.parent)
     _replace(target, real, info, raw)
+
+
+@contextmanager
+def locked(target: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock for ``target`` (``fcntl.flock`` on ``.NAME.lock`` beside it, made when missing)
+    while the block runs: the block re-reads, changes and writes ``target`` with no other holder between.
+    The lock file stays (removing it would let two writers lock two different files); where there is no
+    ``fcntl`` (Windows) the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    target = Path(target)
+    lock_path = target.parent / f".{target.name}.lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise OutputError(f"cannot lock {str(target)!r}: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits for the holder; released when the descriptor closes, or the process dies
+        yield
+    finally:
+        os.close(fd)

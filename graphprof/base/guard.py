@@ -10,7 +10,10 @@ runs inside :func:`user_code`, which
   in about ``4 d`` frames, and the dry run adds a few per level (fx's tracer, module hooks, the
   FakeTensor dispatch), so a model PyTorch runs 200 deep needs more than Python's default 1000;
 - turns running out of those frames (``RecursionError``) into one clear :class:`ModelBuildError`;
-- puts the caller's global (CPU) RNG state back: building a model draws its random weights from it.
+- puts the caller's global (CPU) RNG state back: building a model draws its random weights from it;
+- puts back the environment variables PyTorch sets for itself (:data:`TORCH_SETS`: its compiler's cache
+  folder is written into ``os.environ`` the first time it is asked for it), so the caller's environment is
+  as it was.
 
 graphprof's own passes (aggregate, names, render) are iterative; the frames go to PyTorch's recursive
 module calls (``named_modules``, ``train``, ``_call_impl``) and to the user's ``forward``.
@@ -19,6 +22,7 @@ module calls (``named_modules``, ``train``, ``_call_impl``) and to the user's ``
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -27,7 +31,11 @@ from typing import Any, ParamSpec, TypeVar
 
 from graphprof.errors import GraphprofError, ModelBuildError, ModelExitError
 
-__all__ = ["RECURSION_LIMIT", "user_code", "guard_user_code", "describe_exit"]
+__all__ = ["RECURSION_LIMIT", "TORCH_SETS", "user_code", "guard_user_code", "describe_exit"]
+
+#: Environment variables PyTorch writes into ``os.environ`` on its own (``torch._inductor``'s ``cache_dir()``
+#: sets ``TORCHINDUCTOR_CACHE_DIR``, Triton's ``TRITON_CACHE_DIR``); :func:`user_code` puts them back.
+TORCH_SETS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 RECURSION_LIMIT = 4000
 """Python frames allowed while the user's code runs (Python's default is 1000)."""
@@ -77,6 +85,7 @@ def user_code(what: str) -> Iterator[None]:
     if raised:
         sys.setrecursionlimit(RECURSION_LIMIT)
     rng = torch.get_rng_state()  # building a model initialises weights from the global RNG: the caller's is put back
+    environment = {name: os.environ.get(name) for name in TORCH_SETS}
     try:
         yield
     except KeyboardInterrupt:
@@ -94,8 +103,18 @@ def user_code(what: str) -> Iterator[None]:
         raise ModelExitError(f"{what} {describe_exit(exc)}; graphprof reports this as the model's error") from exc
     finally:
         torch.set_rng_state(rng)
+        _restore(environment)
         if raised and sys.getrecursionlimit() == RECURSION_LIMIT:
             sys.setrecursionlimit(previous)
+
+
+def _restore(environment: dict[str, str | None]) -> None:
+    """Each variable of ``environment`` as it was: unset again, or its old value."""
+    for name, value in environment.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _model_label(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -5,7 +5,9 @@ samples_from_run`, marked ``source="run"``) and appends them to the ``learned`` 
 preset's file; :func:`graphprof.devices.predict.load_calibration` adds them as neighbours of their kinds'
 models, so the next prediction (of any model with those configurations) uses them, and the report
 counts them apart from the calibration's own. Only a file made on this machine (same CPU, thread count
-and torch) learns: :func:`graphprof.devices.local.check_current`.
+and torch) learns: :func:`graphprof.devices.local.check_current`. Two runs that learn at once both keep
+their records: the file is re-read and written under :func:`graphprof.base.atomic.locked`; a record with
+damaged seconds (:func:`graphprof.devices.local.usable_learned`) is never written, and those read are dropped.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphprof.base.atomic import write_atomic
+from graphprof.base.atomic import locked, write_atomic
 from graphprof.base.choices import Mode
 from graphprof.calibrate.samples import samples_from_run
-from graphprof.devices.local import MAX_LEARNED, check_current, local_path, read_local
+from graphprof.devices.local import MAX_LEARNED, check_current, local_path, read_local, usable_learned
 
 __all__ = ["learn_from_run"]
 
@@ -33,8 +35,16 @@ def learn_from_run(profile: Any, path: Path | None = None) -> int:
         return 0
     check_current(data, path)
     samples = samples_from_run(profile, measurement, source="run", group=str(getattr(profile, "model_name", "") or "run"))
-    if not samples:
+    rows = [row for row in (s.to_list() for s in samples) if usable_learned(row)]
+    if not rows:
         return 0
-    learned = [*data.get("learned", []), *(s.to_list() for s in samples)][-MAX_LEARNED:]
-    write_atomic(path or local_path(), json.dumps({**data, "learned": learned}, indent=1) + "\n")
-    return len(samples)
+    target = path or local_path()
+    with locked(target):  # re-read: another run may have learned (or `graphprof calibrate` written) since
+        current = read_local(target)
+        if current is None:
+            return 0
+        check_current(current, target)
+        current.pop("learned_refused", None)
+        learned = [*current["learned"], *rows][-MAX_LEARNED:]
+        write_atomic(target, json.dumps({**current, "learned": learned}, indent=1) + "\n")
+    return len(rows)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphprof.base.atomic import write_atomic
+from graphprof.base.atomic import locked, write_atomic
 from graphprof.devices.local import FORMAT, LOCAL, local_path, missing_local_message, read_local, require_local
 from graphprof.errors import OutputError
 from graphprof.schemas import envelope
@@ -19,11 +19,15 @@ __all__ = ["FORMAT", "LOCAL", "local_path", "read_local", "require_local", "writ
 def write_preset(preset: dict[str, Any], path: Path | None = None) -> Path:
     """Write ``preset`` (with ``format`` set) as JSON to ``path`` (default :func:`local_path`, its folder made),
     atomically (:func:`graphprof.base.atomic.write_atomic`); the path."""
-    if path is None:  # the cache's folder is graphprof's to make; a folder the user names must exist
-        path = local_path()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise OutputError(f"cannot write the calibration to {path}: {exc.strerror or exc}") from exc
-    write_atomic(path, json.dumps({**envelope("calibrate"), "format": FORMAT, **preset}, indent=1) + "\n")  # whole, or the old file kept
+    text = json.dumps({**envelope("calibrate"), "format": FORMAT, **preset}, indent=1) + "\n"
+    if path is not None:
+        write_atomic(path, text)  # whole, or the old file kept
+        return path
+    path = local_path()  # the cache's folder is graphprof's to make; a folder the user names must exist
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot write the calibration to {path}: {exc.strerror or exc}") from exc
+    with locked(path):  # not between another run's re-read and write of its learned records
+        write_atomic(path, text)
     return path

@@ -43,6 +43,7 @@ from graphprof.cost.bounds import (
 )
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
+from graphprof.devices.local import LOCAL, learned_note
 from graphprof.devices.opmodel import Interval
 from graphprof.devices.predict import (
     Calibration,
@@ -88,6 +89,8 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
             notes.append(f"{hardware.label} lists no {profile.dtype} peak; its {precision} peak is used")
         limit = ridge_point(peak, bandwidth) if threshold is None else threshold
     calibration = load_calibration(hardware.name) if hardware is not None else None
+    if calibration is not None and hardware is not None and hardware.name == LOCAL:
+        notes += [note] if (note := learned_note()) else []
     if calibration is not None and hardware is not None and calibration.bandwidth_gbs != hardware.bandwidth_gbs:
         calibration = None  # figures overridden on the command line: the table is for the preset
     predicted, interval = _predicted(profile, hardware, calibration)

@@ -44,6 +44,7 @@ __all__ = [
     "HARDWARE",
     "get_hardware",
     "list_hardware",
+    "hardware_aliases",
     "custom_hardware",
     "resolve_hardware",
     "match_hardware",
@@ -377,6 +378,11 @@ _ALIASES = {
 def list_hardware() -> tuple[Hardware, ...]:
     """Every preset, in display order."""
     return tuple(HARDWARE.values())
+
+
+def hardware_aliases(name: str) -> tuple[str, ...]:
+    """The other names ``--hardware`` and ``--devices`` accept for the preset ``name`` (``orin-agx`` for ``jetson-orin``)."""
+    return tuple(alias for alias, target in _ALIASES.items() if target == name)
 
 
 def get_hardware(name: str) -> Hardware:

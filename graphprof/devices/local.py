@@ -14,6 +14,7 @@ can be fitted again.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shutil
@@ -26,7 +27,7 @@ import torch
 
 from graphprof.errors import InvalidInputError
 
-__all__ = ["FORMAT", "LOCAL", "MAX_LEARNED", "check_current", "local_path", "read_local", "require_local", "missing_local_message", "Host", "detect_host", "load_average"]
+__all__ = ["FORMAT", "LOCAL", "MAX_LEARNED", "LEARNED_SECONDS", "check_current", "learned_note", "usable_learned", "local_path", "read_local", "require_local", "missing_local_message", "Host", "detect_host", "load_average"]
 
 #: The name ``--hardware`` takes for the calibrated machine.
 LOCAL = "local"
@@ -35,6 +36,9 @@ LOCAL = "local"
 FORMAT = 2
 #: The most samples learned from the user's runs a file keeps (the oldest go first).
 MAX_LEARNED = 20000
+#: The seconds a learned op record may hold: no kernel runs in under a nanosecond or over an hour, so a
+#: record outside (negative, zero, ``1e30``, ``inf``) is damaged and refused when read, never written.
+LEARNED_SECONDS = (1e-9, 3600.0)
 
 
 def local_path() -> Path:
@@ -63,7 +67,32 @@ def read_local(path: Path | None = None) -> dict[str, Any] | None:
     problem = problem or _rates(data["calibration"]["rates"])
     if problem:
         raise InvalidInputError(f"the local calibration {path} is damaged: {problem}; run `graphprof calibrate` again")
-    return data
+    learned = data.get("learned", [])
+    kept = [row for row in learned if usable_learned(row)] if isinstance(learned, list) else []
+    refused = (len(learned) if isinstance(learned, list) else 1) - len(kept)
+    return {**data, "learned": kept, **({"learned_refused": refused} if refused else {})}
+
+
+def usable_learned(row: object) -> bool:
+    """Whether ``row`` is a learned record (``[kind, [features], seconds, source, group]``) whose features are
+    finite numbers and whose seconds lie within :data:`LEARNED_SECONDS`."""
+    if not isinstance(row, list) or len(row) != 5 or not isinstance(row[0], str) or not isinstance(row[1], list):
+        return False
+    numbers = [row[2], *row[1]]
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in numbers):
+        return False
+    return bool(LEARNED_SECONDS[0] <= row[2] <= LEARNED_SECONDS[1])
+
+
+def learned_note(path: Path | None = None) -> str | None:
+    """The note a prediction with the ``local`` preset carries when damaged learned records were left out."""
+    data = read_local(path)
+    refused = 0 if data is None else int(data.get("learned_refused", 0))
+    if not refused:
+        return None
+    low, high = LEARNED_SECONDS
+    return (f"{refused} learned record(s) in {path or local_path()} with damaged seconds (not a number from {low:g} to "
+            f"{high:g} s) were left out of the prediction; the next run that learns drops them")
 
 
 def _stale(device: dict[str, Any]) -> list[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from graphprof.formulas.common import contraction, flops_of
@@ -312,10 +313,12 @@ def causal_useful_fraction(q_len: int, kv_len: int, window: int | None = None) -
     """
     if q_len <= 0 or kv_len <= 0:
         return 1.0
-    rows = torch.arange(q_len, dtype=torch.int64)
-    hi = rows.clamp(max=kv_len - 1)
-    lo = (rows - window + 1).clamp(min=0) if window is not None else torch.zeros_like(rows)
-    seen = int((hi - lo + 1).clamp(min=0).sum())
+    # numpy, not torch: a formula runs inside the dry run's dispatch (a FakeTensor mode), where a torch
+    # tensor made here would be fake and its sum unreadable
+    rows = np.arange(q_len, dtype=np.int64)
+    hi = np.minimum(rows, kv_len - 1)
+    lo = np.maximum(rows - window + 1, 0) if window is not None else np.zeros_like(rows)
+    seen = int(np.maximum(hi - lo + 1, 0).sum())
     return seen / (q_len * kv_len)
 
 

@@ -162,6 +162,10 @@ class FLOPsEstimator:
     """
 
     def __init__(self, model: nn.Module, **hyperparameters: Any) -> None:
+        if not isinstance(model, nn.Module):
+            from graphprof.models.base import a_type
+
+            raise InvalidInputError(f"FLOPsEstimator needs an nn.Module (a pyg: graph model or your own), not {a_type(model)}")
         self.model = model
         self.hyperparameters = {**_read_hyperparameters(model), **hyperparameters}
 

@@ -26,7 +26,7 @@ import json
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from graphprof.base.atomic import write_atomic
@@ -153,12 +153,16 @@ def write_graph(
     detail: Graph | None = None,
     depth: int | None = None,
     overwrite: bool = True,
+    redact: Callable[[str], str] | None = None,
 ) -> list[Path]:
     """Write ``graph`` to ``path`` in the format its suffix names; returns the files written.
 
     ``.json`` holds both graphs; ``.dot``/``.svg``/``.png`` the module graph with clusters at ``depth``;
     ``.txt`` writes ``<base>_module.txt`` and, when ``detail`` is given, ``<base>_detail.txt``.
+    ``redact`` (``--redact``: :func:`graphprof.render.redact.redact_text`) rewrites each text before it is
+    written or drawn, so no path of the model's (the ``.dot``'s ``digraph "<home>/m.py:Tiny"``) is left in.
     """
+    clean = redact or (lambda text: text)
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in GRAPH_FORMATS:
@@ -169,15 +173,15 @@ def write_graph(
         module_path, detail_path = text_paths(path)
         targets = [module_path] + ([detail_path] if detail is not None else [])
         check_paths(targets, overwrite=overwrite)
-        write_atomic(module_path, to_text(graph))
+        write_atomic(module_path, clean(to_text(graph)))
         if detail is not None:
-            write_atomic(detail_path, to_text(detail))
+            write_atomic(detail_path, clean(to_text(detail)))
         return targets
     check_paths([path], overwrite=overwrite)
     if suffix in (".svg", ".png"):
-        _render(to_dot(graph, depth), path, suffix[1:])
+        _render(clean(to_dot(graph, depth)), path, suffix[1:])
     elif suffix == ".dot":
-        write_atomic(path, to_dot(graph, depth))
+        write_atomic(path, clean(to_dot(graph, depth)))
     else:
-        write_atomic(path, to_json(graph, detail))
+        write_atomic(path, clean(to_json(graph, detail)))
     return [path]

@@ -28,8 +28,9 @@ _DEFAULT_INPUT = (3, 224, 224)
 
 
 def is_timm_spec(spec: str) -> bool:
-    """``timm:<name>`` with a bare name (no ``?keywords``): a timm model, not a user's factory."""
-    return spec.lower().startswith(PREFIX) and "?" not in spec and "/" not in spec
+    """``timm:<name>``, or ``timm:<name>?drop_rate=0.1`` (keywords for ``timm.create_model``, read as for
+    ``hf:`` specs): a timm model, unless ``<name>`` turns out to be an attribute of the package (a user's factory)."""
+    return spec.lower().startswith(PREFIX) and "/" not in spec
 
 
 def _import_timm() -> ModuleType:
@@ -45,7 +46,10 @@ def resolve_timm(
 ) -> ResolvedModel | None:
     """Build ``timm:<name>`` with random weights and an image batch for it; ``None`` when ``<name>`` is
     not a timm model but an attribute of the ``timm`` package (a user's factory spec)."""
-    name = spec[len(PREFIX) :]
+    from graphprof.models.hf import parse_options
+
+    name, _, query = spec[len(PREFIX) :].partition("?")
+    options = parse_options(query) if query else {}
     timm = _import_timm()
     if not timm.is_model(name):
         if hasattr(timm, name):
@@ -56,8 +60,9 @@ def resolve_timm(
     config: Any = timm.models.get_pretrained_cfg(name)
     chw = tuple(getattr(config, "input_size", None) or _DEFAULT_INPUT)
     shape = effective_shape((1, *chw), input_shape, batch_size, layout="N,C,H,W", model=spec)
-    model, build_notes = build_module(lambda: timm.create_model(name, pretrained=False), device, spec)
-    notes = (f"built with timm.create_model({name!r}, pretrained=False): no weights (random init)", *build_notes)
+    model, build_notes = build_module(lambda: timm.create_model(name, pretrained=False, **options), device, spec)
+    called = "".join(f", {k}={v!r}" for k, v in options.items())
+    notes = (f"built with timm.create_model({name!r}, pretrained=False{called}): no weights (random init)", *build_notes)
     return ResolvedModel(
         name=spec, family="timm", model=model.eval(), args=(random_tensor(shape, device),), notes=notes
     )

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -154,6 +155,7 @@ def resolve_user(
         notes = [f"built by calling the {kind} with {called}", *build_notes]
     else:
         raise ModelBuildError(f"{spec} is {a_type(obj)}, neither an nn.Module nor a callable that builds one")
+    _check_usable(model, spec)
     model.eval()
     return ResolvedModel(
         name=spec,
@@ -163,6 +165,26 @@ def resolve_user(
         kwargs={},
         notes=tuple(notes),
     )
+
+
+def _check_usable(model: torch.nn.Module, spec: str) -> None:
+    """Before any run: the module tree can be walked (a ``named_modules()`` that raises is the model's fault)
+    and ``forward`` takes the one input ``--input-shape`` makes (a ``forward(self)`` cannot)."""
+    try:
+        for _ in model.named_modules():
+            pass
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's override is the model's, named
+        raise ModelBuildError(f"{spec}: listing its submodules (named_modules()) failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):  # a builtin or C forward: nothing to check
+        return
+    try:
+        signature.bind(object())
+    except TypeError as exc:
+        raise InvalidInputError(
+            f"{spec}: its forward{signature} cannot take the one input --input-shape (input_shape=...) gives ({exc})"
+        ) from exc
 
 
 #: A user's factory, class or pickled module: nothing is known of it before it is built.

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from graphprof.devices.hardware import Hardware, custom_hardware, get_hardware, host_memory_bytes
 from graphprof.errors import InvalidInputError
 
-__all__ = ["FIGURE_RANGE", "LOCAL_CPU", "MAX_COUNT", "Device", "Links", "parse_devices", "parse_links", "kinds_of"]
+__all__ = ["FIGURE_RANGE", "LOCAL_CPU", "MAX_COUNT", "Device", "Links", "as_devices", "parse_devices", "parse_links", "kinds_of"]
 
 #: The device kind that means "a process on this machine" (times measured here, not predicted).
 LOCAL_CPU = "cpu"
@@ -108,6 +108,16 @@ def _memory(kind: str, hardware: Hardware | None, mem: str | None, item: str, lo
     if hardware.memory_bytes is not None:
         return hardware.memory_bytes
     raise InvalidInputError(f"device spec {item!r}: no known memory for {kind!r}; give it as {kind}@GB")
+
+
+def as_devices(devices: object) -> tuple[Device, ...]:
+    """``devices`` as the API takes them: a spec (``"cpu:2"`` or its items, parsed) or :class:`Device` records; anything
+    else (``42``) is one :class:`InvalidInputError`, not a ``TypeError`` from deep inside."""
+    if isinstance(devices, str) or (isinstance(devices, Sequence) and devices and all(isinstance(d, str) for d in devices)):
+        return parse_devices(devices)
+    if isinstance(devices, Sequence) and devices and all(isinstance(d, Device) for d in devices):
+        return tuple(devices)
+    raise InvalidInputError(f"devices must be a spec such as 'orin-agx:2,rtx4090:1' or 'cpu:2', or Device records, not {devices!r:.60}")
 
 
 def parse_devices(spec: str | Sequence[str]) -> tuple[Device, ...]:

@@ -25,7 +25,7 @@ from graphprof.base.choices import Objective
 from graphprof.base.limits import require_count
 from graphprof.errors import InvalidInputError
 from graphprof.partition.costs import CostTable, measured_seconds, preset_seconds, table, unit_records
-from graphprof.partition.devices import Device, Links, kinds_of, parse_devices, parse_links
+from graphprof.partition.devices import Device, Links, as_devices, kinds_of, parse_links
 from graphprof.partition.plan import Plan, equal_layers, equal_params, make_stages
 from graphprof.partition.solver import Problem, solve
 from graphprof.partition.units import assign_nodes, choose_units, cut_bytes
@@ -91,7 +91,7 @@ def cost_table(prepared: PreparedModel, devices: Sequence[Device], *, kv_len: in
 def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, objective: Objective | str = Objective.LATENCY, links: Links | None = None, kv_len: int | None = None, threads: int = 1, iters: int = 10) -> Plan:
     """The plan for a model already prepared (see :func:`partition`)."""
     objective = Objective.parse(objective)
-    devs = parse_devices(devices) if isinstance(devices, str) else tuple(devices)
+    devs = as_devices(devices)
     if not devs:
         raise InvalidInputError("no devices given (e.g. --devices orin-agx:2,rtx4090:1 or cpu:2)")
     links = links or Links()
@@ -105,6 +105,7 @@ def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, o
     notes = [f"times: {costs.time_source[k]}" for k in kinds]
     if any(u.kv_bytes for u in costs.units):
         notes.append("memory includes each attention layer's KV cache for the input's batch and length (kv_len)")
+    notes += _cores_note(devs, threads)
     return Plan(
         model_name=prepared.name, objective=objective, dtype=profile.dtype,
         inputs=", ".join(f"{i.name}{list(i.shape)}" for i in profile.inputs), micro_batch=batch, devices=devs,
@@ -150,8 +151,17 @@ def partition(
     A ``cpu`` device measures this machine with ``threads`` threads (``iters`` timed forwards), which
     needs the model's weights: a named model is then built on the CPU, else on the meta device.
     """
-    devs = parse_devices(devices) if isinstance(devices, str) else tuple(devices)
+    devs = as_devices(devices)
     prepared = prepare_for(model_or_name, devs, batch_size=batch_size, dtype=dtype, **prepare_options)
     return plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
 
 
+def _cores_note(devices: Sequence[Device], threads: int) -> list[str]:
+    """A note when the ``cpu`` devices (one process each, ``threads`` threads) want more cores than this
+    machine has: each stage's time was measured alone, and run together they would share the cores."""
+    local = sum(d.local for d in devices)
+    cores = os.cpu_count() or 1
+    if local * threads <= cores:
+        return []
+    return [f"{local} cpu devices x {threads} thread(s) ask for {local * threads} cores and this machine has {cores}: "
+            "each stage's time is measured alone, so a plan using more stages than cores would not run as fast (--run refuses it)"]

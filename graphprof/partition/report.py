@@ -15,7 +15,7 @@ from torch import nn
 
 from graphprof.base.choices import Objective
 from graphprof.base.limits import require_count
-from graphprof.partition.devices import Device, Links, parse_devices
+from graphprof.partition.devices import Device, Links, as_devices
 from graphprof.partition.plan import Plan, Stage
 from graphprof.partition.planner import as_links, plan_prepared, prepare_for
 from graphprof.partition.run import PipelineRun, check_run_options, run_split
@@ -58,7 +58,7 @@ def partition_report(
     check_run_options(micro_batches=micro_batches, iters=run_iters, threads=threads)  # before any work
     if kv_len is not None:
         require_count(kv_len, "the KV cache length (--kv-len)", low=0, high=10**9)
-    devs = parse_devices(devices) if isinstance(devices, str) else tuple(devices)
+    devs = as_devices(devices)
     prepared = prepare_for(model_or_name, devs, weights=run, batch_size=batch_size, dtype=dtype, **prepare_options)
     plan = plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
     if not run:

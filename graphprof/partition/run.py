@@ -39,8 +39,9 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from graphprof.base.atomic import sigterm_raises
 from graphprof.base.inputs import materialize
-from graphprof.base.limits import require_count, require_fits
+from graphprof.base.limits import format_bytes, require_count, require_fits
 from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.prepared import PreparedModel
 
@@ -215,10 +216,32 @@ def _stage_loop(job: _Job, rank: int, world: int) -> tuple[list[float], list[flo
     return steps, pipelined, alone, _first_tensor(output).detach().numpy()
 
 
-def _worker(rank: int, world: int, job: _Job, results: Any) -> None:
+def _end_with_parent(parent: int) -> None:
+    """In a stage's process: end it as soon as ``parent`` is gone (SIGKILL leaves no time to terminate the
+    stages), so that no process, and no port it listens on, outlives the run. Linux ends it at once
+    (``PR_SET_PDEATHSIG``); everywhere, a daemon thread checks the parent twice a second."""
+    import ctypes
+    import signal
+    import threading
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # gone before the watch began
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="graphprof-parent-watch", daemon=True).start()
+
+
+def _worker(rank: int, world: int, job: _Job, results: Any, parent: int) -> None:
     """One process: join the group, run its stage, put ``(rank, steps, forward, output)`` or an error."""
     import torch.distributed as dist
 
+    _end_with_parent(parent)
     torch.set_num_threads(job.threads)
     try:
         dist.init_process_group("gloo", init_method=job.address, rank=rank, world_size=world)
@@ -270,20 +293,24 @@ def _spawn(job: _Job, world: int) -> dict[int, tuple[Any, ...]]:
 
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    processes = [ctx.Process(target=_worker, args=(rank, world, job, results), daemon=True) for rank in range(world)]
-    for p in processes:
-        p.start()
-    try:
-        return _collect(processes, results, world)
-    except BaseException:  # Ctrl-C or a stage's failure: end every stage now, not after a join's timeout
+    processes = [ctx.Process(target=_worker, args=(rank, world, job, results, os.getpid()), daemon=True) for rank in range(world)]
+    with sigterm_raises("the pipeline run was ended by SIGTERM", MeasurementError):  # SIGTERM: the stages end first
         for p in processes:
-            p.terminate()
-        raise
-    finally:
-        for p in processes:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.terminate()
+            p.start()
+        try:
+            return _collect(processes, results, world)
+        except BaseException:  # Ctrl-C, SIGTERM or a stage's failure: end every stage now, not after a join's timeout
+            for p in processes:
+                if p.pid is not None:
+                    p.terminate()
+            raise
+        finally:
+            for p in processes:
+                if p.pid is not None:
+                    p.join(timeout=30)
+                    if p.is_alive():
+                        p.kill()
+                        p.join(timeout=5)
 
 
 def _first_tensor(value: Any) -> torch.Tensor:
@@ -306,6 +333,20 @@ def check_run_options(*, micro_batches: int, iters: int, threads: int, stages: i
     require_count(threads, "threads per process", high=cores)
     if stages > cores:
         raise InvalidInputError(f"the plan has {stages} stages, one process each, and this machine has {cores} cores; name fewer cpu devices")
+
+
+#: Copies of the weights one stage's process holds at its peak: the model unpickled, and the exported
+#: program ``pipeline()`` traces and splits it into (its stage modules carry the weights again).
+_COPIES_PER_STAGE = 2
+
+
+def _require_copies_fit(model: nn.Module, stages: int) -> None:
+    """Before any process starts: every stage's process holds the whole model while it traces it (and the
+    parent its own copy and the user's), so a large model over a few stages is refused while it would not fit
+    (``hf:t5-base`` over two stages went past 6 GB)."""
+    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()) if not t.is_meta)
+    need = weights * (stages * _COPIES_PER_STAGE + 2)
+    require_fits(need, f"--run over {stages} stages, each process tracing the whole model ({format_bytes(weights)} of weights)")
 
 
 def _tensor_bytes(value: Any) -> int:
@@ -335,6 +376,7 @@ def run_split(
     batch = micro_batches * _batch_of(prepared)
     args, kwargs = prepared.inputs(batch_size=batch)
     require_fits(_tensor_bytes((args, kwargs)), f"--micro-batches {micro_batches}: a batch of {batch}")
+    _require_copies_fit(prepared.model, len(split_points) + 1)
     args, kwargs = materialize(args, torch.device("cpu")), materialize(kwargs, torch.device("cpu"))
     # the stages get a copy: torch.multiprocessing moves a tensor it sends into shared memory, where the
     # stages' own updates (a train-mode BatchNorm's running statistics) would reach the user's model

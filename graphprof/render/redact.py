@@ -20,7 +20,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOST_KEPT", "redact_host", "redact_json", "redact_text", "replacements"]
+from graphprof.base.atomic import write_atomic
+from graphprof.errors import OutputError
+from graphprof.measure.trace import claim_trace_path
+
+__all__ = ["HOST_KEPT", "redact_host", "redact_json", "redact_text", "redact_trace", "replacements"]
 
 #: The ``host`` fields a redacted report keeps: what reading its times needs, nothing that names the machine.
 HOST_KEPT = ("cores", "threads", "gpu", "gpu_memory_bytes", "cuda", "torch")
@@ -93,3 +97,31 @@ def _hosts(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: redact_host(v) if k == "host" and isinstance(v, dict) else _hosts(v) for k, v in value.items()}
     return value
+
+
+def redact_trace(path: str | os.PathLike[str], model_name: str) -> Path:
+    """A Chrome trace ``--trace`` wrote, redacted: its ``host_name`` left out, every string through
+    :func:`redact_text`, and, when ``model_name`` names a private path (``/home/ada/m.py:build``), the file
+    renamed after the redacted name (``_home__m.py_build_forward_001.json``) with ``traceName`` the new
+    file's own name; the original is removed. The path of the trace kept."""
+    source = Path(path)
+    redact = _redactor()
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"cannot redact the trace {source}: {exc}") from exc
+    if isinstance(data, dict):
+        data.pop("host_name", None)
+    data = _strings(data, redact)
+    target = source
+    if redact(model_name) != model_name:
+        try:
+            target, _ = claim_trace_path(source.parent, redact(model_name))
+        except OSError as exc:
+            raise OutputError(f"cannot redact the trace {source}: {exc.strerror or exc}") from exc
+    if isinstance(data, dict) and "traceName" in data:
+        data["traceName"] = target.name
+    write_atomic(target, json.dumps(data))
+    if target != source:
+        source.unlink(missing_ok=True)
+    return target

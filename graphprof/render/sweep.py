@@ -16,7 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from graphprof.base.atomic import write_atomic
+from graphprof.base.atomic import check_path, write_atomic
 from graphprof.base.limits import format_bytes
 from graphprof.errors import OutputError
 from graphprof.render.files import csv_text
@@ -25,7 +25,7 @@ from graphprof.render.table import format_count, format_seconds
 from graphprof.scaling.axis import Axis
 from graphprof.scaling.result import METRICS, Sweep
 
-__all__ = ["render_sweep", "render_sweep_csv", "render_sweep_plot", "write_sweep_plot"]
+__all__ = ["check_sweep_plot", "render_sweep", "render_sweep_csv", "render_sweep_plot", "write_sweep_plot"]
 
 #: Column titles of the metrics, and how each value is shown.
 _TITLES = {
@@ -159,12 +159,21 @@ def render_sweep_plot(sweep: Sweep, fmt: str = "png") -> bytes:
     return _save(figure, fmt)
 
 
-def write_sweep_plot(sweep: Sweep, path: str | os.PathLike[str]) -> Path:
-    """Draw the chart into ``path`` (``.png``, ``.svg`` or ``.pdf``)."""
+def check_sweep_plot(path: str | os.PathLike[str]) -> str:
+    """Before the sweep: the chart's format from ``path``'s suffix (``.png``, ``.svg`` or ``.pdf``), matplotlib
+    installed, the folder writable; else a one-line :class:`OutputError` (or :class:`MissingDependencyError`)."""
     target = Path(path)
     fmt = target.suffix.lstrip(".").lower()
     if fmt not in PLOT_FORMATS:
         raise OutputError(f"cannot draw {str(target)!r}: use a .png, .svg or .pdf file")
     require_matplotlib()
+    check_path(target)
+    return fmt
+
+
+def write_sweep_plot(sweep: Sweep, path: str | os.PathLike[str]) -> Path:
+    """Draw the chart into ``path`` (``.png``, ``.svg`` or ``.pdf``)."""
+    target = Path(path)
+    fmt = check_sweep_plot(target)
     write_atomic(target, render_sweep_plot(sweep, fmt))
     return target

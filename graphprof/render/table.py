@@ -34,7 +34,7 @@ from graphprof.capture.methods import NOT_TRIED
 from graphprof.cost.aggregate import ancestors
 from graphprof.cost.result import ModuleRow, Profile
 from graphprof.cost.roofline import INTENSITY_BANDS, Bound, Roofline, intensity_band
-from graphprof.devices.hardware import Hardware
+from graphprof.devices.hardware import Hardware, hardware_aliases
 from graphprof.render.common import profile_roofline
 
 __all__ = [
@@ -711,7 +711,9 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
             else "float32"
         )
         ridge = f"{device.ridge_point('float32'):.0f} / {device.ridge_point(best):.0f}"
-        table.add_row(device.name, device.label, *peaks, f"{device.bandwidth_gbs:,.0f}", ridge)
+        aliases = hardware_aliases(device.name)  # accepted too (partition's orin-agx): listed, never a surprise
+        name = device.name + (f" (or {', '.join(aliases)})" if aliases else "")
+        table.add_row(name, device.label, *peaks, f"{device.bandwidth_gbs:,.0f}", ridge)
     lines: list[RenderableType] = [
         table,
         Text(

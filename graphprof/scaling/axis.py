@@ -3,8 +3,9 @@ makes before any work (an axis the model lacks, a factory without the keyword, b
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import Any
 
 import torch
@@ -85,9 +86,11 @@ def _range(start: float, stop: float, step: str, text: str, what: str) -> list[f
 
 
 def check_values(values: Sequence[float], what: str = "sweep values") -> None:
-    """Non-empty, positive, strictly increasing: else a one-line :class:`InvalidInputError`."""
+    """Non-empty, at most :data:`MAX_POINTS`, positive, strictly increasing: else a one-line :class:`InvalidInputError`."""
     if not values:
         raise InvalidInputError(f"{what}: the list is empty")
+    if len(values) > MAX_POINTS:  # a list from the API as much as a string: each point is a profile
+        raise InvalidInputError(f"{what}: {len(values):,} values; a sweep takes at most {MAX_POINTS}")
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise InvalidInputError(f"{what}: {v!r} is not a number")
@@ -191,7 +194,14 @@ def check_sweep(model: Any, axis: str | Axis, values: Sequence[float] | str, key
     """Everything :func:`sweep` checks before any work: ``(axis, values, factory keyword)``, or
     :class:`InvalidInputError` for bad values, an axis the model lacks, or a factory without the keyword."""
     chosen_axis = Axis.parse(axis)
-    points = parse_values(values, f"{chosen_axis.value} values") if isinstance(values, str) else list(values)
+    if isinstance(values, str):
+        points = parse_values(values, f"{chosen_axis.value} values")
+    else:  # counted before it is read: range(10**12), or an endless iterator, is refused at once
+        count = len(values) if isinstance(values, Sized) else None
+        points = list(itertools.islice(values, MAX_POINTS + 1))
+        if len(points) > MAX_POINTS:
+            how_many = f"{count:,}" if count is not None else f"more than {MAX_POINTS}"
+            raise InvalidInputError(f"{chosen_axis.value} values: {how_many} values; a sweep takes at most {MAX_POINTS}")
     check_values(points, f"{chosen_axis.value} values")
     if chosen_axis in (Axis.BATCH, Axis.RESOLUTION, Axis.SEQ_LEN):
         for v in points:

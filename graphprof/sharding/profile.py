@@ -13,7 +13,7 @@ from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
 from graphprof.sharding.result import RankFigures, ShardedProfile
 from graphprof.sharding.run import StepRecord, fake_world, run_sharded_step
-from graphprof.sharding.spec import ShardSpec, parse_shard
+from graphprof.sharding.spec import ShardSpec, check_layout, parse_shard
 
 __all__ = ["shard_profile"]
 
@@ -88,6 +88,7 @@ def shard_profile(
     if Mode.parse(options.get("mode", Mode.TRAIN)) is not Mode.TRAIN:
         raise InvalidInputError("sharding profiles a training step: use mode='train'")
     prepared = prepare(model_or_name, **{**options, "mode": "train"})
+    check_layout(spec, sum(1 for _ in prepared.model.parameters()), prepared.name)  # before the step, not after minutes
     plain = prepared.profile()  # the unsharded step at the same per-rank batch
     call = prepared.resolve(prepared.spec())
     args, kwargs, run_dtype = call.args, call.kwargs, call.dtype
