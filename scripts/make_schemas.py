@@ -83,6 +83,7 @@ def partitions() -> Iterator[dict[str, Any]]:
 
     yield _doc(PartitionReport(graphprof.partition_model("resnet18", "h100:2")))
     yield _doc(PartitionReport(graphprof.partition_model("hf:llama", "orin-agx:2,rtx4090:1", objective="throughput")))
+    yield _doc(PartitionReport(graphprof.partition_model("squeezenet1_0", "cpu:2", iters=2)))  # this machine: no preset
 
 
 def graphs() -> Iterator[dict[str, Any]]:
