@@ -16,7 +16,7 @@ import torch
 from graphprof.base.choices import OpStatus, Phase
 from graphprof.cost.result import LayerRow, OpRecord, UnsupportedOp
 from graphprof.formulas import ZERO, Cost, TensorMeta, op_cost, op_status
-from graphprof.formulas.fractions import kernel_useful_fraction, kernel_work_fraction
+from graphprof.formulas.fractions import MASKABLE, kernel_useful_fraction, kernel_work_fraction
 from graphprof.run.propagate import OpCall, Trace, TraceKey, shapes_of
 
 __all__ = ["count_costs", "op_name", "op_record"]
@@ -40,16 +40,17 @@ def op_record(call: OpCall) -> OpRecord:
         if cost is None:  # a formula may decline an overload it does not understand
             status = OpStatus.UNSUPPORTED
             cost = ZERO
-    counted = status is OpStatus.COUNTED
+    name = op_name(call.func)
+    masked = status is OpStatus.COUNTED and name.rpartition(".")[2] in MASKABLE
     return OpRecord(
-        op=op_name(call.func),
+        op=name,
         status=status,
         phase=call.phase,
         cost=cast(Cost, cost),  # None became ZERO above
         input_shapes=shapes_of((call.args, call.kwargs)),
         output_shapes=shapes_of(call.out),
-        work_fraction=kernel_work_fraction(call.func, call.args, call.kwargs) if counted else 1.0,
-        useful_fraction=kernel_useful_fraction(call.func, call.args, call.kwargs) if counted else 1.0,
+        work_fraction=kernel_work_fraction(call.func, call.args, call.kwargs) if masked else 1.0,
+        useful_fraction=kernel_useful_fraction(call.func, call.args, call.kwargs) if masked else 1.0,
     )
 
 

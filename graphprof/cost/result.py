@@ -16,7 +16,7 @@ from graphprof.base.choices import Execution, Lowering, Method, Mode, OpStatus, 
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.inputs import InputSpec
 from graphprof.cost.bounds import Roofline
-from graphprof.cost.tokens import TokenFlops, token_flops
+from graphprof.cost.tokens import TOKEN_INPUTS, TokenFlops, token_flops
 from graphprof.formulas import Cost
 from graphprof.schemas import SCHEMA_VERSIONS
 
@@ -253,6 +253,8 @@ class Profile(NotebookDisplay):
     def per_token(self) -> TokenFlops | None:
         """Model FLOPs per token beside the executed and counted ones (:mod:`graphprof.cost.tokens`), for a
         model that takes tokens; ``None`` otherwise."""
+        if not any(spec.name in TOKEN_INPUTS for spec in self.inputs):
+            return None
         return token_flops(self)
 
     @property

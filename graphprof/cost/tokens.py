@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MODEL_FLOP_OPS", "ATTENTION_OPS", "TokenFlops", "token_flops"]
+__all__ = ["MODEL_FLOP_OPS", "ATTENTION_OPS", "TOKEN_INPUTS", "TokenFlops", "token_flops"]
 
 #: The products whose FLOPs are model FLOPs (aten names, as the records hold them).
 MODEL_FLOP_OPS = frozenset({

@@ -337,6 +337,10 @@ _CAUSAL_ARGUMENTS = {
 }
 
 
+#: The fused attention kernels (forward and backward) whose ``is_causal`` skips masked tiles.
+CAUSAL_OPS = frozenset(_CAUSAL_ARGUMENTS)
+
+
 def causal_lengths(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int] | None:
     """``(L, S)`` of a causal attention call (``is_causal=True``), forward or backward; ``None`` for any
     other call."""

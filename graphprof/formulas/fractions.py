@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphprof.formulas.attention import causal_lengths, causal_useful_fraction, causal_work_fraction
+from graphprof.formulas.attention import CAUSAL_OPS, causal_lengths, causal_useful_fraction, causal_work_fraction
 from graphprof.formulas.flex import flex_fractions
 
-__all__ = ["kernel_work_fraction", "kernel_useful_fraction"]
+__all__ = ["MASKABLE", "kernel_work_fraction", "kernel_useful_fraction"]
+
+#: The ops (packet names) whose shares can be below 1: causal fused attention and flex attention. Every
+#: other call's shares are 1 without a look at its arguments (the counter tests this set first, per call).
+MASKABLE = frozenset({*CAUSAL_OPS, "flex_attention", "flex_attention_backward"})
 
 
 def kernel_work_fraction(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
