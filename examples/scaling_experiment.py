@@ -9,7 +9,7 @@ from _common import arguments
 
 import graphprof.seed004 as profiling  # in place of: import src.profiling as profiling
 
-arguments(folder=False)  # --help: this docstring; it writes no files
+arguments()  # --help: this docstring; the folder every example is handed (this one writes no files there)
 
 
 def model_factory(**kwargs):

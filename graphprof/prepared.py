@@ -65,7 +65,9 @@ class PreparedModel(Session):
     ) -> RunSpec:
         """The :class:`~graphprof.base.options.RunSpec` of these keywords (``dtype``/``mode``: the prepared ones by default).
         A graph model (``pyg:``) has no batch dimension: a batch or an input shape for it is refused, as at :func:`prepare`."""
-        if self.family == "pyg" and (batch_size is not None or input_shape is not None):
+        from graphprof.models import family_traits
+
+        if family_traits(self.family).graph_input and (batch_size is not None or input_shape is not None):
             raise InvalidInputError(f"{self.name} takes a graph: set its size with num_nodes/avg_degree when preparing it, not a batch or an input shape")
         return RunSpec.of(
             batch_size=batch_size, input_shape=input_shape, seq_len=seq_len, example_inputs=example_inputs,

@@ -54,6 +54,8 @@ class Family:
     library: str | None = None
     #: the input has an image (or frames) whose H and W a resolution sweep replaces
     image_input: bool = False
+    #: the model takes a graph (nodes and edges), with no batch dimension and no input shape to override
+    graph_input: bool = False
     #: the input is token ids whose length a seq-len sweep replaces
     sequence_length: bool = False
     #: the option a ``layers`` sweep sets on a spec of this family (``num_hidden_layers``)

@@ -250,7 +250,7 @@ def resolve_pyg(spec: str, *, input_shape: Sequence[int] | None, batch_size: int
 
 
 #: Graph models: the edge indices are data the forward reads, so they are never built on the meta device.
-FAMILY = Family("pyg", needs_real_values=True)
+FAMILY = Family("pyg", needs_real_values=True, graph_input=True)
 
 
 def _resolve(spec: str, request: Request) -> ResolvedModel:
