@@ -174,12 +174,22 @@ def _alone(module: nn.Module, inputs: tuple[tuple[Any, ...], dict[str, Any]], ra
     return statistics.median(times)
 
 
+def _register_attention(model: Any) -> None:
+    """An ``hf:`` model's attention function, registered with transformers in this stage's process too (a
+    fresh process knows only transformers' own; the model, pickled to it, names graphprof's)."""
+    from graphprof.models.hf_attention import ATTENTION, register_attention
+
+    if getattr(getattr(model, "config", None), "_attn_implementation", None) == ATTENTION:
+        register_attention()
+
+
 def _stage_loop(job: _Job, rank: int, world: int) -> tuple[list[float], list[float], float, Any]:
     """Build this rank's stage and run the schedule; step times, stage forward times (pipelined, alone), the last output."""
     import torch.distributed as dist
     from torch.distributed.pipelining import ScheduleGPipe, SplitPoint, pipeline
 
     spec = {name: SplitPoint.BEGINNING for name in job.split_points}
+    _register_attention(job.model)
     with _compiled_stages():
         pipe = pipeline(job.model, _chunk(job.args, job.micro_batches), _chunk(job.kwargs, job.micro_batches), split_spec=spec)
     if pipe.num_stages != world:
