@@ -18,6 +18,7 @@ sequence. A model without token inputs has no per-token figure.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,14 +63,7 @@ class TokenFlops:
 
 
 def _tokens(inputs: Any) -> int:
-    total = 0
-    for spec in inputs:
-        if spec.name in TOKEN_INPUTS:
-            count = 1
-            for size in spec.shape:
-                count *= int(size)
-            total += count
-    return total
+    return sum(math.prod(int(size) for size in spec.shape) for spec in inputs if spec.name in TOKEN_INPUTS)
 
 
 def token_flops(profile: Any) -> TokenFlops | None:

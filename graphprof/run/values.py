@@ -119,12 +119,13 @@ class IndexValues:
             raise error
         real_out = _run_real(func, *real_args)
         self.real_ops[str(func.overloadpacket._qualified_op_name).replace("::", ".")] += 1
+        exact = self._real_args((args, kwargs)) is not None  # no input stood in as zeros: the outputs' values are real
 
         def to_fake(t: Any) -> Any:
             if not isinstance(t, torch.Tensor):
                 return t
             fake = fake_mode.from_tensor(t)
-            if is_index(t) and self._real_args((args, kwargs)) is not None:  # its values are the real ones
+            if exact and is_index(t):
                 self.known[fake] = t
             return fake
 
