@@ -160,210 +160,119 @@ class Hardware:
 #: before (h200, h100, a100, l4, t4: no name holds two of them); the PCIe H100 is matched as the SXM one.
 #: B200, H20 and the AMD Instinct parts (issue 39) follow H200, with their memory from the same documents
 #: as their peaks; H20 after H200 (``"h200"`` holds ``"h20"``).
-#: Hopper SXM (H100 SXM, and H200 SXM on the same compute), dense TFLOP/s: the datasheets' sparse figures / 2.
-_HOPPER_SXM_DENSE = {"float64": 67.0, "float32": 67.0, "tf32": 494.5, "float16": 989.5, "bfloat16": 989.5, "float8": 1979.0}
 
-_PRESETS = (
+#: Dense TFLOP/s shared by two presets: Hopper SXM (H100 SXM, and H200 SXM on the same compute: the
+#: datasheets' sparse figures / 2), and CDNA 3 (MI300X, and MI325X on the same compute).
+_HOPPER_SXM_DENSE = (67.0, 67.0, 494.5, 989.5, 989.5, 1979.0)
+_CDNA3_DENSE = (81.7, 163.4, 653.7, 1307.4, 1307.4, 2614.9)
+
+# One row per preset, in display order. Peaks are dense TFLOP/s in the order of PRECISIONS (float64, float32,
+# tf32, float16, bfloat16, float8); None where the vendor publishes no figure for that precision.
+# fmt: off
+_TABLE: tuple[tuple[str, str, str, tuple[float | None, ...], float, float, tuple[str, ...], str], ...] = (
+    # (name, label, kind, peak TFLOP/s, bandwidth GB/s, memory GB, CUDA device names, source)
     # NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column):
     # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
     # FP64 Tensor Core 19.5, FP32 19.5, TF32 156 (312 sparse), BF16/FP16 312 (624 sparse) TFLOPS; 2,039 GB/s.
-    Hardware(
-        name="a100",
-        label="NVIDIA A100 SXM4 80GB",
-        kind="datacenter GPU",
-        peak_tflops={"float64": 19.5, "float32": 19.5, "tf32": 156.0, "float16": 312.0, "bfloat16": 312.0},
-        bandwidth_gbs=2039.0,
-        source="NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), A100 80GB SXM",
-        memory_gb=80.0,
-        device_names=("a100",),
-    ),
+    ("a100", "NVIDIA A100 SXM4 80GB", "datacenter GPU", (19.5, 19.5, 156.0, 312.0, 312.0, None), 2039.0, 80.0, ("a100",),
+     "NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), A100 80GB SXM"),
     # NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column):
     # https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet
     # FP64 Tensor Core 67, FP32 67, TF32 989*, BF16/FP16 1,979*, FP8 3,958* TFLOPS (* with sparsity,
     # dense is one half); 3.35 TB/s.
-    Hardware(
-        name="h100",
-        label="NVIDIA H100 SXM5 80GB",
-        kind="datacenter GPU",
-        peak_tflops=dict(_HOPPER_SXM_DENSE),
-        bandwidth_gbs=3350.0,
-        source="NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 SXM; dense = sparse / 2",
-        memory_gb=80.0,
-        device_names=("h100",),
-    ),
+    ("h100", "NVIDIA H100 SXM5 80GB", "datacenter GPU", _HOPPER_SXM_DENSE, 3350.0, 80.0, ("h100",),
+     "NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 SXM; dense = sparse / 2"),
     # Same datasheet, H100 PCIe column: FP64 TC 51, FP32 51, TF32 756*, BF16/FP16 1,513*, FP8 3,026*; 2 TB/s.
-    Hardware(
-        name="h100-pcie",
-        label="NVIDIA H100 PCIe 80GB",
-        kind="datacenter GPU",
-        peak_tflops={"float64": 51.0, "float32": 51.0, "tf32": 378.0, "float16": 756.5, "bfloat16": 756.5, "float8": 1513.0},
-        bandwidth_gbs=2000.0,
-        source="NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 PCIe; dense = sparse / 2",
-        memory_gb=80.0,
-    ),
+    ("h100-pcie", "NVIDIA H100 PCIe 80GB", "datacenter GPU", (51.0, 51.0, 378.0, 756.5, 756.5, 1513.0), 2000.0, 80.0, (),
+     "NVIDIA H100 Tensor Core GPU datasheet (nvidia-tensor-core-gpu-datasheet), H100 PCIe; dense = sparse / 2"),
     # NVIDIA H200 Tensor Core GPU datasheet / product page (H200 SXM column):
     # https://www.nvidia.com/en-us/data-center/h200/
     # Same Hopper compute as H100 SXM (FP32 67, BF16/FP16 1,979*, FP8 3,958* TFLOPS); 141 GB HBM3e at 4.8 TB/s.
-    Hardware(
-        name="h200",
-        label="NVIDIA H200 SXM 141GB",
-        kind="datacenter GPU",
-        peak_tflops=dict(_HOPPER_SXM_DENSE),
-        bandwidth_gbs=4800.0,
-        source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200), H200 SXM; dense = sparse / 2",
-        memory_gb=141.0,
-        device_names=("h200",),
-    ),
+    ("h200", "NVIDIA H200 SXM 141GB", "datacenter GPU", _HOPPER_SXM_DENSE, 4800.0, 141.0, ("h200",),
+     "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200), H200 SXM; dense = sparse / 2"),
     # NVIDIA HGX B200 specifications (https://www.nvidia.com/en-us/data-center/hgx/), HGX B200 column, 8 GPUs:
     # FP64/FP64 Tensor 296 TF, FP32 600 TF, TF32 Tensor 18 PF*, FP16/BF16 Tensor 36 PF*, FP8 72 PF*
     # (* with sparsity), 1.4 TB HBM3e at 64 TB/s. Per GPU: FP64 37, FP32 75, TF32 1,125, BF16/FP16 2,250,
     # FP8 4,500 dense TFLOPS (sparse / 8 GPUs / 2); 180 GB at 8 TB/s.
-    Hardware(
-        name="b200",
-        label="NVIDIA B200 180GB (HGX)",
-        kind="datacenter GPU",
-        peak_tflops={"float64": 37.0, "float32": 75.0, "tf32": 1125.0, "float16": 2250.0, "bfloat16": 2250.0, "float8": 4500.0},
-        bandwidth_gbs=8000.0,
-        source="NVIDIA HGX B200 specifications (nvidia.com/en-us/data-center/hgx), per GPU = HGX 8-GPU figure / 8; dense = sparse / 2",
-        memory_gb=180.0,
-        device_names=("b200",),
-    ),
+    ("b200", "NVIDIA B200 180GB (HGX)", "datacenter GPU", (37.0, 75.0, 1125.0, 2250.0, 2250.0, 4500.0), 8000.0, 180.0, ("b200",),
+     "NVIDIA HGX B200 specifications (nvidia.com/en-us/data-center/hgx), per GPU = HGX 8-GPU figure / 8; dense = sparse / 2"),
     # NVIDIA H20 (Hopper, export-compliant) product brief, as distributed to partners (no nvidia.com page):
     # FP64 1, FP32 44, TF32 Tensor 74, BF16/FP16 Tensor 148, FP8 Tensor 296 TFLOPS, printed without sparsity;
     # 96 GB HBM3 at 4.0 TB/s. Reported e.g. at https://www.tomshardware.com/news/nvidia-h20-h800-ai-gpu-specs
-    # After h200 in this tuple: "h200" holds "h20", so an H200 is matched first.
-    Hardware(
-        name="h20",
-        label="NVIDIA H20 96GB",
-        kind="datacenter GPU",
-        peak_tflops={"float64": 1.0, "float32": 44.0, "tf32": 74.0, "float16": 148.0, "bfloat16": 148.0, "float8": 296.0},
-        bandwidth_gbs=4000.0,
-        source="NVIDIA H20 product brief (partner distribution; no public nvidia.com datasheet), dense figures as printed",
-        memory_gb=96.0,
-        device_names=("h20",),
-    ),
+    # After h200 in this table: "h200" holds "h20", so an H200 is matched first.
+    ("h20", "NVIDIA H20 96GB", "datacenter GPU", (1.0, 44.0, 74.0, 148.0, 148.0, 296.0), 4000.0, 96.0, ("h20",),
+     "NVIDIA H20 product brief (partner distribution; no public nvidia.com datasheet), dense figures as printed"),
     # AMD Instinct MI300X data sheet:
     # https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf
     # FP64 vector 81.7, FP32 vector 163.4, TF32 matrix 653.7 (1,307.4 sparse), FP16/BF16 matrix 1,307.4
     # (2,614.9 sparse), FP8 2,614.9 (5,229.8 sparse) TFLOPS; 192 GB HBM3 at 5.3 TB/s.
-    Hardware(
-        name="mi300x",
-        label="AMD Instinct MI300X 192GB",
-        kind="datacenter GPU",
-        peak_tflops={"float64": 81.7, "float32": 163.4, "tf32": 653.7, "float16": 1307.4, "bfloat16": 1307.4, "float8": 2614.9},
-        bandwidth_gbs=5300.0,
-        source="AMD Instinct MI300X data sheet (amd-instinct-mi300x-data-sheet.pdf); dense figures (sparse / 2)",
-        memory_gb=192.0,
-        device_names=("mi300x",),
-    ),
+    ("mi300x", "AMD Instinct MI300X 192GB", "datacenter GPU", _CDNA3_DENSE, 5300.0, 192.0, ("mi300x",),
+     "AMD Instinct MI300X data sheet (amd-instinct-mi300x-data-sheet.pdf); dense figures (sparse / 2)"),
     # AMD Instinct MI325X data sheet:
     # https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/product-briefs/instinct-mi325x-datasheet.pdf
     # The MI300X's compute (FP64 vector 81.7, FP32 vector 163.4, TF32 653.7, FP16/BF16 1,307.4, FP8 2,614.9
     # dense TFLOPS); 256 GB HBM3E at 6 TB/s.
-    Hardware(
-        name="mi325x",
-        label="AMD Instinct MI325X 256GB",
-        kind="datacenter GPU",
-        peak_tflops={"float64": 81.7, "float32": 163.4, "tf32": 653.7, "float16": 1307.4, "bfloat16": 1307.4, "float8": 2614.9},
-        bandwidth_gbs=6000.0,
-        source="AMD Instinct MI325X data sheet (instinct-mi325x-datasheet.pdf); dense figures (sparse / 2)",
-        memory_gb=256.0,
-        device_names=("mi325x",),
-    ),
+    ("mi325x", "AMD Instinct MI325X 256GB", "datacenter GPU", _CDNA3_DENSE, 6000.0, 256.0, ("mi325x",),
+     "AMD Instinct MI325X data sheet (instinct-mi325x-datasheet.pdf); dense figures (sparse / 2)"),
     # AMD Instinct MI355X product page and data sheet:
     # https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html
     # FP64 vector 78.6, FP32 vector 157.3, FP16/BF16 matrix 2,516.6 (5,033.2 sparse), FP8 5,033.2
     # (10,066.4 sparse) TFLOPS; CDNA 4 lists no TF32 rate; 288 GB HBM3E at 8 TB/s.
-    Hardware(
-        name="mi355x",
-        label="AMD Instinct MI355X 288GB",
-        kind="datacenter GPU",
-        peak_tflops={"float64": 78.6, "float32": 157.3, "float16": 2516.6, "bfloat16": 2516.6, "float8": 5033.2},
-        bandwidth_gbs=8000.0,
-        source="AMD Instinct MI355X product page and data sheet (amd.com/en/products/accelerators/instinct/mi350/mi355x.html); dense figures",
-        memory_gb=288.0,
-        device_names=("mi355x",),
-    ),
+    ("mi355x", "AMD Instinct MI355X 288GB", "datacenter GPU", (78.6, 157.3, None, 2516.6, 2516.6, 5033.2), 8000.0, 288.0, ("mi355x",),
+     "AMD Instinct MI355X product page and data sheet (amd.com/en/products/accelerators/instinct/mi350/mi355x.html); dense figures"),
     # NVIDIA L4 Tensor Core GPU datasheet:
     # https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet
     # FP32 30.3, TF32 120*, BF16/FP16 242*, FP8 485* TFLOPS (* with sparsity); 300 GB/s GDDR6.
-    Hardware(
-        name="l4",
-        label="NVIDIA L4 24GB",
-        kind="inference GPU",
-        peak_tflops={"float32": 30.3, "tf32": 60.0, "float16": 121.0, "bfloat16": 121.0, "float8": 242.5},
-        bandwidth_gbs=300.0,
-        source="NVIDIA L4 Tensor Core GPU datasheet (l4-gpu-datasheet); dense = sparse / 2",
-        memory_gb=24.0,
-        device_names=("l4",),
-    ),
+    ("l4", "NVIDIA L4 24GB", "inference GPU", (None, 30.3, 60.0, 121.0, 121.0, 242.5), 300.0, 24.0, ("l4",),
+     "NVIDIA L4 Tensor Core GPU datasheet (l4-gpu-datasheet); dense = sparse / 2"),
     # NVIDIA T4 Tensor Core GPU datasheet:
     # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf
     # FP32 8.1, mixed precision FP16/FP32 65 TFLOPS (Turing: no sparsity, no BF16); 320 GB/s GDDR6.
-    Hardware(
-        name="t4",
-        label="NVIDIA T4 16GB",
-        kind="inference GPU",
-        peak_tflops={"float32": 8.1, "float16": 65.0},
-        bandwidth_gbs=320.0,
-        source="NVIDIA T4 Tensor Core GPU datasheet (t4-tensor-core-datasheet-951643.pdf)",
-        memory_gb=16.0,
-        device_names=("t4",),
-    ),
+    ("t4", "NVIDIA T4 16GB", "inference GPU", (None, 8.1, None, 65.0, None, None), 320.0, 16.0, ("t4",),
+     "NVIDIA T4 Tensor Core GPU datasheet (t4-tensor-core-datasheet-951643.pdf)"),
     # NVIDIA Ada Lovelace GPU architecture whitepaper, appendix table "GeForce RTX 4090":
     # https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf
     # FP32 82.6; TF32 Tensor 82.6 (165.2 sparse); FP16/BF16 Tensor with FP32 accumulate 165.2 (330.4 sparse;
     # 330.3 dense with FP16 accumulate, which PyTorch does not use); 1,008 GB/s GDDR6X.
-    Hardware(
-        name="rtx4090",
-        label="NVIDIA GeForce RTX 4090",
-        kind="desktop GPU",
-        peak_tflops={"float32": 82.6, "tf32": 82.6, "float16": 165.2, "bfloat16": 165.2, "float8": 330.3},
-        bandwidth_gbs=1008.0,
-        source="NVIDIA Ada Lovelace GPU architecture whitepaper (nvidia-ada-gpu-architecture.pdf), RTX 4090, FP32 accumulate",
-        memory_gb=24.0,
-    ),
+    ("rtx4090", "NVIDIA GeForce RTX 4090", "desktop GPU", (None, 82.6, 82.6, 165.2, 165.2, 330.3), 1008.0, 24.0, (),
+     "NVIDIA Ada Lovelace GPU architecture whitepaper (nvidia-ada-gpu-architecture.pdf), RTX 4090, FP32 accumulate"),
     # NVIDIA Jetson AGX Orin Series technical brief v1.2 and Jetson AGX Orin data sheet (64GB module):
     # https://www.nvidia.com/content/dam/en-zz/Solutions/gtcf21/jetson-orin/nvidia-jetson-agx-orin-technical-brief.pdf
     # GPU only (the DLAs are not counted): 2048 CUDA cores, 5.3 FP32 TFLOPS; 64 Tensor Cores, 170 sparse INT8
     # TOPS -> 85 dense INT8 -> 42.5 dense FP16/BF16 TFLOPS (Ampere Tensor Cores: FP16 at half the INT8 rate);
     # 256-bit LPDDR5, 204.8 GB/s.
-    Hardware(
-        name="jetson-orin",
-        label="NVIDIA Jetson AGX Orin 64GB",
-        kind="edge SoC",
-        peak_tflops={"float32": 5.3, "float16": 42.5, "bfloat16": 42.5},
-        bandwidth_gbs=204.8,
-        source="NVIDIA Jetson AGX Orin Series technical brief v1.2 (nvidia-jetson-agx-orin-technical-brief.pdf), 64GB, GPU only",
-        memory_gb=64.0,
-    ),
+    ("jetson-orin", "NVIDIA Jetson AGX Orin 64GB", "edge SoC", (None, 5.3, None, 42.5, 42.5, None), 204.8, 64.0, (),
+     "NVIDIA Jetson AGX Orin Series technical brief v1.2 (nvidia-jetson-agx-orin-technical-brief.pdf), 64GB, GPU only"),
     # Apple newsroom, 18 Oct 2021, "Introducing M1 Pro and M1 Max" (400GB/s unified memory) and the same-day
     # Apple event (32-core GPU, 10.4 TFLOPS FP32):
     # https://www.apple.com/newsroom/2021/10/introducing-m1-pro-and-m1-max-the-most-powerful-chips-apple-has-ever-built/
     # Apple publishes no FP16/BF16 figure; those fall back to FP32.
-    Hardware(
-        name="apple-m1-max",
-        label="Apple M1 Max (32-core GPU)",
-        kind="laptop SoC",
-        peak_tflops={"float32": 10.4},
-        bandwidth_gbs=400.0,
-        source="Apple newsroom 2021-10-18 'Introducing M1 Pro and M1 Max' and Apple event (10.4 TFLOPS, 400GB/s)",
-        memory_gb=64.0,
-    ),
+    ("apple-m1-max", "Apple M1 Max (32-core GPU)", "laptop SoC", (None, 10.4, None, None, None, None), 400.0, 64.0, (),
+     "Apple newsroom 2021-10-18 'Introducing M1 Pro and M1 Max' and Apple event (10.4 TFLOPS, 400GB/s)"),
     # A generic desktop CPU, derived rather than quoted: 8 cores x 4.0 GHz x 2 FMA units x 8 float32 lanes
     # (AVX2) x 2 FLOPs per FMA = 1.024 TFLOP/s (float64: 4 lanes, 0.512); dual-channel DDR5-4800:
     # 2 channels x 8 bytes x 4800 MT/s = 76.8 GB/s. FMA throughput: Intel 64 and IA-32 Architectures
     # Optimization Reference Manual (two FMA ports since Haswell/Zen 2); DDR5 rate: JEDEC JESD79-5.
+    # Its memory has no datasheet: an assumption (_MEMORY_ASSUMED).
+    ("desktop-cpu", "Generic desktop CPU (8 cores, AVX2, DDR5)", "desktop CPU", (0.512, 1.024, None, None, None, None), 76.8, 32.0, (),
+     "derived: 8 x 4.0 GHz x 2 FMA x 8 lanes x 2 FLOPs; 2 x 8 B x 4800 MT/s (Intel optimization manual, JEDEC JESD79-5)"),
+)
+# fmt: on
+_MEMORY_ASSUMED = frozenset({"desktop-cpu"})
+
+_PRESETS = tuple(
     Hardware(
-        name="desktop-cpu",
-        label="Generic desktop CPU (8 cores, AVX2, DDR5)",
-        kind="desktop CPU",
-        peak_tflops={"float64": 0.512, "float32": 1.024},
-        bandwidth_gbs=76.8,
-        source="derived: 8 x 4.0 GHz x 2 FMA x 8 lanes x 2 FLOPs; 2 x 8 B x 4800 MT/s (Intel optimization manual, JEDEC JESD79-5)",
-        memory_gb=32.0,
-        memory_assumed=True,
-    ),
+        name=name,
+        label=label,
+        kind=kind,
+        peak_tflops={key: peak for key, peak in zip(PRECISIONS, peaks, strict=True) if peak is not None},
+        bandwidth_gbs=bandwidth_gbs,
+        source=source,
+        memory_gb=memory_gb,
+        memory_assumed=name in _MEMORY_ASSUMED,
+        device_names=device_names,
+    )
+    for name, label, kind, peaks, bandwidth_gbs, memory_gb, device_names, source in _TABLE
 )
 
 #: The presets by name, in display order.
