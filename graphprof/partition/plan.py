@@ -70,30 +70,19 @@ class Stage:
         }  # fmt: skip
 
 
-def _summary(stages: Sequence[Stage], micro_batch: int) -> dict[str, Any]:
-    latency = sum(s.seconds for s in stages)
-    bottleneck = max(s.seconds for s in stages)
-    return {
-        "latency_s": latency,
-        "bottleneck_s": bottleneck,
-        "throughput_per_s": micro_batch / bottleneck if bottleneck > 0 else None,
-        "fits": all(s.fits for s in stages),
-    }
+class _Split:
+    """The figures of a split, read from its stages: shared by the plan and its baselines."""
 
-
-@dataclass(frozen=True)
-class Baseline:
-    """A split users make today, costed like the plan (it may not fit: ``fits`` says so)."""
-
-    name: str
     stages: tuple[Stage, ...]
 
     @property
     def latency_s(self) -> float:
+        """Predicted time of one micro-batch through every stage (the sum of stage times)."""
         return sum(s.seconds for s in self.stages)
 
     @property
     def bottleneck_s(self) -> float:
+        """Predicted time of the slowest stage: pipelined, one micro-batch leaves every this often."""
         return max(s.seconds for s in self.stages)
 
     @property
@@ -102,15 +91,34 @@ class Baseline:
 
     @property
     def split_points(self) -> tuple[str, ...]:
-        """The units stages 1, 2, ... begin at."""
+        """The units stages 1, 2, ... begin at: ``torch.distributed.pipelining``'s ``SplitPoint.BEGINNING``."""
         return tuple(s.first for s in self.stages[1:])
 
-    def to_dict(self, micro_batch: int) -> dict[str, Any]:
-        return {"name": self.name, **_summary(self.stages, micro_batch), "split_points": list(self.split_points), "stages": [s.to_dict() for s in self.stages]}
+    def _figures(self, micro_batch: int) -> dict[str, Any]:
+        bottleneck = self.bottleneck_s
+        return {
+            "latency_s": self.latency_s,
+            "bottleneck_s": bottleneck,
+            "throughput_per_s": micro_batch / bottleneck if bottleneck > 0 else None,
+            "fits": self.fits,
+            "split_points": list(self.split_points),
+            "stages": [s.to_dict() for s in self.stages],
+        }
 
 
 @dataclass(frozen=True)
-class Plan(NotebookDisplay):
+class Baseline(_Split):
+    """A split users make today, costed like the plan (it may not fit: ``fits`` says so)."""
+
+    name: str
+    stages: tuple[Stage, ...]
+
+    def to_dict(self, micro_batch: int) -> dict[str, Any]:
+        return {"name": self.name, **self._figures(micro_batch)}
+
+
+@dataclass(frozen=True)
+class Plan(_Split, NotebookDisplay):
     """The best split of one model over the devices for one objective, with the table it came from."""
 
     model_name: str
@@ -127,24 +135,9 @@ class Plan(NotebookDisplay):
     notes: tuple[str, ...] = ()
 
     @property
-    def latency_s(self) -> float:
-        """Predicted time of one micro-batch through every stage (the sum of stage times)."""
-        return sum(s.seconds for s in self.stages)
-
-    @property
-    def bottleneck_s(self) -> float:
-        """Predicted time of the slowest stage: pipelined, one micro-batch leaves every this often."""
-        return max(s.seconds for s in self.stages)
-
-    @property
     def throughput(self) -> float:
         """Predicted samples per second when pipelined: micro-batch size over the bottleneck."""
         return self.micro_batch / self.bottleneck_s if self.bottleneck_s > 0 else float("inf")
-
-    @property
-    def split_points(self) -> tuple[str, ...]:
-        """The units stages 1, 2, ... begin at: ``torch.distributed.pipelining``'s ``SplitPoint.BEGINNING``."""
-        return tuple(s.first for s in self.stages[1:])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,9 +150,7 @@ class Plan(NotebookDisplay):
             "estimate": "per-stage times are predicted (presets) or from measured per-layer times (cpu); not a run of the split model",
             "devices": [d.to_dict() for d in self.devices],
             "links": self.links.to_dict(),
-            **_summary(self.stages, self.micro_batch),
-            "split_points": list(self.split_points),
-            "stages": [s.to_dict() for s in self.stages],
+            **self._figures(self.micro_batch),
             "baselines": [b.to_dict(self.micro_batch) for b in self.baselines],
             "cost_table": self.table.to_dict(),
             "solve_seconds": self.solve_seconds,
