@@ -15,7 +15,6 @@ Growth fits are log-log least squares of a component's FLOPs on the parameter (e
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.gnn.components import ComponentCosts, component_costs, present
 from graphprof.measure.timing import RuntimeStats, profile_forward
 from graphprof.models.graphs import DEFAULT_DEGREE, graph_args, random_graph
-from graphprof.scaling.fit import GrowthFit, QuadraticFit, r2
+from graphprof.scaling.fit import GrowthFit, QuadraticFit, fit_growth, fit_quadratic
 
 __all__ = ["GraphPoint", "GraphScalingResult", "run_graph_scaling", "AXES", "feature_dim_of"]
 
@@ -93,28 +92,11 @@ class GraphScalingResult:
 
     def fit(self, component: str) -> GrowthFit:
         """Log-log growth exponent of ``component``'s FLOPs (``"total"`` for the whole model), with R²."""
-        import numpy as np
-
-        xs, ys = self.series(component)
-        if len(xs) < 2:
-            raise InvalidInputError(f"fitting {component} needs 2 points where it has FLOPs, got {len(xs)}")
-        x, y = np.log(np.asarray(xs)), np.log(np.asarray(ys))
-        slope, intercept = np.polyfit(x, y, 1)
-        return GrowthFit(component, float(slope), float(math.exp(intercept)), r2(y, slope * x + intercept))
+        return fit_growth(component, *self.series(component))
 
     def fit_quadratic(self, component: str) -> QuadraticFit:
         """``FLOPs = c + a x + b x²`` of ``component`` (columns scaled, so large counts stay exact)."""
-        import numpy as np
-
-        xs, ys = self.series(component)
-        if len(xs) < 3:
-            raise InvalidInputError(f"a quadratic fit of {component} needs 3 points, got {len(xs)}")
-        x, y = np.asarray(xs), np.asarray(ys)
-        sx, sy = float(x.max()), float(y.max())
-        u = x / sx
-        coef, *_ = np.linalg.lstsq(np.stack([np.ones_like(u), u, u * u], axis=1), y / sy, rcond=None)
-        c, a, b = float(coef[0]) * sy, float(coef[1]) * sy / sx, float(coef[2]) * sy / sx**2
-        return QuadraticFit(component, c, a, b, r2(y, c + a * x + b * x * x))
+        return fit_quadratic(component, *self.series(component))
 
     def fits(self) -> dict[str, GrowthFit]:
         """A growth fit per component with FLOPs at two points or more, and ``"total"``."""

@@ -3,11 +3,14 @@ knee where a measured sweep stops being launch-bound. Pure arithmetic on numbers
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GrowthFit", "QuadraticFit", "Knee", "find_knee", "r2"]
+from graphprof.errors import InvalidInputError
+
+__all__ = ["GrowthFit", "QuadraticFit", "Knee", "find_knee", "fit_growth", "fit_quadratic", "r2"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,39 @@ def r2(y: Any, predicted: Any) -> float:
     if total == 0.0:
         return 1.0 if residual <= 1e-24 else 0.0
     return 1.0 - residual / total
+
+
+def fit_growth(metric: str, values: Sequence[float], ys: Sequence[float]) -> GrowthFit:
+    """The least-squares line through ``(log value, log y)``, over two or more points, every one positive.
+
+    >>> round(fit_growth("macs", [1, 2, 4], [3.0, 6.0, 12.0]).exponent, 6)   # y = 3 x: exponent 1
+    1.0
+    """
+    import numpy as np
+
+    if len(values) < 2:
+        raise InvalidInputError(f"fitting {metric} needs at least 2 points that have it, got {len(values)}")
+    if any(y <= 0 for y in ys):
+        raise InvalidInputError(f"{metric} is zero at some point: no log-log fit")
+    x, y = np.log(np.asarray(values, dtype=float)), np.log(np.asarray(ys, dtype=float))
+    slope, intercept = np.polyfit(x, y, 1)
+    return GrowthFit(metric, float(slope), float(math.exp(intercept)), r2(y, slope * x + intercept))
+
+
+def fit_quadratic(metric: str, values: Sequence[float], ys: Sequence[float]) -> QuadraticFit:
+    """``y = c + a * value + b * value**2`` by least squares over three or more points, the columns scaled
+    to 1 first so that large counts stay exact."""
+    import numpy as np
+
+    if len(values) < 3:
+        raise InvalidInputError(f"a quadratic fit of {metric} needs at least 3 points, got {len(values)}")
+    x, y = np.asarray(values, dtype=float), np.asarray(ys, dtype=float)
+    scale_x, scale_y = float(x.max()), float(np.abs(y).max()) or 1.0
+    u = x / scale_x
+    design = np.stack([np.ones_like(u), u, u * u], axis=1)
+    coef, *_ = np.linalg.lstsq(design, y / scale_y, rcond=None)
+    c, a, b = float(coef[0]) * scale_y, float(coef[1]) * scale_y / scale_x, float(coef[2]) * scale_y / scale_x**2
+    return QuadraticFit(metric, c, a, b, r2(y, c + a * x + b * x * x))
 
 
 #: Past the knee, time must grow at least this fast (log-log slope) for the flat part to count as launch-bound.

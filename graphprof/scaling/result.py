@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -10,7 +9,7 @@ from graphprof.base.display import NotebookDisplay
 from graphprof.cost.result import Profile
 from graphprof.errors import InvalidInputError
 from graphprof.scaling.axis import Axis
-from graphprof.scaling.fit import GrowthFit, Knee, QuadraticFit, find_knee, r2
+from graphprof.scaling.fit import GrowthFit, Knee, QuadraticFit, find_knee, fit_growth, fit_quadratic
 
 __all__ = ["METRICS", "SweepRow", "Sweep"]
 
@@ -101,31 +100,11 @@ class Sweep(NotebookDisplay):
 
         >>> # MACs of a batch sweep: log MACs = log(MACs per sample) + 1 * log batch, so exponent 1, R² 1
         """
-        import numpy as np
-
-        xs, ys = self.series(metric)
-        if len(xs) < 2:
-            raise InvalidInputError(f"fitting {metric} needs at least 2 points that have it, got {len(xs)}")
-        if any(y <= 0 for y in ys):
-            raise InvalidInputError(f"{metric} is zero at some point: no log-log fit")
-        x, y = np.log(np.asarray(xs, dtype=float)), np.log(np.asarray(ys, dtype=float))
-        slope, intercept = np.polyfit(x, y, 1)
-        return GrowthFit(metric, float(slope), float(math.exp(intercept)), r2(y, slope * x + intercept))
+        return fit_growth(metric, *self.series(metric))
 
     def fit_quadratic(self, metric: str) -> QuadraticFit:
         """``metric = c + a * value + b * value**2`` by least squares (columns scaled, so large counts stay exact)."""
-        import numpy as np
-
-        xs, ys = self.series(metric)
-        if len(xs) < 3:
-            raise InvalidInputError(f"a quadratic fit of {metric} needs at least 3 points, got {len(xs)}")
-        x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-        scale_x, scale_y = float(x.max()), float(np.abs(y).max()) or 1.0
-        u = x / scale_x
-        design = np.stack([np.ones_like(u), u, u * u], axis=1)
-        coef, *_ = np.linalg.lstsq(design, y / scale_y, rcond=None)
-        c, a, b = float(coef[0]) * scale_y, float(coef[1]) * scale_y / scale_x, float(coef[2]) * scale_y / scale_x**2
-        return QuadraticFit(metric, c, a, b, r2(y, c + a * x + b * x * x))
+        return fit_quadratic(metric, *self.series(metric))
 
     def knee(self) -> Knee | None:
         """Where measured time stops being launch-bound (:func:`find_knee`); ``None`` on a dry-run sweep."""
