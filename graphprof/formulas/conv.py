@@ -24,7 +24,7 @@ import torch
 
 from graphprof.formulas.common import contraction
 from graphprof.formulas.cost import Cost, TensorMeta
-from graphprof.formulas.registry import register
+from graphprof.formulas.registry import Formula, register
 
 aten = torch.ops.aten
 
@@ -83,36 +83,31 @@ def mkldnn_convolution_cost(
     return conv_cost(self, weight, bias, out, transposed=False)
 
 
-@register(
+def _slow_conv(transposed: bool) -> Formula:  # a formula factory
+    def formula(
+        self: TensorMeta,
+        weight: TensorMeta,
+        kernel_size: Any,
+        bias: TensorMeta | None = None,
+        *args: Any,
+        out: TensorMeta,
+        **_: Any,
+    ) -> Cost:
+        # the CPU's unfolded (im2col) kernels: (self, weight, kernel_size, bias, ...)
+        return conv_cost(self, weight, bias, out, transposed=transposed)
+
+    formula.__name__ = formula.__qualname__ = f"slow_conv[transposed={transposed}]"
+    return formula
+
+
+register(
     aten._slow_conv2d_forward,
     aten.slow_conv3d_forward,
     aten._conv_depthwise2d,
     aten.slow_conv_dilated2d,
     aten.slow_conv_dilated3d,
-)
-def slow_conv_cost(
-    self: TensorMeta,
-    weight: TensorMeta,
-    kernel_size: Any,
-    bias: TensorMeta | None = None,
-    *args: Any,
-    out: TensorMeta,
-    **_: Any,
-) -> Cost:
-    return conv_cost(self, weight, bias, out, transposed=False)
-
-
-@register(aten.slow_conv_transpose2d, aten.slow_conv_transpose3d)
-def slow_conv_transpose_cost(
-    self: TensorMeta,
-    weight: TensorMeta,
-    kernel_size: Any,
-    bias: TensorMeta | None = None,
-    *args: Any,
-    out: TensorMeta,
-    **_: Any,
-) -> Cost:
-    return conv_cost(self, weight, bias, out, transposed=True)
+)(_slow_conv(transposed=False))
+register(aten.slow_conv_transpose2d, aten.slow_conv_transpose3d)(_slow_conv(transposed=True))
 
 
 @register(aten.cudnn_convolution)
