@@ -23,7 +23,7 @@ from torch._ops import OpOverloadPacket
 
 from graphprof.formulas.common import elementwise, first, flops_of, io_bytes
 from graphprof.formulas.cost import Cost, TensorMeta
-from graphprof.formulas.registry import VIEW_OP_NAMES, register
+from graphprof.formulas.registry import VIEW_OP_NAMES, Formula, register
 
 aten = torch.ops.aten
 
@@ -150,33 +150,29 @@ def _scatter_in_place(self: TensorMeta, touched: int, sources: list[TensorMeta |
     return Cost(bytes_read=read, bytes_written=touched_bytes)
 
 
-@register(aten.index_put_, aten._index_put_impl_)
-def index_put_inplace_cost(
-    self: TensorMeta,
-    indices: list[TensorMeta | None],
-    values: TensorMeta,
-    accumulate: bool = False,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    touched = indexed_elements(self, list(indices))
-    return _scatter_in_place(self, touched, [*indices, values], accumulate)
+def _index_put(in_place: bool) -> Formula:  # a formula factory
+    def formula(
+        self: TensorMeta,
+        indices: list[TensorMeta | None],
+        values: TensorMeta,
+        accumulate: bool = False,
+        *args: Any,
+        out: Any,
+        **_: Any,
+    ) -> Cost:
+        if in_place:
+            touched = indexed_elements(self, list(indices))
+            return _scatter_in_place(self, touched, [*indices, values], accumulate)
+        # functional: a copy of self, then the scatter; the generic byte rule holds
+        adds = indexed_elements(self, list(indices)) if accumulate else 0
+        return Cost(flops=flops_of("add", n_output=adds))
+
+    formula.__name__ = formula.__qualname__ = f"index_put[in_place={in_place}]"
+    return formula
 
 
-@register(aten.index_put, aten._unsafe_index_put)
-def index_put_cost(
-    self: TensorMeta,
-    indices: list[TensorMeta | None],
-    values: TensorMeta,
-    accumulate: bool = False,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    # functional: a copy of self, then the scatter; the generic byte rule holds
-    adds = indexed_elements(self, list(indices)) if accumulate else 0
-    return Cost(flops=flops_of("add", n_output=adds))
+register(aten.index_put_, aten._index_put_impl_)(_index_put(in_place=True))
+register(aten.index_put, aten._unsafe_index_put)(_index_put(in_place=False))
 
 
 def _tensor_or_none(value: Any) -> TensorMeta | None:
@@ -198,18 +194,17 @@ def scatter_add_inplace_cost(
     return _scatter_in_place(self, index.numel, [index, src], accumulate=True)
 
 
-@register(aten.index_add_)
-def index_add_inplace_cost(
-    self: TensorMeta, dim: int, index: TensorMeta, source: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
-    return _scatter_in_place(self, source.numel, [index, source], accumulate=True)
+def _index_source(accumulate: bool) -> Formula:  # a formula factory
+    def formula(self: TensorMeta, dim: int, index: TensorMeta, source: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
+        # source's slices land on the indexed slices of self: added (index_add_) or copied (index_copy_)
+        return _scatter_in_place(self, source.numel, [index, source], accumulate=accumulate)
+
+    formula.__name__ = formula.__qualname__ = f"index_source[accumulate={accumulate}]"
+    return formula
 
 
-@register(aten.index_copy_)
-def index_copy_inplace_cost(
-    self: TensorMeta, dim: int, index: TensorMeta, source: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
-    return _scatter_in_place(self, source.numel, [index, source], accumulate=False)
+register(aten.index_add_)(_index_source(accumulate=True))
+register(aten.index_copy_)(_index_source(accumulate=False))
 
 
 @register(aten.index_fill_)
