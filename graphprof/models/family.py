@@ -94,3 +94,22 @@ class Source:
     families: tuple[Family, ...] = ()
     list_models: Callable[[], Sequence[ModelInfo]] | None = None
     takes_proposals: bool = False
+
+    @classmethod
+    def prefixed(
+        cls,
+        family: Family,
+        prefix: str,
+        build: Callable[..., ResolvedModel],
+        list_models: Callable[[], Sequence[ModelInfo]],
+    ) -> Source:
+        """The source of one family's ``prefix``-ed specs (``hf:llama``), each built by
+        ``build(spec, input_shape=..., batch_size=..., device=...)`` (:attr:`Request.shape_options`)."""
+        return cls(
+            family.name,
+            claims=lambda spec: spec.lower().startswith(prefix),
+            resolve=lambda spec, request: build(spec, **request.shape_options),
+            family_of=lambda spec: family.name,
+            families=(family,),
+            list_models=list_models,
+        )

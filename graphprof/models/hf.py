@@ -47,7 +47,7 @@ from graphprof.errors import (
 )
 from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, format_shape, random_token_ids
 from graphprof.models.device import build_module
-from graphprof.models.family import Family, Request, Source
+from graphprof.models.family import Family, Source
 from graphprof.models.hf_attention import ATTENTION, register_attention
 
 __all__ = ["FAMILY", "SOURCE", "PREFIX", "PRESETS", "SEQ_LEN", "list_hf", "resolve_hf", "parse_options"]
@@ -396,16 +396,5 @@ FAMILY = Family(
 )
 
 
-def _resolve(spec: str, request: Request) -> ResolvedModel:
-    return resolve_hf(spec, **request.shape_options)
-
-
 #: ``hf:llama``, ``hf:/path/to/config_dir``.
-SOURCE = Source(
-    "hf",
-    claims=lambda spec: spec.lower().startswith(PREFIX),
-    resolve=_resolve,
-    family_of=lambda spec: FAMILY.name,
-    families=(FAMILY,),
-    list_models=list_hf,
-)
+SOURCE = Source.prefixed(FAMILY, PREFIX, resolve_hf, list_hf)

@@ -40,7 +40,7 @@ from torch import nn
 from graphprof.base.limits import require_fits
 from graphprof.errors import InvalidInputError, ModelNotFoundError
 from graphprof.models.base import ModelInfo, ResolvedModel
-from graphprof.models.family import Family, Request, Source
+from graphprof.models.family import Family, Source
 from graphprof.models.graphs import DEFAULT_DEGREE, DEFAULT_NODES, graph_args, random_graph
 from graphprof.models.hf import parse_options
 from graphprof.models.pyg_import import import_pyg
@@ -253,16 +253,5 @@ def resolve_pyg(spec: str, *, input_shape: Sequence[int] | None, batch_size: int
 FAMILY = Family("pyg", needs_real_values=True, graph_input=True)
 
 
-def _resolve(spec: str, request: Request) -> ResolvedModel:
-    return resolve_pyg(spec, **request.shape_options)
-
-
 #: ``pyg:gps``, ``pyg:gin?num_nodes=5000``.
-SOURCE = Source(
-    "pyg",
-    claims=lambda spec: spec.lower().startswith(PREFIX),
-    resolve=_resolve,
-    family_of=lambda spec: FAMILY.name,
-    families=(FAMILY,),
-    list_models=list_pyg,
-)
+SOURCE = Source.prefixed(FAMILY, PREFIX, resolve_pyg, list_pyg)
