@@ -11,24 +11,15 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable
 from typing import Any, cast
 
-import torch
-
 from graphprof.base.choices import OpStatus, Phase
 from graphprof.cost.result import LayerRow, OpRecord, UnsupportedOp
 from graphprof.formulas import ZERO, Cost, TensorMeta, op_cost, op_status
 from graphprof.formulas.fractions import MASKABLE, kernel_useful_fraction, kernel_work_fraction
+from graphprof.formulas.registry import op_name
 from graphprof.run.propagate import OpCall, Trace, TraceKey, shapes_of
 
+# op_name stays importable from here while graphprof.calibrate.bench imports it by this path
 __all__ = ["count_costs", "op_name", "op_record"]
-
-
-def op_name(func: torch._ops.OpOverload | torch._ops.HigherOrderOperator) -> str:
-    """``aten.convolution.default`` -> ``aten.convolution`` (the overload packet's name); a higher-order
-    operator by its own name (``higher_order.flex_attention``)."""
-    if isinstance(func, torch._ops.HigherOrderOperator):
-        return f"higher_order.{func.name()}"
-    packet = func.overloadpacket
-    return f"{packet._qualified_op_name.replace('::', '.')}"
 
 
 def op_record(call: OpCall) -> OpRecord:

@@ -39,6 +39,7 @@ from graphprof.capture.methods import preserved_state
 from graphprof.crosscheck.conventions import FVCORE, FVCORE_LEFT_OUT, LEFT_OUT, MATMUL, TORCH, TORCH_LEFT_OUT
 from graphprof.crosscheck.result import Adjustment, OpCount
 from graphprof.errors import MissingDependencyError, ReferenceFailedError, one_line
+from graphprof.formulas.registry import op_name
 
 __all__ = ["ReferenceCounts", "ReferenceFailedError", "count_with_fvcore", "count_with_torch", "REFERENCES"]
 
@@ -312,7 +313,7 @@ def count_with_torch(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
             raise ReferenceFailedError(
                 f"the model failed under FlopCounterMode: {type(exc).__name__}: {one_line(exc, 200)}"
             ) from exc
-    probed = {p._qualified_op_name.replace("::", ".") for p in probes}
+    probed = {op_name(p) for p in probes}
     counted = [
         OpCount(str(packet), int(value))
         for packet, value in counter.get_flop_counts().get("Global", {}).items()

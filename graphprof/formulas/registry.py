@@ -48,6 +48,7 @@ __all__ = [
     "VIEW_OP_NAMES",
     "op_status",
     "op_cost",
+    "op_name",
     "tensor_meta",
     "to_meta",
     "summarise_call",
@@ -288,6 +289,14 @@ def _resolve(func: Any) -> Any:
         handler = _UNSUPPORTED
     _resolved[func] = handler
     return handler
+
+
+def op_name(func: OpOverload | OpKey) -> str:
+    """How graphprof names an op: ``aten.convolution.default`` (or its packet) -> ``aten.convolution``; a
+    higher-order operator by its own name (``higher_order.flex_attention``)."""
+    if isinstance(func, HigherOrderOperator):
+        return f"higher_order.{func.name()}"
+    return str(_packet_of(func)._qualified_op_name).replace("::", ".")
 
 
 def op_status(func: OpOverload | OpKey) -> OpStatus:

@@ -39,11 +39,12 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.names import called_op
-from graphprof.cost.count import op_name, op_record
+from graphprof.cost.count import op_record
 from graphprof.cost.roofline import roofline_time
 from graphprof.devices.hardware import Hardware
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import op_status
+from graphprof.formulas.registry import op_name
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
 from graphprof.run.loop import Layer, Observer, OpEvent, RunContext
 from graphprof.run.propagate import op_call

@@ -24,6 +24,8 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
+from graphprof.formulas.registry import op_name
+
 __all__ = ["IndexValues", "is_index"]
 
 #: The most elements of one index tensor kept with its real value (int64: 64 MiB).
@@ -118,7 +120,7 @@ class IndexValues:
         if real_args is None or fake_mode is None or _seeded(func):
             raise error
         real_out = _run_real(func, *real_args)
-        self.real_ops[str(func.overloadpacket._qualified_op_name).replace("::", ".")] += 1
+        self.real_ops[op_name(func)] += 1
         exact = self._real_args((args, kwargs)) is not None  # no input stood in as zeros: the outputs' values are real
 
         def to_fake(t: Any) -> Any:
