@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from typer.testing import CliRunner
+from usermodules import TINY_MODULE
 
 import graphprof
 from graphprof.base.atomic import write_atomic
@@ -55,20 +56,8 @@ class Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
-USER_MODULE = """
-import sys
-import torch
-
+USER_MODULE = TINY_MODULE + """
 BUILT = {marker!r}
-
-
-class Tiny(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(8, 2)
-
-    def forward(self, x):
-        return self.fc(x)
 
 
 def good():

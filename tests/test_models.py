@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import torchvision
+from usermodules import TINY_MODULE
 
 from graphprof.errors import (
     DownloadUnavailableError,
@@ -433,17 +434,7 @@ def test_pickled_module_needs_an_input_shape(tmp_path):
 # ---------------------------------------------------------------- users' factories
 
 
-USER_MODULE = """
-import torch
-
-class Tiny(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(8, 2)
-
-    def forward(self, x):
-        return self.fc(x)
-
+USER_MODULE = TINY_MODULE + """
 def make_model():
     return Tiny()
 
