@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from toys import TINY_MODULE
 from typer.testing import CliRunner
-from usermodules import TINY_MODULE
 
 import graphprof
 from graphprof.base.atomic import write_atomic

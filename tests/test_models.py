@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import torchvision
-from usermodules import TINY_MODULE
+from toys import TINY_MODULE
 
 from graphprof.errors import (
     DownloadUnavailableError,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from toys import Blocks
 from typer.testing import CliRunner
 
 from graphprof.errors import InvalidInputError
@@ -53,22 +54,10 @@ def test_predicted_peak_within_ten_percent_of_the_allocator(name: str, batch: in
     assert abs(plan.peak_bytes / measured.peak_bytes - 1) < 0.10, (plan.peak_bytes, measured.peak_bytes)
 
 
-class Blocks(nn.Module):
-    """Four 64 -> 256 -> 64 blocks: FSDP shards each (33,088 parameters) over the ranks."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)) for _ in range(4))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return x
-
-
 def test_per_rank_under_fsdp() -> None:
-    whole = plan_memory(Blocks(), input_shape=(32, 64), foreach=False)
-    rank = plan_memory(Blocks(), input_shape=(32, 64), foreach=False, shard="fsdp:4")
+    # four 64 -> 256 -> 64 blocks: FSDP shards each (33,088 parameters) over the ranks
+    whole = plan_memory(Blocks(depth=4), input_shape=(32, 64), foreach=False)
+    rank = plan_memory(Blocks(depth=4), input_shape=(32, 64), foreach=False, shard="fsdp:4")
     assert whole.peak.breakdown.parameters == 4 * 33_088 * 4  # 529,408 B
     # each parameter's first dimension split in 4 (256 and 64 rows divide evenly): a quarter each
     assert rank.peak.breakdown.parameters == whole.peak.breakdown.parameters // 4

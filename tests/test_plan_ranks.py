@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 import torch
-from torch import nn
+from toys import Blocks
 
 from graphprof.devices.hardware import get_hardware
 from graphprof.plan import MemoryPlan, PhasePeak, StepBreakdown, StepPhase, plan_memory, plan_ranks
@@ -26,26 +26,14 @@ def test_extrapolation_by_hand() -> None:
     assert extrapolate(plan, 4, 1) == 900
 
 
-class Wide(nn.Module):
-    """Eight 256 -> 1024 -> 256 blocks: 4.2 M parameters, 16.8 MB in float32."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 256)) for _ in range(8))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return x
-
-
 @pytest.mark.slow
 def test_the_smallest_world_is_confirmed_by_simulation() -> None:
-    # AdamW keeps 16 B per parameter (weights, gradients, two moments): 67 MB unsharded
-    unsharded = plan_memory(Wide(), input_shape=(64, 256), foreach=False)
+    # eight 256 -> 1024 -> 256 blocks: 4.2 M parameters, 16.8 MB in float32; AdamW keeps 16 B per parameter
+    # (weights, gradients, two moments): 67 MB unsharded
+    unsharded = plan_memory(Blocks(256, 1024, depth=8), input_shape=(64, 256), foreach=False)
     memory = int(unsharded.peak_bytes * 0.4)  # needs several ranks
     device = dataclasses.replace(get_hardware("h100"), memory_gb=memory / 1e9)
-    plan = plan_ranks(Wide(), device, input_shape=(64, 256), foreach=False)
+    plan = plan_ranks(Blocks(256, 1024, depth=8), device, input_shape=(64, 256), foreach=False)
     tried = dict(plan.tried)
     assert plan.world is not None and tried[plan.world] <= device.memory_bytes
     if plan.world > 2:  # its half was simulated and does not fit

@@ -7,25 +7,12 @@ import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
+from toys import Blocks
 from typer.testing import CliRunner
 
 from graphprof.errors import InvalidInputError
 from graphprof.sharding import parse_shard, shard_profile
 from graphprof_cli.main import app
-
-
-class Blocks(nn.Module):
-    """Three 64 -> 256 -> 64 blocks and a head: 3 x 33,088 + 650 = 99,914 parameters."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)) for _ in range(3))
-        self.head = nn.Linear(64, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
 
 
 def test_the_spec_is_parsed_once_and_a_bad_one_is_one_line() -> None:
@@ -37,7 +24,7 @@ def test_the_spec_is_parsed_once_and_a_bad_one_is_one_line() -> None:
 
 @pytest.mark.parametrize("world", [2, 8, pytest.param(1024, marks=pytest.mark.slow)])
 def test_per_rank_figures_match_the_analytic_ones_by_hand(world: int) -> None:
-    model = Blocks()
+    model = Blocks(depth=3, head=10)  # 3 x 33,088 + 650 = 99,914 parameters
     before = {k: v.clone() for k, v in model.state_dict().items()}
     p = shard_profile(model, f"fsdp:{world}", input_shape=(4, 64))
     block, head = 33_088 * 4, 650 * 4  # bytes in float32: 64*256 + 256 + 256*64 + 64, 64*10 + 10
@@ -65,7 +52,7 @@ def test_a_process_group_of_the_users_is_refused_and_kept(tmp_path) -> None:
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
     try:
         with pytest.raises(InvalidInputError, match="already exists"):
-            shard_profile(Blocks(), "fsdp:4", input_shape=(4, 64))
+            shard_profile(Blocks(depth=3, head=10), "fsdp:4", input_shape=(4, 64))
         assert dist.is_initialized()
     finally:
         dist.destroy_process_group()
@@ -95,8 +82,6 @@ def test_llama_at_full_size_within_one_percent(spec: str, world: int) -> None:
 def test_a_layout_too_large_to_finish_is_refused_before_the_step() -> None:
     """``--shard fsdp:65536`` on Llama-3-70B ran past ten minutes: FSDP2 works per tensor and per rank."""
     import time
-
-    from torch import nn
 
     from graphprof.errors import InvalidInputError
     from graphprof.sharding import shard_profile
