@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from toys import LinearThen
 from typer.testing import CliRunner
 
 import graphprof
@@ -19,17 +20,12 @@ def test_transformers_config_rejections_are_bad_input() -> None:
 
 
 def test_measure_reports_the_models_own_exception_as_a_measurement_error() -> None:
-    class Fails(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc = nn.Linear(4, 2)
+    def fails_for_real(y: torch.Tensor) -> torch.Tensor:
+        if not isinstance(y, torch._subclasses.fake_tensor.FakeTensor):
+            raise ValueError("boom")
+        return y
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            if not isinstance(x, torch._subclasses.fake_tensor.FakeTensor):
-                raise ValueError("boom")
-            return self.fc(x)
-
-    pm = graphprof.prepare(Fails(), input_shape=(1, 4), methods=("eager",))
+    pm = graphprof.prepare(LinearThen(4, 2, fails_for_real), input_shape=(1, 4), methods=("eager",))
     with pytest.raises(graphprof.errors.MeasurementError, match="the model raised .* ValueError: boom"):
         pm.measure(device="cpu", iters=2, warmup=1)
 
@@ -46,15 +42,7 @@ def _double(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_a_custom_op_without_a_fake_kernel_is_profiled() -> None:
-    class UsesCustom(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc = nn.Linear(4, 4)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return _double(self.fc(x))
-
-    p = graphprof.profile_model(UsesCustom(), input_shape=(2, 4))
+    p = graphprof.profile_model(LinearThen(4, 4, _double), input_shape=(2, 4))
     assert p.total_macs == 2 * 4 * 4 and p.execution == "real"
     assert [u.op for u in p.unsupported] == ["graphprof_tests.double"]  # named, never silently zero
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from toys import LinearThen
 
 import graphprof
 from graphprof.base.choices import OpStatus
@@ -201,16 +202,8 @@ def _(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_register_formula_for_a_custom_op() -> None:
-    class Doubled(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc = nn.Linear(4, 6)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return double(self.fc(x))
-
     graphprof.register_formula(double, lambda x, *, out: Cost(flops=out.numel))
-    p = _profile(Doubled(), torch.randn(3, 4))
+    p = _profile(LinearThen(4, 6, double), torch.randn(3, 4))
     assert not p.unsupported
     # Linear: 72 MACs, 144 FLOPs + 18 bias adds; double: 18 multiplies -> 180
     assert (p.total_macs, p.total_flops) == (72, 144 + 18 + 18)

@@ -3,10 +3,12 @@ that write one and load it by path, ``file.py:factory``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
-__all__ = ["Blocks", "TINY_MODULE"]
+__all__ = ["Blocks", "LinearThen", "TINY_MODULE"]
 
 
 class Blocks(nn.Module):
@@ -25,6 +27,19 @@ class Blocks(nn.Module):
         for block in self.blocks:
             x = block(x)
         return x if self.head is None else self.head(x)
+
+
+class LinearThen(nn.Module):
+    """One ``Linear(in_features, out_features)``, then ``then`` on its output: how a test puts a function
+    of its own (a custom op, a planted failure) into a model."""
+
+    def __init__(self, in_features: int, out_features: int, then: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+        self.then = then
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.then(self.fc(x))
 
 
 #: ``Tiny``: one ``Linear(8, 2)``, the smallest model a factory can return; each test module appends its
