@@ -34,7 +34,7 @@ aten = torch.ops.aten
 
 __all__ = [
     "attention_cost", "multi_head_attention_cost", "causal_work_fraction", "causal_useful_fraction",
-    "causal_lengths",
+    "causal_lengths", "sequence_sizes",
 ]  # fmt: skip
 
 #: Tile edge (queries and keys) of the flash / memory-efficient kernels on Hopper: a causal kernel
@@ -73,6 +73,16 @@ def _bhld_cost(query: TensorMeta, key: TensorMeta, value: TensorMeta, masked: bo
         masked=masked,
         dropout=dropout_p > 0,
     )
+
+
+def sequence_sizes(
+    query: TensorMeta, key: TensorMeta, cum_seq_q: TensorMeta | None, max_q: int | None, max_k: int | None
+) -> tuple[int, int, int]:
+    """``(batch, q_len, kv_len)`` of the fused kernels' (batch, seq, heads, dim) layout; for variable-length
+    sequences (``cum_seq_q``: batch + 1 offsets) every sequence is taken at the maximum lengths."""
+    if cum_seq_q is not None and max_q is not None and max_k is not None:
+        return cum_seq_q.numel - 1, max_q, max_k
+    return query.shape[0], query.shape[1], key.shape[1]
 
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu)
@@ -168,10 +178,7 @@ def flash_attention_forward_cost(
     **_: Any,
 ) -> Cost:
     # layout (batch, seq, heads, dim); variable-length: (total, heads, dim) with cum_seq of batch + 1
-    if cum_seq_q is not None:
-        batch, q_len, kv_len = cum_seq_q.numel - 1, max_q, max_k
-    else:
-        batch, q_len, kv_len = query.shape[0], query.shape[1], key.shape[1]
+    batch, q_len, kv_len = sequence_sizes(query, key, cum_seq_q, max_q, max_k)
     heads, qk_dim, v_dim = query.shape[-2], query.shape[-1], value.shape[-1]
     return attention_cost(batch * heads, q_len, kv_len, qk_dim, v_dim, dropout=dropout_p > 0)
 
@@ -192,10 +199,7 @@ def efficient_attention_forward_cost(
     **_: Any,
 ) -> Cost:
     # layout (batch, seq, heads, dim); variable-length: batch 1 holding all sequences, cu_seqlens of b + 1
-    if cu_seqlens_q is not None and max_seqlen_q is not None and max_seqlen_k is not None:
-        batch, q_len, kv_len = cu_seqlens_q.numel - 1, max_seqlen_q, max_seqlen_k
-    else:
-        batch, q_len, kv_len = query.shape[0], query.shape[1], key.shape[1]
+    batch, q_len, kv_len = sequence_sizes(query, key, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     heads, qk_dim, v_dim = query.shape[2], query.shape[3], value.shape[3]
     return attention_cost(batch * heads, q_len, kv_len, qk_dim, v_dim, masked=bias is not None, dropout=dropout_p > 0)
 

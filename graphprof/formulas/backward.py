@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from graphprof.formulas.attention import sequence_sizes
 from graphprof.formulas.common import contraction, elementwise, first, flops_of, io_bytes, per_input_and_output
 from graphprof.formulas.conv import conv_macs
 from graphprof.formulas.cost import Cost, TensorMeta
@@ -189,10 +190,7 @@ def flash_attention_backward_cost(
     **_: Any,
 ) -> Cost:
     # layout (batch, seq, heads, dim); variable-length inputs at their maximum lengths
-    if cum_seq_q is not None and query.ndim == 3:
-        batch, q_len, kv_len = cum_seq_q.numel - 1, max_q, max_k
-    else:
-        batch, q_len, kv_len = query.shape[0], query.shape[1], key.shape[1]
+    batch, q_len, kv_len = sequence_sizes(query, key, cum_seq_q if query.ndim == 3 else None, max_q, max_k)
     return attention_backward_cost(
         batch * query.shape[-2], q_len, kv_len, query.shape[-1], value.shape[-1], dropout=dropout_p > 0
     )
@@ -216,10 +214,7 @@ def efficient_attention_backward_cost(
     out: Any,
     **_: Any,
 ) -> Cost:
-    if cu_seqlens_q is not None:
-        batch, q_len, kv_len = cu_seqlens_q.numel - 1, max_seqlen_q, max_seqlen_k
-    else:
-        batch, q_len, kv_len = query.shape[0], query.shape[1], key.shape[1]
+    batch, q_len, kv_len = sequence_sizes(query, key, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     return attention_backward_cost(
         batch * query.shape[2], q_len, kv_len, query.shape[3], value.shape[3], dropout=dropout_p > 0
     )
