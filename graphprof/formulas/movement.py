@@ -195,7 +195,9 @@ def scatter_add_inplace_cost(
 
 
 def _index_source(accumulate: bool) -> Formula:  # a formula factory
-    def formula(self: TensorMeta, dim: int, index: TensorMeta, source: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
+    def formula(
+        self: TensorMeta, dim: int, index: TensorMeta, source: TensorMeta, *args: Any, out: Any, **_: Any
+    ) -> Cost:
         # source's slices land on the indexed slices of self: added (index_add_) or copied (index_copy_)
         return _scatter_in_place(self, source.numel, [index, source], accumulate=accumulate)
 
