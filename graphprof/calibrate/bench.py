@@ -32,8 +32,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from graphprof.base.choices import OpStatus
-from graphprof.cost.count import op_name
 from graphprof.formulas import op_cost, op_status
+from graphprof.formulas.registry import op_name
 
 __all__ = ["Benchmark", "benchmarks", "kind_benchmarks", "measure_benchmarks", "time_call", "cost_of", "measure_floors", "measure_op_table", "Progress"]
 

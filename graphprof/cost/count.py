@@ -18,8 +18,7 @@ from graphprof.formulas.fractions import MASKABLE, kernel_useful_fraction, kerne
 from graphprof.formulas.registry import op_name
 from graphprof.run.propagate import OpCall, Trace, TraceKey, shapes_of
 
-# op_name stays importable from here while graphprof.calibrate.bench imports it by this path
-__all__ = ["count_costs", "op_name", "op_record"]
+__all__ = ["count_costs", "op_record"]
 
 
 def op_record(call: OpCall) -> OpRecord:
