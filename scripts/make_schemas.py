@@ -122,12 +122,28 @@ def shards() -> Iterator[dict[str, Any]]:
 
     yield _doc(shard_profile("hf:llama", "fsdp:8"))
     yield _doc(shard_profile("hf:gpt2", "fsdp:4", dtype="bfloat16", hardware="h100"))
+    yield _doc(shard_profile("hf:llama?num_hidden_layers=2", "tp:2"))
+    yield _doc(shard_profile("hf:llama?num_hidden_layers=2", "fsdp:2,tp:2", hardware="h100"))
+
+
+def fits() -> Iterator[dict[str, Any]]:
+    from graphprof.plan import plan_memory
+
+    yield _doc(plan_memory("resnet18", batch_size=2))
+    yield _doc(plan_memory("hf:llama?num_hidden_layers=2", shard="fsdp:2,tp:2", hardware="h100", dtype="bfloat16"))
+    yield _doc(plan_memory("mobilenet_v2", batch_size=8, hardware="h100", memory_budget="150MB"))
+
+
+def fits_ranks() -> Iterator[dict[str, Any]]:
+    from graphprof.plan import plan_ranks
+
+    yield _doc(plan_ranks("hf:llama?num_hidden_layers=2", "h100"))
 
 
 SAMPLES: dict[str, Callable[[], Iterator[dict[str, Any]]]] = {
     "profile": profiles, "compare": compares, "sweep": sweeps, "validate": validates, "generate": generates,
     "partition": partitions, "graph": graphs, "graph-scaling": graph_scalings, "graph-estimate": graph_estimates,
-    "calibrate": calibrations, "shard": shards,
+    "calibrate": calibrations, "shard": shards, "fits": fits, "fits-ranks": fits_ranks,
 }  # fmt: skip
 
 

@@ -106,7 +106,7 @@ def test_cli_fits_and_its_errors() -> None:
         (["--model", "resnet18", "--mode", "train", "--memory-budget", "2GB"], "hardware"),
         (["--model", "resnet18", "--mode", "train", "--fits", "--memory-budget", "lots"], "memory 'lots'"),
         (["shard", "--model", "resnet18", "fsdp:auto", "--fits"], "--hardware"),
-        (["shard", "--model", "resnet18", "tp:2", "--fits"], "fsdp"),
+        (["shard", "--model", "resnet18", "pp:2", "--fits"], "fsdp"),
     ],
 )
 def test_cli_plan_mistakes_are_one_line_and_exit_2(argv: list[str], says: str) -> None:

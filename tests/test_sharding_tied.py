@@ -7,8 +7,10 @@ import copy
 import pytest
 import torch
 
-from graphprof.sharding.run import fake_world, run_sharded_step, shard_units
+from graphprof.sharding.run import run_sharded_step
+from graphprof.sharding.spec import ShardSpec
 from graphprof.sharding.tied import retie, tied_groups
+from graphprof.sharding.wraps import fake_world, shard_units, sharding_wraps
 
 transformers = pytest.importorskip("transformers")
 
@@ -38,8 +40,10 @@ def test_sharded_step_shards_match_a_real_fsdp2_wrap_to_the_byte(tied: bool) -> 
 
     model = _gpt2(tied, "meta")
     ids = torch.zeros(1, 16, dtype=torch.int64)
-    with fake_world(4) as mesh:
-        step = run_sharded_step(model, (), {"input_ids": ids}, mesh, None)
+    spec = ShardSpec(fsdp=4)
+    with fake_world(spec) as meshes:
+        mesh = meshes.dp
+        step = run_sharded_step(model, (), {"input_ids": ids}, sharding_wraps(spec, meshes, (), {"input_ids": ids}, "gpt2"), None)
         real = _gpt2(tied)
         for unit in shard_units(real):
             fully_shard(unit, mesh=mesh)

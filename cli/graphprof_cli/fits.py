@@ -1,6 +1,8 @@
-"""``graphprof --model X --mode train --fits [--memory-budget 40GB]``: plan a training step (parsing only).
+"""``graphprof --model X --mode train --fits [--memory-budget 40GB] [--output plan.json]``: plan a training
+step (parsing only).
 
-The work is :func:`graphprof.plan.plan_memory`; the output :func:`graphprof.render.plan.render_memory_plan`.
+The work is :func:`graphprof.plan.plan_memory`; the output :func:`graphprof.render.plan.render_memory_plan`,
+and ``--output`` the plan as JSON (kind ``fits``, :mod:`graphprof.schemas`).
 """
 
 from __future__ import annotations
@@ -32,12 +34,15 @@ def fits_options(req: ProfileRequest) -> dict[str, Any]:
 
 
 def run_fits(req: ProfileRequest) -> None:
-    """Check the options, simulate the step, print the plan."""
+    """Check the options (``--output`` too), simulate the step, print the plan, write ``--output``."""
     from graphprof.plan import plan_memory
     from graphprof.render.plan import render_memory_plan
+    from graphprof_cli.output import emit, plan
 
     options = run_guarded(lambda: fits_options(req), req.debug)
-    console = make_console(req.width)
+    target = run_guarded(lambda: plan("fits", req.output, req.fmt, req.redact), req.debug)
+    console = make_console(req.width, stderr=target is not None and target.to_stdout)
     with console.status(f"planning a training step of {req.model} ...", spinner="dots"):
-        plan = run_guarded(lambda: plan_memory(req.model, **options), req.debug)
-    console.print(render_memory_plan(plan))
+        result = run_guarded(lambda: plan_memory(req.model, **options), req.debug)
+    console.print(render_memory_plan(result))
+    emit(result, target, console, req.debug)

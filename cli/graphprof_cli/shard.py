@@ -1,4 +1,4 @@
-"""``graphprof shard --model X fsdp:64``: one rank of a sharded training step, on a dry run (its own command).
+"""``graphprof shard --model X fsdp:64`` (``tp:8``, ``fsdp:8,tp:8``): one rank of a sharded training step, on a dry run (its own command).
 
 Parsing only: the work is :func:`graphprof.sharding.shard_profile`; the output is
 :func:`graphprof.render.shard.render_sharded`.
@@ -25,20 +25,23 @@ __all__ = ["ShardRequest", "shard_command", "run_shard"]
 
 
 def _run_fits(req: ShardRequest) -> None:
-    """``--fits``: the step planned per rank (:func:`graphprof.plan.plan_memory` with ``shard=``)."""
+    """``--fits``: the step planned per rank (:func:`graphprof.plan.plan_memory` with ``shard=``);
+    ``--output``: the plan as JSON (kind ``fits``)."""
     from graphprof.plan import plan_memory
     from graphprof.render.plan import render_memory_plan
     from graphprof_cli.common import console as make_console
+    from graphprof_cli.output import emit
 
     if req.spec.strip().lower() == "fsdp:auto":
         _run_ranks(req)
         return
-    spec, hardware, _ = run_guarded(lambda: _checked(req), req.debug)
-    console = make_console(req.width)
+    spec, hardware, target = run_guarded(lambda: _checked(req, "fits"), req.debug)
+    console = make_console(req.width, stderr=target is not None and target.to_stdout)
     options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer, "memory_budget": req.memory_budget}
     with console.status(f"planning {req.model} as {spec} ...", spinner="dots"):
         plan = run_guarded(lambda: plan_memory(req.model, shard=spec, hardware=hardware, **options), req.debug)
     console.print(render_memory_plan(plan))
+    emit(plan, target, console, req.debug)
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,9 @@ def shard_command(
         str,
         typer.Argument(
             metavar="STRATEGY:RANKS",
-            help="How the training step is sharded: fsdp:64 is FSDP2 over 64 ranks of a fake process group; "
-            "with --fits, fsdp:auto finds the fewest ranks that fit --hardware.",
+            help="How the training step is sharded, on a fake process group: fsdp:64 is FSDP2 over 64 ranks, "
+            "tp:8 tensor parallelism (DTensor) over 8, fsdp:8,tp:8 both over 64; "
+            "with --fits, fsdp:auto finds the fewest FSDP ranks that fit --hardware.",
         ),
     ],
     model: opt.ModelRequired,
@@ -85,15 +89,15 @@ def shard_command(
     run_shard(req)
 
 
-def _checked(req: ShardRequest) -> tuple[ShardSpec, Hardware | None, OutputTarget | None]:
-    """Before any model is built: the sharding, the hardware and the output's folder."""
+def _checked(req: ShardRequest, kind: str = "shard") -> tuple[ShardSpec, Hardware | None, OutputTarget | None]:
+    """Before any model is built: the sharding, the hardware and the output (a result of ``kind``)."""
     from graphprof.devices.hardware import resolve_hardware
     from graphprof.sharding import parse_shard
     from graphprof_cli.output import plan
 
     spec = parse_shard(req.spec)
     hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
-    return spec, hardware, plan("shard", req.output, redact=req.redact)
+    return spec, hardware, plan(kind, req.output, redact=req.redact)
 
 
 def _run_ranks(req: ShardRequest) -> None:
@@ -103,19 +107,21 @@ def _run_ranks(req: ShardRequest) -> None:
     from graphprof.plan import plan_ranks
     from graphprof.render.plan import render_ranks_plan
     from graphprof_cli.common import console as make_console
+    from graphprof_cli.output import emit, plan
 
-    def check() -> Hardware:
+    def check() -> tuple[Hardware, OutputTarget | None]:
         hardware = resolve_hardware(req.hardware, peak_tflops=req.peak_tflops, bandwidth_gbs=req.bandwidth_gbs)
         if hardware is None:
             raise InvalidInputError("fsdp:auto finds the ranks a device needs: give --hardware")
-        return hardware
+        return hardware, plan("fits-ranks", req.output, redact=req.redact)
 
-    hardware = run_guarded(check, req.debug)
-    console = make_console(req.width)
+    hardware, target = run_guarded(check, req.debug)
+    console = make_console(req.width, stderr=target is not None and target.to_stdout)
     options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer}
     with console.status(f"finding how many ranks {req.model} needs ...", spinner="dots"):
-        plan = run_guarded(lambda: plan_ranks(req.model, hardware, **options), req.debug)
-    console.print(render_ranks_plan(plan))
+        ranks = run_guarded(lambda: plan_ranks(req.model, hardware, **options), req.debug)
+    console.print(render_ranks_plan(ranks))
+    emit(ranks, target, console, req.debug)
 
 
 def run_shard(req: ShardRequest) -> None:

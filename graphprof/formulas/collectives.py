@@ -10,6 +10,11 @@ ops exist only once ``torch.distributed.fsdp`` is imported, which an unsharded p
   elements of adds; reads ``input``, writes ``output``.
 * ``c10d.allreduce_`` (tensor parallelism, a replicated gradient): ``(N - 1)`` adds per element is not
   known from shapes alone (the group size is not an argument); counted as one read and one write.
+* ``_c10d_functional.all_reduce(input, op, group)`` (DTensor's tensor parallelism: a partial sum made
+  whole): like ``allreduce_``, one read and one write of the tensor, 0 FLOPs counted;
+  ``_c10d_functional.all_gather_into_tensor`` and ``reduce_scatter_tensor`` as their ``c10d`` forms
+  (the group size is an argument there: ``reduce_scatter_tensor``'s adds are ``(N - 1)`` per element kept);
+  ``_c10d_functional.wait_tensor``: waits on a collective, 0.
 * ``fsdp.all_gather_copy_in``, ``fsdp.split_with_sizes_copy``, ``fsdp.chunk_cat``: copies into and out of
   the flat communication buffers: each reads its sources and writes its destination, 0 FLOPs.
 """
@@ -46,6 +51,23 @@ def allreduce_cost(tensors: Any, *args: Any, out: Any, **_: Any) -> Cost:
     return Cost(bytes_read=nbytes, bytes_written=nbytes)
 
 
+def functional_allreduce_cost(input: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:  # noqa: A002
+    return Cost(bytes_read=input.nbytes, bytes_written=input.nbytes)
+
+
+def functional_allgather_cost(input: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:  # noqa: A002
+    return Cost(bytes_read=input.nbytes, bytes_written=sum(t.nbytes for t in _tensors(out)))
+
+
+def functional_reduce_scatter_cost(input: TensorMeta, op: str, group_size: int, *args: Any, out: Any, **_: Any) -> Cost:  # noqa: A002
+    kept = input.numel // group_size
+    return Cost(flops=(group_size - 1) * kept, bytes_read=input.nbytes, bytes_written=input.nbytes // group_size)
+
+
+def wait_cost(*args: Any, out: Any = None, **_: Any) -> Cost:
+    return Cost()
+
+
 def copy_in_out_cost(*args: Any, out: Any = None, **kwargs: Any) -> Cost:
     """A copy between buffers: reads every tensor argument but the destination, writes the destination
     (``out=`` where given, else the op's output)."""
@@ -64,6 +86,10 @@ def register_collectives() -> None:
         torch.ops.c10d._allgather_base_: allgather_cost,
         torch.ops.c10d._reduce_scatter_base_: reduce_scatter_cost,
         torch.ops.c10d.allreduce_: allreduce_cost,
+        torch.ops._c10d_functional.all_reduce: functional_allreduce_cost,
+        torch.ops._c10d_functional.all_gather_into_tensor: functional_allgather_cost,
+        torch.ops._c10d_functional.reduce_scatter_tensor: functional_reduce_scatter_cost,
+        torch.ops._c10d_functional.wait_tensor: wait_cost,
         torch.ops.fsdp.all_gather_copy_in: copy_in_out_cost,
         torch.ops.fsdp.split_with_sizes_copy: copy_in_out_cost,
         torch.ops.fsdp.chunk_cat: copy_in_out_cost,

@@ -59,7 +59,7 @@ def _search(
     tried: dict[int, int] = {}
 
     def simulate(n: int) -> MemoryPlan:
-        plan = plan_step(step, shard=ShardSpec("fsdp", n), wraps=wraps, **run)
+        plan = plan_step(step, shard=ShardSpec(fsdp=n), wraps=wraps, **run)
         tried[n] = plan.peak_bytes
         return plan
 

@@ -19,10 +19,10 @@ from graphprof.base.options import parse_shape
 from graphprof.errors import InvalidInputError
 from graphprof.plan.result import MemoryPlan
 from graphprof.plan.step import StepInputs, Wrap, simulate_step
-from graphprof.sharding.run import fake_world, shard_units
 from graphprof.sharding.spec import ShardSpec
+from graphprof.sharding.wraps import TensorParallel, fake_world, sharding_wraps
 
-__all__ = ["StepModel", "resolve_step_model", "plan_step", "fsdp_wrap"]
+__all__ = ["StepModel", "resolve_step_model", "plan_step"]
 
 
 @dataclass(frozen=True)
@@ -78,27 +78,15 @@ def _needs_values(model: nn.Module) -> bool:
     return any(type(m).__module__.startswith("torch_geometric") for m in model.modules())
 
 
-def fsdp_wrap(mesh: Any) -> Wrap:
-    """``fully_shard`` on each repeated block and then the root (as :mod:`graphprof.sharding.run` does)."""
-
-    def wrap(model: nn.Module) -> nn.Module:
-        from torch.distributed.fsdp import fully_shard
-
-        for unit in shard_units(model):
-            fully_shard(unit, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        return model
-
-    return wrap
-
-
 @contextlib.contextmanager
-def _world(spec: ShardSpec | None) -> Iterator[tuple[Wrap, ...]]:
+def _world(spec: ShardSpec | None, step: StepModel) -> Iterator[tuple[Wrap, ...]]:
+    """The wraps that shard the step's copy (:func:`graphprof.sharding.wraps.sharding_wraps`: tensor
+    parallelism, then FSDP), on a fake process group held while the step runs."""
     if spec is None:
         yield ()
         return
-    with fake_world(spec.world) as mesh:
-        yield (fsdp_wrap(mesh),)
+    with fake_world(spec) as meshes:
+        yield tuple(w for w in sharding_wraps(spec, meshes, step.args, step.kwargs, step.name) if w is not None)
 
 
 def plan_step(
@@ -111,7 +99,7 @@ def plan_step(
     wraps: tuple[Wrap, ...] = (),
 ) -> MemoryPlan:
     """One step of ``step`` simulated (checkpoint ``wraps`` first, then the sharding), as a :class:`MemoryPlan`."""
-    with _world(shard) as sharding:
+    with _world(shard, step) as sharding:
         inputs = StepInputs(
             step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real, (*wraps, *sharding)
         )
@@ -125,7 +113,7 @@ def plan_step(
     ]
     if shard is not None:
         notes.append(
-            f"per rank: FSDP2 fully_shard over {shard.world} ranks of a fake process group; the gathered units are transients"
+            f"per rank of {shard}, on a fake process group of {shard.world} ranks" + _sharding_note(shard, sharding)
         )
     return MemoryPlan(
         model_name=step.name, inputs=format_inputs(describe_inputs(step.args, step.kwargs, dtype)),
@@ -133,6 +121,16 @@ def plan_step(
         execution="real" if step.real else "fake", phases=outcome.phases, saved_activation_bytes=outcome.saved_total,
         shard=None if shard is None else str(shard), notes=tuple(notes),
     )  # fmt: skip
+
+
+def _sharding_note(spec: ShardSpec, wraps: tuple[Wrap, ...]) -> str:
+    parts = []
+    for wrap in wraps:
+        if isinstance(wrap, TensorParallel):
+            parts.append(f"; tensor parallelism (DTensor) over {spec.tp} ranks, {wrap.plan.describe()}")
+    if spec.fsdp > 1:
+        parts.append(f"; FSDP2 fully_shard over {spec.fsdp} ranks, the gathered units are transients")
+    return "".join(parts)
 
 
 def _model_dtype(model: nn.Module) -> torch.dtype:

@@ -95,8 +95,9 @@ class LocalShards(torch.optim.Optimizer):
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
-    """A DTensor's local shard (the tensor its storage is), without a copy or an autograd edge."""
-    local: torch.Tensor = getattr(t, "_local_tensor")  # noqa: B009 - DTensor's attribute, not in torch's stubs
+    """A DTensor's local shard (the tensor its storage is), without a copy or an autograd edge; a plain
+    tensor itself (a parameter tensor parallelism leaves whole)."""
+    local: torch.Tensor = getattr(t, "_local_tensor", t)  # DTensor's attribute, not in torch's stubs
     return local
 
 

@@ -25,17 +25,26 @@ _ROWS = (
     ("reduce-scatter per step (gradients)", "reduce_scatter_bytes", format_bytes),
     ("all-gather calls", "all_gather_calls", str),
     ("reduce-scatter calls", "reduce_scatter_calls", str),
+    ("all-reduce per step (tensor parallelism)", "all_reduce_bytes", format_bytes),
+    ("all-reduce calls", "all_reduce_calls", str),
+)
+
+#: Rows that only FSDP fills (tensor parallelism alone gathers and scatters nothing).
+_FSDP_ONLY = frozenset(
+    {"unsharded_bytes", "all_gather_bytes", "reduce_scatter_bytes", "all_gather_calls", "reduce_scatter_calls"}
 )
 
 
 def render_sharded(p: ShardedProfile) -> RenderableType:
     """The per-rank table and the verdict on memory (when a device is known)."""
-    table = Table(title=f"{p.model_name}, {p.strategy}:{p.world}, {p.dtype}, per-rank batch {p.inputs}: one rank of a training step",
+    table = Table(title=f"{p.model_name}, {p.shard or p.strategy}, {p.dtype}, per-rank batch {p.inputs}: one rank of a training step",
                   box=box.SIMPLE_HEAD, title_justify="left")  # fmt: skip
     for name, justify in (("per rank", "left"), ("counted", "right"), ("reference", "right"), ("difference", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     differences = p.differences()
     for label, key, fmt in _ROWS:
+        if "tp" not in p.strategy and key.startswith("all_reduce") or "fsdp" not in p.strategy and key in _FSDP_ONLY:
+            continue
         table.add_row(label, fmt(getattr(p.rank, key)), fmt(getattr(p.analytic, key)), f"{differences[key]:+.2%}")
     peak = f"estimated peak per rank: {format_bytes(p.rank.memory_bytes)}"
     if p.device is not None and p.device_memory_bytes is not None:

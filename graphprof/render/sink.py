@@ -17,6 +17,8 @@ kind                result                                                    fo
 ``graph-scaling``   :class:`graphprof.gnn.scaling.GraphScalingResult`         json
 ``graph-estimate``  :class:`graphprof.gnn.compare.EstimateComparison`         json
 ``shard``           :class:`graphprof.sharding.ShardedProfile`                json
+``fits``            :class:`graphprof.plan.MemoryPlan`                        json
+``fits-ranks``      :class:`graphprof.plan.RanksPlan`                         json
 ==================  ========================================================  ===========
 
 Every JSON file starts with ``kind`` and ``schema_version`` (its schema: :mod:`graphprof.schemas`), then
@@ -64,6 +66,8 @@ RESULT_FORMATS: Mapping[str, tuple[str, ...]] = {
     "graph-scaling": ("json",),
     "graph-estimate": ("json",),
     "shard": ("json",),
+    "fits": ("json",),
+    "fits-ranks": ("json",),
 }
 _KNOWN = frozenset(f for formats in RESULT_FORMATS.values() for f in formats)
 
@@ -79,6 +83,8 @@ _KINDS = {
     "graphprof.gnn.scaling.GraphScalingResult": "graph-scaling",
     "graphprof.gnn.compare.EstimateComparison": "graph-estimate",
     "graphprof.sharding.result.ShardedProfile": "shard",
+    "graphprof.plan.result.MemoryPlan": "fits",
+    "graphprof.plan.result.RanksPlan": "fits-ranks",
 }
 
 
@@ -253,6 +259,8 @@ _RENDERERS: Mapping[str, Callable[[str], Callable[[Any], str]]] = {
     "graph-scaling": _to_dict("graph-scaling"),
     "graph-estimate": _to_dict("graph-estimate"),
     "shard": _to_dict("shard"),
+    "fits": _to_dict("fits"),
+    "fits-ranks": _to_dict("fits-ranks"),
 }
 
 

@@ -16,7 +16,9 @@ kind                written by
 ``graph-scaling``   ``graphprof sweep pyg:X --nodes ... --output f.json``
 ``graph-estimate``  ``graphprof graph-estimate ... --output f.json``
 ``calibrate``       ``graphprof calibrate`` (the ``local.json`` preset)
-``shard``           ``graphprof shard --model X fsdp:64 --output f.json``
+``shard``           ``graphprof shard --model X fsdp:64 --output f.json`` (``tp:8``, ``fsdp:8,tp:8``)
+``fits``            ``graphprof --model X --mode train --fits --output f.json``, ``graphprof shard ... --fits``
+``fits-ranks``      ``graphprof shard --model X fsdp:auto --fits --hardware h100 --output f.json``
 ``seed002-profile`` seed 002's script, ``python3 cli/profile_graph.py --model X --output f.json``
 ``seed004-profile`` seed 004's script, ``python cli/profile_model.py ... --output f.json``
 ==================  ===================================================================
@@ -52,7 +54,9 @@ SCHEMA_VERSIONS: dict[str, str] = {
     "graph-scaling": "1.1",
     "graph-estimate": "1.1",
     "calibrate": "1.1",
-    "shard": "1.0",
+    "shard": "1.1",  # 1.1: shard, tensor_parallel, all_reduce_bytes and all_reduce_calls
+    "fits": "1.0",
+    "fits-ranks": "1.0",
     "seed002-profile": "1.0",  # the seed's fields (model, total_flops, total_memory, layers) under graphprof's envelope
     "seed004-profile": "1.0",  # the seed's fields (model_info, runtime, memory, flops, scaling) under graphprof's envelope
 }

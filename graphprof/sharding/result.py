@@ -18,7 +18,9 @@ class RankFigures:
     to a multiple of the world size), ``optimizer_bytes`` AdamW's two moments of the shard in the
     parameters' dtype (torch's default), ``activation_bytes`` what the forward saves for backward,
     ``unsharded_bytes`` the largest unit's gathered parameters twice (the unit computing and the one
-    prefetched). Collectives: bytes of the tensors each rank gathers / reduces in one step.
+    prefetched). Collectives: bytes of the tensors each rank gathers / reduces in one step (FSDP's
+    all-gathers and reduce-scatters; tensor parallelism's all-reduces of partial sums, one a row-wise
+    layer's output in the forward, one a column-wise layer's input gradient in the backward).
     """
 
     flops: int
@@ -31,6 +33,8 @@ class RankFigures:
     reduce_scatter_bytes: int
     all_gather_calls: int
     reduce_scatter_calls: int
+    all_reduce_bytes: int
+    all_reduce_calls: int
 
     @property
     def memory_bytes(self) -> int:
@@ -40,10 +44,13 @@ class RankFigures:
 
 @dataclass(frozen=True)
 class ShardedProfile(NotebookDisplay):
-    """A model's training step sharded over ``world`` ranks: the figures of one rank (``rank``, counted
-    on a dry run of FSDP2's ``fully_shard`` over a fake process group) and the analytic ones
+    """A model's training step sharded over ``world`` ranks (``shard``: ``fsdp:8``, ``tp:8``,
+    ``fsdp:8,tp:8``): the figures of one rank (``rank``, counted on a dry run of DTensor's tensor
+    parallelism and FSDP2's ``fully_shard`` over a fake process group) and the analytic ones
     (``analytic``: parameters / N, the all-gather of every unit forward and backward, the
-    reduce-scatter of every gradient once, the unsharded model's FLOPs at the same per-rank batch)."""
+    reduce-scatter of every gradient once, an all-reduce per planned row-wise layer's output and
+    column-wise layer's input gradient, the unsharded model's FLOPs at the same per-rank batch, over
+    ``tp``). ``colwise``/``rowwise``: the linear layers tensor parallelism split, by name."""
 
     model_name: str
     strategy: str
@@ -57,6 +64,9 @@ class ShardedProfile(NotebookDisplay):
     device: str | None = None
     device_memory_bytes: int | None = None
     notes: tuple[str, ...] = field(default=())
+    shard: str = ""
+    colwise: tuple[str, ...] = ()
+    rowwise: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool | None:
@@ -73,10 +83,11 @@ class ShardedProfile(NotebookDisplay):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model_name": self.model_name, "strategy": self.strategy, "world": self.world, "dtype": self.dtype,
+            "model_name": self.model_name, "shard": self.shard, "strategy": self.strategy, "world": self.world, "dtype": self.dtype,
             "inputs": self.inputs, "units": self.units, "total_params": self.total_params,
             "rank": {**asdict(self.rank), "memory_bytes": self.rank.memory_bytes},
             "analytic": {**asdict(self.analytic), "memory_bytes": self.analytic.memory_bytes},
             "difference": self.differences(), "device": self.device, "device_memory_bytes": self.device_memory_bytes,
-            "fits": self.fits, "notes": list(self.notes),
+            "fits": self.fits, "tensor_parallel": {"colwise": list(self.colwise), "rowwise": list(self.rowwise)},
+            "notes": list(self.notes),
         }  # fmt: skip

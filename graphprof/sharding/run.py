@@ -1,24 +1,24 @@
-"""A sharded training step on a dry run: FSDP2's ``fully_shard`` over a fake process group, on FakeTensors.
+"""A sharded training step on a dry run: tensor parallelism and FSDP2 over a fake process group, on FakeTensors.
 
 The model is built as graphprof builds it (on the meta device, no weights), copied, its parameters made
-FakeTensors (``to_empty`` inside ``FakeTensorMode``), each of its repeated blocks and then the root
-wrapped with ``fully_shard`` over a one-dimensional mesh of ``world`` ranks of torch's fake process group
+FakeTensors (``to_empty`` inside ``FakeTensorMode``), and sharded by the wraps of
+:mod:`graphprof.sharding.wraps` (DTensor's ``parallelize_module`` by the model's plan, then
+``fully_shard`` on each repeated block and the root) over meshes of torch's fake process group
 (``torch.testing._internal.distributed.fake_pg``: collectives that move nothing). One forward and
-backward then run as rank 0 runs them: every aten call is costed by the formula registry, FSDP's
+backward then run as rank 0 runs them: every aten call is costed by the formula registry, the
 collectives included (:mod:`graphprof.formulas.collectives`), and what the forward saves for backward is
-summed. Nothing real is allocated, so Llama-3-70B on 512 ranks fits on a laptop. The default process
-group is destroyed afterwards; a process that already has one is refused (it is the user's).
+summed. Nothing real is allocated, so Llama-3-70B on 512 ranks fits on a laptop.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
@@ -26,43 +26,19 @@ from torch.utils._pytree import tree_flatten, tree_map
 from graphprof.base.choices import Phase
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
-from graphprof.errors import InvalidInputError
 from graphprof.formulas.registry import to_meta
 from graphprof.run.propagate import OpCall
 from graphprof.sharding.tied import retie, tied_groups
+from graphprof.sharding.tp_plan import TensorPlan
+from graphprof.sharding.wraps import Fsdp, TensorParallel, local_bytes
 
-__all__ = ["fake_world", "shard_units", "run_sharded_step", "StepRecord"]
-
-
-@contextlib.contextmanager
-def fake_world(world: int) -> Iterator[Any]:
-    """A one-dimensional device mesh of ``world`` ranks on torch's fake process group (this process is
-    rank 0); the group is destroyed on exit."""
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    if dist.is_initialized():
-        raise InvalidInputError("a torch.distributed process group already exists in this process: shard in a fresh one")
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
-    try:
-        yield init_device_mesh("cpu", (world,))
-    finally:
-        dist.destroy_process_group()
-
-
-def shard_units(model: nn.Module) -> list[nn.Module]:
-    """The blocks FSDP wraps one by one: the items of the model's largest ``nn.ModuleList`` by parameter
-    count (a transformer's decoder layers), else its direct children that hold parameters."""
-    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) > 1]
-    if lists:
-        best = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
-        return list(best)
-    return [c for c in model.children() if any(True for _ in c.parameters())]
+__all__ = ["run_sharded_step", "StepRecord"]
 
 
 class _Tap(TorchDispatchMode):
-    """Every aten call of the step as a cost record, in order, with its phase."""
+    """Every aten call of the step as a cost record, in order, with its phase: as each rank runs it, so a
+    call on DTensors (tensor parallelism) is passed to DTensor (``NotImplemented``), whose calls on the
+    local shards, and collectives, come back here."""
 
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -71,6 +47,8 @@ class _Tap(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
+        if any(issubclass(t, DTensor) for t in types):
+            return NotImplemented
         out = func(*args, **kwargs)
         memo: dict[int, Any] = {}
         self.records.append(op_record(OpCall(func, to_meta(args, memo), to_meta(kwargs, memo), to_meta(out, {}), self.phase)))
@@ -86,19 +64,32 @@ class _Saved:
 
     def pack(self, t: torch.Tensor) -> torch.Tensor:
         base = t._base if t._base is not None else t
-        if not isinstance(base, nn.Parameter) and t.layout == torch.strided:
-            ref = StorageWeakRef(t.untyped_storage())
+        local = getattr(t, "_local_tensor", t)  # a DTensor: the rank's shard
+        if not isinstance(base, nn.Parameter) and local.layout == torch.strided:
+            ref = StorageWeakRef(local.untyped_storage())
             if ref not in self.seen:
                 self.seen.add(ref)
-                self.bytes += t.untyped_storage().nbytes()
+                self.bytes += local.untyped_storage().nbytes()
         return t
 
 
-class StepRecord:
-    """What :func:`run_sharded_step` saw: the op records, the bytes saved for backward, the shards."""
+def _warm(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """One step untapped: DTensor works out each op's output on a fake copy of global shape the first
+    time it meets the op (and caches it); those calls are not the rank's, so the tapped step comes second."""
+    _loss(model(*_fake_inputs(args), **_fake_inputs(kwargs))).backward()
+    model.zero_grad(set_to_none=True)
 
-    def __init__(self, records: list[OpRecord], saved_bytes: int, shard_bytes: int, unit_bytes: list[int]) -> None:
-        self.records, self.saved_bytes, self.shard_bytes, self.unit_bytes = records, saved_bytes, shard_bytes, unit_bytes
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What :func:`run_sharded_step` saw: the op records, the bytes saved for backward, the rank's
+    parameter bytes, each FSDP unit's bytes (empty without FSDP) and the tensor-parallel plan (empty without)."""
+
+    records: list[OpRecord]
+    saved_bytes: int
+    shard_bytes: int
+    unit_bytes: list[int]
+    plan: TensorPlan
 
 
 def _fake_inputs(value: Any) -> Any:
@@ -111,10 +102,9 @@ def _loss(out: Any) -> torch.Tensor:
     return first.float().sum()
 
 
-def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mesh: Any, dtype: torch.dtype | None) -> StepRecord:
-    """One training step of a copy of ``model`` wrapped with ``fully_shard`` on ``mesh``, on FakeTensors."""
+def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], wraps: tuple[TensorParallel | None, Fsdp | None], dtype: torch.dtype | None) -> StepRecord:
+    """One training step of a copy of ``model`` sharded by ``wraps`` (:func:`~graphprof.sharding.wraps.sharding_wraps`), on FakeTensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.distributed.fsdp import fully_shard
 
     from graphprof.formulas.collectives import register_collectives
 
@@ -127,12 +117,11 @@ def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
         step_model = step_model.to_empty(device="cpu")
         retie(step_model, tied)  # to_empty unties them: FSDP would shard a second embedding
         step_model.train()
-        units = shard_units(step_model)
-        unit_bytes = [sum(p.numel() * p.element_size() for p in u.parameters()) for u in units]
-        for unit in units:
-            fully_shard(unit, mesh=mesh)
-        fully_shard(step_model, mesh=mesh)
-        shard_bytes = sum(p.to_local().numel() * p.element_size() for p in step_model.parameters())  # type: ignore[attr-defined]
+        for wrap in wraps:
+            step_model = step_model if wrap is None else wrap(step_model)
+        shard_bytes = sum(local_bytes(p) for p in step_model.parameters())
+        if wraps[0] is not None:
+            _warm(step_model, args, kwargs)
         tap, saved = _Tap(), _Saved()
         call_args, call_kwargs = _fake_inputs(args), _fake_inputs(kwargs)
         with tap, torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
@@ -140,4 +129,5 @@ def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
         tap.phase = Phase.BACKWARD
         with tap:
             loss.backward()
-    return StepRecord(tap.records, saved.bytes, shard_bytes, unit_bytes)
+    tp, fsdp = wraps
+    return StepRecord(tap.records, saved.bytes, shard_bytes, [] if fsdp is None else fsdp.unit_bytes, TensorPlan(()) if tp is None else tp.plan)
