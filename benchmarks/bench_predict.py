@@ -11,8 +11,9 @@ preset with its 80% interval and the roofline lower bound, then graphprof's own 
 forward (the figure ``--measure`` reports as *forward*: uninstrumented forwards, mean). Nothing is learned
 between points (the library call learns nothing; the CLI's ``--measure`` would). Prints each error with
 the load beside it, the median |error|, the **signed** median, the share within +-10%, the worst, the 80%
-interval's coverage and whether the lower bound was ever above the measurement; a point taken above
-load 1.5 is refused (the benchmark waits for quiet before each point, then says so). The calibration runs
+interval's coverage and whether the lower bound was ever above the measurement. Before each point the
+benchmark waits for the 1-minute load to fall below 1.5 and refuses the point if it does not; the load
+after the point is printed too (it includes the point's own two threads, about +0.3 over ten seconds). The calibration runs
 twice, back to back, and the two calibrations' predictions of every model are compared. Writes
 ``benchmarks/results/bench_predict.md``. None of these models is one the calibration samples
 (:data:`graphprof.calibrate.local.CALIBRATION_MODELS`, checked at start): they are held out, and nothing is
@@ -60,7 +61,7 @@ def point(name: str, batch: int, iters: int, first: dict[tuple[str, int], float]
     return {
         "model": name, "batch": batch, "predicted": predicted, "measured": mean, "lower": roofline.seconds or 0.0,
         "low": interval.low if interval else 0.0, "high": interval.high if interval else 0.0,
-        "error": predicted / mean - 1.0, "load": max(load, _load()),
+        "error": predicted / mean - 1.0, "load": load, "load_after": _load(),
         "spread": predicted / first[(name, batch)] - 1.0 if first.get((name, batch)) else float("nan"),
     }  # fmt: skip
 
@@ -70,7 +71,7 @@ def _row(p: dict[str, object]) -> str:
     covered = f["low"] <= f["measured"] <= f["high"]
     return (f"| {p['model']} | {p['batch']} | {f['predicted'] * 1e3:.1f} ({f['low'] * 1e3:.1f}–{f['high'] * 1e3:.1f}) | "
             f"{f['measured'] * 1e3:.1f} | {f['error']:+.1%} | {'yes' if covered else 'no'} | "
-            f"{'yes' if f['lower'] <= f['measured'] else '**no**'} | {f['spread']:+.1%} | {f['load']:.2f}"
+            f"{'yes' if f['lower'] <= f['measured'] else '**no**'} | {f['spread']:+.1%} | {f['load']:.2f} -> {f['load_after']:.2f}"
             f"{'' if f['load'] <= QUIET else ' REFUSED'} |")  # fmt: skip
 
 
@@ -139,7 +140,7 @@ def main() -> int:
         f"load {load:.2f} -> {_load():.2f}; "
         f"{preset.calibration.op_model.counts.get('calibration', 0) if preset.calibration.op_model else 0} timed ops.",
         "",
-        "| model | batch | predicted ms (80%) | measured ms (plain forward) | error | in 80% | LB <= measured | 2nd / 1st calibration | load |",
+        "| model | batch | predicted ms (80%) | measured ms (plain forward) | error | in 80% | LB <= measured | 2nd / 1st calibration | load before -> after |",
         "|---|---:|---:|---:|---:|:---:|:---:|---:|---:|",
     ]
     print("\n".join(lines), flush=True)

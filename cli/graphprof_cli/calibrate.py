@@ -39,10 +39,22 @@ def _op_model_lines(model: Any) -> list[str]:
     held = model.accuracy.get("held_out_models", {})
     errors = ", ".join(f"{name} {math.expm1(e):+.0%}" for name, e in held.items())
     band = "" if model.model_q is None else f"; 80% band of a whole model {math.expm1(-model.model_q[1]):+.0%} to {math.expm1(-model.model_q[0]):+.0%}"
-    return [
+    lines = [
         f"  models   {len(model.kinds)} op kinds from {model.counts.get('calibration', 0):,} timed ops{band}",
-        f"  held out (predicted vs measured, each model left out of the fit): {errors or '-'}",
+        f"  held out (whole plain forward predicted by a fit that left the model out): {errors or '-'}",
     ]
+    summary = model.accuracy.get("held_out_summary")
+    if summary:
+        lines.append(
+            f"           median |error| {summary['median_abs_error']:.0%}, signed median {summary['signed_median_error']:+.0%}, "
+            f"within +-10% {summary['within_10_percent']} of {summary['models']}, worst {summary['worst_error']:+.0%}"
+        )
+    if model.between is not None:
+        lines.append(
+            f"  between  calls, in a plain forward: {model.between.per_call_s * 1e6:.2f} us per call + "
+            f"{model.between.per_fresh_byte_s * 1e9:.3f} ms per MB the calls write fresh (freeing, re-allocating)"
+        )
+    return lines
 
 
 def calibrate_command(

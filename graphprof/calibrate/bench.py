@@ -14,7 +14,8 @@ The median, not the mean, because the machine may be shared: one descheduled chu
 
 Besides the table, three floors: ``floor_s`` (a one-element add: the dispatcher and launch alone),
 ``view_s`` (a view: the dispatcher without a kernel) and ``host_per_kernel_s`` (a chain of small
-layers at batch 1: one eager op inside a module's forward, module call included).
+layers at batch 1: one eager op inside a module's forward, module call included); and on the CPU the
+first touch of large fresh outputs (:func:`measure_first_touch`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from graphprof.base.choices import OpStatus
 from graphprof.formulas import op_cost, op_status
 from graphprof.formulas.registry import op_name
 
-__all__ = ["Benchmark", "benchmarks", "kind_benchmarks", "measure_benchmarks", "time_call", "cost_of", "measure_floors", "measure_op_table", "Progress"]
+__all__ = ["Benchmark", "benchmarks", "kind_benchmarks", "measure_benchmarks", "time_call", "cost_of", "measure_first_touch", "measure_floors", "measure_op_table", "Progress"]
 
 #: ``progress(done, total, what)``: how a caller hears about a long measurement (the library never prints).
 Progress = Callable[[int, int, str], None]
@@ -256,6 +257,46 @@ def measure_floors(dev: torch.device) -> dict[str, float]:
     return {"floor_s": floor, "view_s": view, "host_per_kernel_s": max((chained - blocks * view) / (3 * blocks), floor)}
 
 
+#: Output sizes (MiB) at which a fresh output's first touch is timed, largest first: fine around glibc's
+#: 32 MiB, with the three largest always above any limit an allocator keeps.
+TOUCH_LADDER_MIB = (128, 96, 64, 48, 36, 33, 31, 28, 24, 16, 8, 4, 1)
+#: Sizes whose cost per byte is at least this share of the largest sizes' pay for their first touch.
+TOUCH_SHARE = 1 / 3
+
+
+def _fresh_extra(mib: float, dev: torch.device) -> tuple[float, float]:
+    """Seconds an op writing ``mib`` MiB (a ``clamp_min``) takes into a fresh output over a kept one, and
+    the kept one's own."""
+    n = int(mib * 2**20) // 4
+    x, kept = torch.randn(n, device=dev), torch.empty(n, device=dev)
+    sync = _sync_for(dev)
+    fresh = time_call(lambda: torch.clamp_min(x, 0.0), sync)
+    reuse = time_call(lambda: torch.clamp_min(x, 0.0, out=kept), sync)
+    return max(fresh - reuse, 0.0), reuse
+
+
+def measure_first_touch(dev: torch.device) -> dict[str, Any]:
+    """Where fresh outputs start to come from new pages, and what each byte's first touch costs there.
+
+    One op in a loop frees its output and allocates the next: below the allocator's limit the freed block
+    is re-used, above it (glibc maps such a block and unmaps it when freed) every page faults again.
+    Timed at :data:`TOUCH_LADDER_MIB`, largest first: the cost per byte is the median of the three largest
+    sizes', the limit the geometric middle between the smallest size from which every larger one pays at
+    least :data:`TOUCH_SHARE` of it and the next smaller. When even the largest sizes pay less than a
+    tenth of the op's own time for their first touch, there is no limit (``limit_bytes`` is ``None``: an
+    allocator that keeps its blocks). Run only on the CPU (a GPU's caching allocator keeps its blocks).
+    """
+    ladder = [(mib * 2**20, *_fresh_extra(mib, dev)) for mib in TOUCH_LADDER_MIB]
+    rates = [extra / size for size, extra, _ in ladder]
+    top = statistics.median(rates[:3])
+    table = [[size, extra] for size, extra, _ in ladder]
+    if top * ladder[0][0] < 0.1 * ladder[0][2]:
+        return {"limit_bytes": None, "per_byte_s": 0.0, "ladder": table}
+    paying = next((i for i in range(len(rates)) if rates[i] < TOUCH_SHARE * top), len(rates))
+    lower = ladder[paying][0] if paying < len(ladder) else ladder[-1][0] / 2
+    return {"limit_bytes": (ladder[paying - 1][0] * lower) ** 0.5, "per_byte_s": top, "ladder": table}
+
+
 def measure_op_table(device: str | torch.device = "cpu", progress: Progress | None = None, full: bool | None = None) -> dict[str, Any]:
     """Measure every benchmark of :func:`benchmarks` and the floors on ``device``: the raw op table.
 
@@ -268,7 +309,7 @@ def measure_op_table(device: str | torch.device = "cpu", progress: Progress | No
     total = len(grid) + 1
     if progress is not None:
         progress(0, total, "per-op floors")
-    floors = measure_floors(dev)
+    floors: dict[str, Any] = {**measure_floors(dev), **({"first_touch": measure_first_touch(dev)} if dev.type == "cpu" else {})}
     records: list[dict[str, Any]] = []
     skipped: list[str] = []
     for i, bench in enumerate(grid, start=1):

@@ -4,7 +4,8 @@ Per kind: a ridge regression of ``log(seconds)`` on the standardised log feature
 ``Ridge``: a log-log power law that extrapolates), then the number ``k`` of nearest neighbours whose
 residuals correct it, chosen by grouped cross-validation (scikit-learn's ``GroupKFold``: a zoo model's
 samples are held out together, so a kind is judged on models it never saw). The held-out log errors of
-the chosen ``k`` give the kind's 10% and 90% quantiles. Then each zoo model is held out whole, the
+the chosen ``k`` give the kind's smearing term (``log mean exp(-error)``: the fit predicts a median, a
+model's ops add up by their means) and its 10% and 90% quantiles. Then each zoo model is held out whole, the
 others fitted, and its total predicted: those whole-model log errors give the 80% interval of a model's
 total (:attr:`graphprof.devices.opmodel.OpModel.model_q`).
 
@@ -21,13 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from graphprof.devices.opmodel import Z80, KindModel, OpModel, Sample
+from graphprof.devices.opmodel import Z80, Between, FirstTouch, KindModel, OpModel, Outside, Sample
 from graphprof.errors import InvalidInputError
 
-__all__ = ["fit_kind", "fit_op_model", "model_quantiles", "worst_kinds"]
+__all__ = ["fit_between", "fit_kind", "fit_op_model", "held_out_summary", "model_quantiles", "smearing", "worst_kinds"]
 
 #: Neighbour counts tried per kind (0: the linear law alone).
 K_CHOICES = (0, 1, 3, 6)
+#: The largest log error (a factor of e) one sample brings to its kind's smearing term.
+SMEAR_BOUND = 1.0
 #: A kind needs this many samples for its own model; fewer fall to ``generic``.
 MIN_SAMPLES = 4
 
@@ -40,60 +43,127 @@ def _sklearn() -> Any:
     return linear_model, model_selection
 
 
-def _fit_linear(x: np.ndarray, y: np.ndarray, k: int) -> KindModel:
-    """Ridge on standardised features; every sample kept as a neighbour."""
+def _fit_linear(x: np.ndarray, y: np.ndarray, k: int, weight: np.ndarray | None = None) -> KindModel:
+    """Ridge on standardised features, each distinct configuration weighted by how often it ran; every
+    configuration kept as a neighbour."""
     linear_model, _ = _sklearn()
     mean = x.mean(0)
     scale = np.where(x.std(0) > 1e-9, x.std(0), 1.0)
     z = (x - mean) / scale
-    ridge = linear_model.Ridge(alpha=0.3).fit(z, y)
+    ridge = linear_model.Ridge(alpha=0.3).fit(z, y, sample_weight=weight)
     res = y - ridge.predict(z)
     return KindModel(tuple(float(c) for c in ridge.coef_), float(ridge.intercept_), tuple(float(m) for m in mean),
                      tuple(float(s) for s in scale), k, tuple(tuple(float(v) for v in row) for row in z),
                      tuple(float(r) for r in res))  # fmt: skip
 
 
-def _held_out_errors(x: np.ndarray, y: np.ndarray, groups: Sequence[str], k: int) -> np.ndarray:
-    """log(predicted / measured) of every sample, each predicted by a fit without its group's fold."""
+def _held_out_errors(x: np.ndarray, y: np.ndarray, groups: Sequence[str], k: int, weight: np.ndarray) -> np.ndarray:
+    """log(predicted / measured) of every configuration, each predicted by a fit without its group's fold."""
     _, model_selection = _sklearn()
     folds = min(5, len(set(groups)))
     errors = np.zeros(len(y))
     for train, test in model_selection.GroupKFold(n_splits=folds).split(x, y, groups):
-        errors[test] = _fit_linear(x[train], y[train], k).log_seconds(x[test]) - y[test]
+        errors[test] = _fit_linear(x[train], y[train], k, weight[train]).log_seconds(x[test]) - y[test]
     return errors
 
 
-def fit_kind(samples: Sequence[Sample], generic: bool = False) -> KindModel:
-    """One kind's model: ridge plus the ``k`` of :data:`K_CHOICES` with the smallest held-out median |log error|."""
-    x = np.asarray([s.features[:2] if generic else s.features for s in samples], dtype=float)
-    y = np.log(np.asarray([s.seconds for s in samples], dtype=float))
-    groups = [s.group or str(i) for i, s in enumerate(samples)]
+def smearing(errors: np.ndarray, bound: float = SMEAR_BOUND, weight: np.ndarray | None = None) -> float:
+    """``log mean exp(-e)`` of log errors ``e`` (log predicted - log measured), each first held within
+    ``+-bound`` (and weighted by ``weight``): the shift from a median prediction to a mean one, which one
+    wild sample cannot blow up.
+
+    Errors of +-0.5 in equal numbers: ``log((e^-0.5 + e^0.5) / 2) = log(1.1276) = 0.1201``.
+    """
+    return float(np.log(np.average(np.exp(-np.clip(errors, -bound, bound)), weights=weight)))
+
+
+def distinct(samples: Sequence[Sample], generic: bool = False) -> tuple[list[Sample], np.ndarray]:
+    """The distinct configurations of ``samples`` (kind, features, group: ``generic`` reads the first two
+    features only), each with the mean of its seconds, and how many samples each stands for.
+
+    A model runs the same configuration many times (a ResNet's blocks, its views): one point per
+    configuration keeps the fit's cost to the configurations, and its weight keeps their share.
+    """
+    merged: dict[tuple[Any, ...], list[Any]] = {}
+    for s in samples:
+        features = s.features[:2] if generic else s.features
+        slot = merged.setdefault((s.kind, features, s.group, s.source), [0.0, 0])
+        slot[0] += s.seconds
+        slot[1] += 1
+    points = [Sample(kind, features, total / n, source, group) for (kind, features, group, source), (total, n) in merged.items()]
+    return points, np.asarray([n for _, n in merged.values()], dtype=float)
+
+
+def _choose_k(x: np.ndarray, y: np.ndarray, groups: list[str], weight: np.ndarray, k: int | None) -> tuple[int, np.ndarray]:
+    """The neighbour count with the smallest held-out median |log error| (each configuration counted as
+    often as it ran), or ``k`` when given; and its held-out errors."""
+    choices = K_CHOICES if k is None else (k,)
+    scored = [(float(np.median(np.repeat(np.abs(err), weight.astype(int)))), c, err)
+              for c in choices for err in [_held_out_errors(x, y, groups, c, weight)]]  # fmt: skip
+    _, best, err = min(scored, key=lambda item: item[0])
+    return best, err
+
+
+def fit_kind(samples: Sequence[Sample], generic: bool = False, k: int | None = None) -> KindModel:
+    """One kind's model: ridge plus the ``k`` of :data:`K_CHOICES` (or the given one) with the smallest
+    held-out median |log error|, over the distinct configurations (:func:`distinct`)."""
+    points, weight = distinct(samples, generic)
+    x = np.asarray([s.features for s in points], dtype=float)
+    y = np.log(np.asarray([s.seconds for s in points], dtype=float))
+    groups = [s.group or str(i) for i, s in enumerate(points)]
     if len(set(groups)) < 2:
-        return _fit_linear(x, y, 0)
-    scored = [(float(np.median(np.abs(err))), k, err) for k in K_CHOICES for err in [_held_out_errors(x, y, groups, k)]]
-    _, k, err = min(scored, key=lambda item: item[0])
+        return _fit_linear(x, y, 0, weight)
+    best, err = _choose_k(x, y, groups, weight, k)
+    smear = smearing(err, weight=weight)
+    err = np.repeat(err + smear, weight.astype(int))  # the held-out errors of the smeared predictions, for the quantiles
     lo, hi = np.quantile(err, [0.1, 0.9])
-    model = _fit_linear(x, y, k)
-    return KindModel(model.coef, model.intercept, model.mean, model.scale, k, model.points, model.residuals, float(lo), float(hi))
+    model = _fit_linear(x, y, best, weight)
+    return KindModel(model.coef, model.intercept, model.mean, model.scale, best, model.points, model.residuals, float(lo), float(hi), smear)
 
 
-def _fit_kinds(samples: Sequence[Sample]) -> dict[str, KindModel]:
+def _fit_kinds(samples: Sequence[Sample], ks: dict[str, int] | None = None) -> dict[str, KindModel]:
+    """Every kind with enough samples, and ``generic``; ``ks`` fixes each kind's neighbour count (no choice)."""
     by_kind: dict[str, list[Sample]] = {}
     for s in samples:
         by_kind.setdefault(s.kind, []).append(s)
-    kinds = {kind: fit_kind(got) for kind, got in by_kind.items() if len(got) >= MIN_SAMPLES}
+    ks = ks or {}
+    kinds = {kind: fit_kind(got, k=ks.get(kind)) for kind, got in by_kind.items() if len(got) >= MIN_SAMPLES}
     kernels = [s for s in samples if s.kind != "view"]
     if len(kernels) >= MIN_SAMPLES:
-        kinds["generic"] = fit_kind(kernels, generic=True)
+        kinds["generic"] = fit_kind(kernels, generic=True, k=ks.get("generic"))
     return kinds
+
+
+def fit_between(points: Sequence[Outside], limit_bytes: float = 0.0) -> Between | None:
+    """The cost per call and per fresh byte (of outputs of at least ``limit_bytes``, as the points counted
+    them) of the time outside the calls of whole forwards: least squares
+    with both coefficients at least 0 (scikit-learn's ``LinearRegression(positive=True)``); ``None``
+    without points. One point, or points that cannot tell the two apart, give a cost per call alone.
+
+    Two forwards, 100 calls writing 0 bytes in 200 us and 100 calls writing 1 GB in 50.2 ms: 2 us per call
+    and (50.2 ms - 200 us) / 1 GB = 0.05 ns per byte.
+    """
+    usable = [p for p in points if p.calls > 0]
+    if not usable:
+        return None
+    x = np.asarray([[p.calls, p.fresh_bytes] for p in usable], dtype=float)
+    y = np.asarray([p.seconds for p in usable], dtype=float)
+    if len(usable) < 2 or np.linalg.matrix_rank(x) < 2:
+        return Between(float(y.sum() / x[:, 0].sum()), 0.0, limit_bytes)
+    linear_model, _ = _sklearn()
+    fitted = linear_model.LinearRegression(positive=True, fit_intercept=False).fit(x, y)
+    return Between(float(fitted.coef_[0]), float(fitted.coef_[1]), limit_bytes)
 
 
 def _predict_samples(model: OpModel, samples: Sequence[Sample]) -> list[float]:
     return [t for t, _, _ in model.predict([(s.kind, s.features, s.features[:2]) for s in samples])]
 
 
-def model_quantiles(samples: Sequence[Sample], models: Sequence[str]) -> tuple[tuple[float, float] | None, dict[str, float]]:
-    """10% and 90% quantiles of log(predicted / measured) of whole models, each held out of the fit,
+def model_quantiles(
+    samples: Sequence[Sample], models: Sequence[str], outside: Sequence[Outside] = (), ks: dict[str, int] | None = None
+) -> tuple[tuple[float, float] | None, dict[str, float]]:
+    """10% and 90% quantiles of log(predicted / measured) of whole models, each held out of the fit (its
+    samples and its time between calls; ``ks``: each kind's neighbour count, as the full fit chose it),
     and each model's error; ``None`` with fewer than 3 models.
 
     With few models the empirical quantiles are unstable: the normal ``mean +- 1.2816 sd sqrt(1 + 1/n)``
@@ -105,8 +175,10 @@ def model_quantiles(samples: Sequence[Sample], models: Sequence[str]) -> tuple[t
         mine = [s for s in samples if s.group == name]
         if not mine:
             continue
-        fitted = OpModel(_fit_kinds(rest))
-        errors[name] = math.log(sum(_predict_samples(fitted, mine)) / sum(s.seconds for s in mine))
+        between = fit_between([p for p in outside if p.group != name])
+        gaps = [p for p in outside if p.group == name]
+        predicted = sum(_predict_samples(OpModel(_fit_kinds(rest, ks)), mine)) + (sum(between.of(p) for p in gaps) if between else 0.0)
+        errors[name] = math.log(predicted / (sum(s.seconds for s in mine) + sum(p.seconds for p in gaps)))
     if len(errors) < 3:
         return None, errors
     values = list(errors.values())
@@ -114,22 +186,45 @@ def model_quantiles(samples: Sequence[Sample], models: Sequence[str]) -> tuple[t
     return (mean - Z80 * sd, mean + Z80 * sd), errors
 
 
-def fit_op_model(samples: Sequence[Sample], models: Sequence[str] = ()) -> OpModel:
-    """Fit every kind with enough samples (and ``generic`` over all kernels); ``models`` names the sample
-    groups that are whole models, held out one at a time for :attr:`OpModel.model_q`."""
+def held_out_summary(log_errors: dict[str, float]) -> dict[str, Any]:
+    """Median |error|, signed median, share within +-10% and worst of whole held-out models, from their
+    log errors (``log(predicted / measured)``), as relative errors (``exp(e) - 1``).
+
+    Log errors of ``log(1.05)``, ``log(0.8)`` and ``log(1.2)``: errors +5%, -20%, +20%; median |error| 20%,
+    signed median +5%, 1 of 3 within +-10%, worst -20% (the first of equal magnitude).
+    """
+    errors = [math.expm1(e) for e in log_errors.values()]
+    return {
+        "models": len(errors),
+        "median_abs_error": statistics.median(abs(e) for e in errors),
+        "signed_median_error": statistics.median(errors),
+        "within_10_percent": sum(abs(e) <= 0.1 for e in errors),
+        "worst_error": max(errors, key=abs),
+    }
+
+
+def fit_op_model(
+    samples: Sequence[Sample], models: Sequence[str] = (), outside: Sequence[Outside] = (), first_touch: FirstTouch | None = None
+) -> OpModel:
+    """Fit every kind with enough samples (and ``generic`` over all kernels), and the time between calls
+    to ``outside`` (:func:`fit_between`); ``models`` names the sample groups that are whole models, held
+    out one at a time for :attr:`OpModel.model_q`. ``first_touch`` (measured, not fitted) is kept with them:
+    the samples come without it."""
     if len(samples) < MIN_SAMPLES:
         raise InvalidInputError(f"{len(samples)} timed samples: too few to fit the latency models")
     kinds = _fit_kinds(samples)
-    model_q, per_model = model_quantiles(samples, models) if models else (None, {})
+    model_q, per_model = model_quantiles(samples, models, outside, {k: m.k for k, m in kinds.items()}) if models else (None, {})
     accuracy = {
         "per_kind_q": {k: [m.q_low, m.q_high] for k, m in kinds.items()},
         "per_kind_samples": {k: sum(1 for s in samples if s.kind == k) for k in kinds},
         "held_out_models": per_model,
+        **({"held_out_summary": held_out_summary(per_model)} if per_model else {}),
     }
     counts: dict[str, int] = {}
     for s in samples:
         counts[s.source] = counts.get(s.source, 0) + 1
-    return OpModel(kinds, model_q, counts, accuracy)
+    between = fit_between(outside, first_touch.limit_bytes if first_touch else 0.0)
+    return OpModel(kinds, model_q, counts, accuracy, between, first_touch)
 
 
 def worst_kinds(model: OpModel, n: int = 3) -> list[str]:

@@ -29,11 +29,11 @@ import torch
 from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchmarks, measure_op_table
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
-from graphprof.calibrate.samples import samples_from_run, samples_from_table
+from graphprof.calibrate.samples import first_touch_of, outside_point, samples_from_context, samples_from_table
 from graphprof.calibrate.store import write_preset
 from graphprof.devices.hardware import PRECISIONS, Hardware, match_hardware
 from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
-from graphprof.devices.opmodel import OpModel, Sample
+from graphprof.devices.opmodel import FirstTouch, OpModel, Outside, Sample
 from graphprof.devices.predict import Calibration
 from graphprof.errors import InvalidInputError
 from graphprof.measure.run import resolve_device
@@ -41,12 +41,14 @@ from graphprof.measure.run import resolve_device
 __all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
            "measure_default_hardware", "zoo_samples"]  # fmt: skip
 
-#: The zoo models whose measured ops the full calibration samples, ``(name, batch)``: families apart from
-#: the benchmark's (benchmarks/bench_predict.py), never used to judge the fit.
+#: The zoo models whose ops the full calibration times in place, ``(name, batch)``: each family at batch 1
+#: and a large batch (where activations outgrow the caches and the allocator's limit), none of them a model
+#: of benchmarks/bench_predict.py, never used to judge the fit.
 CALIBRATION_MODELS = (
     ("squeezenet1_1", 1), ("squeezenet1_1", 8), ("mobilenet_v2", 1), ("mobilenet_v2", 8), ("shufflenet_v2_x1_0", 1),
-    ("shufflenet_v2_x1_0", 8), ("mnasnet0_5", 1), ("regnet_x_400mf", 1), ("regnet_x_400mf", 8), ("efficientnet_b1", 1),
-    ("resnet34", 1), ("resnet34", 4), ("densenet121", 1), ("vit_b_16", 1), ("swin_v2_t", 1), ("maxvit_t", 1),
+    ("shufflenet_v2_x1_0", 8), ("mnasnet0_5", 1), ("mnasnet0_5", 8), ("regnet_x_400mf", 1), ("regnet_x_400mf", 8),
+    ("efficientnet_b1", 1), ("efficientnet_b1", 8), ("resnet34", 1), ("resnet34", 8), ("densenet121", 1), ("densenet121", 8),
+    ("vit_b_16", 1), ("vit_b_16", 8), ("swin_v2_t", 1), ("swin_v2_t", 8), ("maxvit_t", 1), ("maxvit_t", 4),
 )  # fmt: skip
 #: ``--quick``: fewer models, batch 1 only.
 QUICK_MODELS = (("mobilenet_v2", 1), ("shufflenet_v2_x1_0", 1), ("regnet_x_400mf", 1), ("vit_b_16", 1), ("resnet34", 1))
@@ -81,40 +83,52 @@ def _device_name(dev: torch.device) -> str:
     return platform.processor() or platform.machine() or "CPU"
 
 
-def zoo_samples(models: tuple[tuple[str, int], ...], progress: Progress | None = None) -> list[Sample]:
-    """Samples of the measured forward ops of each ``(zoo model, batch)`` (a model that fails is skipped)."""
+def zoo_samples(
+    models: tuple[tuple[str, int], ...], progress: Progress | None = None, first_touch: FirstTouch | None = None
+) -> tuple[list[Sample], list[Outside]]:
+    """Samples of each ``(zoo model, batch)``'s forward calls timed where they run (its plain forward
+    profiled: :func:`graphprof.measure.context.context_times`, paired with its dry run), without the first
+    touch of large outputs, and what each forward spent outside its calls. A model that fails is skipped."""
+    from graphprof.measure.context import context_times
     from graphprof.prepared import prepare
 
     samples: list[Sample] = []
+    outside: list[Outside] = []
+    limit = first_touch.limit_bytes if first_touch else 0.0
     for i, (name, batch) in enumerate(models, start=1):
         if progress is not None:
             progress(i, len(models), f"{name} batch {batch}")
         try:
             prepared = prepare(name, batch_size=batch)
-            measured = prepared.measure(device="cpu", iters=3, warmup=1, layer_runs=2, breakdown=False)
+            call = prepared.resolve(prepared.spec())
+            times = context_times(prepared.model, call.args, call.kwargs, device="cpu", dtype=call.dtype)
         except Exception:  # noqa: BLE001 - a model missing here (no timm, an old torchvision) only samples less
             continue
-        samples += samples_from_run(prepared.profile(), measured, source="calibration", group=name)
-    return samples
+        profile = prepared.profile()
+        samples += samples_from_context(profile, times, group=name, first_touch=first_touch)
+        outside.append(outside_point(profile, times, group=name, limit_bytes=limit))
+    return samples, outside
 
 
-def _fit_adaptive(table: Mapping[str, Any], samples: list[Sample], models: list[str], progress: Progress | None) -> OpModel:
+def _fit_adaptive(table: Mapping[str, Any], zoo: tuple[list[Sample], list[Outside]], models: list[str], progress: Progress | None) -> OpModel:
     """Fit, then sample more of the kinds whose held-out error is widest, and fit again."""
-    first = fit_op_model(samples, models)
+    touch = first_touch_of(table)
+    samples = samples_from_table(table) + zoo[0]
+    first = fit_op_model(samples, models, zoo[1], touch)
     extra = measure_benchmarks(kind_benchmarks(worst_kinds(first, ADAPTIVE_KINDS), ADAPTIVE_PER_KIND), "cpu", progress)
     more = samples_from_table({"floors": table["floors"], "records": extra}, group_prefix="adaptive")
-    return fit_op_model(samples + more, models) if more else first
+    return fit_op_model(samples + more, models, zoo[1], touch) if more else first
 
 
 def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None) -> OpModel:
-    """The CPU's per-kind models from the grid and the zoo's measured ops (see the module docstring)."""
+    """The CPU's per-kind models from the grid and the zoo's ops timed in place (see the module docstring)."""
     models = QUICK_MODELS if quick else CALIBRATION_MODELS
 
     def stage(name: str) -> Progress | None:
         return None if progress is None else (lambda done, total, what: progress(done, total, f"{name}: {what}"))
 
-    samples = samples_from_table(table) + zoo_samples(models, stage("models"))
-    return _fit_adaptive(table, samples, sorted({name for name, _ in models}), stage("adaptive"))
+    zoo = zoo_samples(models, stage("models"), first_touch_of(table))
+    return _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"))
 
 
 def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None) -> LocalPreset:

@@ -1,28 +1,37 @@
 """Timed samples for the latency models: from the op table's grid and from real runs of whole models.
 
+**Ops where they run** (:func:`samples_from_context`): a plain forward's dispatched calls, timed in
+place (:func:`graphprof.measure.context.context_times`), paired in execution order with the dry run's
+forward records (the longest common runs of op names: a fused kernel the dry run sees decomposed, such
+as ``_native_multi_head_attention``, pairs with nothing and gives no sample). Each paired call gives one
+sample of its own time. The time outside every call (module calls, Python, freeing activations) is one
+:class:`~graphprof.devices.opmodel.Outside` point per forward (:func:`outside_point`), to which
+:func:`graphprof.calibrate.fit_ops.fit_between` fits a cost per call and per byte written fresh.
+
 **A real run** (:func:`samples_from_run`): ``--measure`` times each aten op per layer under
 ``torch.profiler`` (:class:`graphprof.measure.OpTime`: the calls a dispatch mode sees, their inclusive
 time). Each (layer, op) whose dry-run records in that layer all share one configuration gives one sample
-per call. The time between ops (the module calls, Python, the allocator) is real eager cost too: the
-plain forward's time minus the profiled ops' sum, shared equally over the dispatched calls, is added to
-each, so that a model's samples sum to its plain forward and predict the *eager* model, host included.
+per call, of the call's own time (the time between calls is the fitted
+:class:`~graphprof.devices.opmodel.Between`'s, not the samples').
 
 **The grid** (:func:`samples_from_table`): single calls timed back to back (:mod:`graphprof.calibrate.bench`),
-each raised by the in-context host cost of one op (``host_per_kernel_s - floor_s``: a bare call's
-dispatch is already in its time; a module's call around it is not).
+marked :data:`~graphprof.devices.opmodel.ALONE`: what running in place adds (a fresh output, a cold
+input, the module call around it) is what the context features of the fit learn from the samples above.
 """
 
 from __future__ import annotations
 
+import difflib
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.names import functional_op
-from graphprof.devices.opmodel import Sample, call_of, op_features, op_kind
+from graphprof.devices.opmodel import ALONE, FirstTouch, Outside, Sample, call_of, fresh_bytes, op_features, op_kind
 
-__all__ = ["samples_from_run", "samples_from_table"]
+__all__ = ["context_pairs", "first_touch_of", "outside_point", "samples_from_context", "samples_from_run", "samples_from_table"]
 
 
 def _forward_records(profile: Any) -> dict[tuple[str, str], list[Any]]:
@@ -35,18 +44,11 @@ def _forward_records(profile: Any) -> dict[tuple[str, str], list[Any]]:
     return out
 
 
-def _in_context(measurement: Any) -> tuple[float, float]:
-    """``(seconds added per dispatched call, factor)`` that make the profiled ops sum to the plain forward:
-    the time outside every op shared per call, or, where the profiled ops already exceed the plain forward
-    (the profiler's own cost), a common scale below 1."""
+def _scale(measurement: Any) -> float:
+    """The factor that brings the profiled calls to at most the plain forward (the profiler's own cost)."""
     inside_us = sum(t.dispatched_time_us for t in measurement.ops if t.dispatched_calls)
-    calls = sum(t.dispatched_calls for t in measurement.ops)
     forward_us = measurement.forward.mean * 1e3
-    if calls == 0 or inside_us <= 0:
-        return 0.0, 1.0
-    if forward_us >= inside_us:
-        return (forward_us - inside_us) / calls * 1e-6, 1.0
-    return 0.0, forward_us / inside_us
+    return min(1.0, forward_us / inside_us) if inside_us > 0 else 1.0
 
 
 def samples_from_run(profile: Any, measurement: Any, *, source: str = "run", group: str = "") -> list[Sample]:
@@ -54,7 +56,7 @@ def samples_from_run(profile: Any, measurement: Any, *, source: str = "run", gro
     if measurement is None or not measurement.ops or measurement.forward is None:
         return []
     records = _forward_records(profile)
-    gap, factor = _in_context(measurement)
+    factor = _scale(measurement)
     samples = []
     for t in measurement.ops:
         if not t.dispatched_calls:
@@ -65,16 +67,70 @@ def samples_from_run(profile: Any, measurement: Any, *, source: str = "run", gro
         if len(mine) != t.dispatched_calls or len(calls) != 1:
             continue  # unmatched, or several configurations sharing one measured time
         kind, features = calls.pop()
-        seconds = t.dispatched_time_us * 1e-6 / t.dispatched_calls * factor + gap
+        seconds = t.dispatched_time_us * 1e-6 / t.dispatched_calls * factor
         if seconds > 0:
             samples += [Sample(kind, features, seconds, source, group)] * t.dispatched_calls
     return samples
 
 
+def _forward_calls(profile: Any) -> list[Any]:
+    """The dry run's forward records of aten calls, in execution order (``prim.*`` records are Python-level
+    facts, not calls)."""
+    return [op for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD and op.op.startswith("aten.")]
+
+
+def context_pairs(profile: Any, times: Any) -> list[tuple[Any, float]]:
+    """``(dry-run record, in-place seconds)`` of every forward call the two runs share, in execution order.
+    Under the profiler the calls may sum past the plain forward (its own cost): they are scaled to it."""
+    if not times.ops:
+        return []
+    records = _forward_calls(profile)
+    names = [functional_op(op.op.removeprefix("aten.")) for op in records]
+    ran = [functional_op(name.removeprefix("aten::")) for name, _ in times.ops]
+    factor = min(1.0, times.forward_s / times.ops_s) if times.ops_s > 0 else 1.0
+    blocks = difflib.SequenceMatcher(None, names, ran, autojunk=False).get_matching_blocks()
+    return [(records[b.a + i], times.ops[b.b + i][1] * factor) for b in blocks for i in range(b.size)]
+
+
+def outside_point(profile: Any, times: Any, group: str = "", limit_bytes: float = 0.0) -> Outside:
+    """What the plain forward spent outside its calls, with the calls' count and the bytes of their fresh
+    outputs of at least ``limit_bytes``."""
+    fresh = sum(fresh_bytes(op, limit_bytes) for op in _forward_calls(profile))
+    return Outside(group, float(len(times.ops)), fresh, times.outside_s)
+
+
+def first_touch_of(table: Mapping[str, Any]) -> FirstTouch | None:
+    """The :class:`~graphprof.devices.opmodel.FirstTouch` an op table measured (None: not measured, or no limit found)."""
+    touch = table.get("floors", {}).get("first_touch")
+    if not touch or touch.get("limit_bytes") is None:
+        return None
+    return FirstTouch(float(touch["limit_bytes"]), float(touch["per_byte_s"]))
+
+
+def _less(seconds: float, touch: float) -> float:
+    """A call's time without its first touch, never below a quarter of it (the allocator may have had the
+    block at hand this time)."""
+    return max(seconds - touch, 0.25 * seconds)
+
+
+def samples_from_context(
+    profile: Any, times: Any, *, source: str = "calibration", group: str = "", first_touch: FirstTouch | None = None
+) -> list[Sample]:
+    """Samples of a plain forward's calls timed in place, paired with the dry run's records; the first touch
+    of large outputs (predicted apart) taken out."""
+    samples = []
+    for op, seconds in context_pairs(profile, times):
+        call = call_of(op)
+        if call is not None and seconds > 0:
+            own = seconds if first_touch is None else _less(seconds, first_touch.seconds(op))
+            samples.append(Sample(call[0], tuple(call[1]), own, source, group))
+    return samples
+
+
 def samples_from_table(table: Mapping[str, Any], group_prefix: str = "grid") -> list[Sample]:
-    """Samples of an op table's records (float32 only: the local predictions are fp32's), in context."""
-    floors = table["floors"]
-    extra = max(0.0, float(floors["host_per_kernel_s"]) - float(floors["floor_s"]))
+    """Samples of an op table's records (float32 only: the local predictions are fp32's), timed alone; the
+    first touch of large outputs (a loop pays it too) taken out."""
+    touch = first_touch_of(table)
     samples = []
     for r in table["records"]:
         if r["dtype"] != "float32":
@@ -82,6 +138,10 @@ def samples_from_table(table: Mapping[str, Any], group_prefix: str = "grid") -> 
         kind = op_kind(r["op"], OpStatus.COUNTED, r["shapes"])
         if kind is None:
             continue
-        features = op_features(kind, float(r["flops"]), float(r["bytes"]), r["shapes"], r.get("out_shapes", []))
-        samples.append(Sample(kind, tuple(features), float(r["seconds"]) + extra, "calibration", f"{group_prefix}:{r.get('label', r['op'])}"))
+        features = op_features(kind, float(r["flops"]), float(r["bytes"]), r["shapes"], r.get("out_shapes", []), ALONE)
+        seconds = float(r["seconds"])
+        if touch is not None:  # float32: 4 bytes an element
+            large = sum(4.0 * math.prod(shape) for shape in r.get("out_shapes", []) if 4.0 * math.prod(shape) >= touch.limit_bytes)
+            seconds = _less(seconds, touch.per_byte_s * large)
+        samples.append(Sample(kind, tuple(features), seconds, "calibration", f"{group_prefix}:{r.get('label', r['op'])}"))
     return samples

@@ -33,7 +33,8 @@ __all__ = ["FORMAT", "LOCAL", "MAX_LEARNED", "LEARNED_SECONDS", "check_current",
 LOCAL = "local"
 #: Version of the file's layout; a file of another version is refused with a message to calibrate again.
 #: 2: per-kind latency models (``calibration.op_model``), learned samples (``learned``), staleness checks.
-FORMAT = 2
+#: 3: ops timed in place (the context features), the smearing term per kind.
+FORMAT = 3
 #: The most samples learned from the user's runs a file keeps (the oldest go first).
 MAX_LEARNED = 20000
 #: The seconds a learned op record may hold: no kernel runs in under a nanosecond or over an hour, so a

@@ -6,12 +6,20 @@ a norm, a softmax, an activation, pooling, a reduction, a gather, an element-wis
 Its *features* (:func:`op_features`) are logarithms of what the dry run records: FLOPs actually executed
 (``work_fraction`` applied), bytes, and the kind's own shape figures (a convolution's batch, channels,
 output pixels, kernel area, stride and reduction depth; a product's M, K and N; attention's heads,
-lengths and head size; an element-wise op's element count and inner size).
+lengths and head size; an element-wise op's element count and inner size), then where the call was
+timed: in a model's plain forward (:data:`IN_CONTEXT`, with the log of its output elements: a fresh
+output's allocation and first touch) or alone in a loop (:data:`ALONE`). Every prediction is of a call
+in context; the samples timed alone (the grid) extend the law to shapes no model sampled, and the
+context features carry what running in place adds to them.
 
 A kind's model (:class:`KindModel`) predicts ``log(seconds)`` in two parts::
 
-    log t = w . z + b  +  residual of the k nearest sampled configurations (distance-weighted)
+    log t = w . z + b  +  residual of the k nearest sampled configurations (distance-weighted)  +  s
     z     = (features - mean) / scale
+
+where ``s`` (the smearing term) turns the fit's median time into a mean: ``log t`` fitted by least
+squares predicts ``exp(E[log t])``, below ``E[t]`` wherever the errors spread, and a model's ops add up
+by their means; ``s = log mean(exp(-e))`` over the kind's held-out log errors ``e``.
 
 The linear part is a log-log law (time grows as a power of the work) that extrapolates; the nearest
 neighbours correct it where samples are dense (the configurations real models use). Both are plain
@@ -41,12 +49,18 @@ import numpy as np
 from graphprof.base.choices import OpStatus
 
 __all__ = [
+    "ALONE",
+    "IN_CONTEXT",
     "KINDS",
+    "Between",
+    "FirstTouch",
     "Interval",
     "KindModel",
     "OpModel",
+    "Outside",
     "Sample",
     "call_of",
+    "fresh_bytes",
     "independent_interval",
     "op_features",
     "op_kind",
@@ -57,6 +71,10 @@ KINDS = (
     "conv_dw", "conv_grouped", "conv_pointwise", "conv_dense", "linear", "bmm", "sdpa", "norm", "softmax",
     "activation", "pooling", "reduction", "gather", "elementwise", "copy", "view", "generic",
 )  # fmt: skip
+
+#: Where a sample was timed (a feature of every kind): inside a model's plain forward, or alone in a loop.
+#: A prediction is always of an op in context.
+IN_CONTEXT, ALONE = 1.0, 0.0
 
 #: The z-score of the 10% and 90% quantiles of a normal: an 80% interval is +-1.2816 sigma.
 Z80 = 1.2815515655446004
@@ -162,25 +180,31 @@ def _sdpa_features(inp: Sequence[Sequence[int]]) -> list[float]:
 
 
 def _stream_features(inp: Sequence[Sequence[int]], out: Sequence[Sequence[int]]) -> list[float]:
-    """Elements out, elements in (all inputs), the inner (last) size, the number of inputs."""
+    """Elements out, elements in (all inputs), the inner (last) size, the number of inputs (a concatenation
+of 2 or of 40: logs, as every other feature, so that a wide one does not run the law off)."""
     y = out[0] if out else (inp[0] if inp else ())
-    return [_log(math.prod(y)), _log(sum(math.prod(s) for s in inp)), _log(y[-1] if y else 1), float(len(inp))]
+    return [_log(math.prod(y)), _log(sum(math.prod(s) for s in inp)), _log(y[-1] if y else 1), _log(len(inp))]
 
 
 def op_features(kind: str, flops: float, nbytes: float, input_shapes: Sequence[Sequence[int]],
-                output_shapes: Sequence[Sequence[int]]) -> list[float]:  # fmt: skip
-    """The feature vector of one call of ``kind``: ``log(flops + 1)``, ``log(bytes + 1)``, then its own
-    (the first two are the ``generic`` kind's features)."""
+                output_shapes: Sequence[Sequence[int]], context: float = IN_CONTEXT) -> list[float]:  # fmt: skip
+    """The feature vector of one call of ``kind``: ``log(flops + 1)``, ``log(bytes + 1)``, then its own, then
+    where it was timed: ``context`` (:data:`IN_CONTEXT` inside a model's forward, :data:`ALONE` in a loop)
+    and ``context * log(output elements + 1)`` (what a fresh output costs grows with it). The first two
+    are the ``generic`` kind's features."""
     base = [_log(flops), _log(nbytes)]
-    if kind.startswith("conv"):
-        return base + _conv_features(input_shapes, output_shapes)
-    if kind in ("linear", "bmm"):
-        return base + _product_features(kind, input_shapes, output_shapes)
-    if kind == "sdpa":
-        return base + _sdpa_features(input_shapes)
     if kind == "generic":
         return base
-    return base + _stream_features(input_shapes, output_shapes)
+    if kind.startswith("conv"):
+        own = _conv_features(input_shapes, output_shapes)
+    elif kind in ("linear", "bmm"):
+        own = _product_features(kind, input_shapes, output_shapes)
+    elif kind == "sdpa":
+        own = _sdpa_features(input_shapes)
+    else:
+        own = _stream_features(input_shapes, output_shapes)
+    fresh = sum(math.prod(s) for s in output_shapes)
+    return base + own + [context, context * _log(fresh)]
 
 
 def call_of(op: Any) -> tuple[str, list[float], list[float]] | None:
@@ -214,6 +238,84 @@ class Sample:
         return cls(str(row[0]), tuple(float(f) for f in row[1]), float(row[2]), str(row[3]), str(row[4]))
 
 
+def fresh_bytes(op: Any, limit: float = 0.0) -> float:
+    """Bytes a recorded call writes into memory of its own, counting only outputs of at least ``limit``
+    bytes: a counted op's written bytes shared over its outputs by element count; nothing for an op that
+    works in place (``aten.relu_``), a view, or anything not counted."""
+    name = op.op.rsplit(".", 1)[-1]
+    if op.status is not OpStatus.COUNTED or _name(op.op) != name:
+        return 0.0
+    written = float(op.cost.bytes_written)
+    sizes = [math.prod(shape) for shape in op.output_shapes]
+    total = sum(sizes)
+    if limit <= 0.0 or total <= 0:
+        return written if limit <= 0.0 or written >= limit else 0.0
+    return sum(written * n / total for n in sizes if written * n / total >= limit)
+
+
+@dataclass(frozen=True)
+class FirstTouch:
+    """What a fresh output costs where the allocator hands out new pages: an output of at least
+    ``limit_bytes`` (glibc's largest mmap threshold, 32 MiB on 64-bit Linux) is mapped when allocated and
+    unmapped when freed, so each of its pages faults on first touch, ``per_byte_s`` per byte, in a model's
+    forward and in a loop alike. Both are measured on this machine
+    (:func:`graphprof.calibrate.bench.measure_first_touch`); below the limit, freed blocks are re-used.
+
+    Worked example: 0.27 ms per MB above 32 MiB, a GELU writing 38.5 MB pays ``0.27e-3 * 38.5 = 10.4 ms``
+    besides its own 2 ms of streaming.
+    """
+
+    limit_bytes: float
+    per_byte_s: float
+
+    def seconds(self, op: Any) -> float:
+        """The first-touch time of one recorded call's large fresh outputs."""
+        return self.per_byte_s * fresh_bytes(op, self.limit_bytes) if op.op.startswith("aten.") else 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"limit_bytes": self.limit_bytes, "per_byte_s": self.per_byte_s}
+
+
+@dataclass(frozen=True)
+class Outside:
+    """What one plain forward spent outside its dispatched calls: ``seconds`` over ``calls`` calls whose
+    outputs above the first-touch limit held ``fresh_bytes``, for the model named ``group``."""
+
+    group: str
+    calls: float
+    fresh_bytes: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Between:
+    """The time a plain forward spends between its calls: ``per_call_s`` per call (module calls, Python, a
+    composite op's wrapper) and ``per_fresh_byte_s`` per byte of outputs of at least ``limit_bytes`` (an
+    unmapped block's release when it is freed). Fitted to :class:`Outside` points by
+    :func:`graphprof.calibrate.fit_ops.fit_between`.
+
+    Worked example: 2 us per call and 0.05 ns per byte: a convolution writing 40 MB above the limit brings
+    ``2e-6 + 0.05e-9 * 40e6 = 2.002 ms`` between it and the next call.
+    """
+
+    per_call_s: float
+    per_fresh_byte_s: float
+    limit_bytes: float = 0.0
+
+    def seconds(self, op: Any) -> float:
+        """The time between calls one recorded call brings; nothing for a record that is not an aten call."""
+        if not op.op.startswith("aten."):
+            return 0.0
+        return self.per_call_s + (self.per_fresh_byte_s * fresh_bytes(op, self.limit_bytes) if self.per_fresh_byte_s else 0.0)
+
+    def of(self, point: Outside) -> float:
+        """Predicted seconds outside the calls of a whole forward."""
+        return self.per_call_s * point.calls + self.per_fresh_byte_s * point.fresh_bytes
+
+    def to_dict(self) -> dict[str, float]:
+        return {"per_call_s": self.per_call_s, "per_fresh_byte_s": self.per_fresh_byte_s, "limit_bytes": self.limit_bytes}
+
+
 @dataclass(frozen=True)
 class Interval:
     """An 80% interval around a prediction, and how it was formed."""
@@ -242,6 +344,9 @@ class KindModel:
     #: 10% and 90% quantiles of the held-out log errors (log predicted - log measured)
     q_low: float = -0.2
     q_high: float = 0.2
+    #: ``log`` of the mean of ``exp(-held-out log error)``: a fit of ``log t`` predicts the median time, and
+    #: ops add up by their means; this shifts each prediction from the one to the other (Duan's smearing)
+    smear: float = 0.0
 
     def standardise(self, x: Sequence[Sequence[float]]) -> np.ndarray:
         """Rows of features, standardised as the fit's were."""
@@ -253,7 +358,7 @@ class KindModel:
     def log_seconds(self, rows: Sequence[Sequence[float]]) -> np.ndarray:
         """``log(seconds)`` predicted for each feature row."""
         z = np.atleast_2d(self.standardise(rows))
-        base = self.linear(z)
+        base = self.linear(z) + self.smear
         if not self.residuals or self.k == 0:
             return base
         pts = np.asarray(self.points)
@@ -279,7 +384,7 @@ class KindModel:
     def to_dict(self) -> dict[str, Any]:
         return {
             "coef": list(self.coef), "intercept": self.intercept, "mean": list(self.mean), "scale": list(self.scale),
-            "k": self.k, "q_low": self.q_low, "q_high": self.q_high,
+            "k": self.k, "q_low": self.q_low, "q_high": self.q_high, "smear": self.smear,
             "points": [[round(v, 4) for v in p] for p in self.points], "residuals": [round(r, 5) for r in self.residuals],
         }  # fmt: skip
 
@@ -288,7 +393,7 @@ class KindModel:
         return cls(
             tuple(data["coef"]), float(data["intercept"]), tuple(data["mean"]), tuple(data["scale"]), int(data["k"]),
             tuple(tuple(p) for p in data.get("points", ())), tuple(data.get("residuals", ())),
-            float(data.get("q_low", -0.2)), float(data.get("q_high", 0.2)),
+            float(data.get("q_low", -0.2)), float(data.get("q_high", 0.2)), float(data.get("smear", 0.0)),
         )  # fmt: skip
 
 
@@ -319,6 +424,15 @@ class OpModel:
     counts: Mapping[str, int] = field(hash=False, default_factory=dict)
     #: how each kind's held-out error went (median |error| per kind), for the report
     accuracy: Mapping[str, Any] = field(hash=False, default_factory=dict)
+    #: the time between calls (None: a model fitted without whole forwards; the kinds' samples then hold it)
+    between: Between | None = None
+    #: the first touch of large fresh outputs (None: not measured; the kinds' samples then hold it)
+    first_touch: FirstTouch | None = None
+
+    def extra_seconds(self, op: Any) -> float:
+        """What a recorded call adds besides its kind's prediction: its time between calls and its first touch."""
+        between = 0.0 if self.between is None else self.between.seconds(op)
+        return between + (0.0 if self.first_touch is None else self.first_touch.seconds(op))
 
     def model_for(self, kind: str) -> tuple[str, KindModel] | None:
         if kind in self.kinds:
@@ -366,10 +480,14 @@ class OpModel:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kinds": {k: m.to_dict() for k, m in self.kinds.items()}, "model_q": None if self.model_q is None else list(self.model_q),
-                "counts": dict(self.counts), "accuracy": dict(self.accuracy)}  # fmt: skip
+                "counts": dict(self.counts), "accuracy": dict(self.accuracy),
+                "between": None if self.between is None else self.between.to_dict(),
+                "first_touch": None if self.first_touch is None else self.first_touch.to_dict()}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OpModel:
-        q = data.get("model_q")
+        q, between, touch = data.get("model_q"), data.get("between"), data.get("first_touch")
         return cls({k: KindModel.from_dict(v) for k, v in data["kinds"].items()}, None if q is None else (float(q[0]), float(q[1])),
-                   dict(data.get("counts", {})), dict(data.get("accuracy", {})))  # fmt: skip
+                   dict(data.get("counts", {})), dict(data.get("accuracy", {})),
+                   None if between is None else Between(**{k: float(v) for k, v in between.items()}),
+                   None if touch is None else FirstTouch(float(touch["limit_bytes"]), float(touch["per_byte_s"])))  # fmt: skip

@@ -22,7 +22,7 @@ import torch
 from graphprof.measure.result import OUTSIDE
 from graphprof.run.loop import Layer, Observer, RunContext
 
-__all__ = ["RANGE_PREFIX", "LayerRanges", "RunTimes", "attribute", "kernel_busy_us"]
+__all__ = ["RANGE_PREFIX", "LayerRanges", "RunTimes", "attribute", "dispatched", "kernel_busy_us"]
 
 #: Prefix of the ``record_function`` range names that mark layers in a trace.
 RANGE_PREFIX = "graphprof.layer::"
@@ -132,7 +132,7 @@ def _composite(name: str) -> bool:
     return bool(found) and all(found)
 
 
-def _dispatched(event: Any) -> bool:
+def dispatched(event: Any) -> bool:
     """Whether a dispatch mode sees ``event``'s op: a non-composite aten op called from no other
     non-composite op's kernel (a mode runs an op's kernel with itself switched off)."""
     if not event.name.startswith("aten::") or _composite(event.name):
@@ -168,7 +168,7 @@ def attribute(events: Iterable[Any]) -> RunTimes:
             times.op_cpu_us[key] += e.self_cpu_time_total
             times.op_kernel_us[key] += kernels
             times.op_calls[key] += 1
-            if _dispatched(e):
+            if dispatched(e):
                 times.dispatched_cpu_us[key] += e.cpu_time_total
                 times.dispatched_kernel_us[key] += _kernels_below(e)
                 times.dispatched_calls[key] += 1

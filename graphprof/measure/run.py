@@ -55,7 +55,7 @@ from graphprof.measure.timing import (
 from graphprof.measure.trace import claim_trace_path
 from graphprof.run.loop import run_model
 
-__all__ = ["MeasurementError", "MeasureOptions", "is_out_of_memory", "default_device", "resolve_device", "free_memory", "measure_run"]
+__all__ = ["MeasurementError", "MeasureOptions", "cast_inputs", "is_out_of_memory", "default_device", "materialized", "resolve_device", "free_memory", "measure_run"]
 
 
 
@@ -104,7 +104,7 @@ def _tensor_bytes(tree: Any) -> int:
     return sum(t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor))
 
 
-def _materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | None, seed: int) -> tuple[nn.Module, str | None]:
+def materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | None, seed: int) -> tuple[nn.Module, str | None]:
     """A module on ``device`` in ``dtype`` to run: ``model`` itself when it is already there, else a copy.
 
     A model on the meta device has no values: the copy gets seeded ones (normal(0, 0.02) for floating
@@ -137,7 +137,7 @@ def _materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | N
     return work, "built on the meta device: measured with seeded random weights"
 
 
-def _cast_inputs(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+def cast_inputs(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
     def cast(t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
             return t
@@ -414,9 +414,9 @@ def measure_run(
     _trace_folder(options.trace_dir)
     notes: list[str] = []
     try:
-        work, note = _materialized(model, dev, dtype, options.seed)
+        work, note = materialized(model, dev, dtype, options.seed)
         notes += [note] if note else []
-        run_args, run_kwargs = _cast_inputs(args, dev, dtype), _cast_inputs(kwargs, dev, dtype)
+        run_args, run_kwargs = cast_inputs(args, dev, dtype), cast_inputs(kwargs, dev, dtype)
         # the user's own model keeps its buffers (BatchNorm statistics), attributes and flags; a train-mode
         # run records autograd whatever the caller's grad mode
         kept = preserved_state(model) if work is model else contextlib.nullcontext()

@@ -1,7 +1,8 @@
 """``partition``: split a model across devices from its costed module graph. One call, one :class:`Plan`.
 
 The passes, each graphprof's own: :func:`graphprof.prepare` (on the meta device for a catalogue model, so
-Llama-3-70B allocates nothing), ``.profile()``, ``.measure()`` when a device is the local CPU, ``.graph()``
+Llama-3-70B allocates nothing), ``.profile()``, ``.measure()`` when a device is the local CPU and no local
+calibration of the stages' thread count predicts it, ``.graph()``
 for the module graph with every edge; then units and cut bytes (:mod:`~graphprof.partition.units`), a
 cost table (:mod:`~graphprof.partition.costs`), the exact program (:mod:`~graphprof.partition.solver`).
 
@@ -23,6 +24,8 @@ from torch import nn
 
 from graphprof.base.choices import Objective
 from graphprof.base.limits import require_count
+from graphprof.devices.hardware import Hardware
+from graphprof.devices.local import read_local
 from graphprof.errors import InvalidInputError
 from graphprof.partition.costs import CostTable, measured_seconds, preset_seconds, table, unit_records
 from graphprof.partition.devices import Device, Links, as_devices, kinds_of, parse_links
@@ -71,18 +74,40 @@ def _measure(prepared: PreparedModel, threads: int, iters: int) -> Any:
         torch.set_num_threads(before)
 
 
+def _local_predictor(threads: int) -> tuple[Hardware | None, str]:
+    """The ``local`` preset when ``graphprof calibrate`` measured this machine with ``threads`` threads (what
+    each stage's process runs with), else ``None``; and a line saying why the times are measured instead."""
+    stored = read_local()
+    if stored is None:
+        return None, "cpu stage times measured: no local calibration (`graphprof calibrate --threads N` predicts them)"
+    calibrated = stored.get("device", {}).get("threads")
+    if calibrated != threads:
+        return None, (f"cpu stage times measured: the local calibration is of {calibrated} thread(s), each stage runs "
+                      f"{threads} (`graphprof calibrate --threads {threads}` predicts them)")  # fmt: skip
+    return Hardware(**stored["hardware"]), ""
+
+
 def cost_table(prepared: PreparedModel, devices: Sequence[Device], *, kv_len: int | None = None, threads: int = 1, iters: int = 10) -> tuple[CostTable, Any]:
-    """The per-unit cost table of ``prepared`` on every kind of ``devices``, and the profile it came from."""
+    """The per-unit cost table of ``prepared`` on every kind of ``devices``, and the profile it came from.
+
+    A ``cpu`` device's times are predicted by the local calibration when it was measured with the stages'
+    thread count, else measured here (the table's source says which, and why)."""
     profile = prepared.profile()
-    measurement = _measure(prepared, threads, iters) if any(d.local for d in devices) else None
+    local = any(d.local for d in devices)
+    predictor, why = _local_predictor(threads) if local else (None, "")
+    measurement = _measure(prepared, threads, iters) if local and predictor is None else None
     graph, _ = prepared.graph(detail=False, measurement=measurement)
     nodes = assign_nodes(graph, choose_units(prepared.model))
     units = unit_records(graph, nodes, prepared.model, profile, _kv_shape(prepared, kv_len))
     seconds, sources = {}, {}
     for kind in kinds_of(devices):
         device = next(d for d in devices if d.kind == kind)
-        if device.hardware is None and measurement is not None:
+        if device.hardware is None and predictor is not None:
+            seconds[kind], _ = preset_seconds(profile, graph, nodes, predictor)
+            sources[kind] = f"{kind}: predicted by the local calibration ({threads} thread(s), the plain forward's ops in place)"
+        elif device.hardware is None and measurement is not None:
             seconds[kind], sources[kind] = measured_seconds(graph, nodes, measurement.forward.mean / 1e3)
+            sources[kind] += f"; {why}"
         elif device.hardware is not None:
             seconds[kind], sources[kind] = preset_seconds(profile, graph, nodes, device.hardware)
     return table(units, cut_bytes(graph, nodes), seconds, sources), profile

@@ -1,0 +1,119 @@
+"""Op times where they run: plain forwards profiled, each dispatched aten call's time in execution order.
+
+An op timed alone in a loop re-uses one freed block for its output, finds its inputs in cache and pays
+no module call around it. In a model's plain forward none of that holds: each activation is freed as
+the next is allocated (with glibc's malloc, large blocks go back to the kernel and come back as page
+faults on first touch), the input was written by another op, and Python runs between ops. This pass
+measures the ops *there*:
+
+1. the model runs its plain forward (``model(*args)`` under ``torch.no_grad``, nothing holding the
+   activations) ``warmup`` times, then ``timed`` times untimed by the profiler: the plain forward's
+   median wall time, the figure ``--measure`` reports as *forward*;
+2. ``runs`` more plain forwards under ``torch.profiler`` (CPU events, no shapes, no stacks): every
+   aten call a dispatch mode would see (:func:`graphprof.measure.layers.dispatched`) in start order,
+   with its inclusive time; the per-position median over the runs.
+
+:class:`ContextTimes` keeps the two apart: the ops' sum under the profiler, the plain forward without
+it, and what lies between (the host's time outside every dispatched call: module calls, Python,
+composite ops' wrappers). :func:`graphprof.calibrate.samples.samples_from_context` pairs the calls with
+a dry run's records.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from graphprof.errors import MeasurementError
+from graphprof.measure.kineto import quiet_kineto
+from graphprof.measure.layers import dispatched
+from graphprof.measure.run import cast_inputs, materialized, resolve_device
+from graphprof.measure.timing import ProfilingContext, call_model
+
+__all__ = ["ContextTimes", "context_times"]
+
+
+@dataclass(frozen=True)
+class ContextTimes:
+    """The dispatched calls of a plain forward in execution order, each ``(aten name, seconds)``, and
+    the plain forward's own time without the profiler."""
+
+    ops: tuple[tuple[str, float], ...]
+    #: median wall seconds of a plain forward, not profiled
+    forward_s: float
+    #: median wall seconds of a plain forward under the profiler
+    profiled_s: float
+    runs: int
+
+    @property
+    def ops_s(self) -> float:
+        """The dispatched calls' inclusive times summed (under the profiler)."""
+        return sum(t for _, t in self.ops)
+
+    @property
+    def outside_s(self) -> float:
+        """The plain forward's time outside every dispatched call: ``forward_s - ops_s``, at least 0."""
+        return max(0.0, self.forward_s - self.ops_s)
+
+
+def _profiled_calls(work: nn.Module, batch: Any) -> tuple[list[tuple[str, float]], float]:
+    """One plain forward under the profiler: its dispatched calls ``(name, seconds)`` in start order, and its wall time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with quiet_kineto(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        call_model(work, batch)
+        wall = time.perf_counter() - start
+    calls = sorted((e for e in prof.events() if dispatched(e)), key=lambda e: e.time_range.start)
+    return [(e.name, e.cpu_time_total * 1e-6) for e in calls], wall
+
+
+def _medians(runs: list[list[tuple[str, float]]]) -> tuple[tuple[str, float], ...]:
+    """The per-position median of runs that dispatched the same calls; a run that differs is dropped."""
+    names = [name for name, _ in runs[0]]
+    same = [r for r in runs if [name for name, _ in r] == names]
+    return tuple((name, statistics.median(r[i][1] for r in same)) for i, name in enumerate(names))
+
+
+def context_times(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    runs: int = 3,
+    warmup: int = 2,
+    timed: int = 5,
+    seed: int = 0,
+) -> ContextTimes:
+    """Time ``model``'s plain forward and each of its dispatched calls in place (see the module docstring).
+
+    The model is left as found: a model elsewhere (another device, the meta device) runs as a seeded copy.
+    """
+    if min(runs, timed) < 1 or warmup < 0:
+        raise MeasurementError(f"runs and timed must be at least 1 and warmup at least 0, got {runs}, {timed}, {warmup}")
+    if kwargs and args:
+        raise MeasurementError("context_times takes positional or keyword inputs, not both")
+    dev = resolve_device(device)
+    work, _ = materialized(model, dev, dtype, seed)
+    batch: Any = cast_inputs(kwargs, dev, dtype) if kwargs else cast_inputs(args, dev, dtype)
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    with ProfilingContext(work, disable_dropout=True, eval_mode=True, seed=seed), torch.no_grad():
+        for _ in range(warmup):
+            call_model(work, batch)
+        walls = []
+        for _ in range(timed):
+            sync()
+            start = time.perf_counter()
+            call_model(work, batch)
+            sync()
+            walls.append(time.perf_counter() - start)
+        profiled = [_profiled_calls(work, batch) for _ in range(runs)]
+    return ContextTimes(_medians([calls for calls, _ in profiled]), statistics.median(walls),
+                        statistics.median(wall for _, wall in profiled), runs)  # fmt: skip

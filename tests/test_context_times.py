@@ -1,0 +1,145 @@
+"""Ops timed where they run (graphprof.measure.context, graphprof.calibrate.samples.context_pairs), the time
+between calls and the first touch of large outputs (graphprof.devices.opmodel), and the fit's smearing
+term and distinct configurations (graphprof.calibrate.fit_ops).
+
+The pairing, the time outside the calls and the fitted costs are checked on hand-made runs with known
+sums; the real pass on a small model is checked for what does not depend on this machine's speed (the
+calls it sees are the dry run's, the model is left as found)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from graphprof.base.choices import OpStatus, Phase
+from graphprof.base.names import functional_op
+from graphprof.calibrate.samples import context_pairs, outside_point, samples_from_context
+from graphprof.devices.opmodel import ALONE, IN_CONTEXT, Between, FirstTouch, Outside, Sample, fresh_bytes, op_features
+from graphprof.measure.context import ContextTimes, context_times
+
+
+def _record(name: str, written: int = 0, outputs: tuple[tuple[int, ...], ...] = ((1,),)) -> SimpleNamespace:
+    return SimpleNamespace(op=f"aten.{name}", phase=Phase.FORWARD, status=OpStatus.COUNTED, cost=SimpleNamespace(bytes_written=written),
+                           output_shapes=outputs)  # fmt: skip
+
+
+def _profile(*ops: str | SimpleNamespace) -> SimpleNamespace:
+    records = [op if isinstance(op, SimpleNamespace) else _record(op) for op in ops]
+    return SimpleNamespace(layers=[SimpleNamespace(ops=records[:2]), SimpleNamespace(ops=records[2:])])
+
+
+def test_each_call_keeps_its_own_time_and_the_time_outside_is_one_point() -> None:
+    # three calls of 1, 2 and 3 ms in a forward of 7 ms: 1 ms outside them, over 3 calls
+    times = ContextTimes((("aten::convolution", 1e-3), ("aten::relu_", 2e-3), ("aten::addmm", 3e-3)), 7e-3, 7.5e-3, 3)
+    profile = _profile(_record("convolution", 40_000_000), _record("relu_", 40_000_000), _record("addmm", 4_000))
+    pairs = context_pairs(profile, times)
+    assert [op.op for op, _ in pairs] == ["aten.convolution", "aten.relu_", "aten.addmm"]  # relu_ pairs with relu_
+    assert [s for _, s in pairs] == pytest.approx([1e-3, 2e-3, 3e-3])
+    point = outside_point(profile, times, "toy", limit_bytes=32 * 2**20)
+    # only the convolution's 40 MB output is fresh and above the 33.5 MB limit (relu_ works in place)
+    assert (point.calls, point.fresh_bytes, point.seconds) == (3.0, 40_000_000, pytest.approx(1e-3))
+
+
+def test_a_profiler_that_costs_more_than_the_forward_scales_the_calls_down() -> None:
+    # calls of 2 and 4 ms under the profiler, a plain forward of 3 ms: each call halved, nothing outside
+    times = ContextTimes((("aten::mm", 2e-3), ("aten::gelu", 4e-3)), 3e-3, 6.5e-3, 3)
+    assert times.outside_s == 0.0
+    assert [s for _, s in context_pairs(_profile("mm", "gelu"), times)] == pytest.approx([1e-3, 2e-3])
+
+
+def test_a_fused_kernel_the_dry_run_sees_decomposed_pairs_with_nothing() -> None:
+    # the real run's fast path (one fused call) against the dry run's bmm, softmax, bmm: the calls around pair
+    times = ContextTimes((("aten::addmm", 1e-3), ("aten::_native_multi_head_attention", 5e-3), ("aten::add", 1e-3)), 7e-3, 7e-3, 3)
+    pairs = context_pairs(_profile("addmm", "bmm", "_softmax", "bmm", "add"), times)
+    assert [op.op for op, _ in pairs] == ["aten.addmm", "aten.add"]
+    assert [s for _, s in pairs] == pytest.approx([1e-3, 1e-3])
+
+
+def test_fresh_bytes_count_new_outputs_above_the_limit() -> None:
+    # 60 MB over two outputs of 3 and 1 elements: 45 MB and 15 MB; above a 32 MiB limit only the 45 MB one
+    op = _record("native_batch_norm", 60_000_000, ((3,), (1,)))
+    assert fresh_bytes(op) == 60_000_000 and fresh_bytes(op, 32 * 2**20) == 45_000_000
+    assert fresh_bytes(_record("relu_", 60_000_000)) == 0.0  # in place: no new memory
+    touch = FirstTouch(32 * 2**20, 0.27e-3 / 1e6)  # 0.27 ms per MB
+    assert touch.seconds(op) == pytest.approx(0.27e-3 * 45)
+    between = Between(2e-6, 0.05e-9, 32 * 2**20)
+    assert between.seconds(op) == pytest.approx(2e-6 + 0.05e-9 * 45e6)
+    assert between.seconds(SimpleNamespace(op="prim.device")) == 0.0
+
+
+def test_the_time_between_calls_is_fitted_per_call_and_per_fresh_byte() -> None:
+    pytest.importorskip("sklearn")
+    from graphprof.calibrate.fit_ops import fit_between
+
+    # 100 calls and no fresh bytes in 200 us; 100 calls and 1 GB in 50.2 ms: 2 us per call, 0.05 ns per byte
+    fitted = fit_between([Outside("a", 100, 0, 200e-6), Outside("b", 100, 1e9, 50.2e-3)], 32 * 2**20)
+    assert fitted is not None
+    assert (fitted.per_call_s, fitted.per_fresh_byte_s, fitted.limit_bytes) == (pytest.approx(2e-6), pytest.approx(0.05e-9), 32 * 2**20)
+    one = fit_between([Outside("a", 100, 5e8, 300e-6)])  # one forward cannot tell the two apart: per call only
+    assert one is not None and one.per_call_s == pytest.approx(3e-6) and one.per_fresh_byte_s == 0.0
+    assert fit_between([]) is None
+
+
+def test_repeated_configurations_are_fitted_once_with_their_weight() -> None:
+    pytest.importorskip("sklearn")
+    from graphprof.calibrate.fit_ops import distinct
+
+    f, g = (1.0, 2.0, 3.0), (1.0, 2.0, 4.0)
+    samples = [Sample("conv_dense", f, 1e-3, group="m"), Sample("conv_dense", f, 3e-3, group="m"), Sample("conv_dense", g, 5e-3, group="m"),
+               Sample("conv_dense", f, 7e-3, group="n")]  # fmt: skip
+    points, weight = distinct(samples)
+    assert [(p.features, p.seconds, p.group) for p in points] == [(f, pytest.approx(2e-3), "m"), (g, 5e-3, "m"), (f, 7e-3, "n")]
+    assert weight.tolist() == [2.0, 1.0, 1.0]
+    # generic reads the first two features: f and g are one configuration of model m there
+    assert distinct(samples, generic=True)[1].tolist() == [3.0, 1.0]
+
+
+def test_the_first_touch_of_this_machine_is_measured_or_said_absent() -> None:
+    from graphprof.calibrate.bench import TOUCH_LADDER_MIB, measure_first_touch
+
+    touch = measure_first_touch(torch.device("cpu"))
+    assert len(touch["ladder"]) == len(TOUCH_LADDER_MIB) and all(extra >= 0 for _, extra in touch["ladder"])
+    if touch["limit_bytes"] is not None:  # glibc: between the smallest and the largest size timed, and a cost per byte
+        assert min(TOUCH_LADDER_MIB) * 2**20 / 2 <= touch["limit_bytes"] <= max(TOUCH_LADDER_MIB) * 2**20 and touch["per_byte_s"] > 0
+
+
+def test_the_plain_forward_sees_the_dry_runs_calls_and_leaves_the_model_as_found() -> None:
+    import graphprof
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 16 * 16, 10))
+    model.train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.randn(2, 3, 16, 16)
+    times = context_times(model, (x,), {}, runs=2, warmup=1, timed=2)
+    profile = graphprof.profile_model(model, example_inputs=(x,))
+    dry = [functional_op(op.op.removeprefix("aten.")) for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD and op.op.startswith("aten.")]
+    assert [functional_op(name.removeprefix("aten::")) for name, _ in times.ops] == dry
+    assert times.forward_s > 0 and times.ops_s > 0 and times.runs == 2
+    assert model.training and all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    samples = samples_from_context(profile, times, group="toy")
+    assert samples and all(s.features[-2] == IN_CONTEXT and s.group == "toy" for s in samples if s.kind != "generic")
+
+
+def test_where_a_call_was_timed_is_a_feature() -> None:
+    shapes, out = [(1, 8, 16, 16), (8, 8, 3, 3)], [(1, 8, 16, 16)]
+    alone = op_features("conv_dense", 1e6, 1e5, shapes, out, ALONE)
+    placed = op_features("conv_dense", 1e6, 1e5, shapes, out)
+    assert alone[:-2] == placed[:-2] and alone[-2:] == [0.0, 0.0]
+    assert placed[-2:] == [1.0, pytest.approx(math.log(8 * 16 * 16 + 1))]  # in context, and its output's elements
+
+
+def test_smearing_turns_a_median_into_a_mean_and_one_wild_sample_cannot_blow_it_up() -> None:
+    pytest.importorskip("sklearn")
+    from graphprof.calibrate.fit_ops import SMEAR_BOUND, smearing
+
+    # errors of +-0.5 in equal numbers: log((e^-0.5 + e^0.5) / 2) = log(1.1276) = 0.1201
+    assert smearing(np.array([0.5, -0.5])) == pytest.approx(0.1201, abs=1e-4)
+    assert smearing(np.zeros(5)) == 0.0
+    # one error of -50 (predicted e^50 too fast) counts as -1: log((e^1 + 3) / 4) = log(1.4296) = 0.3574
+    assert smearing(np.array([-50.0, 0.0, 0.0, 0.0])) == pytest.approx(math.log((math.e + 3) / 4))
+    assert smearing(np.array([-50.0, -50.0])) == pytest.approx(SMEAR_BOUND)
