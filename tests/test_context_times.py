@@ -1,9 +1,8 @@
-"""Ops timed where they run (graphprof.measure.context, graphprof.calibrate.samples.context_pairs), the time
-between calls and the first touch of large outputs (graphprof.devices.opmodel), and the fit's smearing
-term and distinct configurations (graphprof.calibrate.fit_ops).
+"""Ops timed where they run (graphprof.measure.context, graphprof.calibrate.samples.context_pairs), the first
+touch of large outputs (graphprof.devices.opmodel, graphprof.calibrate.bench), and the fit's smearing term
+and distinct configurations (graphprof.calibrate.fit_ops).
 
-The pairing, the time outside the calls and the fitted costs are checked on hand-made runs with known
-sums; the real pass on a small model is checked for what does not depend on this machine's speed (the
+The pairing and the share of the time outside the calls are checked on hand-made runs with known sums; the real pass on a small model is checked for what does not depend on this machine's speed (the
 calls it sees are the dry run's, the model is left as found)."""
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from torch import nn
 
 from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.names import functional_op
-from graphprof.calibrate.samples import context_pairs, outside_point, samples_from_context
-from graphprof.devices.opmodel import ALONE, IN_CONTEXT, Between, FirstTouch, Outside, Sample, fresh_bytes, op_features
+from graphprof.calibrate.samples import context_pairs, samples_from_context
+from graphprof.devices.opmodel import ALONE, IN_CONTEXT, FirstTouch, Sample, fresh_bytes, op_features
 from graphprof.measure.context import ContextTimes, context_times
 
 
@@ -33,16 +32,14 @@ def _profile(*ops: str | SimpleNamespace) -> SimpleNamespace:
     return SimpleNamespace(layers=[SimpleNamespace(ops=records[:2]), SimpleNamespace(ops=records[2:])])
 
 
-def test_each_call_keeps_its_own_time_and_the_time_outside_is_one_point() -> None:
-    # three calls of 1, 2 and 3 ms in a forward of 7 ms: 1 ms outside them, over 3 calls
-    times = ContextTimes((("aten::convolution", 1e-3), ("aten::relu_", 2e-3), ("aten::addmm", 3e-3)), 7e-3, 7.5e-3, 3)
-    profile = _profile(_record("convolution", 40_000_000), _record("relu_", 40_000_000), _record("addmm", 4_000))
-    pairs = context_pairs(profile, times)
-    assert [op.op for op, _ in pairs] == ["aten.convolution", "aten.relu_", "aten.addmm"]  # relu_ pairs with relu_
-    assert [s for _, s in pairs] == pytest.approx([1e-3, 2e-3, 3e-3])
-    point = outside_point(profile, times, "toy", limit_bytes=32 * 2**20)
-    # only the convolution's 40 MB output is fresh and above the 33.5 MB limit (relu_ works in place)
-    assert (point.calls, point.fresh_bytes, point.seconds) == (3.0, 40_000_000, pytest.approx(1e-3))
+def test_the_time_outside_the_calls_is_shared_by_their_time_and_the_pairs_sum_to_the_forward() -> None:
+    # three calls of 1, 2 and 3 ms in a forward of 7.2 ms: 1.2 ms outside them, each call scaled by 7.2 / 6
+    times = ContextTimes((("aten::convolution", 1e-3), ("aten::relu_", 2e-3), ("aten::addmm", 3e-3)), 7.2e-3, 7.5e-3, 3)
+    assert times.outside_s == pytest.approx(1.2e-3)
+    pairs = context_pairs(_profile("convolution", "relu_", "addmm"), times)
+    assert [op.op for op, _ in pairs] == ["aten.convolution", "aten.relu_", "aten.addmm"]
+    assert [s for _, s in pairs] == pytest.approx([1.2e-3, 2.4e-3, 3.6e-3])
+    assert math.isclose(sum(s for _, s in pairs), times.forward_s)
 
 
 def test_a_profiler_that_costs_more_than_the_forward_scales_the_calls_down() -> None:
@@ -67,22 +64,7 @@ def test_fresh_bytes_count_new_outputs_above_the_limit() -> None:
     assert fresh_bytes(_record("relu_", 60_000_000)) == 0.0  # in place: no new memory
     touch = FirstTouch(32 * 2**20, 0.27e-3 / 1e6)  # 0.27 ms per MB
     assert touch.seconds(op) == pytest.approx(0.27e-3 * 45)
-    between = Between(2e-6, 0.05e-9, 32 * 2**20)
-    assert between.seconds(op) == pytest.approx(2e-6 + 0.05e-9 * 45e6)
-    assert between.seconds(SimpleNamespace(op="prim.device")) == 0.0
-
-
-def test_the_time_between_calls_is_fitted_per_call_and_per_fresh_byte() -> None:
-    pytest.importorskip("sklearn")
-    from graphprof.calibrate.fit_ops import fit_between
-
-    # 100 calls and no fresh bytes in 200 us; 100 calls and 1 GB in 50.2 ms: 2 us per call, 0.05 ns per byte
-    fitted = fit_between([Outside("a", 100, 0, 200e-6), Outside("b", 100, 1e9, 50.2e-3)], 32 * 2**20)
-    assert fitted is not None
-    assert (fitted.per_call_s, fitted.per_fresh_byte_s, fitted.limit_bytes) == (pytest.approx(2e-6), pytest.approx(0.05e-9), 32 * 2**20)
-    one = fit_between([Outside("a", 100, 5e8, 300e-6)])  # one forward cannot tell the two apart: per call only
-    assert one is not None and one.per_call_s == pytest.approx(3e-6) and one.per_fresh_byte_s == 0.0
-    assert fit_between([]) is None
+    assert touch.seconds(SimpleNamespace(op="prim.device")) == 0.0
 
 
 def test_repeated_configurations_are_fitted_once_with_their_weight() -> None:

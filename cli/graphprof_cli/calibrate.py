@@ -49,10 +49,13 @@ def _op_model_lines(model: Any) -> list[str]:
             f"           median |error| {summary['median_abs_error']:.0%}, signed median {summary['signed_median_error']:+.0%}, "
             f"within +-10% {summary['within_10_percent']} of {summary['models']}, worst {summary['worst_error']:+.0%}"
         )
-    if model.between is not None:
+    share = model.accuracy.get("outside_share")
+    if share is not None:
+        lines.append(f"  host     {share:.1%} of a plain forward outside its aten calls (median of the sample models): shared over the calls by their time")
+    if model.first_touch is not None:
         lines.append(
-            f"  between  calls, in a plain forward: {model.between.per_call_s * 1e6:.2f} us per call + "
-            f"{model.between.per_fresh_byte_s * 1e9:.3f} ms per MB the calls write fresh (freeing, re-allocating)"
+            f"  touch    outputs of {model.first_touch.limit_bytes / 2**20:,.0f} MiB and more come from fresh pages: "
+            f"{model.first_touch.per_byte_s * 1e9:.3f} ms per MB on first touch, added to their op"
         )
     return lines
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from graphprof.devices.opmodel import Z80, Between, FirstTouch, KindModel, OpModel, Outside, Sample
+from graphprof.devices.opmodel import Z80, FirstTouch, KindModel, OpModel, Sample
 from graphprof.errors import InvalidInputError
 
-__all__ = ["fit_between", "fit_kind", "fit_op_model", "held_out_summary", "model_quantiles", "smearing", "worst_kinds"]
+__all__ = ["distinct", "fit_kind", "fit_op_model", "held_out_summary", "model_quantiles", "smearing", "worst_kinds"]
 
 #: Neighbour counts tried per kind (0: the linear law alone).
 K_CHOICES = (0, 1, 3, 6)
@@ -134,37 +134,16 @@ def _fit_kinds(samples: Sequence[Sample], ks: dict[str, int] | None = None) -> d
     return kinds
 
 
-def fit_between(points: Sequence[Outside], limit_bytes: float = 0.0) -> Between | None:
-    """The cost per call and per fresh byte (of outputs of at least ``limit_bytes``, as the points counted
-    them) of the time outside the calls of whole forwards: least squares
-    with both coefficients at least 0 (scikit-learn's ``LinearRegression(positive=True)``); ``None``
-    without points. One point, or points that cannot tell the two apart, give a cost per call alone.
-
-    Two forwards, 100 calls writing 0 bytes in 200 us and 100 calls writing 1 GB in 50.2 ms: 2 us per call
-    and (50.2 ms - 200 us) / 1 GB = 0.05 ns per byte.
-    """
-    usable = [p for p in points if p.calls > 0]
-    if not usable:
-        return None
-    x = np.asarray([[p.calls, p.fresh_bytes] for p in usable], dtype=float)
-    y = np.asarray([p.seconds for p in usable], dtype=float)
-    if len(usable) < 2 or np.linalg.matrix_rank(x) < 2:
-        return Between(float(y.sum() / x[:, 0].sum()), 0.0, limit_bytes)
-    linear_model, _ = _sklearn()
-    fitted = linear_model.LinearRegression(positive=True, fit_intercept=False).fit(x, y)
-    return Between(float(fitted.coef_[0]), float(fitted.coef_[1]), limit_bytes)
-
-
 def _predict_samples(model: OpModel, samples: Sequence[Sample]) -> list[float]:
     return [t for t, _, _ in model.predict([(s.kind, s.features, s.features[:2]) for s in samples])]
 
 
 def model_quantiles(
-    samples: Sequence[Sample], models: Sequence[str], outside: Sequence[Outside] = (), ks: dict[str, int] | None = None
+    samples: Sequence[Sample], models: Sequence[str], ks: dict[str, int] | None = None
 ) -> tuple[tuple[float, float] | None, dict[str, float]]:
-    """10% and 90% quantiles of log(predicted / measured) of whole models, each held out of the fit (its
-    samples and its time between calls; ``ks``: each kind's neighbour count, as the full fit chose it),
-    and each model's error; ``None`` with fewer than 3 models.
+    """10% and 90% quantiles of log(predicted / measured) of whole models, each held out of the fit
+    (``ks``: each kind's neighbour count, as the full fit chose it), and each model's error; ``None``
+    with fewer than 3 models.
 
     With few models the empirical quantiles are unstable: the normal ``mean +- 1.2816 sd sqrt(1 + 1/n)``
     (the prediction interval of one more model) is used instead.
@@ -175,10 +154,8 @@ def model_quantiles(
         mine = [s for s in samples if s.group == name]
         if not mine:
             continue
-        between = fit_between([p for p in outside if p.group != name])
-        gaps = [p for p in outside if p.group == name]
-        predicted = sum(_predict_samples(OpModel(_fit_kinds(rest, ks)), mine)) + (sum(between.of(p) for p in gaps) if between else 0.0)
-        errors[name] = math.log(predicted / (sum(s.seconds for s in mine) + sum(p.seconds for p in gaps)))
+        predicted = sum(_predict_samples(OpModel(_fit_kinds(rest, ks)), mine))
+        errors[name] = math.log(predicted / sum(s.seconds for s in mine))
     if len(errors) < 3:
         return None, errors
     values = list(errors.values())
@@ -203,17 +180,14 @@ def held_out_summary(log_errors: dict[str, float]) -> dict[str, Any]:
     }
 
 
-def fit_op_model(
-    samples: Sequence[Sample], models: Sequence[str] = (), outside: Sequence[Outside] = (), first_touch: FirstTouch | None = None
-) -> OpModel:
-    """Fit every kind with enough samples (and ``generic`` over all kernels), and the time between calls
-    to ``outside`` (:func:`fit_between`); ``models`` names the sample groups that are whole models, held
-    out one at a time for :attr:`OpModel.model_q`. ``first_touch`` (measured, not fitted) is kept with them:
-    the samples come without it."""
+def fit_op_model(samples: Sequence[Sample], models: Sequence[str] = (), first_touch: FirstTouch | None = None) -> OpModel:
+    """Fit every kind with enough samples (and ``generic`` over all kernels); ``models`` names the sample
+    groups that are whole models, held out one at a time for :attr:`OpModel.model_q`. ``first_touch``
+    (measured, not fitted) is kept with them: the samples come without it."""
     if len(samples) < MIN_SAMPLES:
         raise InvalidInputError(f"{len(samples)} timed samples: too few to fit the latency models")
     kinds = _fit_kinds(samples)
-    model_q, per_model = model_quantiles(samples, models, outside, {k: m.k for k, m in kinds.items()}) if models else (None, {})
+    model_q, per_model = model_quantiles(samples, models, {k: m.k for k, m in kinds.items()}) if models else (None, {})
     accuracy = {
         "per_kind_q": {k: [m.q_low, m.q_high] for k, m in kinds.items()},
         "per_kind_samples": {k: sum(1 for s in samples if s.kind == k) for k in kinds},
@@ -223,8 +197,7 @@ def fit_op_model(
     counts: dict[str, int] = {}
     for s in samples:
         counts[s.source] = counts.get(s.source, 0) + 1
-    between = fit_between(outside, first_touch.limit_bytes if first_touch else 0.0)
-    return OpModel(kinds, model_q, counts, accuracy, between, first_touch)
+    return OpModel(kinds, model_q, counts, accuracy, first_touch)
 
 
 def worst_kinds(model: OpModel, n: int = 3) -> list[str]:

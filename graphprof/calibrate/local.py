@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -29,11 +30,11 @@ import torch
 from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchmarks, measure_op_table
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
-from graphprof.calibrate.samples import first_touch_of, outside_point, samples_from_context, samples_from_table
+from graphprof.calibrate.samples import first_touch_of, samples_from_context, samples_from_table
 from graphprof.calibrate.store import write_preset
 from graphprof.devices.hardware import PRECISIONS, Hardware, match_hardware
 from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
-from graphprof.devices.opmodel import FirstTouch, OpModel, Outside, Sample
+from graphprof.devices.opmodel import FirstTouch, OpModel, Sample
 from graphprof.devices.predict import Calibration
 from graphprof.errors import InvalidInputError
 from graphprof.measure.run import resolve_device
@@ -85,39 +86,39 @@ def _device_name(dev: torch.device) -> str:
 
 def zoo_samples(
     models: tuple[tuple[str, int], ...], progress: Progress | None = None, first_touch: FirstTouch | None = None
-) -> tuple[list[Sample], list[Outside]]:
+) -> tuple[list[Sample], list[float]]:
     """Samples of each ``(zoo model, batch)``'s forward calls timed where they run (its plain forward
     profiled: :func:`graphprof.measure.context.context_times`, paired with its dry run), without the first
-    touch of large outputs, and what each forward spent outside its calls. A model that fails is skipped."""
+    touch of large outputs; and each forward's share outside its calls. A model that fails is skipped."""
     from graphprof.measure.context import context_times
     from graphprof.prepared import prepare
 
     samples: list[Sample] = []
-    outside: list[Outside] = []
-    limit = first_touch.limit_bytes if first_touch else 0.0
+    outside: list[float] = []
     for i, (name, batch) in enumerate(models, start=1):
         if progress is not None:
             progress(i, len(models), f"{name} batch {batch}")
         try:
             prepared = prepare(name, batch_size=batch)
             call = prepared.resolve(prepared.spec())
-            times = context_times(prepared.model, call.args, call.kwargs, device="cpu", dtype=call.dtype)
+            times = context_times(prepared.model, call.args, call.kwargs, device="cpu", dtype=call.dtype, runs=5)
         except Exception:  # noqa: BLE001 - a model missing here (no timm, an old torchvision) only samples less
             continue
-        profile = prepared.profile()
-        samples += samples_from_context(profile, times, group=name, first_touch=first_touch)
-        outside.append(outside_point(profile, times, group=name, limit_bytes=limit))
+        samples += samples_from_context(prepared.profile(), times, group=name, first_touch=first_touch)
+        outside.append(times.outside_s / times.forward_s)
     return samples, outside
 
 
-def _fit_adaptive(table: Mapping[str, Any], zoo: tuple[list[Sample], list[Outside]], models: list[str], progress: Progress | None) -> OpModel:
+def _fit_adaptive(table: Mapping[str, Any], zoo: tuple[list[Sample], list[float]], models: list[str], progress: Progress | None) -> OpModel:
     """Fit, then sample more of the kinds whose held-out error is widest, and fit again."""
     touch = first_touch_of(table)
     samples = samples_from_table(table) + zoo[0]
-    first = fit_op_model(samples, models, zoo[1], touch)
+    first = fit_op_model(samples, models, touch)
     extra = measure_benchmarks(kind_benchmarks(worst_kinds(first, ADAPTIVE_KINDS), ADAPTIVE_PER_KIND), "cpu", progress)
     more = samples_from_table({"floors": table["floors"], "records": extra}, group_prefix="adaptive")
-    return fit_op_model(samples + more, models, zoo[1], touch) if more else first
+    fitted = fit_op_model(samples + more, models, touch) if more else first
+    share = statistics.median(zoo[1]) if zoo[1] else None
+    return replace(fitted, accuracy={**fitted.accuracy, "outside_share": share})
 
 
 def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None) -> OpModel:

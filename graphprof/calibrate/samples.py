@@ -4,15 +4,16 @@
 place (:func:`graphprof.measure.context.context_times`), paired in execution order with the dry run's
 forward records (the longest common runs of op names: a fused kernel the dry run sees decomposed, such
 as ``_native_multi_head_attention``, pairs with nothing and gives no sample). Each paired call gives one
-sample of its own time. The time outside every call (module calls, Python, freeing activations) is one
-:class:`~graphprof.devices.opmodel.Outside` point per forward (:func:`outside_point`), to which
-:func:`graphprof.calibrate.fit_ops.fit_between` fits a cost per call and per byte written fresh.
+sample: its own time, scaled by ``plain forward / calls' sum`` so that the time outside every call
+(module calls, Python, freeing activations; or, below 1, the profiler's own cost) is shared over the
+calls in proportion to their time, and a model's samples sum to its plain forward. (Fitted as a cost
+per call and per byte, that outside time varied several-fold between two quiet calibrations of this
+machine: it is the difference of two noisy figures; shared in proportion it needs no fit.)
 
 **A real run** (:func:`samples_from_run`): ``--measure`` times each aten op per layer under
 ``torch.profiler`` (:class:`graphprof.measure.OpTime`: the calls a dispatch mode sees, their inclusive
 time). Each (layer, op) whose dry-run records in that layer all share one configuration gives one sample
-per call, of the call's own time (the time between calls is the fitted
-:class:`~graphprof.devices.opmodel.Between`'s, not the samples').
+per call, scaled as above so that the profiled calls sum to the plain forward.
 
 **The grid** (:func:`samples_from_table`): single calls timed back to back (:mod:`graphprof.calibrate.bench`),
 marked :data:`~graphprof.devices.opmodel.ALONE`: what running in place adds (a fresh output, a cold
@@ -29,9 +30,9 @@ from typing import Any
 
 from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.names import functional_op
-from graphprof.devices.opmodel import ALONE, FirstTouch, Outside, Sample, call_of, fresh_bytes, op_features, op_kind
+from graphprof.devices.opmodel import ALONE, FirstTouch, Sample, call_of, op_features, op_kind
 
-__all__ = ["context_pairs", "first_touch_of", "outside_point", "samples_from_context", "samples_from_run", "samples_from_table"]
+__all__ = ["context_pairs", "first_touch_of", "samples_from_context", "samples_from_run", "samples_from_table"]
 
 
 def _forward_records(profile: Any) -> dict[tuple[str, str], list[Any]]:
@@ -45,10 +46,11 @@ def _forward_records(profile: Any) -> dict[tuple[str, str], list[Any]]:
 
 
 def _scale(measurement: Any) -> float:
-    """The factor that brings the profiled calls to at most the plain forward (the profiler's own cost)."""
+    """The factor that brings the profiled calls to the plain forward (the time outside them shared in
+    proportion; below 1, the profiler's own cost taken out)."""
     inside_us = sum(t.dispatched_time_us for t in measurement.ops if t.dispatched_calls)
     forward_us = measurement.forward.mean * 1e3
-    return min(1.0, forward_us / inside_us) if inside_us > 0 else 1.0
+    return forward_us / inside_us if inside_us > 0 else 1.0
 
 
 def samples_from_run(profile: Any, measurement: Any, *, source: str = "run", group: str = "") -> list[Sample]:
@@ -80,23 +82,16 @@ def _forward_calls(profile: Any) -> list[Any]:
 
 
 def context_pairs(profile: Any, times: Any) -> list[tuple[Any, float]]:
-    """``(dry-run record, in-place seconds)`` of every forward call the two runs share, in execution order.
-    Under the profiler the calls may sum past the plain forward (its own cost): they are scaled to it."""
+    """``(dry-run record, in-place seconds)`` of every forward call the two runs share, in execution order,
+    each call's time scaled so that the calls sum to the plain forward (see the module docstring)."""
     if not times.ops:
         return []
     records = _forward_calls(profile)
     names = [functional_op(op.op.removeprefix("aten.")) for op in records]
     ran = [functional_op(name.removeprefix("aten::")) for name, _ in times.ops]
-    factor = min(1.0, times.forward_s / times.ops_s) if times.ops_s > 0 else 1.0
+    factor = times.forward_s / times.ops_s if times.ops_s > 0 else 1.0
     blocks = difflib.SequenceMatcher(None, names, ran, autojunk=False).get_matching_blocks()
     return [(records[b.a + i], times.ops[b.b + i][1] * factor) for b in blocks for i in range(b.size)]
-
-
-def outside_point(profile: Any, times: Any, group: str = "", limit_bytes: float = 0.0) -> Outside:
-    """What the plain forward spent outside its calls, with the calls' count and the bytes of their fresh
-    outputs of at least ``limit_bytes``."""
-    fresh = sum(fresh_bytes(op, limit_bytes) for op in _forward_calls(profile))
-    return Outside(group, float(len(times.ops)), fresh, times.outside_s)
 
 
 def first_touch_of(table: Mapping[str, Any]) -> FirstTouch | None:

@@ -52,12 +52,10 @@ __all__ = [
     "ALONE",
     "IN_CONTEXT",
     "KINDS",
-    "Between",
     "FirstTouch",
     "Interval",
     "KindModel",
     "OpModel",
-    "Outside",
     "Sample",
     "call_of",
     "fresh_bytes",
@@ -246,11 +244,11 @@ def fresh_bytes(op: Any, limit: float = 0.0) -> float:
     if op.status is not OpStatus.COUNTED or _name(op.op) != name:
         return 0.0
     written = float(op.cost.bytes_written)
-    sizes = [math.prod(shape) for shape in op.output_shapes]
+    sizes = [float(math.prod(shape)) for shape in op.output_shapes]
     total = sum(sizes)
     if limit <= 0.0 or total <= 0:
         return written if limit <= 0.0 or written >= limit else 0.0
-    return sum(written * n / total for n in sizes if written * n / total >= limit)
+    return float(sum(written * n / total for n in sizes if written * n / total >= limit))
 
 
 @dataclass(frozen=True)
@@ -274,46 +272,6 @@ class FirstTouch:
 
     def to_dict(self) -> dict[str, float]:
         return {"limit_bytes": self.limit_bytes, "per_byte_s": self.per_byte_s}
-
-
-@dataclass(frozen=True)
-class Outside:
-    """What one plain forward spent outside its dispatched calls: ``seconds`` over ``calls`` calls whose
-    outputs above the first-touch limit held ``fresh_bytes``, for the model named ``group``."""
-
-    group: str
-    calls: float
-    fresh_bytes: float
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Between:
-    """The time a plain forward spends between its calls: ``per_call_s`` per call (module calls, Python, a
-    composite op's wrapper) and ``per_fresh_byte_s`` per byte of outputs of at least ``limit_bytes`` (an
-    unmapped block's release when it is freed). Fitted to :class:`Outside` points by
-    :func:`graphprof.calibrate.fit_ops.fit_between`.
-
-    Worked example: 2 us per call and 0.05 ns per byte: a convolution writing 40 MB above the limit brings
-    ``2e-6 + 0.05e-9 * 40e6 = 2.002 ms`` between it and the next call.
-    """
-
-    per_call_s: float
-    per_fresh_byte_s: float
-    limit_bytes: float = 0.0
-
-    def seconds(self, op: Any) -> float:
-        """The time between calls one recorded call brings; nothing for a record that is not an aten call."""
-        if not op.op.startswith("aten."):
-            return 0.0
-        return self.per_call_s + (self.per_fresh_byte_s * fresh_bytes(op, self.limit_bytes) if self.per_fresh_byte_s else 0.0)
-
-    def of(self, point: Outside) -> float:
-        """Predicted seconds outside the calls of a whole forward."""
-        return self.per_call_s * point.calls + self.per_fresh_byte_s * point.fresh_bytes
-
-    def to_dict(self) -> dict[str, float]:
-        return {"per_call_s": self.per_call_s, "per_fresh_byte_s": self.per_fresh_byte_s, "limit_bytes": self.limit_bytes}
 
 
 @dataclass(frozen=True)
@@ -424,15 +382,12 @@ class OpModel:
     counts: Mapping[str, int] = field(hash=False, default_factory=dict)
     #: how each kind's held-out error went (median |error| per kind), for the report
     accuracy: Mapping[str, Any] = field(hash=False, default_factory=dict)
-    #: the time between calls (None: a model fitted without whole forwards; the kinds' samples then hold it)
-    between: Between | None = None
     #: the first touch of large fresh outputs (None: not measured; the kinds' samples then hold it)
     first_touch: FirstTouch | None = None
 
     def extra_seconds(self, op: Any) -> float:
-        """What a recorded call adds besides its kind's prediction: its time between calls and its first touch."""
-        between = 0.0 if self.between is None else self.between.seconds(op)
-        return between + (0.0 if self.first_touch is None else self.first_touch.seconds(op))
+        """What a recorded call adds besides its kind's prediction: the first touch of its large outputs."""
+        return 0.0 if self.first_touch is None else self.first_touch.seconds(op)
 
     def model_for(self, kind: str) -> tuple[str, KindModel] | None:
         if kind in self.kinds:
@@ -481,13 +436,11 @@ class OpModel:
     def to_dict(self) -> dict[str, Any]:
         return {"kinds": {k: m.to_dict() for k, m in self.kinds.items()}, "model_q": None if self.model_q is None else list(self.model_q),
                 "counts": dict(self.counts), "accuracy": dict(self.accuracy),
-                "between": None if self.between is None else self.between.to_dict(),
                 "first_touch": None if self.first_touch is None else self.first_touch.to_dict()}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OpModel:
-        q, between, touch = data.get("model_q"), data.get("between"), data.get("first_touch")
+        q, touch = data.get("model_q"), data.get("first_touch")
         return cls({k: KindModel.from_dict(v) for k, v in data["kinds"].items()}, None if q is None else (float(q[0]), float(q[1])),
                    dict(data.get("counts", {})), dict(data.get("accuracy", {})),
-                   None if between is None else Between(**{k: float(v) for k, v in between.items()}),
                    None if touch is None else FirstTouch(float(touch["limit_bytes"]), float(touch["per_byte_s"])))  # fmt: skip

@@ -336,7 +336,7 @@ def timeline(demands: Iterable[tuple[float, float]], overlap: float) -> list[flo
 
 def _op_model_seconds(ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel) -> list[tuple[float, float, float]]:
     """(seconds, q_low, q_high) of each call from the kind models (never below the call's roofline bound),
-    plus its time between calls and its first touch where the model has them."""
+    plus the first touch of its large outputs where the model measured it."""
     calls = [call_of(op) for op in ops]
     known = [(i, c) for i, c in enumerate(calls) if c is not None]
     predicted = model.predict([c for _, c in known])
@@ -346,7 +346,7 @@ def _op_model_seconds(ops: Sequence[Any], dtype: str, hardware: Hardware, model:
         op = ops[i]
         bound = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth)
         out[i] = (max(t, bound), lo, hi)
-    # the time between calls and the first touch of large outputs: every aten call's, one without a kind's included
+    # the first touch of large outputs: every aten call's, one without a kind's included
     return [(t + model.extra_seconds(op), lo, hi) for op, (t, lo, hi) in zip(ops, out, strict=True)]
 
 

@@ -103,7 +103,10 @@ def context_times(
     dev = resolve_device(device)
     work, _ = materialized(model, dev, dtype, seed)
     batch: Any = cast_inputs(kwargs, dev, dtype) if kwargs else cast_inputs(args, dev, dtype)
-    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
     with ProfilingContext(work, disable_dropout=True, eval_mode=True, seed=seed), torch.no_grad():
         for _ in range(warmup):
             call_model(work, batch)
