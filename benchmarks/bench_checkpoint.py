@@ -45,7 +45,9 @@ def main(argv: list[str]) -> None:
         torch.set_num_threads(int(threads))
     name = args[0] if args else MODEL
     shape = tuple(int(x) for x in args[1].split("x")) if len(args) > 1 else SHAPE
-    print(f"load average {os.getloadavg()} (other work running), {torch.get_num_threads()} torch thread(s); memory figures do not depend on load, times do")
+    load = os.getloadavg()
+    quiet = "quiet" if load[0] <= 1.5 else "NOT QUIET: times are not a result"
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({quiet}), {torch.get_num_threads()} torch thread(s); memory figures do not depend on load, times do")
     base = plan_memory(name, input_shape=shape, foreach=False)
     budget = int(0.6 * base.peak_bytes)
     plan = plan_memory(name, input_shape=shape, foreach=False, memory_budget=budget, hardware=hardware)

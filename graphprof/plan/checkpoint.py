@@ -35,6 +35,7 @@ from graphprof.cost.bounds import roofline_time
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
 from graphprof.devices.hardware import Hardware
+from graphprof.devices.predict import load_calibration, predict_ops
 from graphprof.errors import InvalidInputError, MissingDependencyError
 from graphprof.formulas.registry import to_meta
 from graphprof.plan.result import CheckpointChoice, CheckpointPlan, MemoryPlan, StepPhase
@@ -145,12 +146,13 @@ class BlockCosts(TorchDispatchMode):
 
 
 def _seconds(ops: list[OpRecord], dtype: str, hardware: Hardware) -> tuple[float, str]:
-    """Predicted seconds of the counted calls among ``ops`` on ``hardware``, and how: each call's roofline
-    bound (FLOPs at the dense peak for ``dtype``, bytes at the bandwidth), summed; views and other zero-cost
-    calls move no data. A lower bound, close for the matrix products a block is mostly made of; the
-    ``local`` preset's peak is this machine's fastest measured matmul rate, which load barely moves. The
-    calibration's per-op models are not used: fitted to medians, they follow the load the calibration ran
-    under (a quick one under load put a 6-layer block at 3.6x its quiet time)."""
+    """Predicted seconds of the calls among ``ops`` on ``hardware``, and how: the device's calibrated per-op
+    models where it has them (the ``local`` preset after ``graphprof calibrate``: each op as it runs inside
+    a plain forward, :func:`graphprof.devices.predict.predict_ops`), else each counted call's roofline bound
+    (FLOPs at the dense peak for ``dtype``, bytes at the bandwidth), summed: a lower bound."""
+    calibration = load_calibration(hardware.name)
+    if calibration is not None and calibration.op_model is not None:
+        return sum(predict_ops(ops, dtype, hardware, calibration)), f"predicted by the {hardware.name} calibration (each op in place)"
     peak = hardware.peak_flops(dtype)
     counted = [op for op in ops if op.status is OpStatus.COUNTED]
     return sum(roofline_time(op.cost.flops, op.cost.bytes_moved, peak, hardware.bandwidth) for op in counted), f"the roofline of {hardware.name} (a lower bound)"
