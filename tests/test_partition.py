@@ -241,3 +241,18 @@ def test_run_matches_unsplit(model: str) -> None:
     assert run.matches, run.max_abs_error
     assert len(run.stages) == len(report.plan.stages)
     assert all(s.measured_s > 0 and s.predicted_s for s in run.stages)
+
+
+def test_cpu_stage_times_are_predicted_only_by_a_calibration_of_the_stages_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphprof.devices.hardware import get_hardware
+    from graphprof.partition import planner
+
+    monkeypatch.setattr(planner, "read_local", lambda: None)
+    hardware, why = planner._local_predictor(1)
+    assert hardware is None and "no local calibration" in why
+    stored = {"device": {"threads": 2}, "hardware": get_hardware("h100").to_dict()}
+    monkeypatch.setattr(planner, "read_local", lambda: stored)
+    hardware, why = planner._local_predictor(1)  # a 2-thread calibration cannot predict a 1-thread stage
+    assert hardware is None and "of 2 thread(s), each stage runs 1" in why and "--threads 1" in why
+    hardware, why = planner._local_predictor(2)
+    assert hardware is not None and hardware.name == "h100" and why == ""
