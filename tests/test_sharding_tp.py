@@ -156,3 +156,12 @@ def test_fits_per_rank_with_tp_reads_the_same_shards() -> None:
     assert plan.shard == "tp:2" and plan.peak.breakdown.parameters == 201_512  # the tp:2 shards above
     assert any("over 2 ranks, colwise: blocks.*.0 x3; rowwise: blocks.*.2 x3" in n for n in plan.notes), plan.notes
     assert not dist.is_initialized()
+
+
+def test_a_degree_that_splits_an_attention_head_is_refused_in_one_line() -> None:
+    # hf:llama has 2 key/value heads of 64: over 4 ranks k_proj's 128 outputs split into 32, half a head,
+    # and the attention's view(1, 128, -1, 64) cannot run on a rank's 32 columns
+    done = CliRunner().invoke(app, ["shard", "--model", "hf:llama", "tp:4"])
+    lines = [line for line in done.output.splitlines() if line.strip()]
+    assert done.exit_code == 2 and len(lines) == 1, done.output
+    assert "split over 4 ranks" in lines[0] and "smaller tp degree" in lines[0] and "Traceback" not in done.output

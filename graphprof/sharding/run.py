@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from graphprof.base.choices import Phase
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
+from graphprof.errors import InvalidInputError
 from graphprof.formulas.registry import to_meta
 from graphprof.run.propagate import OpCall
 from graphprof.sharding.tied import retie, tied_groups
@@ -80,6 +81,20 @@ def _warm(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
     model.zero_grad(set_to_none=True)
 
 
+def _warm_split(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], tp: TensorParallel) -> None:
+    """:func:`_warm`, where a forward that cannot run on the split layers (a view that reads the number of
+    heads from the global width, as HF's attention does: ``tp:4`` over 2 key/value heads) is the user's
+    choice of degree, said in one line, not an internal error."""
+    try:
+        _warm(model, args, kwargs)
+    except RuntimeError as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise InvalidInputError(
+            f"the model does not run with its linear layers split over {tp.mesh.size()} ranks ({first}): the degree must "
+            "divide every split it makes, its attention heads included; try a smaller tp degree"
+        ) from exc
+
+
 @dataclass(frozen=True)
 class StepRecord:
     """What :func:`run_sharded_step` saw: the op records, the bytes saved for backward, the rank's
@@ -121,7 +136,7 @@ def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
             step_model = step_model if wrap is None else wrap(step_model)
         shard_bytes = sum(local_bytes(p) for p in step_model.parameters())
         if wraps[0] is not None:
-            _warm(step_model, args, kwargs)
+            _warm_split(step_model, args, kwargs, wraps[0])
         tap, saved = _Tap(), _Saved()
         call_args, call_kwargs = _fake_inputs(args), _fake_inputs(kwargs)
         with tap, torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
