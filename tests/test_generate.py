@@ -170,6 +170,11 @@ def test_cli_generate_json():
     data = json.loads(result.stdout)
     assert data["kv_cache"]["bytes_per_token"] == 2048 and data["decode_steps"] == 2
     assert set(data["phases"]) == {"prefill", "decode_first", "decode_last", "decode_total"}
+    # model FLOPs per token of the prefill's 16 tokens: train is 3 x forward, and the model's products are a
+    # part of what graphprof counts (norms, softmax, rotary, residual adds are not model FLOPs)
+    t = data["per_token"]
+    assert t["tokens"] == 16 and t["model_flops_train"] == pytest.approx(3 * t["model_flops_forward"])
+    assert 0 < t["model_flops_forward"] < t["counted_flops"] and t["executed_flops"] <= t["counted_flops"]
 
 
 def test_cli_generate_report():

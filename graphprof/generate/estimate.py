@@ -255,5 +255,5 @@ def profile_generation(
         kv_bytes_per_token=kv.bytes_per_token(spec.kv_dtype), kv_cache_bytes=kv.size(spec.prompt_len + spec.new_tokens - 1, spec.batch, spec.kv_dtype),
         hardware=spec.hardware, prefill=prefill, decode_first=first, decode_last=last, decode_total=total,
         lower_bound=_latency(prefill, total, spec.batch, "lower_bound_s"), predicted=_latency(prefill, total, spec.batch, "predicted_s"),
-        fit=fit, summation=how, notes=_notes(spec, how, fit, spec.hardware),
+        fit=fit, summation=how, notes=_notes(spec, how, fit, spec.hardware), per_token=prefill_profile.per_token,
     )  # fmt: skip

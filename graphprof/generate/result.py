@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphprof.cost.result import cost_dict
+from graphprof.cost.tokens import TokenFlops
 from graphprof.devices.hardware import Hardware
 from graphprof.formulas import Cost
 from graphprof.generate.kvcache import KVCacheSpec
@@ -207,6 +208,8 @@ class GenerationProfile:
     summation: str
     notes: tuple[str, ...] = ()
     measurement: GenerationMeasurement | None = field(default=None)
+    #: model FLOPs per token of the prefill (:mod:`graphprof.cost.tokens`: the convention), beside executed and counted
+    per_token: TokenFlops | None = None
 
     @property
     def final_context(self) -> int:
@@ -232,4 +235,5 @@ class GenerationProfile:
             "fit": self.fit.to_dict() if self.fit else None,
             "summation": self.summation, "notes": list(self.notes),
             "measured": self.measurement.to_dict() if self.measurement else None,
+            "per_token": self.per_token.to_dict() if self.per_token else None,
         }  # fmt: skip

@@ -83,6 +83,14 @@ def _summary(g: GenerationProfile) -> Table:
     table.add_row(
         "KV cache at the end", f"{format_bytes(g.kv_cache_bytes)} ({g.final_context:,} tokens x batch {g.batch})"
     )
+    if g.per_token is not None:
+        t = g.per_token
+        table.add_row(
+            "FLOPs per token",
+            f"model {format_count(round(t.model_forward))} forward, {format_count(round(t.model_train))} forward+backward; "
+            f"executed {format_count(round(t.executed))}, counted {format_count(round(t.counted))} (the prefill's "
+            f"{t.tokens:,} tokens; model FLOPs: weight and token-mixing products, attention unmasked, train = 3 x forward)",
+        )
     _latency_rows(table, "time", g.lower_bound, "lower bound")
     _latency_rows(table, "time", g.predicted, "predicted")
     if g.fit is not None:

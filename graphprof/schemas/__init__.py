@@ -48,12 +48,12 @@ SCHEMA_VERSIONS: dict[str, str] = {
     "compare": "2.3",
     "sweep": "1.1",
     "validate": "1.1",
-    "generate": "1.1",
+    "generate": "1.2",  # 1.2: per_token (model FLOPs per token of the prefill)
     "partition": "1.1",
     "graph": "1.1",
     "graph-scaling": "1.1",
     "graph-estimate": "1.1",
-    "calibrate": "1.1",
+    "calibrate": "1.2",  # 1.2: ops timed in place: smearing per kind, first_touch, held_out_summary, outside_share
     "shard": "1.1",  # 1.1: shard, tensor_parallel, all_reduce_bytes and all_reduce_calls
     "fits": "1.0",
     "fits-ranks": "1.0",
