@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphprof.formulas.common import contraction, flops_of
+from graphprof.formulas.common import by_name, contraction, flops_of
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.registry import register
 
@@ -85,21 +85,6 @@ def sequence_sizes(
     return query.shape[0], query.shape[1], key.shape[1]
 
 
-@register(aten._scaled_dot_product_flash_attention_for_cpu)
-def sdpa_flash_cpu_cost(
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    *,
-    attn_mask: TensorMeta | None = None,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _bhld_cost(query, key, value, attn_mask is not None, dropout_p)
-
-
 @register(aten._scaled_dot_product_flash_attention)
 def sdpa_flash_cost(
     query: TensorMeta,
@@ -116,64 +101,42 @@ def sdpa_flash_cost(
     return _bhld_cost(query, key, value, False, dropout_p)
 
 
-@register(
-    aten._scaled_dot_product_efficient_attention,
-    aten._scaled_dot_product_cudnn_attention,
-)
-def sdpa_with_bias_cost(
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    attn_bias: TensorMeta | None,
-    compute_log_sumexp: bool,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _bhld_cost(query, key, value, attn_bias is not None, dropout_p)
-
-
-@register(aten._scaled_dot_product_fused_attention_overrideable)
-def sdpa_overrideable_cost(
+def _sdpa_cost(
     query: TensorMeta,
     key: TensorMeta,
     value: TensorMeta,
     attn_bias: TensorMeta | None = None,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _bhld_cost(query, key, value, attn_bias is not None, dropout_p)
-
-
-@register(aten.scaled_dot_product_attention)
-def sdpa_cost(
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
     attn_mask: TensorMeta | None = None,
     dropout_p: float = 0.0,
-    *args: Any,
+    *,
     out: Any,
     **_: Any,
 ) -> Cost:
-    # CompositeImplicit (reaches dispatch as one of the kernels above); registered for captured graphs
-    return _bhld_cost(query, key, value, attn_mask is not None, dropout_p)
+    # the kernels name their mask attn_bias, the CPU kernel and the composite op attn_mask
+    return _bhld_cost(query, key, value, attn_bias is not None or attn_mask is not None, dropout_p)
 
 
-@register(aten._flash_attention_forward)
-def flash_attention_forward_cost(
+# scaled_dot_product_attention is CompositeImplicit (reaches dispatch as one of the kernels); registered
+# for captured graphs
+for _packet in (
+    aten._scaled_dot_product_flash_attention_for_cpu,
+    aten._scaled_dot_product_efficient_attention,
+    aten._scaled_dot_product_cudnn_attention,
+    aten._scaled_dot_product_fused_attention_overrideable,
+    aten.scaled_dot_product_attention,
+):
+    register(_packet)(by_name(_packet, _sdpa_cost))
+
+
+def _flash_forward_cost(
     query: TensorMeta,
     key: TensorMeta,
     value: TensorMeta,
     cum_seq_q: TensorMeta | None,
-    cum_seq_k: TensorMeta | None,
     max_q: int,
     max_k: int,
     dropout_p: float = 0.0,
-    *args: Any,
+    *,
     out: Any,
     **_: Any,
 ) -> Cost:
@@ -183,18 +146,19 @@ def flash_attention_forward_cost(
     return attention_cost(batch * heads, q_len, kv_len, qk_dim, v_dim, dropout=dropout_p > 0)
 
 
-@register(aten._efficient_attention_forward)
-def efficient_attention_forward_cost(
+register(aten._flash_attention_forward)(by_name(aten._flash_attention_forward, _flash_forward_cost))
+
+
+def _efficient_forward_cost(
     query: TensorMeta,
     key: TensorMeta,
     value: TensorMeta,
     bias: TensorMeta | None,
     cu_seqlens_q: TensorMeta | None,
-    cu_seqlens_k: TensorMeta | None,
     max_seqlen_q: int | None,
     max_seqlen_k: int | None,
     dropout_p: float = 0.0,
-    *args: Any,
+    *,
     out: Any,
     **_: Any,
 ) -> Cost:
@@ -202,6 +166,9 @@ def efficient_attention_forward_cost(
     batch, q_len, kv_len = sequence_sizes(query, key, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     heads, qk_dim, v_dim = query.shape[2], query.shape[3], value.shape[3]
     return attention_cost(batch * heads, q_len, kv_len, qk_dim, v_dim, masked=bias is not None, dropout=dropout_p > 0)
+
+
+register(aten._efficient_attention_forward)(by_name(aten._efficient_attention_forward, _efficient_forward_cost))
 
 
 def multi_head_attention_cost(

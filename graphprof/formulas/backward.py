@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from graphprof.formulas.attention import sequence_sizes
-from graphprof.formulas.common import contraction, elementwise, first, flops_of, io_bytes, per_input_and_output
+from graphprof.formulas.common import by_name, contraction, elementwise, first, flops_of, io_bytes, per_input_and_output
 from graphprof.formulas.conv import conv_macs
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.pooling import adaptive_window_elements, window_size
@@ -37,13 +37,15 @@ def _mask(output_mask: Sequence[bool] | None, n: int) -> list[bool]:
 # ---- convolution -----------------------------------------------------------------------------------
 
 
-def conv_backward_cost(
+def _conv_backward_cost(
     grad_output: TensorMeta,
     input: TensorMeta,
     weight: TensorMeta,
     transposed: bool,
     output_mask: Sequence[bool],
+    *,
     out: Any,
+    **_: Any,
 ) -> Cost:
     want_input, want_weight, want_bias = _mask(output_mask, 3)
     forward_macs = conv_macs(input, weight, grad_output, transposed)
@@ -57,43 +59,8 @@ def conv_backward_cost(
     return Cost(macs=macs, flops=2 * macs + bias_adds, bytes_read=read, bytes_written=written)
 
 
-@register(aten.convolution_backward)
-def convolution_backward_cost(
-    grad_output: TensorMeta,
-    input: TensorMeta,
-    weight: TensorMeta,
-    bias_sizes: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    transposed: bool,
-    output_padding: Any,
-    groups: int,
-    output_mask: Sequence[bool],
-    *,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return conv_backward_cost(grad_output, input, weight, transposed, output_mask, out)
-
-
-@register(aten.convolution_backward_overrideable)
-def convolution_backward_overrideable_cost(
-    grad_output: TensorMeta,
-    input: TensorMeta,
-    weight: TensorMeta,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    transposed: bool,
-    output_padding: Any,
-    groups: int,
-    output_mask: Sequence[bool],
-    *,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return conv_backward_cost(grad_output, input, weight, transposed, output_mask, out)
+for _packet in (aten.convolution_backward, aten.convolution_backward_overrideable):
+    register(_packet)(by_name(_packet, _conv_backward_cost))
 
 
 # ---- attention -------------------------------------------------------------------------------------
@@ -122,70 +89,31 @@ def _bhld_backward(query: TensorMeta, key: TensorMeta, value: TensorMeta, dropou
     )
 
 
-@register(aten._scaled_dot_product_flash_attention_for_cpu_backward)
-def sdpa_flash_cpu_backward_cost(
-    grad_out: TensorMeta,
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    out_: TensorMeta,
-    logsumexp: TensorMeta,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
+def _sdpa_backward_cost(
+    query: TensorMeta, key: TensorMeta, value: TensorMeta, dropout_p: Any = 0.0, *, out: Any, **_: Any
 ) -> Cost:
     return _bhld_backward(query, key, value, dropout_p)
 
 
-@register(aten._scaled_dot_product_flash_attention_backward, aten._scaled_dot_product_cudnn_attention_backward)
-def sdpa_flash_backward_cost(
-    grad_out: TensorMeta, query: TensorMeta, key: TensorMeta, value: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
-    # dropout_p is the first float argument in both schemas
-    return _bhld_backward(query, key, value, next((a for a in args if isinstance(a, float)), 0.0))
+for _packet in (
+    aten._scaled_dot_product_flash_attention_for_cpu_backward,
+    aten._scaled_dot_product_flash_attention_backward,
+    aten._scaled_dot_product_cudnn_attention_backward,
+    aten._scaled_dot_product_efficient_attention_backward,
+    aten._scaled_dot_product_fused_attention_overrideable_backward,
+):
+    register(_packet)(by_name(_packet, _sdpa_backward_cost))
 
 
-@register(aten._scaled_dot_product_efficient_attention_backward)
-def sdpa_efficient_backward_cost(
-    grad_out_: TensorMeta,
+def _flash_backward_cost(
     query: TensorMeta,
     key: TensorMeta,
     value: TensorMeta,
-    attn_bias: TensorMeta | None,
-    out_: TensorMeta,
-    logsumexp: TensorMeta,
-    philox_seed: TensorMeta,
-    philox_offset: TensorMeta,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _bhld_backward(query, key, value, dropout_p)
-
-
-@register(aten._scaled_dot_product_fused_attention_overrideable_backward)
-def sdpa_overrideable_backward_cost(
-    grad_out: TensorMeta, query: TensorMeta, key: TensorMeta, value: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
-    return _bhld_backward(query, key, value, next((a for a in args if isinstance(a, float)), 0.0))
-
-
-@register(aten._flash_attention_backward)
-def flash_attention_backward_cost(
-    grad_out: TensorMeta,
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    out_: TensorMeta,
-    logsumexp: TensorMeta,
     cum_seq_q: TensorMeta | None,
-    cum_seq_k: TensorMeta | None,
     max_q: int,
     max_k: int,
     dropout_p: float = 0.0,
-    *args: Any,
+    *,
     out: Any,
     **_: Any,
 ) -> Cost:
@@ -196,21 +124,18 @@ def flash_attention_backward_cost(
     )
 
 
-@register(aten._efficient_attention_backward)
-def efficient_attention_backward_cost(
-    grad_out_: TensorMeta,
+register(aten._flash_attention_backward)(by_name(aten._flash_attention_backward, _flash_backward_cost))
+
+
+def _efficient_backward_cost(
     query: TensorMeta,
     key: TensorMeta,
     value: TensorMeta,
-    bias: TensorMeta | None,
-    out_: TensorMeta,
     cu_seqlens_q: TensorMeta | None,
-    cu_seqlens_k: TensorMeta | None,
     max_seqlen_q: int,
     max_seqlen_k: int,
-    logsumexp: TensorMeta,
     dropout_p: float = 0.0,
-    *args: Any,
+    *,
     out: Any,
     **_: Any,
 ) -> Cost:
@@ -218,6 +143,9 @@ def efficient_attention_backward_cost(
     return attention_backward_cost(
         batch * query.shape[2], q_len, kv_len, query.shape[3], value.shape[3], dropout=dropout_p > 0
     )
+
+
+register(aten._efficient_attention_backward)(by_name(aten._efficient_attention_backward, _efficient_backward_cost))
 
 
 # ---- normalisation ---------------------------------------------------------------------------------

@@ -72,12 +72,13 @@ def by_name(packet: Any, body: Callable[..., Cost]) -> Callable[..., Cost]:
     ``convolution_backward`` and its ``_overrideable`` twin) share one ``body`` that names only the
     arguments it reads (and ``**_`` for the rest) instead of each copying the aten argument list. The
     names are those of the packet's ``default`` overload (an ``.out`` overload adds keyword-only ones
-    only); an argument the call leaves out takes the body's default.
+    only); an argument the call leaves out takes the body's default. An argument named ``out`` (the
+    attention backward kernels' forward output) is handed over as ``out_``: ``out`` is the op's result.
 
     Example: ``by_name(aten.mm, lambda self, mat2, *, out, **_: contraction(...))`` called as
     ``formula(a, b, out=c)`` runs ``body(self=a, mat2=b, out=c)``.
     """
-    names = [a.name for a in packet.default._schema.arguments if not a.kwarg_only]
+    names = [a.name + "_" * (a.name == "out") for a in packet.default._schema.arguments if not a.kwarg_only]
 
     def formula(*args: Any, out: Any, **kwargs: Any) -> Cost:
         return body(**dict(zip(names, args)), **kwargs, out=out)
