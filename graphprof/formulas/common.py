@@ -81,7 +81,8 @@ def by_name(packet: Any, body: Callable[..., Cost]) -> Callable[..., Cost]:
     names = [a.name + "_" * (a.name == "out") for a in packet.default._schema.arguments if not a.kwarg_only]
 
     def formula(*args: Any, out: Any, **kwargs: Any) -> Cost:
-        return body(**dict(zip(names, args)), **kwargs, out=out)
+        # strict=False: a call may leave trailing defaulted arguments out
+        return body(**dict(zip(names, args, strict=False)), **kwargs, out=out)
 
     formula.__name__ = formula.__qualname__ = f"{body.__name__}[{packet.__name__}]"
     return formula

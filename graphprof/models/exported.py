@@ -26,7 +26,7 @@ import contextlib
 import json
 import logging
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,15 +143,9 @@ def _saved_inputs(saved: Any, spec: str) -> tuple[tuple[Any, ...], dict[str, Any
     return tuple(saved[0]), dict(saved[1])
 
 
-def resolve_pt2(
-    spec: str,
-    *,
-    input_shape: Sequence[int] | None,
-    batch_size: int | None,
-    device: torch.device,
-    allow_unsafe_load: bool = False,
-) -> ResolvedModel:
+def resolve_pt2(spec: str, request: Request) -> ResolvedModel:
     """Load ``spec`` (a ``.pt2`` path) as an unflattened module with its example inputs."""
+    input_shape, allow_unsafe_load = request.input_shape, request.allow_unsafe_load
     path = Path(spec).expanduser()
     if not path.is_file():
         raise ModelNotFoundError(f"no file {path}")
@@ -164,7 +158,7 @@ def resolve_pt2(
         raise ModelBuildError(f"could not load {spec} with torch.export.load: {type(exc).__name__}: {exc}") from exc
     args, kwargs = _saved_inputs(ep.example_inputs, spec) if ep.example_inputs is not None else _placeholder_inputs(ep)
     args, kwargs = resize_inputs(
-        args, kwargs, batch_size=batch_size, input_shape=tuple(input_shape) if input_shape else None, what=spec
+        args, kwargs, batch_size=request.batch_size, input_shape=tuple(input_shape) if input_shape else None, what=spec
     )
     notes = (
         "an ExportedProgram loaded with torch.export.load after checking nothing in it is unpickled as code"
@@ -180,11 +174,7 @@ def resolve_pt2(
 FAMILY = Family("exported")
 
 
-def _resolve(spec: str, request: Request) -> ResolvedModel:
-    return resolve_pt2(spec, **request.shape_options, allow_unsafe_load=request.allow_unsafe_load)
-
-
 #: ``path/to/model.pt2``; its family is known only once the file is read.
 SOURCE = Source(
-    "exported", claims=lambda spec: spec.lower().endswith(SUFFIX), resolve=_resolve, family_of=lambda spec: None, families=(FAMILY,)
+    "exported", claims=lambda spec: spec.lower().endswith(SUFFIX), resolve=resolve_pt2, family_of=lambda spec: None, families=(FAMILY,)
 )
