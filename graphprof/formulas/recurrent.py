@@ -225,29 +225,21 @@ for _kind in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
     register(getattr(aten, f"{_kind}_cell"))(_cell(_kind))
 
 
-def _fused_cell(kind: str) -> Formula:  # a formula factory
-    def formula(
-        input_gates: TensorMeta,
-        hidden_gates: TensorMeta,
-        state: TensorMeta,
-        input_bias: TensorMeta | None = None,
-        hidden_bias: TensorMeta | None = None,
-        *,
-        out: Any,
-        **_: Any,
+def _fused_cell(kind: str) -> Formula:  # a body factory, for by_name
+    def body(
+        input_gates: TensorMeta, input_bias: TensorMeta | None = None, hidden_bias: TensorMeta | None = None, **_: Any
     ) -> Cost:
-        # the gate products were separate mm calls: the gate sum, the biases and the cell's element-wise work
-        rows, hidden = _tokens(state), state.shape[-1]
-        biases = sum(b.numel for b in (input_bias, hidden_bias) if b is not None)
-        gate_units = GATES[kind] * hidden
-        return Cost(flops=rows * (biases + gate_units + hidden * gate_flops_per_unit(kind)))
+        # the gate products were separate mm calls (input_gates is their (rows, G H) result): the cell's work
+        # without its matrices, that is the gate sum, the biases and the element-wise work
+        hidden = input_gates.shape[-1] // GATES[kind]
+        return rnn_stack_cost(kind, _tokens(input_gates), hidden, 1, [input_bias, hidden_bias])
 
-    formula.__name__ = formula.__qualname__ = f"fused_cell[{kind}]"
-    return formula
+    body.__name__ = body.__qualname__ = f"fused_cell[{kind}]"
+    return body
 
 
-register(aten._thnn_fused_lstm_cell)(_fused_cell("lstm"))
-register(aten._thnn_fused_gru_cell)(_fused_cell("gru"))
+for _kind, _packet in (("lstm", aten._thnn_fused_lstm_cell), ("gru", aten._thnn_fused_gru_cell)):
+    register(_packet)(by_name(_packet, _fused_cell(_kind)))
 
 
 # ---- backward -------------------------------------------------------------------------------------------
