@@ -17,9 +17,10 @@ allowed = torch.serialization.get_safe_globals
 fresh = list(allowed())
 import torchvision, torch._dynamo  # torch's own import-time registrations (DTensor, DeviceMesh, _DimRange)
 import graphprof
+from graphprof.models.family import Request
 from graphprof.models.yolo import load_checkpoint
 imported = [g for g in allowed() if g not in fresh]
-load_checkpoint(sys.argv[1], input_shape=None, batch_size=None, device=torch.device("cpu"))
+load_checkpoint(sys.argv[1], Request(input_shape=None, batch_size=None, device=torch.device("cpu")))
 loaded = [g for g in allowed() if g not in fresh and g not in imported]
 graphprof.profile_model(sys.argv[1])
 profiled = [g for g in allowed() if g not in fresh and g not in imported]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from torch import nn
 
 from graphprof.base.choices import Method, WarmUp
 from graphprof.base.inputs import materialize
+from graphprof.base.logs import quiet_loggers
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, one_line
 from graphprof.models.family import CUSTOM
 
@@ -277,19 +277,8 @@ def _on_meta(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return bool(tensors) and all(t.is_meta for t in tensors)
 
 
-@contextlib.contextmanager
-def _quiet_torch_logs() -> Iterator[None]:
-    """Dynamo logs warnings (for example symbolic-shape printing) that are not the user's business."""
-    names = ["torch._dynamo", "torch.fx.experimental.symbolic_shapes", "torch._guards", "torch.export"]
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
+#: Dynamo's loggers: their warnings (symbolic-shape printing, for example) are not the user's business.
+_TORCH_LOGGERS = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "torch._guards", "torch.export")
 
 
 class _CallSiteTracer(torch.fx.Tracer):
@@ -326,7 +315,7 @@ def _dynamo_export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
     import torch._dynamo
 
     # no torch._dynamo.reset() around the export: it would throw away the caller's torch.compile caches
-    with _quiet_torch_logs():
+    with quiet_loggers(*_TORCH_LOGGERS):
         result = torch._dynamo.export(model)(*materialize(args, _device_of(model)), **materialize(kwargs, _device_of(model)))
     return result.graph_module
 

@@ -24,7 +24,6 @@ warnings and log lines are silenced.
 from __future__ import annotations
 
 import contextlib
-import logging
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
+from graphprof.base.logs import quiet_loggers
 from graphprof.capture.methods import preserved_state
 from graphprof.crosscheck.conventions import FVCORE, FVCORE_LEFT_OUT, LEFT_OUT, MATMUL, TORCH, TORCH_LEFT_OUT
 from graphprof.crosscheck.result import Adjustment, OpCount
@@ -91,15 +91,9 @@ class _Positional(nn.Module):
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """Silence the reference's warnings and log records (the library never prints)."""
-    logger = logging.getLogger("fvcore")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logger.setLevel(level)
+    with quiet_loggers("fvcore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 # --------------------------------------------------------------------------------------------------

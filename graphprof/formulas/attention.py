@@ -9,6 +9,9 @@ every query head multiplies against its (shared) key and value. Around the produ
 L x S score matrix costs ``attention_scores`` FLOPs (scale and softmax), plus an add for an explicit
 mask and the dropout rate when dropout is on.
 
+Backward: the kernels recompute the scores and run four more products: per query head,
+``L x S x (3 E + 2 E_v)`` MACs (Q K^T again, dO V^T, P^T dO, dS K, dS^T Q).
+
 Causal masking: the products are counted in full, as ``torch.utils.flop_counter`` and the math path do
 (the *counted* FLOPs, graphprof's convention). Two more figures are reported beside them, under their own
 names: the *executed* FLOPs, what a tiled flash-style kernel computes (it skips the key tiles entirely
@@ -26,14 +29,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphprof.formulas.common import contraction, flops_of
+from graphprof.formulas.common import by_name, contraction, flops_of
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.registry import register
 
 aten = torch.ops.aten
 
 __all__ = [
-    "attention_cost", "multi_head_attention_cost", "causal_work_fraction", "causal_useful_fraction",
+    "attention_cost", "attention_backward_cost", "multi_head_attention_cost", "causal_work_fraction", "causal_useful_fraction",
     "causal_lengths", "sequence_sizes",
 ]  # fmt: skip
 
@@ -62,17 +65,26 @@ def attention_cost(
     return contraction(scores * qk_dim + scores * v_dim, other)
 
 
+def _bhld_sizes(query: TensorMeta, key: TensorMeta, value: TensorMeta) -> tuple[int, int, int, int, int]:
+    """``(batch_heads, q_len, kv_len, qk_dim, v_dim)`` of (..., heads, seq, dim) tensors: every leading
+    dimension of the query is a batch."""
+    return math.prod(query.shape[:-2]), query.shape[-2], key.shape[-2], query.shape[-1], value.shape[-1]
+
+
 def _bhld_cost(query: TensorMeta, key: TensorMeta, value: TensorMeta, masked: bool, dropout_p: float) -> Cost:
-    """Attention on (..., heads, seq, dim) tensors: every leading dimension of the query is a batch."""
-    return attention_cost(
-        math.prod(query.shape[:-2]),
-        query.shape[-2],
-        key.shape[-2],
-        query.shape[-1],
-        value.shape[-1],
-        masked=masked,
-        dropout=dropout_p > 0,
-    )
+    return attention_cost(*_bhld_sizes(query, key, value), masked=masked, dropout=dropout_p > 0)
+
+
+def attention_backward_cost(
+    batch_heads: int, q_len: int, kv_len: int, qk_dim: int, v_dim: int, *, dropout: bool = False
+) -> Cost:
+    """Backward of ``batch_heads`` attention heads (see the module docstring)."""
+    scores = batch_heads * q_len * kv_len
+    macs = scores * (3 * qk_dim + 2 * v_dim)
+    other = flops_of("attention_scores_backward", n_input=scores, n_output=batch_heads * q_len * v_dim)
+    if dropout:
+        other += flops_of("native_dropout", n_output=scores)
+    return contraction(macs, other)
 
 
 def sequence_sizes(
@@ -83,21 +95,6 @@ def sequence_sizes(
     if cum_seq_q is not None and max_q is not None and max_k is not None:
         return cum_seq_q.numel - 1, max_q, max_k
     return query.shape[0], query.shape[1], key.shape[1]
-
-
-@register(aten._scaled_dot_product_flash_attention_for_cpu)
-def sdpa_flash_cpu_cost(
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    *,
-    attn_mask: TensorMeta | None = None,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _bhld_cost(query, key, value, attn_mask is not None, dropout_p)
 
 
 @register(aten._scaled_dot_product_flash_attention)
@@ -116,92 +113,103 @@ def sdpa_flash_cost(
     return _bhld_cost(query, key, value, False, dropout_p)
 
 
-@register(
-    aten._scaled_dot_product_efficient_attention,
-    aten._scaled_dot_product_cudnn_attention,
-)
-def sdpa_with_bias_cost(
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    attn_bias: TensorMeta | None,
-    compute_log_sumexp: bool,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _bhld_cost(query, key, value, attn_bias is not None, dropout_p)
-
-
-@register(aten._scaled_dot_product_fused_attention_overrideable)
-def sdpa_overrideable_cost(
+def _sdpa_cost(
     query: TensorMeta,
     key: TensorMeta,
     value: TensorMeta,
     attn_bias: TensorMeta | None = None,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _bhld_cost(query, key, value, attn_bias is not None, dropout_p)
-
-
-@register(aten.scaled_dot_product_attention)
-def sdpa_cost(
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
     attn_mask: TensorMeta | None = None,
     dropout_p: float = 0.0,
-    *args: Any,
+    *,
     out: Any,
     **_: Any,
 ) -> Cost:
-    # CompositeImplicit (reaches dispatch as one of the kernels above); registered for captured graphs
-    return _bhld_cost(query, key, value, attn_mask is not None, dropout_p)
+    # the kernels name their mask attn_bias, the CPU kernel and the composite op attn_mask
+    return _bhld_cost(query, key, value, attn_bias is not None or attn_mask is not None, dropout_p)
 
 
-@register(aten._flash_attention_forward)
-def flash_attention_forward_cost(
+# scaled_dot_product_attention is CompositeImplicit (reaches dispatch as one of the kernels); registered
+# for captured graphs
+for _packet in (
+    aten._scaled_dot_product_flash_attention_for_cpu,
+    aten._scaled_dot_product_efficient_attention,
+    aten._scaled_dot_product_cudnn_attention,
+    aten._scaled_dot_product_fused_attention_overrideable,
+    aten.scaled_dot_product_attention,
+):
+    register(_packet)(by_name(_packet, _sdpa_cost))
+
+
+def _sdpa_backward_cost(
+    query: TensorMeta, key: TensorMeta, value: TensorMeta, dropout_p: Any = 0.0, *, out: Any, **_: Any
+) -> Cost:
+    dropout = isinstance(dropout_p, float) and dropout_p > 0
+    return attention_backward_cost(*_bhld_sizes(query, key, value), dropout=dropout)
+
+
+for _packet in (
+    aten._scaled_dot_product_flash_attention_for_cpu_backward,
+    aten._scaled_dot_product_flash_attention_backward,
+    aten._scaled_dot_product_cudnn_attention_backward,
+    aten._scaled_dot_product_efficient_attention_backward,
+    aten._scaled_dot_product_fused_attention_overrideable_backward,
+):
+    register(_packet)(by_name(_packet, _sdpa_backward_cost))
+
+
+def _flash_cost(
     query: TensorMeta,
     key: TensorMeta,
     value: TensorMeta,
     cum_seq_q: TensorMeta | None,
-    cum_seq_k: TensorMeta | None,
     max_q: int,
     max_k: int,
     dropout_p: float = 0.0,
-    *args: Any,
+    *,
     out: Any,
+    grad_out: TensorMeta | None = None,
     **_: Any,
 ) -> Cost:
-    # layout (batch, seq, heads, dim); variable-length: (total, heads, dim) with cum_seq of batch + 1
-    batch, q_len, kv_len = sequence_sizes(query, key, cum_seq_q, max_q, max_k)
-    heads, qk_dim, v_dim = query.shape[-2], query.shape[-1], value.shape[-1]
-    return attention_cost(batch * heads, q_len, kv_len, qk_dim, v_dim, dropout=dropout_p > 0)
+    # layout (batch, seq, heads, dim); variable-length: (total, heads, dim) with cum_seq of batch + 1. The
+    # backward (grad_out given) is handed the forward's cum_seq at any length: only a 3-D query is ragged
+    ragged = cum_seq_q if grad_out is None or query.ndim == 3 else None
+    batch, q_len, kv_len = sequence_sizes(query, key, ragged, max_q, max_k)
+    sizes = (batch * query.shape[-2], q_len, kv_len, query.shape[-1], value.shape[-1])
+    if grad_out is None:
+        return attention_cost(*sizes, dropout=dropout_p > 0)
+    return attention_backward_cost(*sizes, dropout=dropout_p > 0)
 
 
-@register(aten._efficient_attention_forward)
-def efficient_attention_forward_cost(
+def _efficient_cost(
     query: TensorMeta,
     key: TensorMeta,
     value: TensorMeta,
     bias: TensorMeta | None,
     cu_seqlens_q: TensorMeta | None,
-    cu_seqlens_k: TensorMeta | None,
     max_seqlen_q: int | None,
     max_seqlen_k: int | None,
     dropout_p: float = 0.0,
-    *args: Any,
+    *,
     out: Any,
+    grad_out_: TensorMeta | None = None,
     **_: Any,
 ) -> Cost:
-    # layout (batch, seq, heads, dim); variable-length: batch 1 holding all sequences, cu_seqlens of b + 1
+    # layout (batch, seq, heads, dim); variable-length: batch 1 holding all sequences, cu_seqlens of b + 1;
+    # the backward (grad_out_ given) does not re-add the bias
     batch, q_len, kv_len = sequence_sizes(query, key, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
-    heads, qk_dim, v_dim = query.shape[2], query.shape[3], value.shape[3]
-    return attention_cost(batch * heads, q_len, kv_len, qk_dim, v_dim, masked=bias is not None, dropout=dropout_p > 0)
+    sizes = (batch * query.shape[2], q_len, kv_len, query.shape[3], value.shape[3])
+    if grad_out_ is None:
+        return attention_cost(*sizes, masked=bias is not None, dropout=dropout_p > 0)
+    return attention_backward_cost(*sizes, dropout=dropout_p > 0)
+
+
+for _packet, _body in (
+    (aten._flash_attention_forward, _flash_cost),
+    (aten._flash_attention_backward, _flash_cost),
+    (aten._efficient_attention_forward, _efficient_cost),
+    (aten._efficient_attention_backward, _efficient_cost),
+):
+    register(_packet)(by_name(_packet, _body))
 
 
 def multi_head_attention_cost(

@@ -6,21 +6,18 @@ are here. Where an op takes an ``output_mask``, only the requested gradients are
 * convolution: grad_input is a transposed convolution of grad_output with the weight and grad_weight a
   convolution of the input with grad_output; each has exactly the forward's MACs, so input + weight
   gradients are 2 x the forward MACs. grad_bias sums grad_output (1 add per element).
-* attention: the kernels recompute the scores and run four more products: per query head,
-  ``L x S x (3 E + 2 E_v)`` MACs (Q K^T again, dO V^T, P^T dO, dS K, dS^T Q).
+* attention: with the forward kernels, in :mod:`.attention`.
 * normalisation, activations, pooling, interpolation: per-element rates from the table.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from graphprof.formulas.attention import sequence_sizes
-from graphprof.formulas.common import contraction, elementwise, first, flops_of, io_bytes, per_input_and_output
+from graphprof.formulas.common import by_name, elementwise, first, flops_of, io_bytes, per_input_and_output
 from graphprof.formulas.conv import conv_macs
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.pooling import adaptive_window_elements, window_size
@@ -37,13 +34,15 @@ def _mask(output_mask: Sequence[bool] | None, n: int) -> list[bool]:
 # ---- convolution -----------------------------------------------------------------------------------
 
 
-def conv_backward_cost(
+def _conv_backward_cost(
     grad_output: TensorMeta,
     input: TensorMeta,
     weight: TensorMeta,
     transposed: bool,
     output_mask: Sequence[bool],
+    *,
     out: Any,
+    **_: Any,
 ) -> Cost:
     want_input, want_weight, want_bias = _mask(output_mask, 3)
     forward_macs = conv_macs(input, weight, grad_output, transposed)
@@ -57,167 +56,8 @@ def conv_backward_cost(
     return Cost(macs=macs, flops=2 * macs + bias_adds, bytes_read=read, bytes_written=written)
 
 
-@register(aten.convolution_backward)
-def convolution_backward_cost(
-    grad_output: TensorMeta,
-    input: TensorMeta,
-    weight: TensorMeta,
-    bias_sizes: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    transposed: bool,
-    output_padding: Any,
-    groups: int,
-    output_mask: Sequence[bool],
-    *,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return conv_backward_cost(grad_output, input, weight, transposed, output_mask, out)
-
-
-@register(aten.convolution_backward_overrideable)
-def convolution_backward_overrideable_cost(
-    grad_output: TensorMeta,
-    input: TensorMeta,
-    weight: TensorMeta,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    transposed: bool,
-    output_padding: Any,
-    groups: int,
-    output_mask: Sequence[bool],
-    *,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return conv_backward_cost(grad_output, input, weight, transposed, output_mask, out)
-
-
-# ---- attention -------------------------------------------------------------------------------------
-
-
-def attention_backward_cost(
-    batch_heads: int, q_len: int, kv_len: int, qk_dim: int, v_dim: int, *, dropout: bool = False
-) -> Cost:
-    """Backward of ``batch_heads`` attention heads (see the module docstring)."""
-    scores = batch_heads * q_len * kv_len
-    macs = scores * (3 * qk_dim + 2 * v_dim)
-    other = flops_of("attention_scores_backward", n_input=scores, n_output=batch_heads * q_len * v_dim)
-    if dropout:
-        other += flops_of("native_dropout", n_output=scores)
-    return contraction(macs, other)
-
-
-def _bhld_backward(query: TensorMeta, key: TensorMeta, value: TensorMeta, dropout_p: Any) -> Cost:
-    return attention_backward_cost(
-        math.prod(query.shape[:-2]),
-        query.shape[-2],
-        key.shape[-2],
-        query.shape[-1],
-        value.shape[-1],
-        dropout=isinstance(dropout_p, float) and dropout_p > 0,
-    )
-
-
-@register(aten._scaled_dot_product_flash_attention_for_cpu_backward)
-def sdpa_flash_cpu_backward_cost(
-    grad_out: TensorMeta,
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    out_: TensorMeta,
-    logsumexp: TensorMeta,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _bhld_backward(query, key, value, dropout_p)
-
-
-@register(aten._scaled_dot_product_flash_attention_backward, aten._scaled_dot_product_cudnn_attention_backward)
-def sdpa_flash_backward_cost(
-    grad_out: TensorMeta, query: TensorMeta, key: TensorMeta, value: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
-    # dropout_p is the first float argument in both schemas
-    return _bhld_backward(query, key, value, next((a for a in args if isinstance(a, float)), 0.0))
-
-
-@register(aten._scaled_dot_product_efficient_attention_backward)
-def sdpa_efficient_backward_cost(
-    grad_out_: TensorMeta,
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    attn_bias: TensorMeta | None,
-    out_: TensorMeta,
-    logsumexp: TensorMeta,
-    philox_seed: TensorMeta,
-    philox_offset: TensorMeta,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _bhld_backward(query, key, value, dropout_p)
-
-
-@register(aten._scaled_dot_product_fused_attention_overrideable_backward)
-def sdpa_overrideable_backward_cost(
-    grad_out: TensorMeta, query: TensorMeta, key: TensorMeta, value: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
-    return _bhld_backward(query, key, value, next((a for a in args if isinstance(a, float)), 0.0))
-
-
-@register(aten._flash_attention_backward)
-def flash_attention_backward_cost(
-    grad_out: TensorMeta,
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    out_: TensorMeta,
-    logsumexp: TensorMeta,
-    cum_seq_q: TensorMeta | None,
-    cum_seq_k: TensorMeta | None,
-    max_q: int,
-    max_k: int,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    # layout (batch, seq, heads, dim); variable-length inputs at their maximum lengths
-    batch, q_len, kv_len = sequence_sizes(query, key, cum_seq_q if query.ndim == 3 else None, max_q, max_k)
-    return attention_backward_cost(
-        batch * query.shape[-2], q_len, kv_len, query.shape[-1], value.shape[-1], dropout=dropout_p > 0
-    )
-
-
-@register(aten._efficient_attention_backward)
-def efficient_attention_backward_cost(
-    grad_out_: TensorMeta,
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    bias: TensorMeta | None,
-    out_: TensorMeta,
-    cu_seqlens_q: TensorMeta | None,
-    cu_seqlens_k: TensorMeta | None,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    logsumexp: TensorMeta,
-    dropout_p: float = 0.0,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    batch, q_len, kv_len = sequence_sizes(query, key, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
-    return attention_backward_cost(
-        batch * query.shape[2], q_len, kv_len, query.shape[3], value.shape[3], dropout=dropout_p > 0
-    )
+for _packet in (aten.convolution_backward, aten.convolution_backward_overrideable):
+    register(_packet)(by_name(_packet, _conv_backward_cost))
 
 
 # ---- normalisation ---------------------------------------------------------------------------------

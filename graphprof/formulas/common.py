@@ -8,7 +8,7 @@ from typing import Any, cast
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.rates import FlopRate, rate
 
-__all__ = ["contraction", "first", "flops_of", "elementwise", "per_input_and_output", "io_bytes"]
+__all__ = ["contraction", "first", "flops_of", "elementwise", "per_input_and_output", "io_bytes", "by_name"]
 
 
 def contraction(macs: int, other_flops: int = 0) -> Cost:
@@ -62,4 +62,27 @@ def per_input_and_output(name: str) -> Callable[..., Cost]:
         return Cost(flops=r.per_input * self.numel + r.per_output * first(out).numel)
 
     formula.__name__ = formula.__qualname__ = f"per_input_and_output[{name}]"
+    return formula
+
+
+def by_name(packet: Any, body: Callable[..., Cost]) -> Callable[..., Cost]:
+    """Factory: the formula of ``packet`` that hands ``body`` the op's arguments by their schema names.
+
+    Kernels that take the same arguments at other positions (``_cudnn_rnn`` and ``miopen_rnn``,
+    ``convolution_backward`` and its ``_overrideable`` twin) share one ``body`` that names only the
+    arguments it reads (and ``**_`` for the rest) instead of each copying the aten argument list. The
+    names are those of the packet's ``default`` overload (an ``.out`` overload adds keyword-only ones
+    only); an argument the call leaves out takes the body's default. An argument named ``out`` (the
+    attention backward kernels' forward output) is handed over as ``out_``: ``out`` is the op's result.
+
+    Example: ``by_name(aten.mm, lambda self, mat2, *, out, **_: contraction(...))`` called as
+    ``formula(a, b, out=c)`` runs ``body(self=a, mat2=b, out=c)``.
+    """
+    names = [a.name + "_" * (a.name == "out") for a in packet.default._schema.arguments if not a.kwarg_only]
+
+    def formula(*args: Any, out: Any, **kwargs: Any) -> Cost:
+        # strict=False: a call may leave trailing defaulted arguments out
+        return body(**dict(zip(names, args, strict=False)), **kwargs, out=out)
+
+    formula.__name__ = formula.__qualname__ = f"{body.__name__}[{packet.__name__}]"
     return formula

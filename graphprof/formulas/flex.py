@@ -33,8 +33,7 @@ from typing import Any
 import torch
 from torch._higher_order_ops.flex_attention import flex_attention, flex_attention_backward
 
-from graphprof.formulas.attention import attention_cost
-from graphprof.formulas.backward import attention_backward_cost
+from graphprof.formulas.attention import attention_backward_cost, attention_cost
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.registry import register, register_summary
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from graphprof.formulas.common import flops_of
+from graphprof.formulas.common import by_name, flops_of
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.registry import Formula, register
 
@@ -107,8 +107,29 @@ def _with_bytes(cost: Cost, reads: Sequence[TensorMeta | None], out: Any) -> Cos
 # ---- fused kernels -----------------------------------------------------------------------------------
 
 
-@register(aten.mkldnn_rnn_layer)
-def mkldnn_rnn_layer_cost(
+def _stack_forward(
+    input: TensorMeta,
+    weight: Sequence[TensorMeta],
+    mode: int,
+    hidden_size: int,
+    num_layers: int,
+    bidirectional: bool,
+    batch_sizes: Sequence[int],
+) -> Cost:
+    # the weight list holds every layer-direction's W_ih, W_hh, (b_ih, b_hh), (W_hr when proj_size > 0)
+    tokens = sum(batch_sizes) if batch_sizes else _tokens(input)
+    layer_directions = num_layers * (1 + bool(bidirectional))
+    return rnn_stack_cost(_MODES[mode][0], tokens, hidden_size, layer_directions, weight)
+
+
+def _layer_weights(
+    w_ih: TensorMeta, w_hh: TensorMeta, b_ih: TensorMeta, b_hh: TensorMeta, has_biases: bool
+) -> list[TensorMeta]:
+    # oneDNN's one layer, one direction: the two bias slots hold placeholders when has_biases is false
+    return [w_ih, w_hh, *((b_ih, b_hh) if has_biases else ())]
+
+
+def _mkldnn_layer_cost(
     input: TensorMeta,
     weight0: TensorMeta,
     weight1: TensorMeta,
@@ -116,25 +137,20 @@ def mkldnn_rnn_layer_cost(
     weight3: TensorMeta,
     hx_: TensorMeta,
     cx_: TensorMeta,
-    reverse: bool,
     batch_sizes: Sequence[int],
     mode: int,
     hidden_size: int,
-    num_layers: int,
     has_biases: bool,
-    bidirectional: bool,
-    batch_first: bool,
-    train: bool,
     *,
     out: Any,
     **_: Any,
 ) -> Cost:
-    # one layer, one direction: weight0 = W_ih, weight1 = W_hh, weight2 / weight3 = b_ih / b_hh
-    kind = _MODES[mode][0]
-    weights = [weight0, weight1, *((weight2, weight3) if has_biases else ())]
-    tokens = sum(batch_sizes) if batch_sizes else _tokens(input)
-    cost = rnn_stack_cost(kind, tokens, hidden_size, 1, weights)
-    return _with_bytes(cost, [input, *weights, hx_, cx_ if kind == "lstm" else None], out)
+    weights = _layer_weights(weight0, weight1, weight2, weight3, has_biases)
+    cost = _stack_forward(input, weights, mode, hidden_size, 1, False, batch_sizes)
+    return _with_bytes(cost, [input, *weights, hx_, cx_ if _MODES[mode][0] == "lstm" else None], out)
+
+
+register(aten.mkldnn_rnn_layer)(by_name(aten.mkldnn_rnn_layer, _mkldnn_layer_cost))
 
 
 def _cudnn_like_cost(
@@ -147,61 +163,17 @@ def _cudnn_like_cost(
     num_layers: int,
     bidirectional: bool,
     batch_sizes: Sequence[int],
+    *,
     out: Any,
+    **_: Any,
 ) -> Cost:
-    # the weight list holds every layer-direction's W_ih, W_hh, (b_ih, b_hh), (W_hr when proj_size > 0)
-    kind = _MODES[mode][0]
-    tokens = sum(batch_sizes) if batch_sizes else _tokens(input)
-    cost = rnn_stack_cost(kind, tokens, hidden_size, num_layers * (1 + bool(bidirectional)), weight)
+    # _cudnn_rnn and miopen_rnn: the whole stack in one call (their schemas differ in weight_buf, proj_size)
+    cost = _stack_forward(input, weight, mode, hidden_size, num_layers, bidirectional, batch_sizes)
     return _with_bytes(cost, [input, *weight, hx, cx], out)
 
 
-@register(aten._cudnn_rnn)
-def cudnn_rnn_cost(
-    input: TensorMeta,
-    weight: Sequence[TensorMeta],
-    weight_stride0: int,
-    weight_buf: TensorMeta | None,
-    hx: TensorMeta,
-    cx: TensorMeta | None,
-    mode: int,
-    hidden_size: int,
-    proj_size: int,
-    num_layers: int,
-    batch_first: bool,
-    dropout: float,
-    train: bool,
-    bidirectional: bool,
-    batch_sizes: Sequence[int],
-    dropout_state: TensorMeta | None = None,
-    *,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _cudnn_like_cost(input, weight, hx, cx, mode, hidden_size, num_layers, bidirectional, batch_sizes, out)
-
-
-@register(aten.miopen_rnn)
-def miopen_rnn_cost(
-    input: TensorMeta,
-    weight: Sequence[TensorMeta],
-    weight_stride0: int,
-    hx: TensorMeta,
-    cx: TensorMeta | None,
-    mode: int,
-    hidden_size: int,
-    num_layers: int,
-    batch_first: bool,
-    dropout: float,
-    train: bool,
-    bidirectional: bool,
-    batch_sizes: Sequence[int],
-    dropout_state: TensorMeta | None = None,
-    *,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    return _cudnn_like_cost(input, weight, hx, cx, mode, hidden_size, num_layers, bidirectional, batch_sizes, out)
+for _packet in (aten._cudnn_rnn, aten.miopen_rnn):
+    register(_packet)(by_name(_packet, _cudnn_like_cost))
 
 
 # ---- composite ops (graphs captured above dispatch) -----------------------------------------------------
@@ -253,29 +225,21 @@ for _kind in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
     register(getattr(aten, f"{_kind}_cell"))(_cell(_kind))
 
 
-def _fused_cell(kind: str) -> Formula:  # a formula factory
-    def formula(
-        input_gates: TensorMeta,
-        hidden_gates: TensorMeta,
-        state: TensorMeta,
-        input_bias: TensorMeta | None = None,
-        hidden_bias: TensorMeta | None = None,
-        *,
-        out: Any,
-        **_: Any,
+def _fused_cell(kind: str) -> Formula:  # a body factory, for by_name
+    def body(
+        input_gates: TensorMeta, input_bias: TensorMeta | None = None, hidden_bias: TensorMeta | None = None, **_: Any
     ) -> Cost:
-        # the gate products were separate mm calls: the gate sum, the biases and the cell's element-wise work
-        rows, hidden = _tokens(state), state.shape[-1]
-        biases = sum(b.numel for b in (input_bias, hidden_bias) if b is not None)
-        gate_units = GATES[kind] * hidden
-        return Cost(flops=rows * (biases + gate_units + hidden * gate_flops_per_unit(kind)))
+        # the gate products were separate mm calls (input_gates is their (rows, G H) result): the cell's work
+        # without its matrices, that is the gate sum, the biases and the element-wise work
+        hidden = input_gates.shape[-1] // GATES[kind]
+        return rnn_stack_cost(kind, _tokens(input_gates), hidden, 1, [input_bias, hidden_bias])
 
-    formula.__name__ = formula.__qualname__ = f"fused_cell[{kind}]"
-    return formula
+    body.__name__ = body.__qualname__ = f"fused_cell[{kind}]"
+    return body
 
 
-register(aten._thnn_fused_lstm_cell)(_fused_cell("lstm"))
-register(aten._thnn_fused_gru_cell)(_fused_cell("gru"))
+for _kind, _packet in (("lstm", aten._thnn_fused_lstm_cell), ("gru", aten._thnn_fused_gru_cell)):
+    register(_packet)(by_name(_packet, _fused_cell(_kind)))
 
 
 # ---- backward -------------------------------------------------------------------------------------------
@@ -286,8 +250,7 @@ def _backward(forward: Cost, want_inputs: bool, want_weights: bool) -> Cost:
     return Cost(macs=macs, flops=2 * macs + (forward.flops - 2 * forward.macs))
 
 
-@register(aten.mkldnn_rnn_layer_backward)
-def mkldnn_rnn_layer_backward_cost(
+def _mkldnn_layer_backward_cost(
     input: TensorMeta,
     weight1: TensorMeta,
     weight2: TensorMeta,
@@ -296,66 +259,47 @@ def mkldnn_rnn_layer_backward_cost(
     hx_: TensorMeta,
     cx_tmp: TensorMeta,
     output: TensorMeta,
-    hy_: TensorMeta,
-    cy_: TensorMeta,
     grad_output: TensorMeta | None,
-    grad_hy: TensorMeta | None,
-    grad_cy: TensorMeta | None,
-    reverse: bool,
     mode: int,
     hidden_size: int,
-    num_layers: int,
     has_biases: bool,
-    train: bool,
-    bidirectional: bool,
     batch_sizes: Sequence[int],
-    batch_first: bool,
-    workspace: TensorMeta,
     *,
     out: Any,
     **_: Any,
 ) -> Cost:
-    kind = _MODES[mode][0]
-    weights = [weight1, weight2, *((weight3, weight4) if has_biases else ())]
-    tokens = sum(batch_sizes) if batch_sizes else _tokens(input)
-    forward = rnn_stack_cost(kind, tokens, hidden_size, 1, weights)
+    weights = _layer_weights(weight1, weight2, weight3, weight4, has_biases)
+    forward = _stack_forward(input, weights, mode, hidden_size, 1, False, batch_sizes)
     return _with_bytes(_backward(forward, True, True), [input, *weights, output, grad_output, hx_, cx_tmp], out)
 
 
-@register(aten._cudnn_rnn_backward)
-def cudnn_rnn_backward_cost(
+register(aten.mkldnn_rnn_layer_backward)(by_name(aten.mkldnn_rnn_layer_backward, _mkldnn_layer_backward_cost))
+
+
+def _cudnn_backward_cost(
     input: TensorMeta,
     weight: Sequence[TensorMeta],
-    weight_stride0: int,
-    weight_buf: TensorMeta,
     hx: TensorMeta,
     cx: TensorMeta | None,
     output: TensorMeta,
     grad_output: TensorMeta | None,
-    grad_hy: TensorMeta | None,
-    grad_cy: TensorMeta | None,
     mode: int,
     hidden_size: int,
-    proj_size: int,
     num_layers: int,
-    batch_first: bool,
-    dropout: float,
-    train: bool,
     bidirectional: bool,
     batch_sizes: Sequence[int],
-    dropout_state: TensorMeta | None,
-    reserve: TensorMeta,
     output_mask: Sequence[bool],
     *,
     out: Any,
     **_: Any,
 ) -> Cost:
     # output_mask: (grad_input, grad_hx, grad_cx, grad_weight)
-    kind = _MODES[mode][0]
-    tokens = sum(batch_sizes) if batch_sizes else _tokens(input)
-    forward = rnn_stack_cost(kind, tokens, hidden_size, num_layers * (1 + bool(bidirectional)), weight)
+    forward = _stack_forward(input, weight, mode, hidden_size, num_layers, bidirectional, batch_sizes)
     cost = _backward(forward, any(output_mask[:3]), bool(output_mask[3]))
     return _with_bytes(cost, [input, *weight, output, grad_output, hx, cx], out)
+
+
+register(aten._cudnn_rnn_backward)(by_name(aten._cudnn_rnn_backward, _cudnn_backward_cost))
 
 
 # ---- packing --------------------------------------------------------------------------------------------

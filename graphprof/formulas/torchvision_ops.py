@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torchvision  # noqa: F401  (registers torch.ops.torchvision; already loaded when the registry imports us)
 
-from graphprof.formulas.common import contraction, first, flops_of
+from graphprof.formulas.common import by_name, contraction, first, flops_of
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.registry import register
 
@@ -34,43 +34,17 @@ def nms_cost(dets: TensorMeta, scores: TensorMeta, iou_threshold: float, *, out:
     return Cost(flops=flops_of("sort", n_input=n * levels) + flops_of("nms", n_input=pairs))
 
 
-@register(torchvision_ops.roi_align)
-def roi_align_cost(
-    input: TensorMeta,
-    rois: TensorMeta,
-    spatial_scale: float,
-    pooled_height: int,
-    pooled_width: int,
-    sampling_ratio: int,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    result = first(out)
+def _roi_align_cost(sampling_ratio: int, *, out: Any, grad: TensorMeta | None = None, **_: Any) -> Cost:
+    # forward: per output bin, sample the input at the bin's points (4 neighbours, 4 weights each) and
+    # average; backward (grad given): the forward run backwards, each bin's gradient divided by its sample
+    # count, then spread over the 4 neighbours of every sample point (4 weights x gradient, 4 adds)
+    bins = (first(out) if grad is None else grad).numel
     samples = sampling_ratio * sampling_ratio if sampling_ratio > 0 else _ADAPTIVE_SAMPLES_PER_BIN
-    return Cost(flops=flops_of("roi_align", n_input=result.numel * samples, n_output=result.numel))
+    return Cost(flops=flops_of("roi_align", n_input=bins * samples, n_output=bins))
 
 
-@register(torchvision_ops._roi_align_backward)
-def roi_align_backward_cost(
-    grad: TensorMeta,
-    rois: TensorMeta,
-    spatial_scale: float,
-    pooled_height: int,
-    pooled_width: int,
-    batch_size: int,
-    channels: int,
-    height: int,
-    width: int,
-    sampling_ratio: int,
-    *args: Any,
-    out: Any,
-    **_: Any,
-) -> Cost:
-    # the forward run backwards: each bin's gradient divided by its sample count, then spread over the
-    # 4 neighbours of every sample point (4 weights x gradient, 4 accumulating adds)
-    samples = sampling_ratio * sampling_ratio if sampling_ratio > 0 else _ADAPTIVE_SAMPLES_PER_BIN
-    return Cost(flops=flops_of("roi_align", n_input=grad.numel * samples, n_output=grad.numel))
+for _packet in (torchvision_ops.roi_align, torchvision_ops._roi_align_backward):
+    register(_packet)(by_name(_packet, _roi_align_cost))
 
 
 @register(torchvision_ops.deform_conv2d)

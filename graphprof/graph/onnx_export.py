@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from torch import nn
 from graphprof.base.atomic import check_path
 from graphprof.base.choices import Phase
 from graphprof.base.inputs import materialize
+from graphprof.base.logs import quiet_loggers
 from graphprof.cost.result import Profile
 from graphprof.errors import CaptureError, InvalidInputError, MissingDependencyError
 
@@ -142,14 +142,8 @@ def require_onnx() -> Any:
 @contextlib.contextmanager
 def _quiet_exporter() -> Iterator[None]:
     """The exporter logs its steps and may print them; the library prints nothing (STYLE.md)."""
-    logger = logging.getLogger("torch.onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-    finally:
-        logger.setLevel(level)
+    with quiet_loggers("torch.onnx"), contextlib.redirect_stdout(io.StringIO()):
+        yield
 
 
 def export_onnx(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], path: Path | str, profile: Profile) -> OnnxExport:

@@ -22,11 +22,9 @@ restored (from each node's ``nn_module_stack``), so rows carry the original modu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import zipfile
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ import torch
 
 from graphprof.base.inputs import resize_inputs
 from graphprof.base.limits import format_bytes, require_fits
+from graphprof.base.logs import quiet_loggers
 from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError, UnsafeLoadError
 from graphprof.models.base import ResolvedModel
 from graphprof.models.family import Family, Request, Source
@@ -121,20 +120,6 @@ def _placeholder_inputs(ep: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
 _NOISY_LOGGERS = ("torch._export.serde.serialize", "torch.export", "torch.export.pt2_archive._package")
 
 
-@contextlib.contextmanager
-def _torch_loggers_quiet() -> Iterator[None]:
-    """Keep torch's warnings (with tracebacks) about a file off stderr while it loads; levels put back."""
-    loggers = [logging.getLogger(name) for name in _NOISY_LOGGERS]
-    levels = [logger.level for logger in loggers]
-    try:
-        for logger in loggers:
-            logger.setLevel(logging.ERROR + 1)
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
-
-
 def _saved_inputs(saved: Any, spec: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The program's saved ``(args, kwargs)``, checked: a crafted file may save anything there."""
     ok = isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], (tuple, list)) and isinstance(saved[1], dict)
@@ -143,28 +128,22 @@ def _saved_inputs(saved: Any, spec: str) -> tuple[tuple[Any, ...], dict[str, Any
     return tuple(saved[0]), dict(saved[1])
 
 
-def resolve_pt2(
-    spec: str,
-    *,
-    input_shape: Sequence[int] | None,
-    batch_size: int | None,
-    device: torch.device,
-    allow_unsafe_load: bool = False,
-) -> ResolvedModel:
+def resolve_pt2(spec: str, request: Request) -> ResolvedModel:
     """Load ``spec`` (a ``.pt2`` path) as an unflattened module with its example inputs."""
+    input_shape, allow_unsafe_load = request.input_shape, request.allow_unsafe_load
     path = Path(spec).expanduser()
     if not path.is_file():
         raise ModelNotFoundError(f"no file {path}")
     check_pt2(path, spec, allow_unsafe_load=allow_unsafe_load)
     try:
-        with _torch_loggers_quiet():
+        with quiet_loggers(*_NOISY_LOGGERS, level=logging.ERROR + 1):
             ep = torch.export.load(path)
         module = torch.export.unflatten(ep)
     except Exception as exc:
         raise ModelBuildError(f"could not load {spec} with torch.export.load: {type(exc).__name__}: {exc}") from exc
     args, kwargs = _saved_inputs(ep.example_inputs, spec) if ep.example_inputs is not None else _placeholder_inputs(ep)
     args, kwargs = resize_inputs(
-        args, kwargs, batch_size=batch_size, input_shape=tuple(input_shape) if input_shape else None, what=spec
+        args, kwargs, batch_size=request.batch_size, input_shape=tuple(input_shape) if input_shape else None, what=spec
     )
     notes = (
         "an ExportedProgram loaded with torch.export.load after checking nothing in it is unpickled as code"
@@ -180,11 +159,7 @@ def resolve_pt2(
 FAMILY = Family("exported")
 
 
-def _resolve(spec: str, request: Request) -> ResolvedModel:
-    return resolve_pt2(spec, **request.shape_options, allow_unsafe_load=request.allow_unsafe_load)
-
-
 #: ``path/to/model.pt2``; its family is known only once the file is read.
 SOURCE = Source(
-    "exported", claims=lambda spec: spec.lower().endswith(SUFFIX), resolve=_resolve, family_of=lambda spec: None, families=(FAMILY,)
+    "exported", claims=lambda spec: spec.lower().endswith(SUFFIX), resolve=resolve_pt2, family_of=lambda spec: None, families=(FAMILY,)
 )

@@ -28,7 +28,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,21 +287,15 @@ def _without_torchvision_weights(cfg: dict[str, Any]) -> bool:
     return changed
 
 
-def resolve_yolo(
-    arch: YoloArchitecture,
-    *,
-    input_shape: Sequence[int] | None,
-    batch_size: int | None,
-    device: torch.device,
-    allow_unsafe_load: bool = False,
-) -> ResolvedModel:
+def resolve_yolo(arch: YoloArchitecture, request: Request) -> ResolvedModel:
     """Build ``arch`` from its yaml, without weights, and a ``1x3xSxS`` example image batch.
 
-    A yaml that ultralytics would run code from is refused unless ``allow_unsafe_load``
+    A yaml that ultralytics would run code from is refused unless ``request.allow_unsafe_load``
     (:func:`graphprof.models.trust.check_yolo_yaml`).
     """
+    device, allow_unsafe_load = request.device, request.allow_unsafe_load
     default = (1, 3, arch.image_size, arch.image_size)
-    shape = effective_shape(default, input_shape, batch_size, layout="N,C,H,W", model=arch.name)
+    shape = effective_shape(default, request.input_shape, request.batch_size, layout="N,C,H,W", model=arch.name)
     try:
         cfg = _load_yaml(arch.path)
     except (OSError, ValueError) as exc:
@@ -385,31 +379,25 @@ def _checkpoint_path(spec: str) -> Path:
     return path
 
 
-def load_checkpoint(
-    spec: str,
-    *,
-    input_shape: Sequence[int] | None,
-    batch_size: int | None,
-    device: torch.device,
-    allow_unsafe_load: bool = False,
-) -> ResolvedModel:
+def load_checkpoint(spec: str, request: Request) -> ResolvedModel:
     """Load a local ultralytics checkpoint (a dict holding ``"ema"``/``"model"``), or a pickled nn.Module.
 
     Read without running code from the file (see :mod:`graphprof.models.trust`) unless
-    ``allow_unsafe_load``, which unpickles with ``weights_only=False``: only for files you trust.
+    ``request.allow_unsafe_load``, which unpickles with ``weights_only=False``: only for files you trust.
     """
+    input_shape, batch_size, device = request.input_shape, request.batch_size, request.device
     path = Path(spec)
     if not path.exists() and not path.is_symlink():
         arch = _packaged_architecture_of(path)
         if arch is not None:
-            resolved = resolve_yolo(arch, input_shape=input_shape, batch_size=batch_size, device=device)
+            resolved = resolve_yolo(arch, dataclasses.replace(request, allow_unsafe_load=False))
             note = f"{spec} is not on disk (graphprof never downloads weights): built from the packaged {arch.name}.yaml"
             return dataclasses.replace(resolved, notes=(note, *resolved.notes))
     path = _checkpoint_path(spec)
     tasks = _import_tasks() if importlib.util.find_spec("ultralytics") is not None else None
     try:
         with _quiet_ultralytics():
-            loaded, how = load_pickle(path, spec, allow_unsafe_load=allow_unsafe_load, tasks=tasks)
+            loaded, how = load_pickle(path, spec, allow_unsafe_load=request.allow_unsafe_load, tasks=tasks)
     except GraphprofError:
         raise
     except ModuleNotFoundError as exc:
@@ -479,27 +467,23 @@ FAMILY = Family(
 )
 
 
-def _resolve_checkpoint(spec: str, request: Request) -> ResolvedModel:
-    return load_checkpoint(spec, **request.shape_options, allow_unsafe_load=request.allow_unsafe_load)
-
-
 def _resolve_yaml(spec: str, request: Request) -> ResolvedModel:
     arch = find_yolo_architecture(spec)
     if arch is None:
         raise unknown_model(spec, [f"{name}.yaml" for name in yolo_architectures()])
-    return resolve_yolo(arch, **request.shape_options, allow_unsafe_load=request.allow_unsafe_load)
+    return resolve_yolo(arch, request)
 
 
 def _resolve_by_name(spec: str, request: Request) -> ResolvedModel | None:
     arch = find_yolo_architecture(spec)
-    return None if arch is None else resolve_yolo(arch, **request.shape_options, allow_unsafe_load=request.allow_unsafe_load)
+    return None if arch is None else resolve_yolo(arch, request)
 
 
 #: ``path/to/best.pt``: an ultralytics checkpoint (family yolo) or a pickled module (user), known once read.
 CHECKPOINT = Source(
     "checkpoint",
     claims=lambda spec: spec.lower().endswith(CHECKPOINT_SUFFIXES),
-    resolve=_resolve_checkpoint,
+    resolve=load_checkpoint,
     family_of=lambda spec: None,
     families=(FAMILY,),
 )
