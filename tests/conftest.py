@@ -1,5 +1,6 @@
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,9 @@ for path in (str(ROOT), str(ROOT / "cli")):
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# the suite never reads the developer's own caches (a `graphprof calibrate` made with another thread count
+# would make `--measure` refuse its stale file): a fresh cache folder per run, as CI's clean machine has
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="graphprof-tests-cache-")
 
 
 @pytest.fixture(autouse=True)
