@@ -7,8 +7,9 @@ faults on first touch), the input was written by another op, and Python runs bet
 measures the ops *there*:
 
 1. the model runs its plain forward (``model(*args)`` under ``torch.no_grad``, nothing holding the
-   activations) ``warmup`` times, then ``timed`` times untimed by the profiler: the plain forward's
-   median wall time, the figure ``--measure`` reports as *forward*;
+   activations) ``warmup`` times, then ``timed`` times untimed by the profiler
+   (:func:`graphprof.measure.timing.profile_forward`, the loop ``--measure``'s *forward* is timed by):
+   the plain forward's median wall time;
 2. ``runs`` more plain forwards under ``torch.profiler`` (CPU events, no shapes, no stacks): every
    aten call a dispatch mode would see (:func:`graphprof.measure.layers.dispatched`) in start order,
    with its inclusive time; the per-position median over the runs.
@@ -33,7 +34,7 @@ from graphprof.errors import MeasurementError
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import dispatched
 from graphprof.measure.run import cast_inputs, materialized, resolve_device
-from graphprof.measure.timing import ProfilingContext, call_model
+from graphprof.measure.timing import ProfilingContext, call_model, profile_forward
 
 __all__ = ["ContextTimes", "context_times"]
 
@@ -103,20 +104,8 @@ def context_times(
     dev = resolve_device(device)
     work, _ = materialized(model, dev, dtype, seed)
     batch: Any = cast_inputs(kwargs, dev, dtype) if kwargs else cast_inputs(args, dev, dtype)
-    def sync() -> None:
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
     with ProfilingContext(work, disable_dropout=True, eval_mode=True, seed=seed), torch.no_grad():
-        for _ in range(warmup):
-            call_model(work, batch)
-        walls = []
-        for _ in range(timed):
-            sync()
-            start = time.perf_counter()
-            call_model(work, batch)
-            sync()
-            walls.append(time.perf_counter() - start)
+        plain = profile_forward(work, batch, num_runs=timed, warmup_runs=warmup, device=dev)
         profiled = [_profiled_calls(work, batch) for _ in range(runs)]
-    return ContextTimes(_medians([calls for calls, _ in profiled]), statistics.median(walls),
+    return ContextTimes(_medians([calls for calls, _ in profiled]), plain.median / 1e3,
                         statistics.median(wall for _, wall in profiled), runs)  # fmt: skip
