@@ -136,7 +136,6 @@ def samples_from_table(table: Mapping[str, Any], group_prefix: str = "grid") -> 
         features = op_features(kind, float(r["flops"]), float(r["bytes"]), r["shapes"], r.get("out_shapes", []), ALONE)
         seconds = float(r["seconds"])
         if touch is not None:  # float32: 4 bytes an element
-            large = sum(4.0 * math.prod(shape) for shape in r.get("out_shapes", []) if 4.0 * math.prod(shape) >= touch.limit_bytes)
-            seconds = _less(seconds, touch.per_byte_s * large)
+            seconds = _less(seconds, touch.of_outputs(4.0 * math.prod(shape) for shape in r.get("out_shapes", [])))
         samples.append(Sample(kind, tuple(features), seconds, "calibration", f"{group_prefix}:{r.get('label', r['op'])}"))
     return samples

@@ -59,6 +59,7 @@ __all__ = [
     "Sample",
     "call_of",
     "fresh_bytes",
+    "fresh_outputs",
     "independent_interval",
     "op_features",
     "op_kind",
@@ -236,19 +237,22 @@ class Sample:
         return cls(str(row[0]), tuple(float(f) for f in row[1]), float(row[2]), str(row[3]), str(row[4]))
 
 
-def fresh_bytes(op: Any, limit: float = 0.0) -> float:
-    """Bytes a recorded call writes into memory of its own, counting only outputs of at least ``limit``
-    bytes: a counted op's written bytes shared over its outputs by element count; nothing for an op that
-    works in place (``aten.relu_``), a view, or anything not counted."""
-    name = op.op.rsplit(".", 1)[-1]
-    if op.status is not OpStatus.COUNTED or _name(op.op) != name:
-        return 0.0
+def fresh_outputs(op: Any) -> list[float]:
+    """Bytes of each output a recorded call writes into memory of its own: a counted op's written bytes
+    shared over its outputs by element count (all of them in one when it records no output shape); none
+    for an op that works in place (``aten.relu_``), a view, or anything not counted."""
+    if op.status is not OpStatus.COUNTED or _name(op.op) != op.op.rsplit(".", 1)[-1]:
+        return []
     written = float(op.cost.bytes_written)
     sizes = [float(math.prod(shape)) for shape in op.output_shapes]
     total = sum(sizes)
-    if limit <= 0.0 or total <= 0:
-        return written if limit <= 0.0 or written >= limit else 0.0
-    return float(sum(written * n / total for n in sizes if written * n / total >= limit))
+    return [written * n / total for n in sizes] if total > 0 else [written]
+
+
+def fresh_bytes(op: Any, limit: float = 0.0) -> float:
+    """Bytes a recorded call writes into memory of its own (:func:`fresh_outputs`), counting only outputs of
+    at least ``limit`` bytes."""
+    return float(sum(size for size in fresh_outputs(op) if size >= limit))
 
 
 @dataclass(frozen=True)
@@ -266,9 +270,13 @@ class FirstTouch:
     limit_bytes: float
     per_byte_s: float
 
+    def of_outputs(self, sizes: Iterable[float]) -> float:
+        """The first-touch time of fresh outputs of these sizes (bytes): those of at least the limit pay."""
+        return self.per_byte_s * sum(size for size in sizes if size >= self.limit_bytes)
+
     def seconds(self, op: Any) -> float:
         """The first-touch time of one recorded call's large fresh outputs."""
-        return self.per_byte_s * fresh_bytes(op, self.limit_bytes) if op.op.startswith("aten.") else 0.0
+        return self.of_outputs(fresh_outputs(op)) if op.op.startswith("aten.") else 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {"limit_bytes": self.limit_bytes, "per_byte_s": self.per_byte_s}
