@@ -95,16 +95,18 @@ def zoo_samples(
 
     samples: list[Sample] = []
     outside: list[float] = []
+    prepared: dict[str, Any] = {}  # each model captured once, run at each of its batches
     for i, (name, batch) in enumerate(models, start=1):
         if progress is not None:
             progress(i, len(models), f"{name} batch {batch}")
         try:
-            prepared = prepare(name, batch_size=batch)
-            call = prepared.resolve(prepared.spec())
-            times = context_times(prepared.model, call.args, call.kwargs, device="cpu", dtype=call.dtype, runs=5)
+            model = prepared.get(name) or prepared.setdefault(name, prepare(name, batch_size=batch))
+            call = model.resolve(model.spec(batch_size=batch))
+            times = context_times(model.model, call.args, call.kwargs, device="cpu", dtype=call.dtype, runs=5)
+            profile = model.profile(batch_size=batch)
         except Exception:  # noqa: BLE001 - a model missing here (no timm, an old torchvision) only samples less
             continue
-        samples += samples_from_context(prepared.profile(), times, group=name, first_touch=first_touch)
+        samples += samples_from_context(profile, times, group=name, first_touch=first_touch)
         outside.append(times.outside_s / times.forward_s)
     return samples, outside
 
