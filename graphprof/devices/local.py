@@ -27,7 +27,7 @@ import torch
 
 from graphprof.errors import InvalidInputError
 
-__all__ = ["FORMAT", "LOCAL", "MAX_LEARNED", "LEARNED_SECONDS", "check_current", "learned_note", "usable_learned", "local_path", "read_local", "require_local", "missing_local_message", "Host", "detect_host", "load_average"]
+__all__ = ["FORMAT", "LOCAL", "MAX_LEARNED", "LEARNED_SECONDS", "check_current", "stale_reasons", "learned_note", "usable_learned", "local_path", "read_local", "require_local", "missing_local_message", "Host", "detect_host", "load_average"]
 
 #: The name ``--hardware`` takes for the calibrated machine.
 LOCAL = "local"
@@ -96,13 +96,14 @@ def learned_note(path: Path | None = None) -> str | None:
             f"{high:g} s) were left out of the prediction; the next run that learns drops them")
 
 
-def _stale(device: dict[str, Any]) -> list[str]:
-    """What differs between the machine a CPU calibration measured and this process: CPU, threads, torch."""
+def stale_reasons(device: dict[str, Any], threads: int | None = None) -> list[str]:
+    """What differs between the machine a CPU calibration measured and this run: CPU, threads (``threads``,
+    by default this process's), torch."""
     import torch
 
     from graphprof.devices.local import cpu_model
 
-    now = {"name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__}
+    now = {"name": cpu_model(), "threads": torch.get_num_threads() if threads is None else threads, "torch": torch.__version__}
     return [f"{key} {device.get(key)!r}, this run {value!r}" for key, value in now.items() if device.get(key) != value]
 
 
@@ -114,7 +115,7 @@ def check_current(data: dict[str, Any], path: Path | None = None) -> None:
         raise InvalidInputError(f"the local calibration {path or local_path()} records no device; run `graphprof calibrate` again")
     if device.get("type", "cpu") != "cpu":
         return
-    stale = _stale(device)
+    stale = stale_reasons(device)
     if stale:
         raise InvalidInputError(f"the local calibration {path or local_path()} is stale ({'; '.join(stale)}); run `graphprof calibrate` again")
 

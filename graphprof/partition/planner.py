@@ -25,7 +25,7 @@ from torch import nn
 from graphprof.base.choices import Objective
 from graphprof.base.limits import require_count
 from graphprof.devices.hardware import Hardware
-from graphprof.devices.local import read_local
+from graphprof.devices.local import read_local, stale_reasons
 from graphprof.errors import InvalidInputError
 from graphprof.partition.costs import CostTable, measured_seconds, preset_seconds, table, unit_records
 from graphprof.partition.devices import Device, Links, as_devices, kinds_of, parse_links
@@ -75,15 +75,19 @@ def _measure(prepared: PreparedModel, threads: int, iters: int) -> Any:
 
 
 def _local_predictor(threads: int) -> tuple[Hardware | None, str]:
-    """The ``local`` preset when ``graphprof calibrate`` measured this machine with ``threads`` threads (what
-    each stage's process runs with), else ``None``; and a line saying why the times are measured instead."""
+    """The ``local`` preset when ``graphprof calibrate`` measured this CPU, with this torch, at ``threads``
+    threads (what each stage's process runs with: :func:`graphprof.devices.local.stale_reasons`), else
+    ``None``; and a line saying why the times are measured instead."""
     stored = read_local()
     if stored is None:
         return None, "cpu stage times measured: no local calibration (`graphprof calibrate --threads N` predicts them)"
-    calibrated = stored.get("device", {}).get("threads")
-    if calibrated != threads:
-        return None, (f"cpu stage times measured: the local calibration is of {calibrated} thread(s), each stage runs "
-                      f"{threads} (`graphprof calibrate --threads {threads}` predicts them)")  # fmt: skip
+    device = stored.get("device", {})
+    if device.get("threads") != threads:
+        return None, (f"cpu stage times measured: the local calibration is of {device.get('threads')} thread(s), each stage "
+                      f"runs {threads} (`graphprof calibrate --threads {threads}` predicts them)")  # fmt: skip
+    stale = stale_reasons(device, threads)
+    if stale:
+        return None, f"cpu stage times measured: the local calibration is stale ({'; '.join(stale)}); run `graphprof calibrate` again"
     return Hardware(**stored["hardware"]), ""
 
 
