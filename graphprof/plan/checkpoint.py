@@ -35,7 +35,7 @@ from graphprof.cost.bounds import roofline_time
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
 from graphprof.devices.hardware import Hardware
-from graphprof.devices.predict import load_calibration, predict_ops
+from graphprof.devices.predict import Calibration, load_calibration, predict_ops
 from graphprof.errors import InvalidInputError, MissingDependencyError
 from graphprof.formulas.registry import to_meta
 from graphprof.plan.result import CheckpointChoice, CheckpointPlan, MemoryPlan, StepPhase
@@ -145,12 +145,11 @@ class BlockCosts(TorchDispatchMode):
         return max(0, sum(block.saved.values()) - kept)
 
 
-def _seconds(ops: list[OpRecord], dtype: str, hardware: Hardware) -> tuple[float, str]:
-    """Predicted seconds of the calls among ``ops`` on ``hardware``, and how: the device's calibrated per-op
-    models where it has them (the ``local`` preset after ``graphprof calibrate``: each op as it runs inside
-    a plain forward, :func:`graphprof.devices.predict.predict_ops`), else each counted call's roofline bound
-    (FLOPs at the dense peak for ``dtype``, bytes at the bandwidth), summed: a lower bound."""
-    calibration = load_calibration(hardware.name)
+def _seconds(ops: list[OpRecord], dtype: str, hardware: Hardware, calibration: Calibration | None) -> tuple[float, str]:
+    """Predicted seconds of the calls among ``ops`` on ``hardware``, and how: ``calibration``'s per-op models
+    where it has them (the ``local`` preset after ``graphprof calibrate``: each op as it runs inside a plain
+    forward, :func:`graphprof.devices.predict.predict_ops`), else each counted call's roofline bound (FLOPs
+    at the dense peak for ``dtype``, bytes at the bandwidth), summed: a lower bound."""
     if calibration is not None and calibration.op_model is not None:
         return sum(predict_ops(ops, dtype, hardware, calibration)), f"predicted by the {hardware.name} calibration (each op in place)"
     peak = hardware.peak_flops(dtype)
@@ -205,12 +204,13 @@ def plan_checkpoint(step: StepModel, plan: MemoryPlan, budget: int, hardware: Ha
     costs = BlockCosts(blocks)
     simulate_step(StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real), [costs])
     run_dtype = plan.dtype
-    timed = [_seconds(costs.blocks[b].ops, run_dtype, hardware)[0] for b in blocks]
+    calibration = load_calibration(hardware.name)  # read once: the local file is parsed on each load
+    timed = [_seconds(costs.blocks[b].ops, run_dtype, hardware, calibration)[0] for b in blocks]
     freed = [costs.freed(b) for b in blocks]
     saved = [sum(costs.blocks[b].saved.values()) for b in blocks]
     peaks = {p.phase: p.breakdown.total for p in plan.phases}
     flops = [sum(op.cost.flops for op in costs.blocks[b].ops) for b in blocks]
-    step_s, how = _seconds(costs.step_ops, run_dtype, hardware)
+    step_s, how = _seconds(costs.step_ops, run_dtype, hardware, calibration)
     target, chosen, planned = budget, None, None
     for _ in range(_ROUNDS):
         chosen = solve_checkpoint(
