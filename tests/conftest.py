@@ -16,7 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # the suite never reads the developer's own caches (a `graphprof calibrate` made with another thread count
 # would make `--measure` refuse its stale file): a fresh cache folder per run, as CI's clean machine has
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="graphprof-tests-cache-")
+_CACHE = tempfile.TemporaryDirectory(prefix="graphprof-tests-cache-")  # removed when the run ends
+os.environ["XDG_CACHE_HOME"] = _CACHE.name
 
 
 @pytest.fixture(autouse=True)
