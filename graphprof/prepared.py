@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
+from graphprof.base.collector import full_collections_deferred
 from graphprof.base.guard import guard_user_code
 from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec
 from graphprof.capture.methods import preserved_state
@@ -82,6 +83,7 @@ class PreparedModel(Session):
         return super().run(observers, spec or self.spec(**options))
 
     @guard_user_code
+    @full_collections_deferred()
     def profile(self, *, observers: Sequence[Observer] = (), **options: Any) -> Profile:
         """The cost of one forward (and, in train mode, backward) pass at these inputs: a :class:`Profile`.
 
@@ -152,6 +154,7 @@ class PreparedModel(Session):
 
 
 @guard_user_code
+@full_collections_deferred()  # the process's full collection is not this dry run's (graphprof.base.collector)
 def prepare(model_or_name: nn.Module | str, **options: Unpack[ModelOptions]) -> PreparedModel:
     """Resolve (build) a model, warm it up and capture it once; see :class:`PreparedModel`.
 

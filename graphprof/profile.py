@@ -18,6 +18,7 @@ from torch import nn
 from typing_extensions import Unpack
 
 from graphprof.base.choices import Execution, Lowering, Method
+from graphprof.base.collector import full_collections_deferred
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import describe_inputs
@@ -123,6 +124,7 @@ def build_profile(session: Session, run: SessionRun, call: RunCall) -> Profile:
 
 
 @guard_user_code
+@full_collections_deferred()  # the process's full collection is not this dry run's (graphprof.base.collector)
 def profile_model(model: nn.Module | str, **options: Unpack[ModelOptions]) -> Profile:
     """Profile a model by name (``"resnet18"``, ``"yolov8n"``, ``"hf:llama"``, ``"pkg.mod:factory"``) or object.
 

@@ -1,5 +1,4 @@
-"""The user's state as found: BatchNorm buffers after a training measurement, torch's default dtype.
-"""
+"""The user's state as found: BatchNorm buffers after a training measurement, torch's default dtype."""
 
 from __future__ import annotations
 
@@ -57,3 +56,28 @@ def test_the_callers_environment_is_as_found(entry: str, monkeypatch: pytest.Mon
     else:
         shard_profile("hf:llama", "fsdp:2")
     assert dict(os.environ) == before
+
+
+# ---- Python's collector (graphprof.base.collector) -----------------------------------------------------
+
+
+def test_a_dry_run_defers_full_collections_and_puts_the_callers_thresholds_back() -> None:
+    import gc
+
+    seen: list[tuple[int, ...]] = []
+
+    class Watch(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(gc.get_threshold())
+            return x * 2
+
+    previous, enabled = gc.get_threshold(), gc.isenabled()
+    gc.set_threshold(500, 7, 9)  # the caller's own choice
+    try:
+        graphprof.profile_model(Watch(), input_shape=(2, 3))
+        graphprof.prepare(Watch(), input_shape=(2, 3)).profile()
+        assert gc.get_threshold() == (500, 7, 9) and gc.isenabled() == enabled
+    finally:
+        gc.set_threshold(*previous)
+    # inside, young collections keep the caller's thresholds; only the oldest generation waits
+    assert seen and all(t[:2] == (500, 7) and t[2] > 10**6 for t in seen)

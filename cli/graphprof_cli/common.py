@@ -17,6 +17,7 @@ from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
 from graphprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
+from graphprof_cli.process import settle_heap
 
 __all__ = ["console", "fail", "run_guarded", "flag", "request_from", "PIPE_WIDTH", "Command", "Group"]
 
@@ -50,6 +51,7 @@ def run_guarded(fn: Callable[[], T], debug: bool = False) -> T:
     """Call ``fn``; map library errors (and bugs) to one line on stderr and an exit code."""
     from graphprof.errors import GraphprofError
 
+    settle_heap()  # the imports are done: out of every collection's walk from here (graphprof_cli.process)
     try:
         return fn()
     except typer.Exit:

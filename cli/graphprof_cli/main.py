@@ -24,6 +24,7 @@ from graphprof_cli import options as opt
 from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
 from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, graph_estimate_command
+from graphprof_cli.process import defer_full_collections, end_process
 
 app = typer.Typer(
     cls=Group,
@@ -327,5 +328,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     app(args=args, prog_name="graphprof")
 
 
+def run() -> None:
+    """The ``graphprof`` console script: :func:`main` in a process of its own, which ends as soon as the
+    command is done (:func:`graphprof_cli.process.end_process`: output flushed, ``atexit`` handlers run, no
+    interpreter teardown). Python's full collections wait until the first library call
+    (:func:`graphprof_cli.process.defer_full_collections`)."""
+    defer_full_collections()
+    try:
+        main()
+    except SystemExit as exc:
+        end_process(exc.code)
+    end_process(0)
+
+
 if __name__ == "__main__":
-    main()
+    run()

@@ -65,6 +65,7 @@ from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import CaptureError, DataDependentError, ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
 from graphprof.run.lowering import GROUPED_MM, grouped_mm_any_dtype
+from graphprof.run.shapes import DRY_SHAPE_OPS, dry_outputs
 from graphprof.run.values import IndexValues
 
 __all__ = [
@@ -265,6 +266,8 @@ class _Loop:
         self.paused = False
         #: the real values of the index tensors a dry run on FakeTensors may need (``None``: no such run)
         self.values: IndexValues | None = None
+        #: a dry run (meta tensors or FakeTensors): nothing is computed, so outputs may come from metadata
+        self.dry = False
 
     def start(self, ctx: RunContext) -> None:
         for o in self.observers:
@@ -352,8 +355,7 @@ class _OpTap(TorchDispatchMode):
         kwargs = kwargs or {}
         values = self.loop.values
         try:
-            # a float32 MoE's grouped products on FakeTensors; every other op as it is
-            out = grouped_mm_any_dtype(func, args, kwargs) if func in GROUPED_MM else func(*args, **kwargs)
+            out = self._call(func, args, kwargs)
         except _DATA_DEPENDENT as exc:
             if values is None:
                 raise
@@ -364,6 +366,18 @@ class _OpTap(TorchDispatchMode):
         if not self.loop.paused:
             self.loop.emit(func, args, kwargs, out)
         return out
+
+    def _call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # a float32 MoE's grouped products on FakeTensors; on a dry run, a normalisation's outputs from its
+        # input's metadata (graphprof.run.shapes: torch's meta path is its Python decomposition); every
+        # other op as it is
+        if func in GROUPED_MM:
+            return grouped_mm_any_dtype(func, args, kwargs)
+        if self.loop.dry and func in DRY_SHAPE_OPS:
+            out = dry_outputs(func, args, kwargs)
+            if out is not None:
+                return out
+        return func(*args, **kwargs)
 
 
 # ---- layers of a captured FX graph -------------------------------------------------------------------
@@ -617,6 +631,7 @@ def run_model(
     convert = _Converter(named, fake_run, dtype, train)
     layers: dict[str, Layer] = {} if gm is None else graph_layers(gm, model, captured is not None and captured.method is Method.DYNAMO)
     loop = _Loop(observers, train)
+    loop.dry = fake
 
     with contextlib.ExitStack() as stack:
         if convert.fake_mode is not None:
