@@ -16,7 +16,9 @@ The catalogue (:data:`PRESETS`): plain config data, one dict per model, built on
 random init and nothing downloaded. ``hf:llama`` is a small LLaMA (19,286,272 parameters, built in well
 under a second); the others are the published configurations, at their published parameter counts:
 ``hf:gpt2`` (124M), ``hf:llama-3-8b``, ``hf:llama-3-70b``, ``hf:mistral-7b``, ``hf:mixtral-8x7b``,
-``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:gemma-2-9b``, ``hf:qwen3-30b-a3b``, ``hf:mamba-2.8b``, ``hf:bert-base``, ``hf:t5-base``, ``hf:vit-b-16``, ``hf:whisper-small``.
+``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:gemma-2-9b``, ``hf:qwen3-30b-a3b``, ``hf:mamba-2.8b``,
+``hf:bert-base``, ``hf:t5-base``, ``hf:vit-b-16``, ``hf:whisper-small``. Where a model file can call fused
+kernels instead of its torch reference (Mamba's scans), :mod:`graphprof.models.hf_kernels` names them.
 
 The model is ``AutoModelForCausalLM.from_config(config)`` (``AutoModel`` for configs that are not
 causal LMs, and for BERT and ViT; the seq2seq class for T5 and Whisper) with
@@ -49,6 +51,7 @@ from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, for
 from graphprof.models.device import build_module
 from graphprof.models.family import Family, Source
 from graphprof.models.hf_attention import ATTENTION, register_attention
+from graphprof.models.hf_kernels import fused_kernels, kernel_notes, refuse_uncountable
 
 __all__ = ["FAMILY", "SOURCE", "PREFIX", "PRESETS", "SEQ_LEN", "list_hf", "resolve_hf", "parse_options"]
 
@@ -278,7 +281,7 @@ def _make_config(transformers: ModuleType, target: str, options: dict[str, Any],
         return config, f"{type(config).__name__} from {path / 'config.json'}"
     fields = {k: v for k, v in preset.items() if k != "model_type"}
     model_type = preset["model_type"]
-    _apply_options(transformers.AutoConfig.for_model(model_type), options, spec)  # only to check the names
+    _apply_options(transformers.AutoConfig.for_model(model_type, **fields), options, spec)  # only to check the names
     arguments = {**fields, **options}
     try:
         config = transformers.AutoConfig.for_model(model_type, **arguments)
@@ -375,12 +378,16 @@ def resolve_hf(
         raise InvalidInputError(f"{spec}: sequence length {shape[1]} exceeds the model's {max_positions} positions")
     name = spec if target.lower() in PRESETS else f"{PREFIX}{Path(target).expanduser().name}"
     model, build_notes, attention = _build(transformers, config, device, name)
+    kernels = fused_kernels(model)
+    if device.type in ("meta", "cpu"):  # a Triton or CUDA kernel runs on neither
+        refuse_uncountable(kernels, name)
     model = model.float().eval()
     inputs, described = _inputs(config, shape, device)
     notes = (
         f"{origin}, built without weights (random init)",
         f"attention: {_ATTENTION_NOTES.get(attention, attention)}; use_cache=False (one forward over the sequence, no KV cache)",
         f"input: {described}",
+        *kernel_notes(kernels),
         *build_notes,
     )
     return ResolvedModel(name=name, family="hf", model=model, args=(), kwargs=inputs, notes=notes)
