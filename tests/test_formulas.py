@@ -392,6 +392,9 @@ def test_elementwise_rates_and_distinct_input_bytes() -> None:
     assert cost_of(aten.gelu, lambda: F.gelu(t(10), approximate="tanh")).flops == 90  # 9 each
     assert cost_of(aten.relu_, lambda: F.relu(t(4, 4), inplace=True)) == Cost(flops=16, bytes_read=64, bytes_written=64)
     assert cost_of(aten.clamp, lambda: t(10).clamp(max=1.0)).flops == 10  # one bound: min() only
+    # polar (DeepSeek's rotary frequencies): abs * cos(angle), abs * sin(angle): 4 per complex element; the two
+    # float32 inputs read (2 x 12 x 4 bytes), one complex64 output written (12 x 8)
+    assert cost_of(aten.polar, lambda: torch.polar(t(3, 4), t(3, 4))) == Cost(flops=48, bytes_read=96, bytes_written=96)
 
 
 def test_tensor_meta_arguments_are_costed_like_tensors() -> None:

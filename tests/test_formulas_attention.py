@@ -181,3 +181,58 @@ def test_causal_share_is_plain_arithmetic_inside_a_fake_tensor_mode() -> None:
     with FakeTensorMode():
         share = causal_useful_fraction(8, 8, window=4)
     assert share == 26 / 64  # 1 + 2 + 3 + 4 x 5 = 26 of 8 x 8
+
+
+def _window_pairs(length: int, window: int) -> int:
+    """Query-key pairs a causal window of ``window`` keys keeps: a triangle, then ``window`` per query."""
+    return window * (window + 1) // 2 + (length - window) * window
+
+
+def test_hf_gemma2_alternates_a_window_of_4096_with_causal_layers() -> None:
+    # Gemma-2's published window (4096, on layers 0, 2, 4...) over L = 8192, on 2 small layers: both soft-capped,
+    # so both flex attention; 4 heads of 64 over 2 KV heads; blocks of 128, 64 x 64 in the square
+    spec = f"hf:gemma-2-9b?{SMALL}&head_dim=64&query_pre_attn_scalar=64&vocab_size=1000"
+    profile = graphprof.profile_model(spec, input_shape=(1, 8192))
+    window, causal = _attention_ops(profile)
+    for op in (window, causal):  # counted: the full square, scores and values, 4 heads x (64 + 64) per pair
+        assert op.op == "higher_order.flex_attention"  # type: ignore[attr-defined]
+        assert op.cost.macs == 4 * 8192**2 * 128  # type: ignore[attr-defined]
+    # useful: the window keeps 4096 x 4097 / 2 + 4096 x 4096 pairs, W/L (1 - W / 2L) = 0.375 of the square
+    assert window.useful_fraction == _window_pairs(8192, 4096) / 8192**2 == pytest.approx(0.375, abs=1e-4)  # type: ignore[attr-defined]
+    assert causal.useful_fraction == 8192 * 8193 / 2 / 8192**2  # type: ignore[attr-defined]
+    # executed: query block i visits key blocks i - 32 .. i (i + 1 of them below 32): 528 + 32 x 33 = 1584 of
+    # 4096; the causal layer the 64 x 65 / 2 = 2080 blocks on and below the diagonal
+    assert window.work_fraction == (sum(range(1, 33)) + 32 * 33) / 64**2 == 1584 / 4096  # type: ignore[attr-defined]
+    assert causal.work_fraction == 2080 / 4096  # type: ignore[attr-defined]
+    # per token: the weights (q, o 256 x 256, k, v 256 x 128, MLP 3 x 256 x 512 per layer; LM head 256 x 1000)
+    # and each layer's useful pairs at 4 x 128 MACs
+    linear = 2 * (2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512) + 256 * 1000
+    attention = 4 * 128 * (_window_pairs(8192, 4096) + 8192 * 8193 // 2)
+    t = profile.per_token
+    assert t is not None and t.model_forward == 2 * (linear + attention / 8192) == 10_212_096
+    assert profile.useful_flops < profile.executed_flops < profile.total_flops
+
+
+def test_hf_qwen2_windows_the_layers_from_max_window_layers_on() -> None:
+    # use_sliding_window with max_window_layers=1: layer 0 causal (the CPU flash kernel), layer 1 a window of 256
+    spec = f"hf:qwen2-7b?{SMALL}&use_sliding_window=true&sliding_window=256&max_window_layers=1"
+    causal, window = _attention_ops(graphprof.profile_model(spec, input_shape=(1, 1024)))
+    assert causal.op == "aten._scaled_dot_product_flash_attention_for_cpu"  # type: ignore[attr-defined]
+    assert (causal.useful_fraction, causal.work_fraction) == (1024 * 1025 / 2 / 1024**2, 36 / 64)  # type: ignore[attr-defined]
+    assert window.op == "higher_order.flex_attention"  # type: ignore[attr-defined]
+    assert (window.useful_fraction, window.work_fraction) == (_window_pairs(1024, 256) / 1024**2, 21 / 64)  # type: ignore[attr-defined]
+    # as published (use_sliding_window false) the configured window is not used: every layer causal
+    published = _attention_ops(graphprof.profile_model(f"hf:qwen2-7b?{SMALL}", input_shape=(1, 1024)))
+    assert [op.useful_fraction for op in published] == [1024 * 1025 / 2 / 1024**2] * 2  # type: ignore[attr-defined]
+
+
+def test_hf_mistral_window_takes_w_over_l_off_the_per_token_figure() -> None:
+    # the same 2 layers with and without a window of 256 over 1024 tokens: the model FLOPs per token differ by
+    # the pairs the window drops, 4 heads x (64 + 64) MACs each, in both layers
+    profiles = [graphprof.profile_model(f"hf:mistral-7b?{SMALL}&sliding_window={w}", input_shape=(1, 1024)) for w in (256, "none")]
+    windowed, causal = (p.per_token for p in profiles)
+    assert windowed is not None and causal is not None
+    dropped = 1024 * 1025 // 2 - _window_pairs(1024, 256)
+    assert causal.model_forward - windowed.model_forward == 2 * 2 * 4 * 128 * dropped / 1024
+    assert windowed.executed < causal.executed
+    assert profiles[0].total_macs == profiles[1].total_macs  # counted: the full square either way

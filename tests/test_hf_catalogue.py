@@ -25,6 +25,9 @@ PUBLISHED = {
     "gemma-2-9b": 9_241_705_984,  # google/gemma-2-9b, "9.24B params"; embeddings tied to the LM head
     "qwen3-30b-a3b": 30_532_122_624,  # Qwen/Qwen3-30B-A3B, "30.5B params" (3.3B active)
     "mamba-2.8b": 2_768_345_600,  # state-spaces/mamba-2.8b-hf, "2.77B params"; by hand in tests/test_hf_families.py
+    "mamba-codestral-7b": 7_285_403_648,  # mistralai/Mamba-Codestral-7B-v0.1, "7,285,403,648" in Mistral's release
+    "deepseek-v2-lite": 15_706_484_224,  # deepseek-ai/DeepSeek-V2-Lite, "15.7B params"; by hand in test_hf_families.py
+    "deepseek-v3": 671_026_404_352,  # deepseek-ai/DeepSeek-V3, "671B" main model (685B on the hub with the 14B MTP)
 }
 
 

@@ -34,7 +34,7 @@ def with_inplace(name: str) -> list[OpOverloadPacket]:
 _SAME_NAME = (
     *ONE_OP_NAMES,
     *SPECIAL_FUNCTION_NAMES,
-    "floor_divide", "remainder", "fmod", "hypot", "xlogy", "logit", "addcmul", "addcdiv", "lerp",
+    "floor_divide", "remainder", "fmod", "hypot", "polar", "xlogy", "logit", "addcmul", "addcdiv", "lerp",
     "nan_to_num", "where", "masked_fill", "tril", "triu", "clamp_min", "clamp_max",
     "relu", "threshold", "hardtanh", "leaky_relu", "_prelu_kernel", "celu", "sigmoid", "silu", "hardsigmoid",
     "hardswish", "mish", "softplus", "log_sigmoid_forward", "glu", "native_dropout",

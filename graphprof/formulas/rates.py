@@ -64,6 +64,7 @@ PER_ELEMENT_FLOPS: Final[Mapping[str, FlopRate]] = MappingProxyType({
     "remainder": _out(4),  # a - floor(a / b) * b: divide, floor, multiply, subtract
     "fmod": _out(4),  # a - trunc(a / b) * b: divide, trunc, multiply, subtract
     "hypot": _out(4),  # sqrt(a*a + b*b): two multiplies, add, sqrt
+    "polar": _out(4),  # abs * (cos(angle) + i sin(angle)): cos, sin, two multiplies per complex element
     "xlogy": _out(2),  # x * log(y): log, multiply
     "logit": _out(3),  # log(x / (1 - x)): subtract, divide, log
     "addcmul": _out(3),  # self + value * t1 * t2: two multiplies, add

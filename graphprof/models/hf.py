@@ -16,7 +16,10 @@ The catalogue (:data:`PRESETS`): plain config data, one dict per model, built on
 random init and nothing downloaded. ``hf:llama`` is a small LLaMA (19,286,272 parameters, built in well
 under a second); the others are the published configurations, at their published parameter counts:
 ``hf:gpt2`` (124M), ``hf:llama-3-8b``, ``hf:llama-3-70b``, ``hf:mistral-7b``, ``hf:mixtral-8x7b``,
-``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:gemma-2-9b``, ``hf:qwen3-30b-a3b``, ``hf:mamba-2.8b``, ``hf:bert-base``, ``hf:t5-base``, ``hf:vit-b-16``, ``hf:whisper-small``.
+``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:gemma-2-9b``, ``hf:qwen3-30b-a3b``, ``hf:mamba-2.8b``,
+``hf:mamba-codestral-7b``, ``hf:deepseek-v2-lite``, ``hf:deepseek-v3``, ``hf:bert-base``, ``hf:t5-base``,
+``hf:vit-b-16``, ``hf:whisper-small``. Where a model file can call fused kernels instead of its torch
+reference (Mamba's scans), :mod:`graphprof.models.hf_kernels` names them.
 
 The model is ``AutoModelForCausalLM.from_config(config)`` (``AutoModel`` for configs that are not
 causal LMs, and for BERT and ViT; the seq2seq class for T5 and Whisper) with
@@ -49,6 +52,7 @@ from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, for
 from graphprof.models.device import build_module
 from graphprof.models.family import Family, Source
 from graphprof.models.hf_attention import ATTENTION, register_attention
+from graphprof.models.hf_kernels import fused_kernels, kernel_notes, refuse_uncountable
 
 __all__ = ["FAMILY", "SOURCE", "PREFIX", "PRESETS", "SEQ_LEN", "list_hf", "resolve_hf", "parse_options"]
 
@@ -148,6 +152,40 @@ PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
             {
                 "model_type": "mamba", "hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280, "state_size": 16,
                 "expand": 2, "conv_kernel": 4, "time_step_rank": 160, "tie_word_embeddings": True,
+            }
+        ),
+        # Mamba-Codestral-7B (mistralai/Mamba-Codestral-7B-v0.1 config.json, Mamba2Config's own defaults): 64
+        # Mamba-2 blocks, 128 heads of 64, 8 groups of B / C with a state of 128, scanned in chunks of 256; on a CPU
+        # transformers runs its reference (chunked SSD) scan, counted op by op; 7,285,403,648 parameters
+        "mamba-codestral-7b": MappingProxyType(
+            {
+                "model_type": "mamba2", "hidden_size": 4096, "num_hidden_layers": 64, "num_heads": 128, "head_dim": 64,
+                "state_size": 128, "n_groups": 8, "expand": 2, "conv_kernel": 4, "chunk_size": 256,
+                "time_step_rank": 256, "vocab_size": 32768, "tie_word_embeddings": False,
+            }
+        ),
+        # DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json): multi-head latent attention (KV rank 512),
+        # layer 0 dense, then 64 routed experts (6 per token) beside 2 shared ones; 15,706,484,224 parameters.
+        # Its YaRN rope scaling is left out: it changes the attention's scale, not a single MAC
+        "deepseek-v2-lite": MappingProxyType(
+            {
+                "model_type": "deepseek_v2", "hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+                "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 16, "first_k_dense_replace": 1,
+                "n_routed_experts": 64, "num_experts_per_tok": 6, "n_shared_experts": 2, "topk_method": "greedy",
+                "q_lora_rank": None, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840, "tie_word_embeddings": False,
+            }
+        ),
+        # DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json, DeepseekV3Config's own defaults): 61 layers, the first 3
+        # dense, then 256 routed experts (8 per token, from 4 of 8 groups) beside 1 shared; without the
+        # multi-token-prediction module transformers does not build: 671,026,419,200 parameters
+        "deepseek-v3": MappingProxyType(
+            {
+                "model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+                "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128, "first_k_dense_replace": 3,
+                "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "n_group": 8, "topk_group": 4,
+                "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                "v_head_dim": 128, "vocab_size": 129280, "tie_word_embeddings": False,
             }
         ),
         # BERT-base uncased, 109,482,240 with the pooler (google-bert/bert-base-uncased; BertConfig defaults)
@@ -278,7 +316,7 @@ def _make_config(transformers: ModuleType, target: str, options: dict[str, Any],
         return config, f"{type(config).__name__} from {path / 'config.json'}"
     fields = {k: v for k, v in preset.items() if k != "model_type"}
     model_type = preset["model_type"]
-    _apply_options(transformers.AutoConfig.for_model(model_type), options, spec)  # only to check the names
+    _apply_options(transformers.AutoConfig.for_model(model_type, **fields), options, spec)  # only to check the names
     arguments = {**fields, **options}
     try:
         config = transformers.AutoConfig.for_model(model_type, **arguments)
@@ -375,12 +413,16 @@ def resolve_hf(
         raise InvalidInputError(f"{spec}: sequence length {shape[1]} exceeds the model's {max_positions} positions")
     name = spec if target.lower() in PRESETS else f"{PREFIX}{Path(target).expanduser().name}"
     model, build_notes, attention = _build(transformers, config, device, name)
+    kernels = fused_kernels(model)
+    if device.type in ("meta", "cpu"):  # a Triton or CUDA kernel runs on neither
+        refuse_uncountable(kernels, name)
     model = model.float().eval()
     inputs, described = _inputs(config, shape, device)
     notes = (
         f"{origin}, built without weights (random init)",
         f"attention: {_ATTENTION_NOTES.get(attention, attention)}; use_cache=False (one forward over the sequence, no KV cache)",
         f"input: {described}",
+        *kernel_notes(kernels),
         *build_notes,
     )
     return ResolvedModel(name=name, family="hf", model=model, args=(), kwargs=inputs, notes=notes)

@@ -15,11 +15,13 @@ attention functions; nothing is patched). On a real run it is transformers' ``sd
   CPU for ``is_causal=True`` without a mask, as the real run does (``_scaled_dot_product_flash_attention_for_cpu``,
   grouped-query K / V not expanded): the fused kernel's causal credit, forward and backward, follows
   (:mod:`graphprof.formulas.fractions`);
-* a sliding-window layer (``W`` < L), or a soft-capped layer, calls ``flex_attention`` with a block mask
-  built in closed form from ``W`` and the mask function transformers itself uses
-  (``sliding_window_causal_mask_function``): useful = the band, about ``W / L``; executed = the blocks a
-  windowed kernel visits. torch's flex attention has no backward on the CPU, so in train mode these
-  layers keep transformers' masked path (counted, executed and useful all the full square).
+* a sliding-window layer (``W`` < L), a soft-capped layer, or a layer whose values' head dim differs from
+  the queries' (DeepSeek's latent attention: 192 and 128, which the CPU flash kernel refuses), calls
+  ``flex_attention`` with a block mask built in closed form from ``W`` and the mask function transformers
+  itself uses (``sliding_window_causal_mask_function``, or ``causal_mask_function`` without a window):
+  useful = the band, about ``W / L`` (causal: about half); executed = the blocks the kernel visits. torch's
+  flex attention has no backward on the CPU, so in train mode these layers keep transformers' masked path
+  (counted, executed and useful all the full square).
 """
 
 from __future__ import annotations
@@ -48,31 +50,48 @@ def _is_dry(t: torch.Tensor) -> bool:
     return bool(is_fake(t) or t.is_meta)
 
 
+def _block_lists(q_len: int, kv_len: int, window: int | None, block: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Per query block, the key blocks the mask keeps in part and those it keeps whole."""
+    partial: list[list[int]] = []
+    full: list[list[int]] = []
+    for i in range(-(-q_len // block)):
+        r0, r1 = i * block, min((i + 1) * block, q_len) - 1
+        lo = 0 if window is None else max(0, r0 - window + 1)
+        partial.append([])
+        full.append([])
+        for j in range(lo // block, min(r1, kv_len - 1) // block + 1):
+            c0, c1 = j * block, min((j + 1) * block, kv_len) - 1
+            whole = c1 <= r0 and (window is None or c0 >= r1 - window + 1)
+            (full if whole else partial)[-1].append(j)
+    return partial, full
+
+
+def _table(rows: list[list[int]], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(counts, indices)`` in ``BlockMask``'s layout, for one batch and one head."""
+    counts = torch.tensor([[[len(row) for row in rows]]], dtype=torch.int32)
+    indices = torch.tensor([[[row + [0] * (width - len(row)) for row in rows]]], dtype=torch.int32)
+    return counts, indices
+
+
 def window_block_mask(q_len: int, kv_len: int, window: int | None, block: int = _BLOCK) -> Any:
     """A ``BlockMask`` for a top-left causal mask of ``window`` keys (``None``: all earlier keys), its
-    blocks listed in closed form (no L x S grid is evaluated), its mask function transformers' own."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    blocks listed in closed form (no L x S grid is evaluated), its mask function transformers' own.
+
+    Built with every dispatch mode set aside (the dry run's FakeTensor mode and graphprof's own op tap): the
+    mask is graphprof's model of the kernel, not an op of the model, so none of its construction is counted.
+    """
     from torch.nn.attention.flex_attention import BlockMask
+    from torch.utils._python_dispatch import _disable_current_modes
     from transformers.masking_utils import causal_mask_function, sliding_window_causal_mask_function
 
-    q_blocks, kv_blocks = -(-q_len // block), -(-kv_len // block)
-    with unset_fake_temporarily():
-        partial = torch.zeros(1, 1, q_blocks, kv_blocks, dtype=torch.int32)
-        full = torch.zeros_like(partial)
-        partial_n = torch.zeros(1, 1, q_blocks, dtype=torch.int32)
-        full_n = torch.zeros_like(partial_n)
-        for i in range(q_blocks):
-            r0, r1 = i * block, min((i + 1) * block, q_len) - 1
-            lo = 0 if window is None else max(0, r0 - window + 1)
-            for j in range(lo // block, min(r1, kv_len - 1) // block + 1):
-                c0, c1 = j * block, min((j + 1) * block, kv_len) - 1
-                whole = c1 <= r0 and (window is None or c0 >= r1 - window + 1)
-                counts, table = (full_n, full) if whole else (partial_n, partial)
-                table[0, 0, i, counts[0, 0, i]] = j
-                counts[0, 0, i] += 1
+    partial, full = _block_lists(q_len, kv_len, window, block)
+    width = -(-kv_len // block)
+    with _disable_current_modes():
+        partial_n, partial_i = _table(partial, width)
+        full_n, full_i = _table(full, width)
         mask_mod: Any = causal_mask_function if window is None else sliding_window_causal_mask_function(window)
         return BlockMask.from_kv_blocks(
-            partial_n, partial, full_n, full, BLOCK_SIZE=block, mask_mod=mask_mod, seq_lengths=(q_len, kv_len)
+            partial_n, partial_i, full_n, full_i, BLOCK_SIZE=block, mask_mod=mask_mod, seq_lengths=(q_len, kv_len)
         )
 
 
@@ -135,7 +154,7 @@ def structured_attention(
         return _real(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)  # type: ignore[no-any-return]
     window = window if isinstance(window, int) and window < kv_len else None
     training = torch.is_grad_enabled() and query.requires_grad
-    if window is None and softcap is None:
+    if window is None and softcap is None and value.shape[-1] == query.shape[-1]:
         # the kernel SDPA picks on the CPU for a causal call, grouped-query heads read as they are; called
         # by name because on the meta device SDPA would take its math path instead
         flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
