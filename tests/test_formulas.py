@@ -395,6 +395,12 @@ def test_elementwise_rates_and_distinct_input_bytes() -> None:
     # polar (DeepSeek's rotary frequencies): abs * cos(angle), abs * sin(angle): 4 per complex element; the two
     # float32 inputs read (2 x 12 x 4 bytes), one complex64 output written (12 x 8)
     assert cost_of(aten.polar, lambda: torch.polar(t(3, 4), t(3, 4))) == Cost(flops=48, bytes_read=96, bytes_written=96)
+    # complex arithmetic in real FLOPs: 12 complex64 elements; add 2 each, multiply 6 (4 mul + 2 add), divide 11
+    z = torch.polar(t(3, 4), t(3, 4))
+    assert cost_of(aten.add, lambda: z + z).flops == 24
+    assert cost_of(aten.mul, lambda: z * z) == Cost(flops=72, bytes_read=96, bytes_written=96)
+    assert cost_of(aten.div, lambda: z / (z + 1)).flops == 132
+    assert cost_of(aten.mul, lambda: t(3, 4) * t(3, 4)).flops == 12  # a real multiply stays 1 per element
 
 
 def test_tensor_meta_arguments_are_costed_like_tensors() -> None:

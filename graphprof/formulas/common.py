@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from graphprof.formulas.cost import Cost, TensorMeta
-from graphprof.formulas.rates import FlopRate, rate
+from graphprof.formulas.rates import COMPLEX_FLOPS, FlopRate, rate
 
 __all__ = ["contraction", "first", "flops_of", "elementwise", "per_input_and_output", "io_bytes", "by_name"]
 
@@ -41,11 +41,14 @@ def io_bytes(reads: list[TensorMeta | None], writes: list[TensorMeta | None]) ->
 
 
 def elementwise(name: str) -> Callable[..., Cost]:
-    """Factory: a formula costing ``rate(name).per_output`` FLOPs per element of the first output."""
+    """Factory: a formula costing ``rate(name).per_output`` FLOPs per element of the first output (per complex
+    element of a complex output, :data:`~graphprof.formulas.rates.COMPLEX_FLOPS` for the arithmetic ops)."""
     per_output = rate(name).per_output
+    per_complex = COMPLEX_FLOPS.get(name, per_output)
 
     def formula(*args: Any, out: Any, **kwargs: Any) -> Cost:
-        return Cost(flops=per_output * first(out).numel)
+        result = first(out)
+        return Cost(flops=(per_complex if result.dtype.is_complex else per_output) * result.numel)
 
     formula.__name__ = formula.__qualname__ = f"elementwise[{name}]"
     return formula

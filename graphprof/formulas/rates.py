@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, NamedTuple
 
-__all__ = ["FlopRate", "PER_ELEMENT_FLOPS", "ONE_OP_NAMES", "SPECIAL_FUNCTION_NAMES", "rate"]
+__all__ = ["FlopRate", "PER_ELEMENT_FLOPS", "ONE_OP_NAMES", "SPECIAL_FUNCTION_NAMES", "COMPLEX_FLOPS", "rate"]
 
 
 class FlopRate(NamedTuple):
@@ -55,6 +55,13 @@ ONE_OP_NAMES = (
     "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
     "__and__", "__or__", "__xor__", "__lshift__", "__rshift__",
 )  # fmt: skip
+
+#: Real FLOPs per complex element of the arithmetic ops (a complex output; the table's 1 is for real ones):
+#: ``(a+bi) + (c+di)``: two adds; ``(a+bi)(c+di) = (ac-bd) + (ad+bc)i``: four multiplies and two adds;
+#: ``(a+bi)/(c+di) = ((ac+bd) + (bc-ad)i) / (c^2+d^2)``: six multiplies, three adds and two divides.
+COMPLEX_FLOPS: Final[Mapping[str, int]] = MappingProxyType(
+    {"add": 2, "sub": 2, "rsub": 2, "neg": 2, "mul": 6, "div": 11}
+)
 
 PER_ELEMENT_FLOPS: Final[Mapping[str, FlopRate]] = MappingProxyType({
     # ---- element-wise arithmetic and logic: per output element ------------------------------------
