@@ -70,6 +70,40 @@ def test_solver_matches_brute_force(objective: str) -> None:
     assert checked > 30
 
 
+@pytest.mark.parametrize("objective", ["latency", "throughput"])
+def test_solver_with_tied_weights_matches_brute_force(objective: str) -> None:
+    # a weight several units share: a stage using it without holding the first of them keeps a copy
+    import dataclasses
+
+    rng = random.Random(40)
+    checked = 0
+    for _ in range(60):
+        p = _random_problem(rng, rng.randint(2, 6), tuple(rng.randint(1, 2) for _ in range(rng.randint(1, 2))))
+        shared = ((tuple(sorted(rng.sample(range(p.units), 2))), rng.randint(3, 10)),)
+        p = dataclasses.replace(p, cut_bytes=(0, *(rng.randint(0, 4) for _ in range(p.units - 1)), 0), shared=shared)
+        expected, _ = _brute_force(p, objective)
+        if math.isinf(expected):
+            continue
+        got = solve(p, objective)
+        assert (got.latency if objective == "latency" else got.bottleneck) == pytest.approx(expected, rel=1e-9)
+        assert all(p.stage_memory(i, j) <= p.memory[k] for i, j, k in got.stages)
+        checked += 1
+    assert checked > 20
+
+
+def test_stage_memory_counts_a_copy_of_a_tied_weight_in_each_later_stage_using_it() -> None:
+    from graphprof.partition.solver import holds_copy
+
+    p = Problem(
+        seconds=((1.0,) * 4,), weight_bytes=(10, 1, 1, 0), activation_bytes=(0,) * 4, cut_bytes=(0,) * 5,
+        memory=(100,), count=(3,), bandwidth=((1.0,),), latency=((0.0,),), shared=(((0, 3), 10),),
+    )  # fmt: skip
+    # units 0 (an embedding of 10 bytes, counted there) and 3 (the LM head reading it, counted 0)
+    assert [holds_copy((0, 3), i, j) for i, j in [(0, 4), (1, 4), (1, 3), (3, 4)]] == [False, True, False, True]
+    assert p.stage_memory(0, 4) == 12  # one stage: the embedding once
+    assert p.stage_memory(0, 2) + p.stage_memory(2, 4) == 11 + (1 + 0 + 10)  # the last stage keeps its own copy
+
+
 # ---- device and link specs -------------------------------------------------------------------------
 
 def test_device_spec() -> None:

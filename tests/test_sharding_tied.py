@@ -7,9 +7,9 @@ import copy
 import pytest
 import torch
 
+from graphprof.base.tied import retie, tied_groups
 from graphprof.sharding.run import run_sharded_step
 from graphprof.sharding.spec import ShardSpec
-from graphprof.sharding.tied import retie, tied_groups
 from graphprof.sharding.wraps import fake_world, shard_units, sharding_wraps
 
 transformers = pytest.importorskip("transformers")

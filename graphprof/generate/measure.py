@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from graphprof.base.inputs import INPUT_SEED
+from graphprof.base.tied import keep_ties
 from graphprof.devices.hardware import Hardware, get_hardware, match_hardware
 from graphprof.errors import InvalidInputError, MeasurementError
 from graphprof.generate.kvcache import CacheKind
@@ -48,15 +49,14 @@ def _model(
         from graphprof.models import resolve_model
 
         built = resolve_model(model, input_shape=(batch, prompt), device=str(device)).model
-        return built.to(dtype).eval(), built.__class__.__name__
+        return keep_ties(built, lambda m: m.to(dtype)).eval(), built.__class__.__name__
     tensors = [*model.parameters(), *model.buffers()]
     if any(t.is_meta for t in tensors):
         raise InvalidInputError("a model on the meta device has no weights to run; build it on the CPU to measure")
     if all(t.device == device and (t.dtype == dtype or not t.is_floating_point()) for t in tensors):
         return model, type(model).__name__
-    return copy.deepcopy(model).to(device=device, dtype=dtype).eval(), type(
-        model
-    ).__name__  # the user's model untouched
+    copied = keep_ties(copy.deepcopy(model), lambda m: m.to(device=device, dtype=dtype))  # the user's model untouched
+    return copied.eval(), type(model).__name__
 
 
 def _generate(model: nn.Module, ids: torch.Tensor, new_tokens: int, cache: CacheKind, clock: Any) -> None:

@@ -35,6 +35,7 @@ from torch.utils._pytree import tree_map
 from graphprof.base.choices import Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs, materialize
 from graphprof.base.limits import format_bytes
+from graphprof.base.tied import keep_ties
 from graphprof.capture.methods import preserved_state
 from graphprof.devices.local import detect_host
 from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
@@ -109,7 +110,7 @@ def materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | No
 
     A model on the meta device has no values: the copy gets seeded ones (normal(0, 0.02) for floating
     parameters, zeros for buffers, then each module's own ``reset_parameters``), which time like trained
-    weights.
+    weights. Tied parameters stay one parameter in the copy (:func:`graphprof.base.tied.keep_ties`).
     """
     tensors = [*model.parameters(), *model.buffers()]
     on_device = all(t.device == device or (device.type == "cuda" and t.device.type == "cuda" and device.index is None) for t in tensors)
@@ -118,9 +119,9 @@ def materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | No
         return model, None
     meta = any(t.is_meta for t in tensors)
     if not meta:
-        work = copy.deepcopy(model).to(device)
-        return (work.to(dtype) if dtype is not None else work), f"measured on a copy of the model on {device}"
-    work = copy.deepcopy(model).to_empty(device=device)
+        work = keep_ties(copy.deepcopy(model), lambda m: m.to(device) if dtype is None else m.to(device).to(dtype))
+        return work, f"measured on a copy of the model on {device}"
+    work = keep_ties(copy.deepcopy(model), lambda m: m.to_empty(device=device))  # from meta: one parameter per name
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
         torch.manual_seed(seed)
         for p in work.parameters():
@@ -133,7 +134,7 @@ def materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | No
             if callable(reset):
                 reset()
     if dtype is not None:
-        work = work.to(dtype)
+        work = keep_ties(work, lambda m: m.to(dtype))
     return work, "built on the meta device: measured with seeded random weights"
 
 

@@ -9,6 +9,9 @@ On the meta device, three ways are tried in order, each only if the one before f
 3. the builder runs on CPU and the model is moved to meta afterwards (YOLO runs a forward pass in
    its constructor to find its strides); a note says so.
 
+Every way keeps tied parameters (one parameter under two names, as an LM head sharing its embedding) one
+parameter on the meta device.
+
 Any other device (``"cuda"``) gets a CPU build moved there.
 """
 
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import NoReturn, cast
 
 import torch
 from torch.nn.modules import module as module_hooks
+from torch.utils.weak import WeakIdKeyDictionary
 
+from graphprof.base.tied import keep_ties
 from graphprof.errors import DownloadUnavailableError, GraphprofError, InvalidInputError, ModelBuildError
 from graphprof.models.base import a_type
 from graphprof.models.offline import find_blocked_download
@@ -46,14 +51,18 @@ def parse_device(device: str | torch.device | None) -> torch.device:
 
 @contextmanager
 def _state_on_meta() -> Iterator[None]:
-    """Move each parameter and buffer to meta as a module registers it (way 2 above)."""
+    """Move each parameter and buffer to meta as a module registers it (way 2 above); a parameter
+    registered under several names (tied) becomes one meta parameter, not one per name."""
+    moved: WeakIdKeyDictionary = WeakIdKeyDictionary()  # the builder's parameter -> its meta twin
 
     def parameter_hook(
         module: torch.nn.Module, name: str, param: torch.nn.Parameter | None
     ) -> torch.nn.Parameter | None:
         if param is None or param.is_meta:
             return None
-        return torch.nn.Parameter(param.to(META), requires_grad=param.requires_grad)
+        if param not in moved:
+            moved[param] = torch.nn.Parameter(param.to(META), requires_grad=param.requires_grad)
+        return cast(torch.nn.Parameter, moved[param])
 
     def buffer_hook(module: torch.nn.Module, name: str, buffer: torch.Tensor | None) -> torch.Tensor | None:
         if buffer is None or buffer.is_meta:
@@ -116,6 +125,6 @@ def build_module(
     if device.type == "meta":
         note += " (its builder computes with real tensors)"
     try:
-        return module.to(device), (note,)
+        return keep_ties(module, lambda m: m.to(device)), (note,)  # to meta: one parameter per name otherwise
     except Exception as exc:
         raise ModelBuildError(f"could not move {what} to {device}: {type(exc).__name__}: {exc}") from exc

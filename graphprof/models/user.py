@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from graphprof.base.tied import keep_ties
 from graphprof.errors import InvalidInputError, ModelBuildError, ModelNotFoundError
 from graphprof.models.base import ResolvedModel, a_type, effective_shape, random_tensor
 from graphprof.models.device import build_module
@@ -146,7 +147,7 @@ def resolve_user(
     if isinstance(obj, torch.nn.Module):
         model, notes = obj, ["used the module object as it is"]
         if device.type != "cpu":
-            model = model.to(device)
+            model = keep_ties(model, lambda m: m.to(device))  # to meta: one parameter per name otherwise
     elif callable(obj):
         kind = "class" if isinstance(obj, type) else "factory"
         builder = functools.partial(obj, **options) if options else obj

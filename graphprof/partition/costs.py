@@ -11,7 +11,10 @@ Nothing here derives a cost by hand; each figure comes from a graphprof pass ove
   each unit's share of the layers' sum applied to the measured plain forward, so the units sum to the
   measured forward (the model's own Python between layers is spread in proportion);
 * **weights**: the module graph's parameters per node (each parameter counted at its first user) at the
-  profile's dtype, plus the unit's buffers;
+  profile's dtype, plus the unit's buffers; a parameter several units hold (tied weights: GPT-2's
+  ``lm_head.weight`` is ``transformer.wte.weight``) is listed once more as a :class:`SharedWeight`, by the
+  units whose modules hold it, since ``torch.distributed.pipelining`` gives each stage using it a copy
+  (:func:`graphprof.partition.solver.holds_copy`);
 * **activations**: the largest tensor traffic of one node of the unit (its incoming and outgoing edges'
   bytes), an estimate of the working set a stage needs beside what it receives and sends;
 * **KV cache** (models with ``k_proj``/``v_proj`` projections, as LLaMA, Mistral, Qwen):
@@ -28,13 +31,16 @@ from typing import Any
 
 from torch import nn
 
+from graphprof.base.tied import tied_groups
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import Hardware
 from graphprof.graph.model import Graph
-from graphprof.partition.units import UnitNodes
+from graphprof.partition.units import UnitNodes, unit_of
 
-__all__ = ["Unit", "CostTable", "unit_records", "preset_seconds", "measured_seconds", "kv_cache_bytes"]
+__all__ = [
+    "Unit", "SharedWeight", "CostTable", "unit_records", "shared_weights", "preset_seconds", "measured_seconds", "kv_cache_bytes",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -57,17 +63,36 @@ class Unit:
 
 
 @dataclass(frozen=True)
+class SharedWeight:
+    """One parameter several units hold (tied), under ``names`` (one per unit, in ``units``' order).
+
+    ``units`` ascend; the first one's ``weight_bytes`` already count it. A stage using it that does not
+    hold that first unit keeps a copy of its own, of ``params`` (``weight_bytes``) more.
+    """
+
+    names: tuple[str, ...]
+    units: tuple[int, ...]
+    params: int
+    weight_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"names": list(self.names), "units": list(self.units), "params": self.params, "weight_bytes": self.weight_bytes}
+
+
+@dataclass(frozen=True)
 class CostTable:
     """Units in execution order, seconds per unit on each device kind, and bytes at each cut.
 
     ``cut_bytes[c]`` is the cut before unit ``c`` (``cut_bytes[0]`` and ``cut_bytes[-1]`` are 0);
-    ``seconds[kind][u]`` one micro-batch through unit ``u``; ``time_source[kind]`` says where it came from.
+    ``seconds[kind][u]`` one micro-batch through unit ``u``; ``time_source[kind]`` says where it came from;
+    ``shared`` the parameters several units hold.
     """
 
     units: tuple[Unit, ...]
     cut_bytes: tuple[int, ...]
     seconds: Mapping[str, tuple[float, ...]]
     time_source: Mapping[str, str]
+    shared: tuple[SharedWeight, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +100,7 @@ class CostTable:
             "cut_bytes": list(self.cut_bytes),
             "seconds": {k: list(v) for k, v in self.seconds.items()},
             "time_source": dict(self.time_source),
+            "shared_weights": [w.to_dict() for w in self.shared],
         }
 
 
@@ -86,9 +112,35 @@ def kv_cache_bytes(module: nn.Module, batch: int, kv_len: int, itemsize: int) ->
     return batch * kv_len * width * itemsize
 
 
+def _bytes_per_param(profile: Profile) -> float:
+    return profile.param_bytes / profile.total_params if profile.total_params else 0.0
+
+
+def shared_weights(model: nn.Module, nodes: UnitNodes, profile: Profile) -> tuple[SharedWeight, ...]:
+    """Each parameter the modules of two units or more hold (:func:`graphprof.base.tied.tied_groups`).
+
+    A unit holds a name when the name's module lies in it; a name outside every unit the run reached (T5's
+    ``shared``, whose encoder and decoder call it as their ``embed_tokens``) holds nothing. A tied weight
+    read by a function outside its module (``F.linear(h, wte.weight)`` in the root's forward) is missed.
+    """
+    index = {name: u for u, name in enumerate(nodes.units)}
+    known, found = set(index), []
+    for group in tied_groups(model):
+        held: dict[int, str] = {}
+        for name in group:
+            unit = unit_of(name.rpartition(".")[0], known)
+            if unit is not None:
+                held.setdefault(index[unit], name)
+        if len(held) > 1:
+            units = tuple(sorted(held))
+            params = model.get_parameter(group[0]).numel()
+            found.append(SharedWeight(tuple(held[u] for u in units), units, params, round(params * _bytes_per_param(profile))))
+    return tuple(found)
+
+
 def unit_records(graph: Graph, nodes: UnitNodes, model: nn.Module, profile: Profile, kv: tuple[int, int] | None) -> tuple[Unit, ...]:
     """One :class:`Unit` per unit; ``kv`` is ``(batch, kv_len)`` for a model with a KV cache, else ``None``."""
-    per_param = profile.param_bytes / profile.total_params if profile.total_params else 0.0
+    per_param = _bytes_per_param(profile)
     itemsize = max(1, round(per_param))
     params: dict[int, int] = defaultdict(int)
     flops: dict[int, int] = defaultdict(int)
@@ -148,6 +200,8 @@ def measured_seconds(graph: Graph, nodes: UnitNodes, forward_seconds: float) -> 
     return tuple(t * scale for t in totals), "measured on this machine (layer shares of the measured forward)"
 
 
-def table(units: Sequence[Unit], cuts: Sequence[int], seconds: Mapping[str, tuple[float, ...]], sources: Mapping[str, str]) -> CostTable:
+def table(
+    units: Sequence[Unit], cuts: Sequence[int], seconds: Mapping[str, tuple[float, ...]], sources: Mapping[str, str], shared: Sequence[SharedWeight] = ()
+) -> CostTable:
     """A :class:`CostTable` from its parts (kinds in the given order)."""
-    return CostTable(tuple(units), tuple(cuts), dict(seconds), dict(sources))
+    return CostTable(tuple(units), tuple(cuts), dict(seconds), dict(sources), tuple(shared))

@@ -22,7 +22,7 @@ from graphprof.base.choices import Objective
 from graphprof.base.display import NotebookDisplay
 from graphprof.partition.costs import CostTable
 from graphprof.partition.devices import Device, Links
-from graphprof.partition.solver import Problem, Solution, evaluate
+from graphprof.partition.solver import Problem, Solution, evaluate, holds_copy
 from graphprof.schemas import SCHEMA_VERSIONS
 
 __all__ = ["PLAN_SCHEMA_VERSION", "Stage", "Baseline", "Plan", "make_stages", "equal_layers", "equal_params"]
@@ -32,7 +32,9 @@ PLAN_SCHEMA_VERSION = SCHEMA_VERSIONS["partition"]
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage: units ``[start, end)`` (``first`` .. ``last`` by name) on ``device``."""
+    """One stage: units ``[start, end)`` (``first`` .. ``last`` by name) on ``device``; its ``params`` and
+    ``weight_bytes`` include its own copy of each tied weight an earlier stage holds too (as
+    ``torch.distributed.pipelining`` builds the stages)."""
 
     index: int
     device: str
@@ -165,10 +167,12 @@ def make_stages(problem: Problem, table: CostTable, devices: Sequence[Device], s
     for index, (i, j, k) in enumerate(solution.stages):
         device = free[kinds[k]].pop(0)
         units = table.units[i:j]
+        copies = [w for w in table.shared if holds_copy(w.units, i, j)]  # tied weights this stage keeps its own copy of
         stages.append(
             Stage(
                 index=index, device=device.name, kind=device.kind, start=i, end=j, first=units[0].name, last=units[-1].name,
-                params=sum(u.params for u in units), weight_bytes=sum(u.weight_bytes for u in units),
+                params=sum(u.params for u in units) + sum(w.params for w in copies),
+                weight_bytes=sum(u.weight_bytes for u in units) + sum(w.weight_bytes for w in copies),
                 kv_bytes=sum(u.kv_bytes for u in units), memory_bytes=problem.stage_memory(i, j),
                 capacity_bytes=device.memory_bytes, compute_s=sum(problem.seconds[k][i:j]),
                 receive_s=problem.link_seconds(previous, k, i), received_bytes=table.cut_bytes[i], sent_bytes=table.cut_bytes[j],

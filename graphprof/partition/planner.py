@@ -27,10 +27,10 @@ from graphprof.base.limits import require_count
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.local import read_local, stale_reasons
 from graphprof.errors import InvalidInputError
-from graphprof.partition.costs import CostTable, measured_seconds, preset_seconds, table, unit_records
+from graphprof.partition.costs import CostTable, measured_seconds, preset_seconds, shared_weights, table, unit_records
 from graphprof.partition.devices import Device, Links, as_devices, kinds_of, parse_links
-from graphprof.partition.plan import Plan, equal_layers, equal_params, make_stages
-from graphprof.partition.solver import Problem, solve
+from graphprof.partition.plan import Plan, Stage, equal_layers, equal_params, make_stages
+from graphprof.partition.solver import Problem, holds_copy, solve
 from graphprof.partition.units import assign_nodes, choose_units, cut_bytes
 from graphprof.prepared import PreparedModel, prepare
 
@@ -50,6 +50,7 @@ def problem_of(costs: CostTable, devices: Sequence[Device], links: Links) -> Pro
         count=tuple(sum(1 for d in devices if d.kind == k) for k in kinds),
         bandwidth=tuple(tuple(links.between(a, b)[0] for b in kinds) for a in kinds),
         latency=tuple(tuple(links.between(a, b)[1] for b in kinds) for a in kinds),
+        shared=tuple((w.units, w.weight_bytes) for w in costs.shared),
     )
 
 
@@ -114,7 +115,7 @@ def cost_table(prepared: PreparedModel, devices: Sequence[Device], *, kv_len: in
             sources[kind] += f"; {why}"
         elif device.hardware is not None:
             seconds[kind], sources[kind] = preset_seconds(profile, graph, nodes, device.hardware)
-    return table(units, cut_bytes(graph, nodes), seconds, sources), profile
+    return table(units, cut_bytes(graph, nodes), seconds, sources, shared_weights(prepared.model, nodes, profile)), profile
 
 
 def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, objective: Objective | str = Objective.LATENCY, links: Links | None = None, kv_len: int | None = None, threads: int = 1, iters: int = 10) -> Plan:
@@ -135,10 +136,12 @@ def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, o
     if any(u.kv_bytes for u in costs.units):
         notes.append("memory includes each attention layer's KV cache for the input's batch and length (kv_len)")
     notes += _cores_note(devs, threads)
+    stages = make_stages(problem, costs, devs, solution, kinds)
+    notes += _shared_notes(costs, stages)
     return Plan(
         model_name=prepared.name, objective=objective, dtype=profile.dtype,
         inputs=", ".join(f"{i.name}{list(i.shape)}" for i in profile.inputs), micro_batch=batch, devices=devs,
-        links=links, table=costs, stages=make_stages(problem, costs, devs, solution, kinds),
+        links=links, table=costs, stages=stages,
         baselines=(equal_layers(problem, costs, devs, kinds), equal_params(problem, costs, devs, kinds)),
         solve_seconds=solve_seconds, notes=tuple(notes),
     )  # fmt: skip
@@ -194,3 +197,18 @@ def _cores_note(devices: Sequence[Device], threads: int) -> list[str]:
         return []
     return [f"{local} cpu devices x {threads} thread(s) ask for {local * threads} cores and this machine has {cores}: "
             "each stage's time is measured alone, so a plan using more stages than cores would not run as fast (--run refuses it)"]
+
+
+def _shared_notes(costs: CostTable, stages: Sequence[Stage]) -> list[str]:
+    """One line per tied weight: the stage that counts it, and the later stages that keep a copy of their own."""
+    notes = []
+    for weight in costs.shared:
+        tied = f"tied weights: {' is '.join(weight.names)} ({weight.params:,} parameters)"
+        first = next(s.index for s in stages if s.start <= weight.units[0] < s.end)
+        copies = [str(s.index) for s in stages if holds_copy(weight.units, s.start, s.end)]
+        if not copies:
+            notes.append(f"{tied}: held once, by stage {first}")
+            continue
+        which = f"stage {copies[0]} keeps a copy" if len(copies) == 1 else f"stages {', '.join(copies)} keep a copy each"
+        notes.append(f"{tied}: held by stage {first}, and {which} as torch.distributed.pipelining builds the stages")
+    return notes

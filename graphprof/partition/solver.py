@@ -8,7 +8,10 @@ it computes::
     link(bytes)                      = latency + bytes / bandwidth
 
 and a stage fits its device when ``weights + KV cache of [i, j) + max activation in [i, j) +
-cut_bytes[i] + cut_bytes[j] <= memory``. Objectives:
+cut_bytes[i] + cut_bytes[j] <= memory``. A weight several units share (tied: an LM head reusing the input
+embedding) is counted in the first of them; a stage that uses it and does not hold that first unit keeps a
+copy of its own (as ``torch.distributed.pipelining`` builds its stages), so its weights include that copy
+(:func:`holds_copy`). Objectives:
 
 * ``latency``: one request through every stage, the sum of stage times (EdgeShard's first program);
 * ``throughput``: pipelined micro-batches, whose rate is set by the slowest stage: minimise the maximum
@@ -36,18 +39,29 @@ from dataclasses import dataclass
 from graphprof.base.choices import Objective
 from graphprof.errors import InvalidInputError
 
-__all__ = ["MAX_WORK", "problem_work", "Problem", "Solution", "solve", "evaluate", "Infeasible"]
+__all__ = ["MAX_WORK", "problem_work", "holds_copy", "Problem", "Solution", "solve", "evaluate", "Infeasible"]
 
 _EPS = 1e-12
 #: The most stage choices one solve may weigh (a few seconds of pure Python); beyond, refused up front.
 MAX_WORK = 10**8
 
 
+def holds_copy(units: Sequence[int], i: int, j: int) -> bool:
+    """Whether stage ``[i, j)`` keeps its own copy of a weight shared by ``units`` (ascending; counted in
+    the first): it uses the weight and an earlier stage holds the first of them.
+
+    >>> holds_copy((0, 5), 3, 6), holds_copy((0, 5), 0, 6), holds_copy((0, 5), 1, 5)
+    (True, False, False)
+    """
+    return units[0] < i and any(i <= u < j for u in units)
+
+
 @dataclass(frozen=True)
 class Problem:
     """Everything the program needs, as plain numbers (kinds are indices into ``count``/``memory``).
 
-    ``weight_bytes`` includes the KV cache; ``bandwidth`` is bytes/s and ``latency`` seconds, per kind pair.
+    ``weight_bytes`` includes the KV cache; ``bandwidth`` is bytes/s and ``latency`` seconds, per kind pair;
+    ``shared`` holds each weight several units share, as ``(its units ascending, its bytes)``.
     """
 
     seconds: tuple[tuple[float, ...], ...]
@@ -58,6 +72,7 @@ class Problem:
     count: tuple[int, ...]
     bandwidth: tuple[tuple[float, ...], ...]
     latency: tuple[tuple[float, ...], ...]
+    shared: tuple[tuple[tuple[int, ...], int], ...] = ()
 
     @property
     def units(self) -> int:
@@ -69,8 +84,13 @@ class Problem:
             return 0.0
         return self.latency[src][dst] + self.cut_bytes[cut] / self.bandwidth[src][dst]
 
+    def copy_bytes(self, i: int, j: int) -> int:
+        """Bytes of the shared weights stage ``[i, j)`` keeps a copy of (:func:`holds_copy`)."""
+        return sum(size for units, size in self.shared if holds_copy(units, i, j))
+
     def stage_memory(self, i: int, j: int) -> int:
-        return sum(self.weight_bytes[i:j]) + max(self.activation_bytes[i:j]) + self.cut_bytes[i] + self.cut_bytes[j]
+        weights = sum(self.weight_bytes[i:j]) + self.copy_bytes(i, j)
+        return weights + max(self.activation_bytes[i:j]) + self.cut_bytes[i] + self.cut_bytes[j]
 
     def stage_seconds(self, i: int, j: int, kind: int, previous: int) -> float:
         return self.link_seconds(previous, kind, i) + sum(self.seconds[kind][i:j])
@@ -120,7 +140,7 @@ def _program(problem: Problem, objective: Objective, cap: float) -> dict[int, di
                     compute += problem.seconds[k][j - 1]
                     weights += problem.weight_bytes[j - 1]
                     act = max(act, problem.activation_bytes[j - 1])
-                    held = weights + act + problem.cut_bytes[i]
+                    held = weights + act + problem.cut_bytes[i] + (problem.copy_bytes(i, j) if problem.shared else 0)
                     if held > problem.memory[k] or link + compute > cap:
                         break  # both only grow with j
                     if held + problem.cut_bytes[j] > problem.memory[k]:

@@ -32,7 +32,7 @@ from torch import nn
 
 from graphprof.graph.model import Graph
 
-__all__ = ["UnitNodes", "choose_units", "assign_nodes", "cut_bytes"]
+__all__ = ["UnitNodes", "choose_units", "unit_of", "assign_nodes", "cut_bytes"]
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
@@ -68,7 +68,8 @@ class UnitNodes:
     node_unit: dict[int, int]
 
 
-def _unit_of(path: str, units: set[str]) -> str | None:
+def unit_of(path: str, units: set[str]) -> str | None:
+    """The unit a module path lies in (the longest of ``units`` prefixing it), or ``None``."""
     while path:
         if path in units:
             return path
@@ -84,7 +85,7 @@ def assign_nodes(graph: Graph, units: Sequence[str]) -> UnitNodes:
     for node in graph.nodes:
         if node.kind == "input":
             continue
-        unit = _unit_of(node.module or node.name, known)
+        unit = unit_of(node.module or node.name, known)
         owner[node.id] = unit
         if unit is not None:
             order.setdefault(unit)

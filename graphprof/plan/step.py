@@ -22,6 +22,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten, tree_map
 
 from graphprof.base.choices import Optimizer
+from graphprof.base.tied import retie, tied_groups
 from graphprof.measure.timing import default_loss
 from graphprof.plan.result import PhasePeak, StepBreakdown, StepPhase
 from graphprof.plan.tracker import StepMemory, dense_tensors
@@ -194,10 +195,12 @@ class StepObserver(Protocol):
 def simulate_step(inputs: StepInputs, observers: Sequence[StepObserver] = ()) -> tuple[StepOutcome, dict[str, int]]:
     """Two steps of a copy of ``inputs.model``; the second tracked (and watched by ``observers``). Returns
     the outcome and the base's parts in bytes (``parameters``, ``optimizer_state``, ``inputs``)."""
+    tied = tied_groups(inputs.model)
     model = _prepared_copy(inputs)
     with _fake_mode(inputs.real):
         if not inputs.real:
             model = model.to_empty(device="cpu")  # FakeTensors: shapes and dtypes, no memory
+        retie(model, tied)  # to_empty unties them: the step would hold a second embedding, its gradient and state
         for wrap in inputs.wraps:
             model = wrap(model)
         model.train()

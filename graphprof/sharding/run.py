@@ -24,12 +24,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from graphprof.base.choices import Phase
+from graphprof.base.tied import retie, tied_groups
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
 from graphprof.errors import InvalidInputError
 from graphprof.formulas.registry import to_meta
 from graphprof.run.propagate import OpCall
-from graphprof.sharding.tied import retie, tied_groups
 from graphprof.sharding.tp_plan import TensorPlan
 from graphprof.sharding.wraps import Fsdp, TensorParallel, local_bytes
 
@@ -124,10 +124,10 @@ def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
     from graphprof.formulas.collectives import register_collectives
 
     register_collectives()
+    tied = tied_groups(model)  # the user's ties, put back after the conversions of the copy below
     step_model = copy.deepcopy(model)  # the user's model (or the meta build) is never wrapped itself
     if dtype is not None:
         step_model = step_model.to(dtype)  # on the copy, before its parameters become FakeTensors
-    tied = tied_groups(step_model)
     with FakeTensorMode(allow_non_fake_inputs=True):
         step_model = step_model.to_empty(device="cpu")
         retie(step_model, tied)  # to_empty unties them: FSDP would shard a second embedding

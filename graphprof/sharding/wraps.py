@@ -4,8 +4,8 @@
 and ``tp``), this process rank 0. :func:`sharding_wraps` gives what is applied to the step's copy of the
 model, in torch's order for 2-D parallelism: :class:`TensorParallel` (DTensor's ``parallelize_module``
 with ``ColwiseParallel``/``RowwiseParallel`` by the plan :mod:`~graphprof.sharding.tp_plan` reads from
-the model) on the ``tp`` mesh, then :class:`Fsdp` (``fully_shard`` on each repeated block and the root)
-on the ``dp`` mesh. Each wrap keeps what it saw (the plan; the units' bytes) for the result.
+the model) on the ``tp`` mesh, then :class:`Fsdp` (``fully_shard`` on each repeated block, units holding
+a tied weight together, and the root) on the ``dp`` mesh. Each wrap keeps what it saw (the plan; the units' bytes) for the result.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.sharding.spec import ShardSpec
 from graphprof.sharding.tp_plan import TensorPlan, check_tp_plan, derive_tp_plan
 
-__all__ = ["Meshes", "fake_world", "shard_units", "local_bytes", "Fsdp", "TensorParallel", "sharding_wraps"]
+__all__ = ["Meshes", "fake_world", "shard_units", "fsdp_groups", "local_bytes", "Fsdp", "TensorParallel", "sharding_wraps"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,28 @@ def shard_units(model: nn.Module) -> list[nn.Module]:
     return [c for c in model.children() if any(True for _ in c.parameters())]
 
 
+def fsdp_groups(units: list[nn.Module]) -> list[list[nn.Module]]:
+    """``units`` in FSDP groups, in order of their first unit: units holding one parameter between them (tied
+    weights, as in a model whose units are its children, the body and the LM head) share a group, for one
+    ``fully_shard([a, b])`` (FSDP2 refuses a parameter that two groups manage); every other unit is alone."""
+    parent = list(range(len(units)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    first_holder: dict[int, int] = {}  # parameter id -> the first unit holding it
+    for i, unit in enumerate(units):
+        for p in unit.parameters():
+            a, b = root(i), root(first_holder.setdefault(id(p), i))
+            parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[nn.Module]] = {}
+    for i, unit in enumerate(units):
+        groups.setdefault(root(i), []).append(unit)
+    return list(groups.values())
+
+
 def local_bytes(t: torch.Tensor) -> int:
     """Bytes of what this rank holds of ``t``: a DTensor's local shard, else the tensor."""
     local = getattr(t, "_local_tensor", t)
@@ -83,13 +105,13 @@ class Fsdp:
         from torch._subclasses.fake_tensor import unset_fake_temporarily
         from torch.distributed.fsdp import fully_shard
 
-        units = shard_units(model)
-        self.unit_bytes = [sum(local_bytes(p) for p in u.parameters()) for u in units]
+        groups = fsdp_groups(shard_units(model))
+        self.unit_bytes = [sum(local_bytes(p) for p in {id(p): p for u in g for p in u.parameters()}.values()) for g in groups]
         # over a mesh of two dimensions FSDP2 joins the meshes, whose rank lookup (a nonzero) a fake mode
         # cannot run; the parameters stay FakeTensors, their own ops keep them so
         with unset_fake_temporarily() if self.nested else contextlib.nullcontext():
-            for unit in units:
-                fully_shard(unit, mesh=self.mesh)
+            for group in groups:
+                fully_shard(group[0] if len(group) == 1 else group, mesh=self.mesh)
             fully_shard(model, mesh=self.mesh)
         return model
 
