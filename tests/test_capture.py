@@ -61,7 +61,10 @@ def test_python_loop_falls_back_to_dynamo():
 def test_data_dependent_model_is_captured_eagerly_and_run_for_real():
     p = graphprof.profile_model(DataDependent(), input_shape=(1, 3, 8, 8))
     assert p.capture_method == "eager"
-    assert [m for m, _ in p.capture_attempts] == ["fx.symbolic_trace", "dynamo.export"]  # auto: FX, then Dynamo, then eager
+    assert [m for m, _ in p.capture_attempts] == [
+        "fx.symbolic_trace",
+        "dynamo.export",
+    ]  # auto: FX, then Dynamo, then eager
     assert p.execution in ("dry-run", "real")
     assert p.total_macs > 0
 
@@ -143,8 +146,29 @@ class SlicedWithResidual(SlicedLayers):
 def test_eager_first_where_dynamo_would_add_nothing() -> None:
     p = graphprof.profile_model(SlicedLayers(), input_shape=(4, 16))
     assert p.capture_method == "eager"
-    assert p.capture_attempts[1][0] == "dynamo.export" and p.capture_attempts[1][1].startswith("not tried: the eager capture")
+    assert p.capture_attempts[1][0] == "dynamo.export" and p.capture_attempts[1][1].startswith(
+        "not tried: the eager capture"
+    )
     assert p.total_macs == 2 * 4 * 16 * 16  # two Linear layers (16 // 8) on 4 rows
     # an add in the container's forward: Dynamo gives it a layer, so it is tried (and works here)
     q = graphprof.profile_model(SlicedWithResidual(), input_shape=(4, 16))
     assert q.capture_method == "dynamo.export" and q.total_macs == p.total_macs
+
+
+def test_a_dynamo_export_is_specialised_first_and_symbolic_once_sizes_change() -> None:
+    """SlicedWithResidual (Dynamo, for the add in its own forward): the first export is specialised to 4 rows;
+    6 rows fail its guards and it exports again with symbolic sizes, which 8 rows then reuse. MACs: two
+    Linear(16, 16) (16 // 8 of the four) per row, 2 x 256 = 512 a row."""
+    pm = graphprof.prepare(SlicedWithResidual(), input_shape=(4, 16))
+    first = pm.profile()
+    assert first.capture_method == "dynamo.export" and first.total_macs == 4 * 512
+    specialised = pm._captures[False].graph
+    assert specialised.static_shapes and not specialised.accepts((torch.empty(6, 16),), {})
+    six = pm.profile(input_shape=(6, 16))
+    assert not six.capture_reused and six.total_macs == 6 * 512
+    assert any(n.startswith("captured again") for n in six.notes)
+    symbolic = pm._captures[False].graph
+    assert not symbolic.static_shapes and symbolic.method == "dynamo.export"
+    eight = pm.profile(input_shape=(8, 16))
+    assert eight.capture_reused and eight.total_macs == 8 * 512 and pm._captures[False].graph is symbolic
+    assert [r.name for r in first.layers] == [r.name for r in six.layers] == [r.name for r in eight.layers]

@@ -66,16 +66,19 @@ class CapturePlan:
     methods: tuple[Method, ...]
     trial: bool
     attempts: list[Attempt] = field(default_factory=list)
+    #: a Dynamo export specialised to these inputs' sizes (see :attr:`CapturedGraph.static_shapes`)
+    static_shapes: bool = False
     #: ``("capture" | "propagate", seconds)`` of each step, in order
     timings: list[tuple[str, float]] = field(default_factory=list)
 
     @classmethod
-    def for_model(cls, model: nn.Module, family: str, methods: tuple[Method, ...]) -> CapturePlan:
-        """The plan for ``model`` of ``family`` with ``methods`` (the default order, or a forced one)."""
+    def for_model(cls, model: nn.Module, family: str, methods: tuple[Method, ...], *, static_shapes: bool = False) -> CapturePlan:
+        """The plan for ``model`` of ``family`` with ``methods`` (the default order, or a forced one);
+        ``static_shapes`` for a Dynamo export specialised to the inputs' sizes."""
         skipped = dynamo_skip_reason(family_of(model, family), methods)
         attempts: list[Attempt] = [(Method.DYNAMO.value, f"{NOT_TRIED}: {skipped}")] if skipped else []
         left = tuple(m for m in methods if not (skipped and m is Method.DYNAMO))
-        return cls(left, trial=left == METHODS, attempts=attempts)
+        return cls(left, trial=left == METHODS, attempts=attempts, static_shapes=static_shapes)
 
     def capture(
         self,
@@ -93,7 +96,7 @@ class CapturePlan:
         and a :class:`~graphprof.errors.DataDependentError` outside the trial at once.
         """
         for methods in self._rounds():
-            captured = capture_graph(model, args, kwargs, methods=methods)
+            captured = capture_graph(model, args, kwargs, methods=methods, static_shapes=self.static_shapes)
             self.timings.append(("capture", captured.seconds))
             ran = self._try(captured, run, leaves_only)
             if ran is not None:

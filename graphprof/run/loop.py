@@ -400,6 +400,14 @@ def _fetch_attr(gm: nn.Module, target: str) -> Any:
     return obj
 
 
+#: Nodes of a Dynamo export that read or check a size and compute nothing (its runtime asserts on the sizes of
+#: a data-dependent op's output, ``sym_size`` reads): no layer of their own.
+_SHAPE_BOOKKEEPING = frozenset({
+    torch.ops.aten._assert_scalar.default, torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel.default,
+    torch.ops.aten.sym_stride.int, torch.ops.aten.sym_storage_offset.default,
+})  # fmt: skip
+
+
 def graph_layers(gm: torch.fx.GraphModule, model: nn.Module, dynamo: bool) -> dict[str, Layer]:
     """One layer per computing node, keyed by node name. Names: the module path for a leaf module's
     call, else ``<module path>.<function>`` (``layer1.0.add``), unique within the graph."""
@@ -408,7 +416,7 @@ def graph_layers(gm: torch.fx.GraphModule, model: nn.Module, dynamo: bool) -> di
     layers: dict[str, Layer] = {}
     taken: set[str] = set()
     for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output", "get_attr"):
+        if node.op in ("placeholder", "output", "get_attr") or node.target in _SHAPE_BOOKKEEPING:
             continue
         module = str(node.target) if node.op == "call_module" else module_path(node)
         used: list[torch.Tensor] = []
