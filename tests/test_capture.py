@@ -172,3 +172,14 @@ def test_a_dynamo_export_is_specialised_first_and_symbolic_once_sizes_change() -
     eight = pm.profile(input_shape=(8, 16))
     assert eight.capture_reused and eight.total_macs == 8 * 512 and pm._captures[False].graph is symbolic
     assert [r.name for r in first.layers] == [r.name for r in six.layers] == [r.name for r in eight.layers]
+
+
+def test_a_family_whose_layers_compute_in_containers_skips_the_eager_trial() -> None:
+    from graphprof.capture.methods import METHODS
+    from graphprof.capture.plan import CapturePlan
+    from graphprof.models.registry import family_traits
+
+    assert family_traits("pyg").no_eager_trial is not None
+    assert CapturePlan.for_model(nn.Linear(2, 2), "pyg", METHODS).trial is False
+    assert CapturePlan.for_model(nn.Linear(2, 2), "custom", METHODS).trial is True
+    assert CapturePlan.for_model(nn.Linear(2, 2), "custom", METHODS[::-1]).trial is False  # a forced order: no trial

@@ -13,7 +13,8 @@ rounds where symbolic tracing fails:
    layers, and its export (a second or more) would add nothing; the trial is the answer.
 2. Dynamo, then eager for real: taken when the trial needs real values (a data-dependent shape: Dynamo's
    graph, run for real, frees its values as it goes) or when arithmetic ran outside leaf modules
-   (Dynamo's graph gives it layers of its own).
+   (Dynamo's graph gives it layers of its own). A family whose layers always compute in containers
+   (:attr:`graphprof.models.family.Family.no_eager_trial`: PyG's message passing) starts here.
 
 A forced order (``--capture dynamo``, ``methods=[...]``) is walked once, each method given way to the next
 when its graph does not run.
@@ -75,10 +76,14 @@ class CapturePlan:
     def for_model(cls, model: nn.Module, family: str, methods: tuple[Method, ...], *, static_shapes: bool = False) -> CapturePlan:
         """The plan for ``model`` of ``family`` with ``methods`` (the default order, or a forced one);
         ``static_shapes`` for a Dynamo export specialised to the inputs' sizes."""
-        skipped = dynamo_skip_reason(family_of(model, family), methods)
+        from graphprof.models.registry import family_traits
+
+        owner = family_of(model, family)
+        skipped = dynamo_skip_reason(owner, methods)
         attempts: list[Attempt] = [(Method.DYNAMO.value, f"{NOT_TRIED}: {skipped}")] if skipped else []
         left = tuple(m for m in methods if not (skipped and m is Method.DYNAMO))
-        return cls(left, trial=left == METHODS, attempts=attempts, static_shapes=static_shapes)
+        trial = left == METHODS and family_traits(owner).no_eager_trial is None
+        return cls(left, trial=trial, attempts=attempts, static_shapes=static_shapes)
 
     def capture(
         self,

@@ -49,6 +49,10 @@ class Family:
     #: why ``--capture auto`` does not try Dynamo export (where symbolic tracing fails, export costs tens
     #: of seconds before anything is counted, and the eager capture counts the same aten calls)
     dynamo_skip: str | None = None
+    #: why ``--capture auto`` goes from a failed symbolic trace straight to Dynamo export, without the eager
+    #: trial (:mod:`graphprof.capture.plan`): the family's layers compute in container modules, so the trial
+    #: would run a whole dry run only to give way
+    no_eager_trial: str | None = None
     #: the module prefix of the classes this family's library defines (``"transformers."``): a model
     #: object handed over whose class comes from there is treated as one of this family
     library: str | None = None
