@@ -332,7 +332,13 @@ FAMILIES = (
     ),
     Family("segmentation", image_input=True),
     Family("video", image_input=True),
-    Family("optical_flow", image_input=True),
+    Family(
+        "optical_flow",
+        image_input=True,
+        # measured on raft_small at its defaults (torch 2.14, 2 CPU cores, load 0.9): a specialised export works
+        # where a symbolic one fails, but it unrolls the refinement loop: 9.4 s against 0.9 s eager, same MACs
+        dynamo_skip="RAFT's Dynamo export unrolls its refinement loop (9 s, against under 1 s for the whole eager profile, with the same counts)",
+    ),
 )
 
 
