@@ -236,3 +236,19 @@ def test_hf_mistral_window_takes_w_over_l_off_the_per_token_figure() -> None:
     assert causal.model_forward - windowed.model_forward == 2 * 2 * 4 * 128 * dropped / 1024
     assert windowed.executed < causal.executed
     assert profiles[0].total_macs == profiles[1].total_macs  # counted: the full square either way
+
+
+def test_hf_gemma3_windows_five_layers_of_six() -> None:
+    # Gemma-3's pattern (config.layer_types: five sliding-window layers, then a global one) on 6 small layers, a
+    # window of 256 over L = 1024, no soft-capping: the window layers run flex attention, the global one the
+    # CPU flash kernel with is_causal; blocks of 128, 8 x 8 in the square
+    small = "num_hidden_layers=6&hidden_size=256&intermediate_size=512&num_attention_heads=4&num_key_value_heads=2"
+    spec = f"hf:gemma-3-1b?{small}&head_dim=64&query_pre_attn_scalar=64&vocab_size=1000&sliding_window=256"
+    ops = _attention_ops(graphprof.profile_model(spec, input_shape=(1, 1024)))
+    assert [op.op for op in ops] == ["higher_order.flex_attention"] * 5 + ["aten._scaled_dot_product_flash_attention_for_cpu"]  # type: ignore[attr-defined]
+    # useful: the window keeps 256 x 257 / 2 + 768 x 256 pairs of 1024^2 (about W/L); executed: query block i
+    # visits key blocks i - 2 .. i (1, 2, then 3 of them): 1 + 2 + 6 x 3 = 21 of 64
+    for op in ops[:5]:
+        assert (op.useful_fraction, op.work_fraction) == (_window_pairs(1024, 256) / 1024**2, 21 / 64)  # type: ignore[attr-defined]
+    # the global layer: causal, half the square and the 36 blocks on and below the diagonal
+    assert (ops[5].useful_fraction, ops[5].work_fraction) == (1024 * 1025 / 2 / 1024**2, 36 / 64)  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ PUBLISHED = {
     "vit-b-16": 86_389_248,  # google/vit-base-patch16-224-in21k (ViTModel with pooler), "86.4M params"
     "whisper-small": 241_734_912,  # openai/whisper-small, "242M params"
     "gemma-2-9b": 9_241_705_984,  # google/gemma-2-9b, "9.24B params"; embeddings tied to the LM head
+    "gemma-3-1b": 999_885_952,  # google/gemma-3-1b-pt; Keras Hub's gemma3_1b preset lists 999,885,952 params
     "qwen3-30b-a3b": 30_532_122_624,  # Qwen/Qwen3-30B-A3B, "30.5B params" (3.3B active)
     "mamba-2.8b": 2_768_345_600,  # state-spaces/mamba-2.8b-hf, "2.77B params"; by hand in tests/test_hf_families.py
     "mamba-codestral-7b": 7_285_403_648,  # mistralai/Mamba-Codestral-7B-v0.1, "7,285,403,648" in Mistral's release

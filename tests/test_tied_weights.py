@@ -27,6 +27,8 @@ SMALL = {
     "gpt2": "n_layer=2&n_embd=64&n_head=2&vocab_size=1000&n_positions=128",
     "gemma-2-9b": "num_hidden_layers=2&hidden_size=64&intermediate_size=128&num_attention_heads=2"
     "&num_key_value_heads=1&head_dim=32&vocab_size=1000",
+    "gemma-3-1b": "num_hidden_layers=2&hidden_size=64&intermediate_size=128&num_attention_heads=2"
+    "&num_key_value_heads=1&head_dim=32&vocab_size=1000",
     "mamba-2.8b": "num_hidden_layers=2&hidden_size=64&vocab_size=1000&time_step_rank=8",
     "t5-base": "d_model=64&d_ff=128&num_layers=2&num_heads=2&d_kv=32&vocab_size=1000",
     "whisper-small": "d_model=64&encoder_layers=2&decoder_layers=2&encoder_attention_heads=2&decoder_attention_heads=2"

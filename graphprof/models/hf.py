@@ -16,7 +16,7 @@ The catalogue (:data:`PRESETS`): plain config data, one dict per model, built on
 random init and nothing downloaded. ``hf:llama`` is a small LLaMA (19,286,272 parameters, built in well
 under a second); the others are the published configurations, at their published parameter counts:
 ``hf:gpt2`` (124M), ``hf:llama-3-8b``, ``hf:llama-3-70b``, ``hf:mistral-7b``, ``hf:mixtral-8x7b``,
-``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:gemma-2-9b``, ``hf:qwen3-30b-a3b``, ``hf:mamba-2.8b``,
+``hf:qwen2-7b``, ``hf:phi-3-mini``, ``hf:gemma-2-9b``, ``hf:gemma-3-1b``, ``hf:qwen3-30b-a3b``, ``hf:mamba-2.8b``,
 ``hf:mamba-codestral-7b``, ``hf:deepseek-v2-lite``, ``hf:deepseek-v3``, ``hf:bert-base``, ``hf:t5-base``,
 ``hf:vit-b-16``, ``hf:whisper-small``. Where a model file can call fused kernels instead of its torch
 reference (Mamba's scans), :mod:`graphprof.models.hf_kernels` names them.
@@ -134,6 +134,16 @@ PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
                 "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000,
                 "max_position_embeddings": 8192, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
                 "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256, "tie_word_embeddings": True,
+            }
+        ),
+        # Gemma-3-1B (google/gemma-3-1b-pt config.json, text only): five sliding-window layers (512) to one global
+        # (config.layer_types), head dim 256, one KV head, embeddings tied to the LM head; no soft-capping
+        "gemma-3-1b": MappingProxyType(
+            {
+                "model_type": "gemma3_text", "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26,
+                "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144,
+                "max_position_embeddings": 32768, "sliding_window": 512, "query_pre_attn_scalar": 256,
+                "rope_theta": 1e6, "tie_word_embeddings": True,
             }
         ),
         # Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json): 128 routed experts, 8 per token, every layer sparse
