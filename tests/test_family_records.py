@@ -70,7 +70,8 @@ def test_no_family_comparison_outside_models() -> None:
 def test_records_say_what_the_tables_said() -> None:
     real = {name for name, f in registry.FAMILIES.items() if f.needs_real_values}
     assert real == {"detection", "yolo", "pyg"}
-    assert {n for n, f in registry.FAMILIES.items() if f.dynamo_skip} == {"detection", "hf", "yolo", "timm"}
+    assert {n for n, f in registry.FAMILIES.items() if f.dynamo_skip} == {"detection", "hf", "yolo", "timm", "optical_flow"}
+    assert {n for n, f in registry.FAMILIES.items() if f.no_eager_trial} == {"pyg"}
     # no family needs a real forward before its dry run any more: YOLO's anchors are built by the dry run
     # itself (and put back by preserved_state), with the same counts
     assert {n for n, f in registry.FAMILIES.items() if f.warm_up} == set()
