@@ -10,7 +10,7 @@ sweeps (:mod:`graphprof.sweep`) each take a session (or plain data) and bring th
 
 Another batch size, resolution or sequence length reuses the capture where the graph allows it: an FX
 graph is shape-generic and the eager capture has no graph. The first Dynamo export is specialised to the
-first inputs' sizes (no symbolic sizes to guard: 2.4x faster on pyg:gps); the first call at other sizes
+first inputs' sizes (no symbolic sizes to guard: pyg:gps profiled 2.4x faster); the first call at other sizes
 exports again with symbolic sizes and keeps that graph, which is redone only when its guards fail
 (:meth:`graphprof.capture.methods.CapturedGraph.accepts`). A run says when it had to capture again
 (:attr:`SessionRun.reused`).
