@@ -26,21 +26,17 @@ import os
 import sys
 import threading
 
+from graphprof.base.collector import DEFERRED, defer_full_collections
+
 __all__ = ["defer_full_collections", "settle_heap", "end_process"]
 
 _DEFAULT = gc.get_threshold()
-#: Young collections between two looks at the oldest generation while deferred (Python's default is 10).
-_DEFERRED = 1 << 30
-
-
-def defer_full_collections() -> None:
-    """No full collection until :func:`settle_heap` (young ones go on)."""
-    gc.set_threshold(_DEFAULT[0], _DEFAULT[1], _DEFERRED)
 
 
 def settle_heap() -> None:
-    """What is alive now stays alive: out of every later collection's walk; the thresholds come back."""
-    if gc.get_threshold()[2] == _DEFERRED:
+    """What is alive now stays alive: out of every later collection's walk; the thresholds come back (after
+    :func:`~graphprof.base.collector.defer_full_collections`; otherwise nothing changes)."""
+    if gc.get_threshold()[2] == DEFERRED:
         gc.freeze()
         gc.set_threshold(*_DEFAULT)
 

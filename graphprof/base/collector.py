@@ -23,17 +23,23 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["full_collections_deferred"]
+__all__ = ["DEFERRED", "defer_full_collections", "full_collections_deferred"]
 
 #: Young collections between two looks at the oldest generation, while deferred (Python's default is 10).
-_DEFERRED = 1 << 30
+DEFERRED = 1 << 30
+
+
+def defer_full_collections() -> tuple[int, ...]:
+    """Hold back full collections from now on (young ones go on); the thresholds they replace."""
+    before = gc.get_threshold()
+    gc.set_threshold(before[0], before[1], DEFERRED)
+    return before
 
 
 @contextmanager
 def full_collections_deferred() -> Iterator[None]:
     """Hold back full collections in this block; the caller's thresholds come back on the way out."""
-    before = gc.get_threshold()
-    gc.set_threshold(before[0], before[1], _DEFERRED)
+    before = defer_full_collections()
     try:
         yield
     finally:
