@@ -6,10 +6,12 @@ refuses to report a figure above it)::
     python benchmarks/bench_predict.py --threads 2          # full calibration (<= 3 min), 30 points
     python benchmarks/bench_predict.py --threads 2 --quick  # the one-minute calibration
 
-For each model (fp32, ``--threads`` torch threads): the dry run's prediction against the ``local``
-preset with its 80% interval and the roofline lower bound, then graphprof's own measurement of the plain
-forward (the figure ``--measure`` reports as *forward*: uninstrumented forwards, mean). Nothing is learned
-between points (the library call learns nothing; the CLI's ``--measure`` would). Prints each error with
+For each model (fp32, ``--threads`` torch threads) the benchmark runs what the user runs, in a fresh
+process, verbatim: ``graphprof --model M --batch-size B --hardware local --measure --device cpu --iters 10
+--warmup 2 --no-learn`` (with ``-o`` to read its JSON), and takes from it the dry run's prediction against
+the ``local`` preset with its 80% interval and the roofline lower bound, and the measured plain forward
+(the figure ``--measure`` reports as *forward*: uninstrumented forwards, mean). ``--no-learn``: nothing is
+learned between points. Prints each error with
 the load beside it, the median |error|, the **signed** median, the share within +-10%, the worst, the 80%
 interval's coverage and whether the lower bound was ever above the measurement. Before each point the
 benchmark waits for the 1-minute load to fall below 1.5 and refuses the point if it does not; the load
@@ -23,10 +25,15 @@ tuned per model.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -43,25 +50,46 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_speed import _load, _wait_quiet  # noqa: E402  (one reading of the load, one wait for quiet)
 
 
-def point(name: str, batch: int, iters: int, first: dict[tuple[str, int], float]) -> dict[str, object]:
-    """One model at one batch: predicted (with interval), lower bound, measured mean; ``first`` holds the
-    first calibration's predictions, for the spread between the two."""
-    import graphprof
-    from graphprof.cost.roofline import classify
-    from graphprof.devices.hardware import get_hardware
+def _command(name: str, batch: int, iters: int, out: Path) -> list[str]:
+    """The command the issue's user runs, verbatim, writing its result as JSON."""
+    exe = Path(sys.executable).with_name("graphprof")
+    return [str(exe) if exe.exists() else "graphprof", "--model", name, "--batch-size", str(batch), "--hardware", "local",
+            "--measure", "--device", "cpu", "--iters", str(iters), "--warmup", "2", "--no-learn", "-o", str(out)]  # fmt: skip
 
-    _wait_quiet(120.0)
-    load = _load()
-    prepared = graphprof.prepare(name, batch_size=batch)
-    roofline = classify(prepared.profile(), get_hardware("local"))
-    measured = prepared.measure(device="cpu", iters=iters, warmup=3, layer_runs=1, breakdown=False)
-    mean = measured.forward.mean / 1e3
-    predicted = roofline.predicted_seconds or 0.0
-    interval = roofline.predicted_interval
+
+def _run_once(name: str, batch: int, iters: int, threads: int) -> dict[str, Any]:
+    """One fresh ``graphprof --measure`` process (:func:`_command`): its JSON result."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "point.json"
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        done = subprocess.run(_command(name, batch, iters, out), env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(f"exit {done.returncode}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+        result: dict[str, Any] = json.loads(out.read_text())
+        return result
+
+
+def point(name: str, batch: int, iters: int, threads: int, repeat: int, first: dict[tuple[str, int], float]) -> dict[str, object]:
+    """One model at one batch, as a user runs it: ``repeat`` fresh ``graphprof --measure`` processes, one
+    after the other, each after the load has fallen below 1.5. The prediction (with interval) and lower
+    bound are the first's (every run predicts the same); the measured plain-forward mean is the median of
+    the runs', and every run's is kept (the noise of the measurement). ``first`` holds the first
+    calibration's predictions, for the spread between the two."""
+    runs, loads = [], []
+    for _ in range(repeat):
+        _wait_quiet(120.0)
+        loads.append(_load())
+        runs.append(_run_once(name, batch, iters, threads))
+    result, load = runs[0], max(loads)
+    measured = [r["runtime"]["forward"]["mean"] / 1e3 for r in runs]
+    roofline, mean = result["roofline"], statistics.median(measured)
+    predicted = float(roofline.get("predicted_time_s") or 0.0)
+    interval = roofline.get("predicted_interval") or {}
     return {
-        "model": name, "batch": batch, "predicted": predicted, "measured": mean, "lower": roofline.seconds or 0.0,
-        "low": interval.low if interval else 0.0, "high": interval.high if interval else 0.0,
-        "error": predicted / mean - 1.0, "load": load, "load_after": _load(),
+        "model": name, "batch": batch, "predicted": predicted, "measured": mean,
+        "lower": float(roofline.get("lower_bound_time_s") or 0.0),
+        "low": float(interval.get("low_s", 0.0)), "high": float(interval.get("high_s", 0.0)),
+        "error": predicted / mean - 1.0, "load": load, "load_after": _load(), "runs": measured,
         "spread": predicted / first[(name, batch)] - 1.0 if first.get((name, batch)) else float("nan"),
     }  # fmt: skip
 
@@ -69,8 +97,9 @@ def point(name: str, batch: int, iters: int, first: dict[tuple[str, int], float]
 def _row(p: dict[str, object]) -> str:
     f = {k: v for k, v in p.items() if isinstance(v, float)}
     covered = f["low"] <= f["measured"] <= f["high"]
+    runs = " / ".join(f"{r * 1e3:.1f}" for r in p["runs"])  # type: ignore[attr-defined]  # the runs' list
     return (f"| {p['model']} | {p['batch']} | {f['predicted'] * 1e3:.1f} ({f['low'] * 1e3:.1f}–{f['high'] * 1e3:.1f}) | "
-            f"{f['measured'] * 1e3:.1f} | {f['error']:+.1%} | {'yes' if covered else 'no'} | "
+            f"{f['measured'] * 1e3:.1f} ({runs}) | {f['error']:+.1%} | {'yes' if covered else 'no'} | "
             f"{'yes' if f['lower'] <= f['measured'] else '**no**'} | {f['spread']:+.1%} | {f['load']:.2f} -> {f['load_after']:.2f}"
             f"{'' if f['load'] <= QUIET else ' REFUSED'} |")  # fmt: skip
 
@@ -100,6 +129,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="the one-minute calibration")
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=2, help="fresh processes per point (the measured figure is their median)")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--wait", type=float, default=300.0)
     parser.add_argument("--output", type=Path, default=OUT)
@@ -140,7 +170,7 @@ def main() -> int:
         f"load {load:.2f} -> {_load():.2f}; "
         f"{preset.calibration.op_model.counts.get('calibration', 0) if preset.calibration.op_model else 0} timed ops.",
         "",
-        "| model | batch | predicted ms (80%) | measured ms (plain forward) | error | in 80% | LB <= measured | 2nd / 1st calibration | load before -> after |",
+        "| model | batch | predicted ms (80%) | measured ms (plain forward: median (each run)) | error | in 80% | LB <= measured | 2nd / 1st calibration | load before -> after |",
         "|---|---:|---:|---:|---:|:---:|:---:|---:|---:|",
     ]
     print("\n".join(lines), flush=True)
@@ -148,7 +178,7 @@ def main() -> int:
     for name in names:
         for batch in (1, 8):
             try:
-                p = point(name, batch, args.iters, first)
+                p = point(name, batch, args.iters, args.threads, args.repeat, first)
             except Exception as exc:  # noqa: BLE001 - a model missing here is reported, not fatal
                 print(f"| {name} | {batch} | failed: {type(exc).__name__}: {str(exc)[:80]} |", flush=True)
                 continue

@@ -61,7 +61,8 @@ def test_op_kinds() -> None:
     assert op_kind(conv, OpStatus.COUNTED, [(1, 64, 8, 8), (128, 64, 1, 1)]) == "conv_pointwise"
     assert op_kind(conv, OpStatus.COUNTED, [(1, 64, 8, 8), (128, 64, 3, 3)]) == "conv_dense"
     assert op_kind("aten.addmm") == "linear" and op_kind("aten.bmm") == "bmm"
-    assert op_kind("aten.gelu") == op_kind("aten.relu_") == "activation"
+    assert op_kind("aten.hardswish_") == op_kind("aten.relu_") == "activation"  # piecewise linear
+    assert op_kind("aten.gelu") == op_kind("aten.silu_") == op_kind("aten.sigmoid") == "activation_exp"
     assert op_kind("aten._scaled_dot_product_flash_attention_for_cpu") == "sdpa"
     assert op_kind("aten.native_layer_norm") == "norm" and op_kind("aten._softmax") == "softmax"
     assert op_kind("aten.add") == "elementwise" and op_kind("aten.clone") == "copy"

@@ -34,7 +34,9 @@ LOCAL = "local"
 #: Version of the file's layout; a file of another version is refused with a message to calibrate again.
 #: 2: per-kind latency models (``calibration.op_model``), learned samples (``learned``), staleness checks.
 #: 3: ops timed in place (the context features), the smearing term per kind.
-FORMAT = 3
+#: 4: piecewise-linear and exponential activations as two kinds; timings taken on the settled C heap
+#: (:mod:`graphprof.measure.heap`).
+FORMAT = 4
 #: The most samples learned from the user's runs a file keeps (the oldest go first).
 MAX_LEARNED = 20000
 #: The seconds a learned op record may hold: no kernel runs in under a nanosecond or over an hour, so a

@@ -68,7 +68,7 @@ __all__ = [
 #: The op kinds, each with its own model; ``generic`` serves a kind without samples.
 KINDS = (
     "conv_dw", "conv_grouped", "conv_pointwise", "conv_dense", "linear", "bmm", "sdpa", "norm", "softmax",
-    "activation", "pooling", "reduction", "gather", "elementwise", "copy", "view", "generic",
+    "activation", "activation_exp", "pooling", "reduction", "gather", "elementwise", "copy", "view", "generic",
 )  # fmt: skip
 
 #: Where a sample was timed (a feature of every kind): inside a model's plain forward, or alone in a loop.
@@ -86,9 +86,15 @@ _NORM = frozenset({
     "native_group_norm", "_fused_rms_norm", "rms_norm", "layer_norm", "batch_norm", "group_norm",
 })  # fmt: skip
 _SOFTMAX = frozenset({"_softmax", "softmax", "_log_softmax", "log_softmax", "_safe_softmax"})
+#: Piecewise-linear activations: a compare and a select (or a clamp) an element.
 _ACTIVATION = frozenset({
-    "relu", "gelu", "silu", "hardswish", "hardsigmoid", "sigmoid", "tanh", "elu", "leaky_relu", "relu6",
-    "hardtanh", "mish", "softplus", "selu", "celu", "glu", "prelu", "_prelu_kernel", "erf", "exp",
+    "relu", "hardswish", "hardsigmoid", "leaky_relu", "relu6", "hardtanh", "prelu", "_prelu_kernel", "threshold",
+})  # fmt: skip
+#: Activations of an exponential or an error function an element: several times a piecewise-linear one's
+#: time at the same size (this machine, 2 threads: GELU on 50,000 elements about four times hardswish),
+#: so a kind of their own.
+_ACTIVATION_EXP = frozenset({
+    "gelu", "silu", "sigmoid", "tanh", "elu", "mish", "softplus", "selu", "celu", "glu", "erf", "exp",
 })  # fmt: skip
 _REDUCTION = frozenset({"sum", "mean", "amax", "amin", "max", "min", "var", "std", "var_mean", "std_mean", "norm",
                         "linalg_vector_norm", "argmax", "argmin", "cumsum", "logsumexp", "prod", "all", "any"})  # fmt: skip
@@ -132,7 +138,7 @@ def op_kind(op: str, status: OpStatus = OpStatus.COUNTED, input_shapes: Sequence
     if name in _CONV:
         return _conv_kind(input_shapes)
     for kind, names in (("linear", _LINEAR), ("bmm", _BMM), ("norm", _NORM), ("softmax", _SOFTMAX),
-                        ("activation", _ACTIVATION), ("reduction", _REDUCTION), ("gather", _GATHER), ("copy", _COPY)):  # fmt: skip
+                        ("activation", _ACTIVATION), ("activation_exp", _ACTIVATION_EXP), ("reduction", _REDUCTION), ("gather", _GATHER), ("copy", _COPY)):  # fmt: skip
         if name in names:
             return kind
     if "attention" in name:
