@@ -111,8 +111,9 @@ def test_where_a_call_was_timed_is_a_feature() -> None:
     shapes, out = [(1, 8, 16, 16), (8, 8, 3, 3)], [(1, 8, 16, 16)]
     alone = op_features("conv_dense", 1e6, 1e5, shapes, out, ALONE)
     placed = op_features("conv_dense", 1e6, 1e5, shapes, out)
-    assert alone[:-2] == placed[:-2] and alone[-2:] == [0.0, 0.0]
-    assert placed[-2:] == [1.0, pytest.approx(math.log(8 * 16 * 16 + 1))]  # in context, and its output's elements
+    assert alone[:-3] == placed[:-3] and alone[-3:] == [0.0, 0.0, 0.0]
+    # in context: its weight's elements (8 x 8 x 3 x 3 = 576, read cold), the flag, its output's elements
+    assert placed[-3:] == [pytest.approx(math.log(576 + 1)), 1.0, pytest.approx(math.log(8 * 16 * 16 + 1))]
 
 
 def test_smearing_turns_a_median_into_a_mean_and_one_wild_sample_cannot_blow_it_up() -> None:

@@ -19,7 +19,7 @@ A kind's model (:class:`KindModel`) predicts ``log(seconds)`` in two parts::
 
 where ``s`` (the smearing term) turns the fit's median time into a mean: ``log t`` fitted by least
 squares predicts ``exp(E[log t])``, below ``E[t]`` wherever the errors spread, and a model's ops add up
-by their means; ``s = log mean(exp(-e))`` over the kind's held-out log errors ``e``.
+by their means; ``s = log mean(exp(r))`` over the residuals ``r`` of the kind's fitted law (Duan's smearing).
 
 The linear part is a log-log law (time grows as a power of the work) that extrapolates; the nearest
 neighbours correct it where samples are dense (the configurations real models use). Both are plain
@@ -193,10 +193,12 @@ of 2 or of 40: logs, as every other feature, so that a wide one does not run the
 
 def op_features(kind: str, flops: float, nbytes: float, input_shapes: Sequence[Sequence[int]],
                 output_shapes: Sequence[Sequence[int]], context: float = IN_CONTEXT) -> list[float]:  # fmt: skip
-    """The feature vector of one call of ``kind``: ``log(flops + 1)``, ``log(bytes + 1)``, then its own, then
-    where it was timed: ``context`` (:data:`IN_CONTEXT` inside a model's forward, :data:`ALONE` in a loop)
-    and ``context * log(output elements + 1)`` (what a fresh output costs grows with it). The first two
-    are the ``generic`` kind's features."""
+    """The feature vector of one call of ``kind``: ``log(flops + 1)``, ``log(bytes + 1)``, then its own; for a
+    convolution or a product ``context * log(weight elements + 1)`` (a weight read cold from memory in a
+    forward, from cache in a loop: on this machine the sample models' linear layers ran 2.5-4 times the
+    loop's law in place); then where it was timed: ``context`` (:data:`IN_CONTEXT` inside a model's
+    forward, :data:`ALONE` in a loop) and ``context * log(output elements + 1)`` (what a fresh output
+    costs grows with it). The first two are the ``generic`` kind's features."""
     base = [_log(flops), _log(nbytes)]
     if kind == "generic":
         return base
@@ -209,7 +211,17 @@ def op_features(kind: str, flops: float, nbytes: float, input_shapes: Sequence[S
     else:
         own = _stream_features(input_shapes, output_shapes)
     fresh = sum(math.prod(s) for s in output_shapes)
-    return base + own + [context, context * _log(fresh)]
+    cold = [context * _log(_weight_elements(kind, input_shapes))] if kind.startswith("conv") or kind == "linear" else []
+    return base + own + cold + [context, context * _log(fresh)]
+
+
+def _weight_elements(kind: str, input_shapes: Sequence[Sequence[int]]) -> int:
+    """Elements of a convolution's or a product's weight (its second matrix): in a model's forward each
+    weight is read once, from memory, where a call repeated in a loop finds it in cache."""
+    if kind.startswith("conv"):
+        return math.prod(input_shapes[1]) if len(input_shapes) > 1 else 0
+    mats = [s for s in input_shapes if len(s) >= 2]
+    return math.prod(mats[-1]) if len(mats) >= 2 else 0
 
 
 def call_of(op: Any) -> tuple[str, list[float], list[float]] | None:
@@ -316,8 +328,8 @@ class KindModel:
     #: 10% and 90% quantiles of the held-out log errors (log predicted - log measured)
     q_low: float = -0.2
     q_high: float = 0.2
-    #: ``log`` of the mean of ``exp(-held-out log error)``: a fit of ``log t`` predicts the median time, and
-    #: ops add up by their means; this shifts each prediction from the one to the other (Duan's smearing)
+    #: ``log`` of the mean of ``exp(residual)`` over the fit's samples: a fit of ``log t`` predicts the median
+    #: time, and ops add up by their means; this shifts each prediction from the one to the other (Duan's smearing)
     smear: float = 0.0
 
     def standardise(self, x: Sequence[Sequence[float]]) -> np.ndarray:
