@@ -109,7 +109,7 @@ def zoo_samples(
         try:
             model = prepared.get(name) or prepared.setdefault(name, prepare(name, batch_size=batch))
             call = model.resolve(model.spec(batch_size=batch))
-            times = context_times(model.model, call.args, call.kwargs, device="cpu", dtype=call.dtype, runs=5)
+            times = context_times(model.model, call.args, call.kwargs, device="cpu", dtype=call.dtype, runs=3)
             kept = best.get((name, batch))
             if kept is None or times.forward_s < kept[0].forward_s:
                 best[(name, batch)] = (times, kept[1] if kept else model.profile(batch_size=batch))
