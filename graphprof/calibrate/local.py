@@ -3,7 +3,7 @@
 Example::
 
     >>> from graphprof.calibrate import calibrate          # doctest: +SKIP
-    >>> preset = calibrate()                               # ~10-60 s on a CPU; writes ~/.cache/graphprof/local.json
+    >>> preset = calibrate()                               # ~2.5 min on a 2-core CPU (quick=True: under one); writes ~/.cache/graphprof/local.json
     >>> preset.hardware.peak_flops("float32")              # the fastest FLOP rate this machine showed
 
 The preset's peak per dtype is the fastest FLOP rate any benchmark reached, and its bandwidth the fastest

@@ -52,7 +52,7 @@ def local_path() -> Path:
 
 def missing_local_message(path: Path | None = None) -> str:
     """The one line that says the local preset is absent and how to make it."""
-    return f"no local calibration at {path or local_path()}: run `graphprof calibrate` (under a minute) first"
+    return f"no local calibration at {path or local_path()}: run `graphprof calibrate` (about 2.5 minutes; `--quick`: under one) first"
 
 
 def read_local(path: Path | None = None) -> dict[str, Any] | None:

@@ -51,7 +51,8 @@ def test_fold_follows_the_graph_names_through_a_module_list():
 def test_llama_decoder_layers_are_timed_and_shaped_and_sum_to_the_forward():
     """Seed 000's LLaMA case (``Profiler(model.model, token_kwarg="input_ids")``, default granularity): every
     decoder layer has a measured time and its output shape, and the node times sum to the profiled
-    forward they come from within 10% (the rest is LlamaModel's own Python between its layers)."""
+    forward they come from within 15% (the rest is LlamaModel's own Python between its layers: 6.6-9.2% of
+    this 10 ms forward run alone, 10.6% of a 15.6 ms one in a full suite on 2 cores, hence the margin)."""
     model = _llama(hidden=256)
     prof = Profiler(model.model, granularity="module", token_kwarg="input_ids", auto_profile=False)
     ids = torch.randint(0, 1000, (1, 256))
@@ -62,7 +63,7 @@ def test_llama_decoder_layers_are_timed_and_shaped_and_sum_to_the_forward():
         assert node.output_shapes == ((1, 256, 256),)
     total = sum(n.measured_ms or 0.0 for n in graph.nodes)
     forward = prof.measurement.instrumented_forward.mean
-    assert 0.9 * forward <= total <= 1.01 * forward, (total, forward)
+    assert 0.85 * forward <= total <= 1.01 * forward, (total, forward)
 
 
 def test_resnet_stage_nodes_have_output_shapes():
