@@ -8,8 +8,8 @@ the kind's smearing term (Duan's: ``log mean exp(residual)``; the fit predicts a
 up by their means), and the held-out log errors of the chosen ``k`` its 10% and 90% quantiles. (The
 smearing term corrects for the scatter of the times about the law, not for how far the law misses on an
 unseen model: taken from the held-out errors, which hold that miss too, it shifted predictions by -15% to
-+36% a kind, and the whole forwards of held-out sample models came out 17% off at the median
-instead of 6%.) Then each zoo model is held out whole, the
++36% a kind, and, re-fitted on one set of timings, the whole forwards of held-out sample models came
+out 16.8% off at the median instead of 5.5%.) Then each zoo model is held out whole, the
 others fitted, and its total predicted: those whole-model log errors give the 80% interval of a model's
 total (:attr:`graphprof.devices.opmodel.OpModel.model_q`).
 
