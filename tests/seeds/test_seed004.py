@@ -307,7 +307,9 @@ def test_the_cpu_peak_includes_a_tensor_made_and_freed_since_the_reset() -> None
 
     out = subprocess.run([sys.executable, "-c", _CPU_PEAK], capture_output=True, text=True, check=True).stdout.split()
     first, forward = float(out[-2]), float(out[-1])
-    assert first >= 128 * 0.99  # MB
+    # MB; the kernel batches its RSS counters per CPU, so the reading can fall short by a little: one run in a
+    # loaded fast tier read 125.9 of 128 (98.4%)
+    assert first >= 128 * 0.97
     assert forward >= 256 * 8192 * 4 / 2**20  # the 8 MiB hidden activation, freed since
 
 
