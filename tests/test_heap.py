@@ -16,9 +16,9 @@ pytestmark = pytest.mark.skipif(not glibc() or sys.platform != "linux", reason="
 # every allocation, given back on free).
 _PROBE = """
 import sys, torch
-from graphprof.measure.heap import settle_heap
+from graphprof.measure.heap import settle_malloc
 if sys.argv[1] == "settled":
-    assert settle_heap()
+    assert settle_malloc()
 block = torch.empty(16 * 2**20, dtype=torch.uint8)
 where = block.data_ptr()
 for line in open("/proc/self/maps"):

@@ -35,7 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from graphprof.base.choices import OpStatus
 from graphprof.formulas import op_cost, op_status
 from graphprof.formulas.registry import op_name
-from graphprof.measure.heap import settle_heap
+from graphprof.measure.heap import settle_malloc
 
 __all__ = ["Benchmark", "benchmarks", "kind_benchmarks", "measure_benchmarks", "time_call", "cost_of", "measure_first_touch", "measure_floors", "measure_op_table", "Progress"]
 
@@ -307,7 +307,7 @@ def measure_op_table(device: str | torch.device = "cpu", progress: Progress | No
     """
     dev = torch.device(device)
     if dev.type == "cpu":
-        settle_heap()  # the grid, the first touch and the zoo's forwards all see the heap's steady state
+        settle_malloc()  # the grid, the first touch and the zoo's forwards all see the heap's steady state
     grid = list(benchmarks(full=dev.type == "cuda" if full is None else full))
     total = len(grid) + 1
     if progress is not None:

@@ -11,12 +11,14 @@ block near 32 MiB has been freed they are re-used. Measured on this 2-core machi
 ``mixer_s16_224`` at batch 8, fp32, 2 threads: 440-460 ms a forward in a fresh process, 360-380 ms after
 one 31 MiB block was allocated and freed (three fresh processes each).
 
-:func:`settle_heap` allocates and frees one untouched block just under the maximum: the thresholds reach
-their ceiling, which no later free lowers, so every timing after it (graphprof's own, a calibration's,
-a fresh ``graphprof --measure`` process's) starts from the same thresholds (what the heap then does below
-them, growing and trimming with the forward's live blocks, is the forward's own and is measured with it). It costs one ``mmap`` and one
-``munmap`` of pages never touched; the process's thresholds stay raised, as any program that once frees a
-large tensor leaves them. Other C libraries (musl, macOS) have no such threshold: the call is skipped.
+:func:`settle_malloc` allocates and frees one untouched block just under the maximum: the thresholds reach
+their ceiling, which no later free lowers, so every timing after it (graphprof's own, a calibration's, a
+fresh ``graphprof --measure`` process's) starts from the same thresholds. What the heap then does below
+them, growing and trimming with the forward's live blocks, is the forward's own and is measured with it.
+It costs one ``mmap`` and one ``munmap`` of pages never touched; the process's thresholds stay raised, as
+any program that once frees a large tensor leaves them. Other C libraries (musl, macOS) have no such
+threshold: the call is skipped. (Not the console script's ``graphprof_cli.process.settle_heap``, which
+freezes Python's objects out of the garbage collector's walk.)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import os
 
 import torch
 
-__all__ = ["STEADY_BLOCK_BYTES", "glibc", "settle_heap"]
+__all__ = ["STEADY_BLOCK_BYTES", "glibc", "settle_malloc"]
 
 #: A block whose mapped chunk (request, header and alignment, page-rounded) stays within glibc's
 #: 32 MiB ceiling on the dynamic threshold, yet lies above every smaller threshold.
@@ -42,7 +44,7 @@ def glibc() -> bool:
         return False
 
 
-def settle_heap() -> bool:
+def settle_malloc() -> bool:
     """Raise glibc's mmap and trim thresholds to their ceiling (see the module docstring); whether it did."""
     if not glibc():
         return False

@@ -33,7 +33,7 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 
 from graphprof.errors import InvalidInputError
-from graphprof.measure.heap import settle_heap
+from graphprof.measure.heap import settle_malloc
 
 __all__ = [
     "NOISY_CV",
@@ -155,13 +155,13 @@ def benchmark_function(
     ``device`` picks the timer (CUDA events on ``"cuda"``; ``perf_counter`` otherwise, after a
     synchronise when CUDA is initialised). ``setup``, when given, runs untimed before each call and its
     result replaces ``args`` (``fn(*setup())``): the backward helper builds its graph there. On the CPU the
-    C heap is first brought to its steady state (:func:`graphprof.measure.heap.settle_heap`), so that the
+    C heap is first brought to its steady state (:func:`graphprof.measure.heap.settle_malloc`), so that the
     time does not depend on what the process allocated before.
     """
     check_runs(num_runs, warmup_runs)
     cuda = _uses_cuda(device)
     if not cuda:
-        settle_heap()
+        settle_malloc()
     sync: Callable[[], None] = torch.cuda.synchronize if (cuda or torch.cuda.is_initialized()) else (lambda: None)
     min_runs = min(max(min_runs, 2), num_runs)
 
