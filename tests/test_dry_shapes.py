@@ -135,7 +135,95 @@ def test_under_a_fake_mode_the_outputs_are_fake_tensors_on_the_fake_device() -> 
 
 
 def test_every_rule_is_an_op_the_table_names() -> None:
-    assert aten.native_batch_norm.default in DRY_SHAPE_OPS and len(DRY_SHAPE_OPS) == 7
+    # 7 normalisations, convolution, add, 7 in-place activations, empty
+    assert aten.native_batch_norm.default in DRY_SHAPE_OPS and len(DRY_SHAPE_OPS) == 17
+
+
+def _fake_check(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> bool:
+    """Under the fake mode, the rule's output equals torch's fake kernel's, field by field (``False``: declined)."""
+    kwargs = kwargs or {}
+    with _FAKE:
+        got = dry_outputs(func, args, kwargs)
+        if got is None:
+            return False
+        want = func(*args, **kwargs)
+        got_t, want_t = (got,) if isinstance(got, torch.Tensor) else got, (want,) if isinstance(want, torch.Tensor) else want
+        assert _fields(got_t) == _fields(want_t), func
+        assert all(isinstance(t, FakeTensor) and t.fake_mode is _FAKE for t in got_t)
+    return True
+
+
+CONVS = [  # (input, weight, bias, stride, padding, dilation, groups)
+    ((2, 3, 17, 19), (8, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], 1),
+    ((2, 3, 224, 224), (64, 3, 7, 7), False, [2, 2], [3, 3], [1, 1], 1),
+    ((4, 16, 9, 9), (16, 1, 3, 3), True, [2, 2], [0, 0], [1, 1], 16),  # depthwise
+    ((4, 16, 9, 9), (32, 4, 3, 3), False, [1, 2], [2, 1], [2, 1], 4),  # grouped, dilated, uneven
+    ((1, 8, 5, 5), (4, 8, 1, 1), True, [1, 1], [0, 0], [1, 1], 1),  # pointwise
+    ((2, 4, 5, 6, 7), (8, 4, 3, 3, 3), True, [1, 1, 1], [1, 1, 1], [1, 1, 1], 1),  # 3-d
+    ((2, 4, 6, 6, 6), (8, 2, 3, 1, 3), False, [2, 1, 1], [0, 1, 1], [1, 1, 2], 2),
+]
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.bfloat16))
+@pytest.mark.parametrize("layout", ("contiguous", "channels_last", "weight_channels_last"))
+@pytest.mark.parametrize("case", CONVS)
+def test_convolutions_equal_torch(dtype: torch.dtype, layout: str, case: tuple[Any, ...]) -> None:
+    """Shape by the formula, memory format as the CPU backend picks it (channels-last in, channels-last
+    out; a channels-last weight alone too, for the mkldnn backend): each the same as torch's fake kernel."""
+    xs, ws, bias, stride, padding, dilation, groups = case
+    x = _meta(xs, dtype, "channels_last" if layout == "channels_last" else "contiguous", "fake")
+    w = _meta(ws, dtype, "channels_last" if layout == "weight_channels_last" else "contiguous", "fake")
+    b = _empty(ws[0], dtype, "fake") if bias else None
+    assert _fake_check(aten.convolution.default, (x, w, b, stride, padding, dilation, False, [0] * (len(xs) - 2), groups))
+
+
+def test_convolutions_torch_rejects_or_the_rule_does_not_know_go_to_torch() -> None:
+    x, w = _empty((2, 3, 9, 9), regime="fake"), _empty((8, 3, 3, 3), regime="fake")
+    conv = aten.convolution.default
+    rest = ([1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    with _FAKE:
+        assert dry_outputs(conv, (x, _empty((8, 4, 3, 3), regime="fake"), None, *rest), {}) is None  # channels
+        assert dry_outputs(conv, (x, w, _empty(7, regime="fake"), *rest), {}) is None  # bias size
+        assert dry_outputs(conv, (x, _empty((8, 3, 11, 11), regime="fake"), None, *rest), {}) is None  # kernel > input
+        assert dry_outputs(conv, (x, w.to(torch.float64), None, *rest), {}) is None  # mixed dtypes
+        assert dry_outputs(conv, (x, w, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1), {}) is None  # transposed
+        assert dry_outputs(conv, (x[0], w, None, *rest), {}) is None  # unbatched
+        assert dry_outputs(conv, (_empty((2, 3, 9), regime="fake"), _empty((8, 3, 3), regime="fake"), None, [1], [0], [1], False, [0], 1), {}) is None  # 1-d
+    assert dry_outputs(conv, (_empty((2, 3, 9, 9)), _empty((8, 3, 3, 3)), None, *rest), {}) is None  # meta: torch's meta kernel
+
+
+@pytest.mark.parametrize("layout", ("contiguous", "channels_last"))
+def test_a_residual_add_equals_torch_and_anything_else_goes_to_torch(layout: str) -> None:
+    x = _meta((2, 8, 5, 5), layout=layout, regime="fake")
+    y = _meta((2, 8, 5, 5), layout=layout, regime="fake")
+    assert _fake_check(aten.add.Tensor, (x, y))
+    with _FAKE:
+        assert dry_outputs(aten.add.Tensor, (x, _empty((8, 5, 5), regime="fake")), {}) is None  # broadcast
+        assert dry_outputs(aten.add.Tensor, (x, _meta((2, 8, 5, 5), torch.float64, layout, "fake")), {}) is None  # promotion
+        assert dry_outputs(aten.add.Tensor, (x, y), {"alpha": 2}) is None
+        assert dry_outputs(aten.add.Tensor, (x, y, 2), {}) is None
+        other = _meta((2, 8, 5, 5), layout="channels_last" if layout == "contiguous" else "contiguous", regime="fake")
+        assert dry_outputs(aten.add.Tensor, (x, other), {}) is None  # two layouts: TensorIterator decides
+
+
+@pytest.mark.parametrize("name", ["relu_", "silu_", "hardswish_", "hardsigmoid_", "sigmoid_", "tanh_", "hardtanh_"])
+def test_an_in_place_activation_returns_its_input(name: str) -> None:
+    func = getattr(aten, name).default
+    x = _meta((2, 8, 5, 5), layout="channels_last", regime="fake")
+    with _FAKE:
+        assert dry_outputs(func, (x,), {}) is x
+        assert func(x) is x  # what torch's fake kernel returns too
+    assert dry_outputs(func, (_empty((2, 3)),), {}) is None  # meta: torch's
+
+
+def test_empty_under_a_fake_mode_equals_torch() -> None:
+    for size, kwargs in [([0], {"dtype": torch.float32, "device": torch.device("cpu")}), ([2, 3, 4, 5], {"memory_format": torch.channels_last}),
+                         ((3,), {"dtype": torch.int64})]:  # fmt: skip
+        assert _fake_check(aten.empty.memory_format, (size,), kwargs)
+    with _FAKE:
+        assert dry_outputs(aten.empty.memory_format, ([2],), {"pin_memory": True}) is None
+        assert dry_outputs(aten.empty.memory_format, ([2],), {"device": torch.device("meta")}) is None
+    assert dry_outputs(aten.empty.memory_format, ([2],), {}) is None  # no fake mode: torch's
 
 
 @pytest.mark.parametrize("train", [False, True])
@@ -158,6 +246,8 @@ def test_a_dry_run_counts_the_same_with_and_without_the_rules(train: bool, monke
             torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.GroupNorm(4, 8), torch.nn.ReLU()),
             (2, 3, 16, 16),
         ),
+        # depthwise and grouped convolutions, in-place hardswish_ and relu_
+        "mobilenet_v3_small": (torchvision.models.mobilenet_v3_small(), (2, 3, 64, 64)),
     }
     mode = "train" if train else "eval"
     with_rules = {k: graphprof.profile_model(m, input_shape=s, mode=mode) for k, (m, s) in models.items()}

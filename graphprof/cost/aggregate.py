@@ -13,7 +13,7 @@ from torch import nn
 
 from graphprof.cost.result import LayerRow, ModuleRow
 from graphprof.formulas import Cost
-from graphprof.run.loop import count_parameters
+from graphprof.run.loop import packed_tensors
 
 __all__ = ["aggregate_modules", "ancestors"]
 
@@ -42,6 +42,7 @@ def aggregate_modules(rows: Iterable[LayerRow], model: nn.Module) -> list[Module
             nodes[path] = nodes.get(path, 0) + 1
     modules = dict(model.named_modules(remove_duplicate=False))
     order = [p for p in modules if p in nodes] + [p for p in nodes if p not in modules]
+    params = subtree_parameters(modules)
     out: list[ModuleRow] = []
     for path in order:
         module = modules.get(path)
@@ -50,10 +51,24 @@ def aggregate_modules(rows: Iterable[LayerRow], model: nn.Module) -> list[Module
                 path=path,
                 type=type(module).__name__ if module is not None else "?",
                 depth=0 if path == "" else path.count(".") + 1,
-                params=count_parameters(module) if module is not None else 0,
+                params=params.get(path, 0),
                 forward=forward[path],
                 backward=backward[path],
                 nodes=nodes[path],
             )
         )
     return out
+
+
+def subtree_parameters(modules: dict[str, nn.Module]) -> dict[str, int]:
+    """:func:`graphprof.run.loop.count_parameters` of every module in ``modules`` (``named_modules`` with
+    duplicates), from one walk instead of one per module: each tensor a module holds itself (its parameters
+    and packed quantized weights) counts once in the module and in each ancestor, however many paths reach
+    it. ``tests/test_aggregate.py`` holds it to ``count_parameters`` on shared and quantized modules."""
+    held: dict[str, dict[int, int]] = {path: {} for path in modules}
+    for path, module in modules.items():
+        own = [p for p in module._parameters.values() if p is not None] + packed_tensors(module)
+        for above in ancestors(path):
+            if above in held:
+                held[above].update((id(t), t.numel()) for t in own)
+    return {path: sum(counts.values()) for path, counts in held.items()}

@@ -77,7 +77,7 @@ __all__ = [
     "Observer",
     "run_model",
     "MetaDeviceError",
-    "needs_values", "parameter_tensors", "count_parameters"]
+    "needs_values", "parameter_tensors", "count_parameters", "packed_tensors"]
 
 
 @dataclass(eq=False)
@@ -762,10 +762,43 @@ class _Converter:
                 # num_batches_tracked += 1) must not reach the user's tensor, and a view cannot be a constant
                 with unset_fake_temporarily():
                     own = t.clone()
+                if _plain_dense(own):
+                    return _fake_from_metadata(fake_mode, own, constant=own)
                 return cast(torch.Tensor, fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, own, make_constant=True))
+            if _plain_dense(t):
+                return _fake_from_metadata(fake_mode, t)
             return cast(torch.Tensor, fake_mode.from_tensor(t))
         except Exception as exc:
             raise DataDependentError(f"a {t.dtype} tensor of shape {tuple(t.shape)} cannot be a FakeTensor ({type(exc).__name__}: {exc})") from exc
+
+
+def _plain_dense(t: torch.Tensor) -> bool:
+    """Whether ``t`` is fully described by its metadata: a plain tensor or parameter that owns its storage from
+    offset 0 (not resized to nothing), a leaf with no gradient held, dense, no conjugate or negative bit, neither
+    quantized nor an inference tensor nor an ``nn.Buffer``. Anything else (a view, a subclass, a tensor with
+    ``.grad``) goes through torch's full converter, which follows storages, grads and those flags."""
+    return bool(
+        type(t) in (torch.Tensor, nn.Parameter) and t.layout == torch.strided and t.is_leaf and t.grad is None
+        and not t._is_view() and t.storage_offset() == 0 and not t.is_quantized and not t.is_conj() and not t.is_neg()
+        and not t.is_inference() and not getattr(t, "_is_buffer", False)
+        and (t.numel() == 0 or t.untyped_storage().nbytes() > 0)
+    )  # fmt: skip
+
+
+def _fake_from_metadata(fake_mode: Any, t: torch.Tensor, constant: torch.Tensor | None = None) -> torch.Tensor:
+    """``t`` as a FakeTensor built straight from its sizes, strides, dtype, device and ``requires_grad``: the
+    same tensor ``fake_mode.from_tensor`` gives for a :func:`_plain_dense` one (a parameter stays one to
+    ``isinstance``; ``constant`` keeps a small tensor's values, as ``from_real_tensor(make_constant=True)``
+    does), without torch's general converter, which describes and memoises every storage (a fifth of a cold
+    resnet50 dry run). ``tests/test_fake_params.py`` holds the two against each other."""
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+    with unset_fake_temporarily():  # a plain meta tensor, not one made by (and wrapped in) the fake mode
+        meta = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta", requires_grad=t.requires_grad)
+    fake = FakeTensor(fake_mode, meta, t.device, constant=constant)
+    if isinstance(t, nn.Parameter):
+        fake._is_param = True
+    return cast(torch.Tensor, fake)
 
 
 def _run_graph(
@@ -885,6 +918,11 @@ def _unpack(module: nn.Module) -> list[torch.Tensor]:
         weight = cast(Callable[[], torch.Tensor], module.weight)()
         bias = cast(Callable[[], torch.Tensor], module.bias)() if callable(getattr(module, "bias", None)) else None
     return [weight] + ([bias] if isinstance(bias, torch.Tensor) else [])
+
+
+def packed_tensors(module: nn.Module) -> list[torch.Tensor]:
+    """The weights a quantized layer keeps packed (not parameters), unpacked once; ``[]`` for any other module."""
+    return _packed(module)
 
 
 def parameter_tensors(module: nn.Module, recurse: bool = True) -> list[torch.Tensor]:
