@@ -259,3 +259,16 @@ def test_a_dry_run_counts_the_same_with_and_without_the_rules(train: bool, monke
             a.pop(varying), b.pop(varying)
         assert a["layers"] and a == b, name  # every row, op record, byte and shape
         assert with_rules[name].total_macs > 0
+
+
+def test_a_fake_constant_goes_to_torch() -> None:
+    """A small tensor a dry run keeps the values of (``FakeTensor.constant``): torch's fake mode forgets the
+    values after an in-place write, so a later ``.item()`` cannot read stale ones; no rule answers for it."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    const = mode.fake_tensor_converter.from_real_tensor(mode, torch.tensor([-1.0, 2.0]), make_constant=True)
+    with mode:
+        assert dry_outputs(aten.relu_.default, (const,), {}) is None
+        assert dry_outputs(aten.add.Tensor, (const, const), {}) is None
+        assert const.constant is not None
+        aten.relu_.default(const)
+    assert const.constant is None  # what returning the input unchanged would have kept: [-1.0, 2.0]

@@ -51,12 +51,20 @@ def test_a_plain_tensor_becomes_the_fake_the_converter_gives(name: str) -> None:
         assert _fields((ours * 2).sum()) == _fields((theirs * 2).sum())
 
 
-def test_a_small_constant_keeps_its_values() -> None:
-    t = torch.tensor([8.0, 16.0, 32.0])
+def test_a_small_constant_keeps_its_values_until_something_writes_to_it() -> None:
+    """As ``from_real_tensor(make_constant=True)``: the values are kept, and an in-place write (BatchNorm's
+    ``num_batches_tracked += 1``) makes torch forget them, so a later ``.item()`` never reads stale ones."""
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with mode:
-        fake = _fake_from_metadata(mode, t, constant=t)
-    assert fake.constant is t and (fake.shape, fake.stride(), fake.dtype, fake.device) == (t.shape, t.stride(), t.dtype, t.device)
+    fakes = {}
+    for way in ("ours", "torch's"):
+        t = torch.tensor([8.0, 16.0, 32.0])
+        with mode:
+            fake = _fake_from_metadata(mode, t, constant=t) if way == "ours" else mode.fake_tensor_converter.from_real_tensor(mode, t, make_constant=True)
+            assert fake.constant is t and _fields(fake) == _fields(mode.from_tensor(torch.zeros(3)))
+            assert fake[1].item() == 16.0  # read from the kept values
+            fake.add_(1)
+        fakes[way] = fake
+    assert fakes["ours"].constant is None and fakes["torch's"].constant is None
 
 
 def test_what_the_metadata_does_not_describe_goes_to_torchs_converter() -> None:

@@ -796,6 +796,8 @@ def _fake_from_metadata(fake_mode: Any, t: torch.Tensor, constant: torch.Tensor 
     with unset_fake_temporarily():  # a plain meta tensor, not one made by (and wrapped in) the fake mode
         meta = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta", requires_grad=t.requires_grad)
     fake = FakeTensor(fake_mode, meta, t.device, constant=constant)
+    if constant is not None:  # so an in-place write to it, or to an alias, makes torch forget the values
+        fake_mode.fake_tensor_converter.add_constant_storage_mapping(fake)
     if isinstance(t, nn.Parameter):
         fake._is_param = True
     return cast(torch.Tensor, fake)

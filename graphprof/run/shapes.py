@@ -267,4 +267,8 @@ def dry_outputs(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tor
     x = args[0] if args else None
     if kwargs or not isinstance(x, torch.Tensor) or not x.is_floating_point():
         return None  # keywords, or an input the rules do not describe: torch's own path
+    if any(getattr(a, "constant", None) is not None for a in args):
+        # a FakeTensor that keeps its values (a small constant): torch computes on them, or forgets them
+        # after an in-place write, and a later read of the values depends on it
+        return None
     return _RULES[func](*args, **kwargs)
