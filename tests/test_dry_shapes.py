@@ -268,7 +268,26 @@ def test_a_fake_constant_goes_to_torch() -> None:
     const = mode.fake_tensor_converter.from_real_tensor(mode, torch.tensor([-1.0, 2.0]), make_constant=True)
     with mode:
         assert dry_outputs(aten.relu_.default, (const,), {}) is None
-        assert dry_outputs(aten.add.Tensor, (const, const), {}) is None
+        assert dry_outputs(aten.add.Tensor, (const, const), {}) is None  # all constant: torch computes
         assert const.constant is not None
         aten.relu_.default(const)
     assert const.constant is None  # what returning the input unchanged would have kept: [-1.0, 2.0]
+
+
+def test_a_batch_norm_reading_constant_statistics_is_answered_and_one_writing_them_is_not() -> None:
+    """Running statistics of 64 channels or fewer are kept as constants on a dry run. Reading them (eval) is
+    answered by the rule; ``_native_batch_norm_legit`` in training writes them (``Tensor(a!)``), and torch
+    then forgets their values, so that call goes to torch."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+
+    def const() -> torch.Tensor:
+        return mode.fake_tensor_converter.from_real_tensor(mode, torch.zeros(8), make_constant=True)
+
+    rm, rv = const(), const()  # from real zeros, made outside the mode
+    with mode:
+        x, w = torch.empty(2, 8, 5, 5), torch.empty(8)
+        assert dry_outputs(aten.native_batch_norm.default, (x, w, w, rm, rv, False, 0.1, 1e-5), {}) is not None
+        assert dry_outputs(aten._native_batch_norm_legit_no_training.default, (x, w, w, rm, rv, 0.1, 1e-5), {}) is not None
+        assert dry_outputs(aten._native_batch_norm_legit.default, (x, w, w, rm, rv, True, 0.1, 1e-5), {}) is None
+        aten._native_batch_norm_legit.default(x, w, w, rm, rv, True, 0.1, 1e-5)
+    assert rm.constant is None and rv.constant is None

@@ -267,8 +267,28 @@ def dry_outputs(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tor
     x = args[0] if args else None
     if kwargs or not isinstance(x, torch.Tensor) or not x.is_floating_point():
         return None  # keywords, or an input the rules do not describe: torch's own path
-    if any(getattr(a, "constant", None) is not None for a in args):
-        # a FakeTensor that keeps its values (a small constant): torch computes on them, or forgets them
-        # after an in-place write, and a later read of the values depends on it
+    if _constants_in_play(func, args):
         return None
     return _RULES[func](*args, **kwargs)
+
+
+def _written(func: Any) -> tuple[int, ...]:
+    """The positions of the arguments ``func``'s schema says it writes (``Tensor(a!)``), read once per op."""
+    found = _WRITTEN.get(func)
+    if found is None:
+        found = _WRITTEN[func] = tuple(i for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
+    return found
+
+
+_WRITTEN: dict[Any, tuple[int, ...]] = {}
+
+
+def _constants_in_play(func: Any, args: tuple[Any, ...]) -> bool:
+    """Whether torch's fake mode would do more than make outputs for this call: every tensor argument keeps
+    its values (a small constant: torch computes on them), or the call writes to one that does (torch then
+    forgets its values, so a later ``.item()`` never reads stale ones). A batch norm that only reads small
+    running statistics kept as constants (64 channels or fewer) is still answered."""
+    kept = [getattr(a, "constant", None) is not None for a in args if isinstance(a, torch.Tensor)]
+    if kept and all(kept):
+        return True
+    return any(i < len(args) and getattr(args[i], "constant", None) is not None for i in _written(func))
