@@ -65,7 +65,7 @@ from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import CaptureError, DataDependentError, ShapePropagationError
 from graphprof.run.hooks import module_call_hooks
 from graphprof.run.lowering import GROUPED_MM, grouped_mm_any_dtype
-from graphprof.run.shapes import DRY_SHAPE_OPS, dry_outputs
+from graphprof.run.shapes import DRY_SHAPE_OPS, dry_outputs, new_fake
 from graphprof.run.values import IndexValues
 
 __all__ = [
@@ -791,16 +791,10 @@ def _fake_from_metadata(fake_mode: Any, t: torch.Tensor, constant: torch.Tensor 
     ``isinstance``; ``constant`` keeps a small tensor's values, as ``from_real_tensor(make_constant=True)``
     does), without torch's general converter, which describes and memoises every storage (a fifth of a cold
     resnet50 dry run). ``tests/test_fake_params.py`` holds the two against each other."""
-    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
-
-    with unset_fake_temporarily():  # a plain meta tensor, not one made by (and wrapped in) the fake mode
-        meta = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta", requires_grad=t.requires_grad)
-    fake = FakeTensor(fake_mode, meta, t.device, constant=constant)
-    if constant is not None:  # so an in-place write to it, or to an alias, makes torch forget the values
-        fake_mode.fake_tensor_converter.add_constant_storage_mapping(fake)
+    fake = new_fake(fake_mode, t.device, t.size(), t.dtype, stride=t.stride(), requires_grad=t.requires_grad, constant=constant)
     if isinstance(t, nn.Parameter):
         fake._is_param = True
-    return cast(torch.Tensor, fake)
+    return fake
 
 
 def _run_graph(
@@ -899,7 +893,8 @@ def _backward(loop: _Loop, outputs: list[torch.Tensor], params: list[torch.Tenso
 _UNPACKED: weakref.WeakKeyDictionary[nn.Module, tuple[Any, list[torch.Tensor]]] = weakref.WeakKeyDictionary()
 
 
-def _packed(module: nn.Module) -> list[torch.Tensor]:
+def packed_tensors(module: nn.Module) -> list[torch.Tensor]:
+    """The weights a quantized layer keeps packed (not parameters), unpacked once; ``[]`` for any other module."""
     packed = getattr(module, "_packed_params", None)
     if packed is None or not callable(getattr(module, "weight", None)):
         return []
@@ -922,17 +917,12 @@ def _unpack(module: nn.Module) -> list[torch.Tensor]:
     return [weight] + ([bias] if isinstance(bias, torch.Tensor) else [])
 
 
-def packed_tensors(module: nn.Module) -> list[torch.Tensor]:
-    """The weights a quantized layer keeps packed (not parameters), unpacked once; ``[]`` for any other module."""
-    return _packed(module)
-
-
 def parameter_tensors(module: nn.Module, recurse: bool = True) -> list[torch.Tensor]:
     """``module.parameters(recurse)`` plus the packed weights of quantized layers, each once."""
     tensors: list[torch.Tensor] = list(module.parameters(recurse=recurse))
     modules = module.modules() if recurse else [module]
     for sub in modules:
-        tensors.extend(_packed(sub))
+        tensors.extend(packed_tensors(sub))
     return tensors
 
 

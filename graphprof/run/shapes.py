@@ -34,12 +34,13 @@ only. A FakeTensor on another device is left to torch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-__all__ = ["DRY_SHAPE_OPS", "dry_outputs"]
+__all__ = ["DRY_SHAPE_OPS", "dry_outputs", "new_fake"]
 
 aten = torch.ops.aten
 
@@ -73,24 +74,47 @@ def _layout(x: torch.Tensor, channels_last_ok: bool) -> bool:
     return x.dim() == 5 and x.is_contiguous(memory_format=torch.channels_last_3d)
 
 
+def new_fake(
+    mode: Any,
+    device: torch.device,
+    size: Any,
+    dtype: torch.dtype,
+    *,
+    stride: Any = None,
+    memory_format: torch.memory_format = torch.contiguous_format,
+    requires_grad: bool = False,
+    constant: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """A FakeTensor of ``mode`` on ``device``, made from a meta tensor of that size and dtype (with ``stride``
+    when given, else in ``memory_format``), with no trip through the mode's dispatch. ``constant`` keeps a
+    small tensor's values and is mapped as ``from_real_tensor(make_constant=True)`` maps it, so an in-place
+    write to it, or to an alias, makes torch forget them."""
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+    with unset_fake_temporarily():  # a plain meta tensor, not one made by (and wrapped in) the fake mode
+        if stride is None:
+            meta = torch.empty(size, dtype=dtype, device="meta", memory_format=memory_format, requires_grad=requires_grad)
+        else:
+            meta = torch.empty_strided(size, stride, dtype=dtype, device="meta", requires_grad=requires_grad)
+    fake = FakeTensor(mode, meta, device, constant=constant)
+    if constant is not None:
+        mode.fake_tensor_converter.add_constant_storage_mapping(fake)
+    return fake
+
+
 def _empty(
     x: torch.Tensor, shape: Any = None, dtype: torch.dtype | None = None, memory_format: torch.memory_format = torch.contiguous_format
 ) -> torch.Tensor:
     """A new tensor beside ``x``: ``x``'s own sizes and strides when ``shape`` is ``None`` (``empty_like`` of a
     dense input), else ``shape`` in ``memory_format``; ``x``'s dtype unless ``dtype`` is given. A FakeTensor's
-    is made straight from a meta tensor in the same fake mode, with no trip through its dispatch."""
+    is :func:`new_fake` in the same fake mode."""
     dtype = dtype or x.dtype
     if _meta_kernels(x):
         return torch.empty_like(x) if shape is None else x.new_empty(shape, dtype=dtype)
-    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
-
     mode = x.fake_mode  # type: ignore[attr-defined]
-    with unset_fake_temporarily():
-        if shape is None:
-            meta = torch.empty_strided(x.size(), x.stride(), dtype=dtype, device="meta")
-        else:
-            meta = torch.empty(shape, dtype=dtype, device="meta", memory_format=memory_format)
-    return FakeTensor(mode, meta, x.device)
+    if shape is None:
+        return new_fake(mode, x.device, x.size(), dtype, stride=x.stride())
+    return new_fake(mode, x.device, shape, dtype, memory_format=memory_format)
 
 
 def _batch_norm(
@@ -182,9 +206,7 @@ def _convolution(
     the formula, its memory format as torch's fake kernel picks it (the backend the CPU would select, then
     that backend's format, both asked of torch). Anything else (meta tensors, 1-d, transposed, unbatched,
     mixed dtypes or devices) goes to torch."""
-    if _meta_kernels(x) or transposed or not isinstance(weight, torch.Tensor) or _meta_kernels(weight):
-        return None
-    if x.device.type != "cpu" or weight.device != x.device or weight.dtype != x.dtype or x.dim() not in (4, 5) or weight.dim() != x.dim():
+    if transposed or not _fake_cpu(x, weight) or weight.dtype != x.dtype or x.dim() not in (4, 5) or weight.dim() != x.dim():
         return None
     if bias is not None and (not isinstance(bias, torch.Tensor) or bias.shape != (weight.shape[0],) or bias.dtype != x.dtype or bias.device != x.device):
         return None
@@ -242,17 +264,13 @@ def _empty_constructor(
     """``empty.memory_format`` under a fake mode, on the CPU (the reserve tensor the CPU batch norm makes per
     call): a FakeTensor of that size, dtype and format, made from a meta tensor. Pinned memory, another
     layout or device, or no fake mode goes to torch."""
-    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
-
     mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
     where = torch.device(device) if device is not None else torch.get_default_device()
     if mode is None or where.type != "cpu" or pin_memory or layout not in (None, torch.strided):
         return None
     if not isinstance(size, (list, tuple)) or not all(type(n) is int and n >= 0 for n in size):
         return None
-    with unset_fake_temporarily():
-        meta = torch.empty(size, dtype=dtype or torch.get_default_dtype(), device="meta", memory_format=memory_format or torch.contiguous_format)
-    return FakeTensor(mode, meta, where)
+    return new_fake(mode, where, size, dtype or torch.get_default_dtype(), memory_format=memory_format or torch.contiguous_format)
 
 
 #: Constructors :func:`dry_outputs` may answer: no tensor argument, so no regime to read from one.
@@ -272,15 +290,10 @@ def dry_outputs(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tor
     return _RULES[func](*args, **kwargs)
 
 
+@functools.cache
 def _written(func: Any) -> tuple[int, ...]:
     """The positions of the arguments ``func``'s schema says it writes (``Tensor(a!)``), read once per op."""
-    found = _WRITTEN.get(func)
-    if found is None:
-        found = _WRITTEN[func] = tuple(i for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
-    return found
-
-
-_WRITTEN: dict[Any, tuple[int, ...]] = {}
+    return tuple(i for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
 
 
 def _constants_in_play(func: Any, args: tuple[Any, ...]) -> bool:
