@@ -47,7 +47,9 @@ def main(argv: list[str]) -> None:
     shape = tuple(int(x) for x in args[1].split("x")) if len(args) > 1 else SHAPE
     load = os.getloadavg()
     quiet = "quiet" if load[0] <= 1.5 else "NOT QUIET: times are not a result"
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({quiet}), {torch.get_num_threads()} torch thread(s); memory figures do not depend on load, times do")
+    print(
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({quiet}), {torch.get_num_threads()} torch thread(s); memory figures do not depend on load, times do"
+    )
     base = plan_memory(name, input_shape=shape, foreach=False)
     budget = int(0.6 * base.peak_bytes)
     plan = plan_memory(name, input_shape=shape, foreach=False, memory_budget=budget, hardware=hardware)
@@ -69,7 +71,9 @@ def main(argv: list[str]) -> None:
     built = resolve_model(name, input_shape=shape, device="cpu")
     real = (built.model, tuple(built.args), dict(built.kwargs))
     plain = measure_step(*real, repeats=5)
-    planned = measure_step(*real, wraps=(checkpointed(chosen),), repeats=10, recomputed=frozenset(chosen), cpu_time=threads == "1")
+    planned = measure_step(
+        *real, wraps=(checkpointed(chosen),), repeats=10, recomputed=frozenset(chosen), cpu_time=threads == "1"
+    )
     print(
         f"unplanned peak: predicted {base.peak_bytes / 1e6:.1f} MB, measured {plain.peak_bytes / 1e6:.1f} MB ({base.peak_bytes / plain.peak_bytes - 1:+.2%})"
     )

@@ -30,7 +30,14 @@ def llama_decoder() -> torch.nn.Module:
     """A LLaMA-shaped decoder (8 layers of a 7B-wide model), built on the meta device; measured after materialising."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=8, num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)
+    config = LlamaConfig(
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=8,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        vocab_size=32000,
+    )
     with torch.device("meta"):
         return LlamaForCausalLM(config).eval()
 

@@ -78,7 +78,9 @@ def runs(iters: int) -> None:
     for model, target, options in cases:
         for spec in RUN_DEVICES:
             try:
-                report = partition_report(target, spec, objective="throughput", run=True, run_iters=iters, micro_batches=4, **options)
+                report = partition_report(
+                    target, spec, objective="throughput", run=True, run_iters=iters, micro_batches=4, **options
+                )
             except InvalidInputError as exc:  # e.g. three stages, one process each, on two cores
                 print(f"| {model} | {spec} | not run: {exc} |", flush=True)
                 continue
@@ -87,7 +89,8 @@ def runs(iters: int) -> None:
             def ratios(run: object) -> str:
                 """Per stage: measured alone / predicted (measured pipelined / predicted)."""
                 return ", ".join(
-                    f"{s.alone_ratio:.2f} ({s.ratio:.2f})" if s.ratio else "-" for s in run.stages  # type: ignore[attr-defined]
+                    f"{s.alone_ratio:.2f} ({s.ratio:.2f})" if s.ratio else "-"
+                    for s in run.stages  # type: ignore[attr-defined]
                 )
 
             print(

@@ -1,6 +1,6 @@
 """Seed 003's ``examples/model_profiling_example.py``: ``@capture_model``, a trace per forward, analysis.
 
-    python examples/model_profiling_example.py [out_dir]
+python examples/model_profiling_example.py [out_dir]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Seed 004's scaling experiment: node scaling of a graph transformer, then a ``ScalingExperiment``.
 
-    python examples/scaling_experiment.py
+python examples/scaling_experiment.py
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ arguments()  # --help: this docstring; the folder every example is handed (this 
 
 
 def model_factory(**kwargs):
-    return profiling.build_graph_model("graph_transformer", **{"hidden_dim": 32, "num_layers": 2, "num_heads": 4, **kwargs})
+    return profiling.build_graph_model(
+        "graph_transformer", **{"hidden_dim": 32, "num_layers": 2, "num_heads": 4, **kwargs}
+    )
 
 
 result = profiling.run_node_scaling(model_factory, num_nodes_list=[50, 100, 200], num_runs=3)

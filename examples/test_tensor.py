@@ -1,6 +1,6 @@
 """Seed 000's ``test_tensor.py``: the ResNet18 walk-through, with graphprof's Profiler.
 
-    python examples/test_tensor.py [out_dir]
+python examples/test_tensor.py [out_dir]
 """
 
 from __future__ import annotations

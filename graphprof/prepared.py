@@ -69,7 +69,9 @@ class PreparedModel(Session):
         from graphprof.models import family_traits
 
         if family_traits(self.family).graph_input and (batch_size is not None or input_shape is not None):
-            raise InvalidInputError(f"{self.name} takes a graph: set its size with num_nodes/avg_degree when preparing it, not a batch or an input shape")
+            raise InvalidInputError(
+                f"{self.name} takes a graph: set its size with num_nodes/avg_degree when preparing it, not a batch or an input shape"
+            )
         return RunSpec.of(
             batch_size=batch_size, input_shape=input_shape, seq_len=seq_len, example_inputs=example_inputs,
             example_kwargs=example_kwargs, dtype=dtype, mode=mode,
@@ -117,7 +119,9 @@ class PreparedModel(Session):
         call = self.resolve(spec)
         activations = profile_session(self, spec).peak_activation_bytes  # a dry run: does the real one fit?
         options = MeasureOptions(device, iters, warmup, layer_runs, trace_dir, optimizer, breakdown, seed, activations)
-        return measure_run(self.model, call.args, call.kwargs, name=self.name, train=call.train, dtype=call.dtype, options=options)
+        return measure_run(
+            self.model, call.args, call.kwargs, name=self.name, train=call.train, dtype=call.dtype, options=options
+        )
 
     @guard_user_code
     def graph(
@@ -150,7 +154,9 @@ class PreparedModel(Session):
         inputs' profile): :func:`graphprof.graph.onnx_export.export_onnx`. Needs a model with weights
         (``prepare(..., device="cpu")`` for a named model)."""
         with preserved_state(self.model):
-            return export_onnx(self.model, self.args, self.kwargs, path, profile if profile is not None else self.profile())
+            return export_onnx(
+                self.model, self.args, self.kwargs, path, profile if profile is not None else self.profile()
+            )
 
 
 @guard_user_code

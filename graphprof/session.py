@@ -160,7 +160,12 @@ class Session:
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The example inputs with another batch size, input shape or sequence length (nothing is built)."""
         return resize_inputs(
-            self.args, self.kwargs, batch_size=batch_size, input_shape=parse_shape(input_shape), seq_len=seq_len, what=self.name
+            self.args,
+            self.kwargs,
+            batch_size=batch_size,
+            input_shape=parse_shape(input_shape),
+            seq_len=seq_len,
+            what=self.name,
         )
 
     def resolve(self, spec: RunSpec) -> RunCall:
@@ -170,7 +175,14 @@ class Session:
         objects, so the first profile reuses the validating run)."""
         if spec.replaces_inputs:
             args, kwargs = spec.example_inputs or (), dict(spec.example_kwargs or {})
-            sized = resize_inputs(args, kwargs, batch_size=spec.batch_size, input_shape=spec.input_shape, seq_len=spec.seq_len, what=self.name)
+            sized = resize_inputs(
+                args,
+                kwargs,
+                batch_size=spec.batch_size,
+                input_shape=spec.input_shape,
+                seq_len=spec.seq_len,
+                what=self.name,
+            )
             args, kwargs = sized
         else:
             args, kwargs = self.inputs(batch_size=spec.batch_size, input_shape=spec.input_shape, seq_len=spec.seq_len)
@@ -242,7 +254,16 @@ class Session:
         if cap.execution is Execution.DRY_RUN:
             try:
                 modes = [lowering_context(self.lowering)]
-                trace = propagate(cap.graph, self.model, call.args, call.kwargs, train=call.train, dtype=call.dtype, observers=call.observers, modes=modes)
+                trace = propagate(
+                    cap.graph,
+                    self.model,
+                    call.args,
+                    call.kwargs,
+                    train=call.train,
+                    dtype=call.dtype,
+                    observers=call.observers,
+                    modes=modes,
+                )
                 return cap, trace
             except DataDependentError as exc:
                 if not (self.allow_real and real_ok) or self.device.type == "meta":
@@ -251,7 +272,16 @@ class Session:
                 cap = _Capture(cap.graph, Execution.REAL, note)
         device = self.device
         real_args, real_kwargs = materialize(call.args, device), materialize(call.kwargs, device)
-        trace = propagate(cap.graph, self.model, real_args, real_kwargs, train=call.train, dtype=call.dtype, fake=False, observers=call.observers)
+        trace = propagate(
+            cap.graph,
+            self.model,
+            real_args,
+            real_kwargs,
+            train=call.train,
+            dtype=call.dtype,
+            fake=False,
+            observers=call.observers,
+        )
         return cap, trace
 
     def _warm_up(self, call: RunCall, notes: list[str]) -> list[tuple[str, float]]:
@@ -295,7 +325,9 @@ def unwrap_model(model: nn.Module) -> tuple[nn.Module, list[str]]:
     notes = []
     while True:
         if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
-            notes.append(f"profiled the module inside {type(model).__name__} (its .module): the wrapper adds no arithmetic")
+            notes.append(
+                f"profiled the module inside {type(model).__name__} (its .module): the wrapper adds no arithmetic"
+            )
             model = model.module
             continue
         inner, note = unwrap_compiled(model)
@@ -313,7 +345,9 @@ def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **op
     """
     unknown = sorted(set(options) - set(ModelOptions.__annotations__))
     if unknown:
-        raise TypeError(f"unexpected keyword argument {unknown[0]!r} (the model options are: {', '.join(ModelOptions.__annotations__)})")
+        raise TypeError(
+            f"unexpected keyword argument {unknown[0]!r} (the model options are: {', '.join(ModelOptions.__annotations__)})"
+        )
     spec = RunSpec.of(
         batch_size=options.get("batch_size"), input_shape=options.get("input_shape"), example_inputs=options.get("example_inputs"),
         example_kwargs=options.get("example_kwargs"), dtype=options.get("dtype"), mode=options.get("mode", Mode.EVAL),
@@ -326,7 +360,9 @@ def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **op
     )  # fmt: skip
     proposals = options.get("proposals")
     if isinstance(model_or_name, str):
-        return _open_by_name(model_or_name, spec, build, options.get("device"), options.get("allow_unsafe_load", False), proposals)  # type: ignore[no-any-return]
+        return _open_by_name(
+            model_or_name, spec, build, options.get("device"), options.get("allow_unsafe_load", False), proposals
+        )  # type: ignore[no-any-return]
     if not isinstance(model_or_name, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
     if proposals is not None:
@@ -391,7 +427,14 @@ def _module_inputs(spec: RunSpec) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (torch.empty(shape, device="meta"),), {}
 
 
-def _open_by_name(spec_text: str, spec: RunSpec, options: _BuildOptions, device: str | None, allow_unsafe_load: bool, proposals: int | None) -> Any:
+def _open_by_name(
+    spec_text: str,
+    spec: RunSpec,
+    options: _BuildOptions,
+    device: str | None,
+    allow_unsafe_load: bool,
+    proposals: int | None,
+) -> Any:
     """Build the named model on the meta device when its family allows it (no weights allocated, no
     init cost); when the dry run needs real values there, build it again on the CPU and run for real."""
     from graphprof.models import family_traits, resolve_model, spec_family
@@ -443,7 +486,11 @@ def _open_module(options: _BuildOptions, built: _Built) -> Any:
     methods = options.methods or default_methods(module)
     warm = warm_up_reason(module, built.family, options.warm_up, methods)
     if warm is None and model_device(module).type != "meta":
-        why = "asked for (warm_up='never')" if options.warm_up is WarmUp.NEVER else "nothing in the model initialises lazily"
+        why = (
+            "asked for (warm_up='never')"
+            if options.warm_up is WarmUp.NEVER
+            else "nothing in the model initialises lazily"
+        )
         notes.append(f"no warm-up: {why}, so none of its arithmetic ran before the dry run")
     session = options.cls(
         built.name, built.family, module, built.args, built.kwargs, options.mode, options.dtype, methods, built.allow_real,

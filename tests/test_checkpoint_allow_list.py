@@ -1,5 +1,4 @@
-"""torch's weights_only allow-list after a YOLO checkpoint's load and profile: as found (checked in a fresh process).
-"""
+"""torch's weights_only allow-list after a YOLO checkpoint's load and profile: as found (checked in a fresh process)."""
 
 from __future__ import annotations
 
@@ -41,6 +40,8 @@ def test_a_yolo_checkpoint_leaves_torchs_allow_list_as_found(tmp_path: Path) -> 
     path = tmp_path / "tiny_yolo.pt"
     torch.save({"model": model, "train_args": {"imgsz": 64}}, path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "YOLO_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-c", _ALLOW_LIST_PROBE, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _ALLOW_LIST_PROBE, str(path)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[-2] == "['torch'] 0 0"

@@ -1,5 +1,4 @@
-"""A YOLO checkpoint is loaded as given, and torch's weights_only allow-list is left as found.
-"""
+"""A YOLO checkpoint is loaded as given, and torch's weights_only allow-list is left as found."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def test_main_command_calls_prepare_with_its_options(monkeypatch: pytest.MonkeyP
     result = _invoke("--model", "resnet18", "--input-shape", "2", "3", "64", "64", "--batch-size", "4", "--dtype", "bf16",
                      "--mode", "train", "--capture", "fx", "--allow-unsafe-load")  # fmt: skip
     assert result.exit_code == 2 and "stop here" in result.output
-    (args, kwargs), = calls
+    ((args, kwargs),) = calls
     assert args == ("resnet18",)
     assert kwargs == {
         "input_shape": "2,3,64,64", "batch_size": 4, "dtype": "bf16", "mode": "train", "methods": ("fx.symbolic_trace",),
@@ -55,7 +55,14 @@ def test_compare_calls_profile_model_per_model(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(graphprof.profile, "profile_model", _recorder(calls))
     result = _invoke("compare", "resnet18", "alexnet", "--batch-size", "2", "--mode", "eval", "--capture", "eager")
     assert [c[0] for c in calls] == [("resnet18",), ("alexnet",)]
-    assert calls[0][1] == {"input_shape": None, "batch_size": 2, "dtype": None, "mode": "eval", "methods": ("eager",), "allow_unsafe_load": False}
+    assert calls[0][1] == {
+        "input_shape": None,
+        "batch_size": 2,
+        "dtype": None,
+        "mode": "eval",
+        "methods": ("eager",),
+        "allow_unsafe_load": False,
+    }
     assert result.exit_code == 2  # every model failed with the patched error (exit 2)
 
 
@@ -67,9 +74,14 @@ def test_sweep_calls_sweep_with_the_axis_and_values(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(graphprof.scaling, "check_sweep", lambda *a, **k: None)
     result = _invoke("sweep", "--model", "resnet18", "--batch", "1:8:x2", "--hardware", "h100", "--mode", "train")
     assert result.exit_code == 2, result.output
-    (args, kwargs), = calls
+    ((args, kwargs),) = calls
     assert args == ("resnet18", "batch", [1, 2, 4, 8])
-    assert kwargs["hardware"] == "h100" and kwargs["mode"] == "train" and kwargs["measure"] is False and kwargs["key"] is None
+    assert (
+        kwargs["hardware"] == "h100"
+        and kwargs["mode"] == "train"
+        and kwargs["measure"] is False
+        and kwargs["key"] is None
+    )
 
 
 def test_validate_calls_the_crosscheck_with_its_reference(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,7 +91,7 @@ def test_validate_calls_the_crosscheck_with_its_reference(monkeypatch: pytest.Mo
     monkeypatch.setattr(graphprof.crosscheck, "iter_crosschecks", _recorder(calls))
     result = _invoke("validate", "--model", "resnet18", "--against", "torch", "--batch-size", "2")
     assert result.exit_code == 2, result.output
-    (args, kwargs), = calls
+    ((args, kwargs),) = calls
     assert args == (["resnet18"],) and kwargs["against"] == "torch" and kwargs["batch_size"] == 2
 
 
@@ -101,7 +113,7 @@ def test_calibrate_calls_calibrate(monkeypatch: pytest.MonkeyPatch, tmp_path: An
     monkeypatch.setattr(graphprof.calibrate, "calibrate", _recorder(calls))
     result = _invoke("calibrate", "--output", str(tmp_path / "local.json"), "--threads", "1")
     assert result.exit_code == 2, result.output
-    (args, kwargs), = calls
+    ((args, kwargs),) = calls
     assert args == ("cpu",) and kwargs["threads"] == 1 and str(kwargs["output"]).endswith("local.json")
 
 
@@ -110,9 +122,11 @@ def test_generate_calls_profile_generation(monkeypatch: pytest.MonkeyPatch) -> N
 
     calls: list[Any] = []
     monkeypatch.setattr(graphprof.generate, "profile_generation", _recorder(calls))
-    result = _invoke("generate", "--model", "hf:llama", "--prompt-len", "64", "--new-tokens", "8", "--kv-dtype", "float8")
+    result = _invoke(
+        "generate", "--model", "hf:llama", "--prompt-len", "64", "--new-tokens", "8", "--kv-dtype", "float8"
+    )
     assert result.exit_code == 2, result.output
-    (args, kwargs), = calls
+    ((args, kwargs),) = calls
     assert args == ("hf:llama",) or kwargs.get("model") == "hf:llama"
     assert kwargs["prompt_len"] == 64 and kwargs["new_tokens"] == 8 and kwargs["kv_dtype"] == "float8"
 
@@ -124,7 +138,7 @@ def test_partition_calls_partition_report(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(graphprof.partition.report, "partition_report", _recorder(calls))
     result = _invoke("partition", "--model", "resnet18", "--devices", "cpu:2", "--objective", "throughput")
     assert result.exit_code == 2, result.output
-    (args, kwargs), = calls
+    ((args, kwargs),) = calls
     assert "resnet18" in args or kwargs.get("model_or_name") == "resnet18"
     assert kwargs["objective"] == "throughput" and (kwargs.get("devices") == "cpu:2" or "cpu:2" in args)
 
@@ -138,7 +152,7 @@ def test_trace_calls_read_model_trace(monkeypatch: pytest.MonkeyPatch, tmp_path:
     path.write_text("{}")
     result = _invoke("trace", str(path), "--name", "M")
     assert result.exit_code == 2, result.output
-    (args, _), = calls
+    ((args, _),) = calls
     assert str(args[0]) == str(path) and args[1] == "M"
 
 
@@ -149,7 +163,7 @@ def test_fvcore_flag_runs_validates_crosscheck_before_the_tables(monkeypatch: py
     monkeypatch.setattr(graphprof.crosscheck, "crosscheck_model", _recorder(calls))
     result = _invoke("--model", "alexnet", "--fvcore", "--batch-size", "2")
     assert result.exit_code == 2, result.output  # the patched call stopped it, after the dry run
-    (args, kwargs), = calls
+    ((args, kwargs),) = calls
     assert args == ("alexnet",) and kwargs["against"] == "fvcore" and kwargs["batch_size"] == 2
 
 

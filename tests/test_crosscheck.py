@@ -393,9 +393,13 @@ def test_seed_script_path_with_parallel_jobs(tmp_path):
     out = tmp_path / "v.json"
     argv = ["--models", "resnet18,squeezenet1_1", "--input-shape", "1", "3", "32", "32", "--jobs", "2", "-o", str(out)]
     env = {**os.environ, "COLUMNS": "200"}  # whole names; narrower widths fold them
-    done = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    done = subprocess.run(
+        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "FLOP COMPARISON: Our Estimator vs fvcore" in done.stdout and "squeezenet1_1" in done.stdout  # the seed's labels
+    assert (
+        "FLOP COMPARISON: Our Estimator vs fvcore" in done.stdout and "squeezenet1_1" in done.stdout
+    )  # the seed's labels
     document = json.loads(out.read_text())
     assert [m["model"] for m in document["models"]] == ["resnet18", "squeezenet1_1"]  # input order, not finish order
     assert document["summary"]["agrees"] == 2

@@ -147,7 +147,10 @@ def _fake_check(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None 
         if got is None:
             return False
         want = func(*args, **kwargs)
-        got_t, want_t = (got,) if isinstance(got, torch.Tensor) else got, (want,) if isinstance(want, torch.Tensor) else want
+        got_t, want_t = (
+            (got,) if isinstance(got, torch.Tensor) else got,
+            (want,) if isinstance(want, torch.Tensor) else want,
+        )
         assert _fields(got_t) == _fields(want_t), func
         assert all(isinstance(t, FakeTensor) and t.fake_mode is _FAKE for t in got_t)
     return True
@@ -174,7 +177,9 @@ def test_convolutions_equal_torch(dtype: torch.dtype, layout: str, case: tuple[A
     x = _meta(xs, dtype, "channels_last" if layout == "channels_last" else "contiguous", "fake")
     w = _meta(ws, dtype, "channels_last" if layout == "weight_channels_last" else "contiguous", "fake")
     b = _empty(ws[0], dtype, "fake") if bias else None
-    assert _fake_check(aten.convolution.default, (x, w, b, stride, padding, dilation, False, [0] * (len(xs) - 2), groups))
+    assert _fake_check(
+        aten.convolution.default, (x, w, b, stride, padding, dilation, False, [0] * (len(xs) - 2), groups)
+    )
 
 
 def test_convolutions_torch_rejects_or_the_rule_does_not_know_go_to_torch() -> None:
@@ -188,8 +193,27 @@ def test_convolutions_torch_rejects_or_the_rule_does_not_know_go_to_torch() -> N
         assert dry_outputs(conv, (x, w.to(torch.float64), None, *rest), {}) is None  # mixed dtypes
         assert dry_outputs(conv, (x, w, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1), {}) is None  # transposed
         assert dry_outputs(conv, (x[0], w, None, *rest), {}) is None  # unbatched
-        assert dry_outputs(conv, (_empty((2, 3, 9), regime="fake"), _empty((8, 3, 3), regime="fake"), None, [1], [0], [1], False, [0], 1), {}) is None  # 1-d
-    assert dry_outputs(conv, (_empty((2, 3, 9, 9)), _empty((8, 3, 3, 3)), None, *rest), {}) is None  # meta: torch's meta kernel
+        assert (
+            dry_outputs(
+                conv,
+                (
+                    _empty((2, 3, 9), regime="fake"),
+                    _empty((8, 3, 3), regime="fake"),
+                    None,
+                    [1],
+                    [0],
+                    [1],
+                    False,
+                    [0],
+                    1,
+                ),
+                {},
+            )
+            is None
+        )  # 1-d
+    assert (
+        dry_outputs(conv, (_empty((2, 3, 9, 9)), _empty((8, 3, 3, 3)), None, *rest), {}) is None
+    )  # meta: torch's meta kernel
 
 
 @pytest.mark.parametrize("layout", ("contiguous", "channels_last"))
@@ -199,7 +223,9 @@ def test_a_residual_add_equals_torch_and_anything_else_goes_to_torch(layout: str
     assert _fake_check(aten.add.Tensor, (x, y))
     with _FAKE:
         assert dry_outputs(aten.add.Tensor, (x, _empty((8, 5, 5), regime="fake")), {}) is None  # broadcast
-        assert dry_outputs(aten.add.Tensor, (x, _meta((2, 8, 5, 5), torch.float64, layout, "fake")), {}) is None  # promotion
+        assert (
+            dry_outputs(aten.add.Tensor, (x, _meta((2, 8, 5, 5), torch.float64, layout, "fake")), {}) is None
+        )  # promotion
         assert dry_outputs(aten.add.Tensor, (x, y), {"alpha": 2}) is None
         assert dry_outputs(aten.add.Tensor, (x, y, 2), {}) is None
         other = _meta((2, 8, 5, 5), layout="channels_last" if layout == "contiguous" else "contiguous", regime="fake")
@@ -287,7 +313,9 @@ def test_a_batch_norm_reading_constant_statistics_is_answered_and_one_writing_th
     with mode:
         x, w = torch.empty(2, 8, 5, 5), torch.empty(8)
         assert dry_outputs(aten.native_batch_norm.default, (x, w, w, rm, rv, False, 0.1, 1e-5), {}) is not None
-        assert dry_outputs(aten._native_batch_norm_legit_no_training.default, (x, w, w, rm, rv, 0.1, 1e-5), {}) is not None
+        assert (
+            dry_outputs(aten._native_batch_norm_legit_no_training.default, (x, w, w, rm, rv, 0.1, 1e-5), {}) is not None
+        )
         assert dry_outputs(aten._native_batch_norm_legit.default, (x, w, w, rm, rv, True, 0.1, 1e-5), {}) is None
         aten._native_batch_norm_legit.default(x, w, w, rm, rv, True, 0.1, 1e-5)
     assert rm.constant is None and rv.constant is None

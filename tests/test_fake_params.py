@@ -59,7 +59,11 @@ def test_a_small_constant_keeps_its_values_until_something_writes_to_it() -> Non
     for way in ("ours", "torch's"):
         t = torch.tensor([8.0, 16.0, 32.0])
         with mode:
-            fake = _fake_from_metadata(mode, t, constant=t) if way == "ours" else mode.fake_tensor_converter.from_real_tensor(mode, t, make_constant=True)
+            fake = (
+                _fake_from_metadata(mode, t, constant=t)
+                if way == "ours"
+                else mode.fake_tensor_converter.from_real_tensor(mode, t, make_constant=True)
+            )
             assert fake.constant is t and _fields(fake) == _fields(mode.from_tensor(torch.zeros(3)))
             assert fake[1].item() == 16.0  # read from the kept values
             fake.add_(1)
@@ -90,7 +94,13 @@ def test_what_the_metadata_does_not_describe_goes_to_torchs_converter() -> None:
     assert [name for name, t in declined.items() if _plain_dense(t)] == []
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))])
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")),
+    ],
+)
 def test_a_dry_run_counts_the_same_with_the_converter(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every row, op record, byte and shape of a dry run, in eval and train mode (the backward reads the
     parameters' ``requires_grad``), is the same when every tensor goes through torch's converter."""
@@ -105,7 +115,10 @@ def test_a_dry_run_counts_the_same_with_the_converter(device: str, monkeypatch: 
     for shortcut in (True, False):
         if not shortcut:
             monkeypatch.setattr(loop, "_plain_dense", lambda t: False)
-        runs[shortcut] = {mode: graphprof.profile_model(model, input_shape=(2, 3, 64, 64), mode=mode).to_dict() for mode in ("eval", "train")}
+        runs[shortcut] = {
+            mode: graphprof.profile_model(model, input_shape=(2, 3, 64, 64), mode=mode).to_dict()
+            for mode in ("eval", "train")
+        }
     for mode in ("eval", "train"):
         a, b = runs[True][mode], runs[False][mode]
         for varying in ("timings_s", "timestamp", "host"):

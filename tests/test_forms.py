@@ -126,6 +126,9 @@ def test_cli_profiles_factories_that_return_wrapped_or_scripted_models(tmp_path,
     (tmp_path / "handed_over.py").write_text(_FACTORIES)
     monkeypatch.syspath_prepend(str(tmp_path))
     for factory in ("data_parallel", "scripted"):
-        result = CliRunner().invoke(app, ["--model", f"handed_over:{factory}", "--input-shape", "1,3,64,64", "--output", "-", "--format", "json"])
+        result = CliRunner().invoke(
+            app,
+            ["--model", f"handed_over:{factory}", "--input-shape", "1,3,64,64", "--output", "-", "--format", "json"],
+        )
         assert result.exit_code == 0, result.output
         assert '"total_macs": 148557824' in result.output, factory

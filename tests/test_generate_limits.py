@@ -1,5 +1,4 @@
-"""Generation bounded: new tokens beyond the model's positions, generation on a plain module.
-"""
+"""Generation bounded: new tokens beyond the model's positions, generation on a plain module."""
 
 from __future__ import annotations
 

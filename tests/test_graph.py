@@ -189,7 +189,20 @@ def test_seed_module_granularity_groups_by_top_level_submodules(tmp_path, monkey
     prof = Profiler(torchvision.models.resnet18().eval(), granularity="module", auto_profile=False, measure=False)
     graph = prof.profile_once(torch.randn(1, 3, 224, 224))
     names = [n.name for n in graph.nodes]
-    assert names == ["input", "conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4", "avgpool", "flatten", "fc"]
+    assert names == [
+        "input",
+        "conv1",
+        "bn1",
+        "relu",
+        "maxpool",
+        "layer1",
+        "layer2",
+        "layer3",
+        "layer4",
+        "avgpool",
+        "flatten",
+        "fc",
+    ]
     stats = prof.graph.stats()
     printed = capsys.readouterr().out
     assert stats["nodes"] == 12 and "total_nodes: 12" in printed and "total_edges: 11" in printed  # a chain
@@ -364,7 +377,11 @@ def test_measured_times_on_module_graph_nodes():
     # a module called twice (layer1.0.relu, layer1.0.relu_1) shares its self time between its two nodes
     relu = layer["layer1.0.relu"]
     assert relu.calls == 2
-    assert graph.node("layer1.0.relu").measured_ms == graph.node("layer1.0.relu_1").measured_ms == pytest.approx(relu.cpu_us / 2e3)
+    assert (
+        graph.node("layer1.0.relu").measured_ms
+        == graph.node("layer1.0.relu_1").measured_ms
+        == pytest.approx(relu.cpu_us / 2e3)
+    )
     assert graph.node("layer1.0.conv1").measured_ms == pytest.approx(layer["layer1.0.conv1"].cpu_us / 1e3)
     # the residual `out += identity` runs aten::add_ inside layer1.0: that op's time, not the block's Python
     add = next(o for o in m.ops if o.layer == "layer1.0" and o.op == "aten::add_")
@@ -381,7 +398,9 @@ def test_measured_times_on_module_graph_nodes():
     assert conv.dispatched_cpu_us >= max(o.cpu_us for (layer, _), o in ops.items() if layer == "conv1")
     assert detail is not None
     assert detail.node("conv1:convolution").measured_ms == pytest.approx(conv.dispatched_cpu_us / 1e3)
-    assert detail.node("layer1.0.add:add").measured_ms == pytest.approx(ops[("layer1.0", "aten::add_")].dispatched_cpu_us / 1e3)
+    assert detail.node("layer1.0.add:add").measured_ms == pytest.approx(
+        ops[("layer1.0", "aten::add_")].dispatched_cpu_us / 1e3
+    )
     assert all(n.measured_ms is not None for n in detail.nodes if n.kind == "op")
     assert sum(n.measured_ms or 0.0 for n in detail.nodes) <= total_ms
     # folded at depth 1: layer1's node holds the self time of every layer inside it, and its own

@@ -1,5 +1,4 @@
-"""graph-estimate and graph sweeps: bad input refused, not ignored.
-"""
+"""graph-estimate and graph sweeps: bad input refused, not ignored."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Graph-model sizes that cannot fit are refused with the bytes they would need; options that are not numbers are bad input.
-"""
+"""Graph-model sizes that cannot fit are refused with the bytes they would need; options that are not numbers are bad input."""
 
 from __future__ import annotations
 
@@ -12,7 +11,12 @@ from graphprof.errors import InvalidInputError
 # ---- 12. graph sizes refused up front, with the bytes they would need -------------------------------
 @pytest.mark.parametrize(
     "spec",
-    ["pyg:gin?num_edges=1000000000000000", "pyg:gin?avg_degree=1000000000000", "pyg:gin?hidden_dim=1000000000", "pyg:gin?num_nodes=1000000000000"],
+    [
+        "pyg:gin?num_edges=1000000000000000",
+        "pyg:gin?avg_degree=1000000000000",
+        "pyg:gin?hidden_dim=1000000000",
+        "pyg:gin?num_nodes=1000000000000",
+    ],
 )
 def test_graph_sizes_that_cannot_fit_are_refused_with_their_size(spec: str, monkeypatch) -> None:
     pytest.importorskip("torch_geometric")

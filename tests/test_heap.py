@@ -9,7 +9,9 @@ import pytest
 
 from graphprof.measure.heap import STEADY_BLOCK_BYTES, glibc
 
-pytestmark = pytest.mark.skipif(not glibc() or sys.platform != "linux", reason="glibc's malloc only (other C libraries have no dynamic threshold)")
+pytestmark = pytest.mark.skipif(
+    not glibc() or sys.platform != "linux", reason="glibc's malloc only (other C libraries have no dynamic threshold)"
+)
 
 # A fresh process allocates a 16 MiB block and prints whether it lies in the brk heap ("[heap]" in
 # /proc/self/maps: the heap, whose freed blocks are re-used) or in a mapping of its own (fresh pages on
@@ -30,7 +32,9 @@ for line in open("/proc/self/maps"):
 
 
 def _home_of_a_block(state: str) -> str:
-    done = subprocess.run([sys.executable, "-c", _PROBE, state], capture_output=True, text=True, check=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, state], capture_output=True, text=True, check=True, timeout=120
+    )
     return done.stdout.split()[-1]
 
 

@@ -56,7 +56,9 @@ class Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
-USER_MODULE = TINY_MODULE + """
+USER_MODULE = (
+    TINY_MODULE
+    + """
 BUILT = {marker!r}
 
 
@@ -114,6 +116,7 @@ def deep200():
 def deep1000():
     return nested(1000)
 """
+)
 
 
 @pytest.fixture
@@ -576,4 +579,3 @@ def test_readme_states_the_trust_model():
     text = (ROOT / "README.md").read_text()
     section = text.split("## Trust", 1)[1].split("\n## ", 1)[0]
     assert "--allow-unsafe-load" in section and "weights_only=True" in section
-

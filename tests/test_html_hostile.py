@@ -27,9 +27,18 @@ from graphprof.render.html import render_compare_html, render_profile_html, rend
 from graphprof.scaling.axis import Axis
 
 pytest.importorskip("plotly", reason="the HTML report embeds plotly's script (the html extra)")
-playwright = pytest.importorskip("playwright.sync_api", reason="the browser tests drive Chromium with playwright (the test extra)")
+playwright = pytest.importorskip(
+    "playwright.sync_api", reason="the browser tests drive Chromium with playwright (the test extra)"
+)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-sync",
+]
 
 #: No dots (a module name cannot hold one); every way out of the context it lands in.
 PAYLOAD = "</script><script>PWNED=1</script><img src=PWNEDIMG onerror=PWNED=2><!--'\"><b onmouseover=PWNED=3>"

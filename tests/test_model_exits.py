@@ -1,5 +1,4 @@
-"""A model's ``sys.exit`` on every path (API, sweep, --measure, --graph): the model's error, exit 8, never graphprof's exit.
-"""
+"""A model's ``sys.exit`` on every path (API, sweep, --measure, --graph): the model's error, exit 8, never graphprof's exit."""
 
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ import graphprof
 from graphprof.errors import ModelExitError
 
 # ---- a model's sys.exit on every path added since the last round (point 3) ----------------------------
-
-
 
 
 EXITING = """
@@ -126,7 +123,10 @@ def test_a_sweep_keeps_the_points_before_the_models_exit() -> None:
 def test_cli_measure_exit_reports_the_dry_run_and_exit_code_8(quitting: object) -> None:
     from graphprof_cli.main import app
 
-    result = CliRunner().invoke(app, ["--model", "quitting_models:quits", "--input-shape", "2,8", "--measure", "--device", "cpu", "--iters", "2"])
+    result = CliRunner().invoke(
+        app,
+        ["--model", "quitting_models:quits", "--input-shape", "2,8", "--measure", "--device", "cpu", "--iters", "2"],
+    )
     assert result.exit_code == 8, result.output
     assert "Hierarchical graph profile" in result.stdout  # what was done is kept: the dry run's report
     assert "sys.exit" in result.stderr or "SystemExit" in result.stderr
@@ -136,7 +136,16 @@ def test_cli_graph_exit_is_code_8_after_the_report(quitting: object, tmp_path: P
     from graphprof_cli.main import app
 
     target = tmp_path / "g.json"
-    args = ["--model", "quitting_models:quits_on_second_call", "--input-shape", "2,8", "--graph", str(target), "--capture", "eager"]
+    args = [
+        "--model",
+        "quitting_models:quits_on_second_call",
+        "--input-shape",
+        "2,8",
+        "--graph",
+        str(target),
+        "--capture",
+        "eager",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 8, result.output  # the graph pass is the model's second forward
     assert "Hierarchical graph profile" in result.stdout and not target.exists()

@@ -434,7 +434,9 @@ def test_pickled_module_needs_an_input_shape(tmp_path):
 # ---------------------------------------------------------------- users' factories
 
 
-USER_MODULE = TINY_MODULE + """
+USER_MODULE = (
+    TINY_MODULE
+    + """
 def make_model():
     return Tiny()
 
@@ -461,6 +463,7 @@ class BadTree(Tiny):
     def named_modules(self, *args, **kwargs):
         raise RuntimeError("tree walk refused")
 """
+)
 
 
 @pytest.fixture
@@ -498,7 +501,9 @@ def test_user_factory_errors(user_module):
         resolve_model(f"{user_module}:not_a_model", input_shape=(1, 8))
 
 
-@pytest.mark.parametrize(("attribute", "code", "words"), [("NoInput", 2, "forward()"), ("BadTree", 5, "tree walk refused")])
+@pytest.mark.parametrize(
+    ("attribute", "code", "words"), [("NoInput", 2, "forward()"), ("BadTree", 5, "tree walk refused")]
+)
 def test_a_user_model_that_cannot_run_is_one_line(user_module, attribute: str, code: int, words: str) -> None:
     """A ``forward(self)`` given --input-shape, a ``named_modules()`` that raises: one line naming it, no exit 70."""
     from typer.testing import CliRunner

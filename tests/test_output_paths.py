@@ -1,5 +1,4 @@
-"""Output paths: /dev/stdout appends, two options naming one file are refused, graph writes are atomic.
-"""
+"""Output paths: /dev/stdout appends, two options naming one file are refused, graph writes are atomic."""
 
 from __future__ import annotations
 
@@ -22,7 +21,13 @@ def test_output_to_dev_stdout_appends_to_the_log(tmp_path: Path) -> None:
     log = tmp_path / "build.log"
     log.write_text("earlier line\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    subprocess.run(f"{sys.executable} -m graphprof_cli.main --model alexnet --output /dev/stdout >> {log}", shell=True, check=True, env=env, capture_output=True)
+    subprocess.run(
+        f"{sys.executable} -m graphprof_cli.main --model alexnet --output /dev/stdout >> {log}",
+        shell=True,
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     text = log.read_text()
     assert text.startswith("earlier line\n") and '"model": "alexnet"' in text
 
@@ -32,7 +37,9 @@ def test_output_and_graph_on_one_path_is_refused(tmp_path: Path) -> None:
 
     target = tmp_path / "x.json"
     result = CliRunner().invoke(app, ["--model", "alexnet", "--output", str(target), "--graph", str(target)])
-    assert result.exit_code == 2 and "two different names" in result.stderr and not target.exists()  # refused up front (issue 34, item 8)
+    assert (
+        result.exit_code == 2 and "two different names" in result.stderr and not target.exists()
+    )  # refused up front (issue 34, item 8)
 
 
 def test_graph_writes_are_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

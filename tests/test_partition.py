@@ -106,6 +106,7 @@ def test_stage_memory_counts_a_copy_of_a_tied_weight_in_each_later_stage_using_i
 
 # ---- device and link specs -------------------------------------------------------------------------
 
+
 def test_device_spec() -> None:
     from graphprof.partition.devices import parse_devices
 
@@ -167,6 +168,7 @@ def test_baseline_bounds_and_step_prediction() -> None:
 
 # ---- units and cut bytes from the module graph -----------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def resnet18_plan():  # type: ignore[no-untyped-def]
     from graphprof.partition import partition
@@ -224,6 +226,7 @@ def test_llama_cut_carries_rotary_and_kv_cache() -> None:
 
 # ---- the command ------------------------------------------------------------------------------------
 
+
 def test_cli_plan_and_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
@@ -232,7 +235,9 @@ def test_cli_plan_and_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from graphprof_cli.main import app
 
     out = tmp_path / "plan.json"
-    result = CliRunner().invoke(app, ["partition", "--model", "resnet18", "--devices", "orin-agx:2,rtx4090", "-o", str(out)])
+    result = CliRunner().invoke(
+        app, ["partition", "--model", "resnet18", "--devices", "orin-agx:2,rtx4090", "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert "equal-layers" in result.output and "split points" in result.output
     data = json.loads(out.read_text())
@@ -250,7 +255,11 @@ def test_cli_help() -> None:
 
 @pytest.mark.parametrize(
     ("devices", "words"),
-    [("nosuch:1", "unknown hardware"), ("rtx4090:0", "zero devices"), ("rtx4090@0.001", "no plan fits: no device can hold layer")],
+    [
+        ("nosuch:1", "unknown hardware"),
+        ("rtx4090:0", "zero devices"),
+        ("rtx4090@0.001", "no plan fits: no device can hold layer"),
+    ],
 )
 def test_cli_bad_specs_one_line(devices: str, words: str) -> None:
     from typer.testing import CliRunner
@@ -265,19 +274,24 @@ def test_cli_bad_specs_one_line(devices: str, words: str) -> None:
 
 # ---- running the split (slow: processes) ----------------------------------------------------------------
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["resnet18", "hf:llama"])
 def test_run_matches_unsplit(model: str) -> None:
     from graphprof.partition.report import partition_report
 
-    report = partition_report(model, "cpu:2", objective="throughput", iters=2, run=True, run_iters=1, micro_batches=2, compare=False)
-    (label, run), = report.runs
+    report = partition_report(
+        model, "cpu:2", objective="throughput", iters=2, run=True, run_iters=1, micro_batches=2, compare=False
+    )
+    ((label, run),) = report.runs
     assert run.matches, run.max_abs_error
     assert len(run.stages) == len(report.plan.stages)
     assert all(s.measured_s > 0 and s.predicted_s for s in run.stages)
 
 
-def test_cpu_stage_times_are_predicted_only_by_a_calibration_of_the_stages_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cpu_stage_times_are_predicted_only_by_a_calibration_of_the_stages_thread_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import torch
 
     from graphprof.devices.hardware import get_hardware
@@ -287,7 +301,10 @@ def test_cpu_stage_times_are_predicted_only_by_a_calibration_of_the_stages_threa
     monkeypatch.setattr(planner, "read_local", lambda: None)
     hardware, why = planner._local_predictor(1)
     assert hardware is None and "no local calibration" in why
-    stored = {"device": {"threads": 2, "name": cpu_model(), "torch": torch.__version__}, "hardware": get_hardware("h100").to_dict()}
+    stored = {
+        "device": {"threads": 2, "name": cpu_model(), "torch": torch.__version__},
+        "hardware": get_hardware("h100").to_dict(),
+    }
     monkeypatch.setattr(planner, "read_local", lambda: stored)
     hardware, why = planner._local_predictor(1)  # a 2-thread calibration cannot predict a 1-thread stage
     assert hardware is None and "of 2 thread(s), each stage runs 1" in why and "--threads 1" in why

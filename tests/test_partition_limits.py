@@ -1,5 +1,4 @@
-"""Partition bounded before any work: device specs, links, the solver, threads and processes; a run leaves BatchNorm as found.
-"""
+"""Partition bounded before any work: device specs, links, the solver, threads and processes; a run leaves BatchNorm as found."""
 
 from __future__ import annotations
 
@@ -14,7 +13,12 @@ from graphprof.errors import InvalidInputError
 # ---- 10. partition: devices, the solver, threads and processes bounded ---------------------------------
 @pytest.mark.parametrize(
     ("spec", "why"),
-    [("h100:1000000000", "at most 1024"), ("cpu:\u00b2", "whole number"), ("h100@1e300", "memory"), ("x=1e-320/1:1@1", "TFLOP/s")],
+    [
+        ("h100:1000000000", "at most 1024"),
+        ("cpu:\u00b2", "whole number"),
+        ("h100@1e300", "memory"),
+        ("x=1e-320/1:1@1", "TFLOP/s"),
+    ],
 )
 def test_device_specs_are_bounded(spec: str, why: str) -> None:
     from graphprof.partition.devices import parse_devices
@@ -45,7 +49,12 @@ def test_the_solver_refuses_a_problem_it_cannot_finish() -> None:
 
 @pytest.mark.parametrize(
     ("options", "why"),
-    [({"threads": 100_000}, "threads"), ({"threads": 0}, "threads"), ({"micro_batches": 100_000}, "micro-batches"), ({"kv_len": -1}, "kv-len")],
+    [
+        ({"threads": 100_000}, "threads"),
+        ({"threads": 0}, "threads"),
+        ({"micro_batches": 100_000}, "micro-batches"),
+        ({"kv_len": -1}, "kv-len"),
+    ],
 )
 def test_partition_figures_are_bounded_before_any_work(options: dict, why: str, monkeypatch) -> None:
     from graphprof.partition import report
@@ -68,10 +77,18 @@ def test_a_run_with_more_stages_than_cores_is_refused(monkeypatch) -> None:
 def test_partition_run_leaves_batchnorm_statistics_as_found() -> None:
     from graphprof.partition.report import partition_report
 
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3), torch.nn.BatchNorm2d(8))
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3),
+        torch.nn.BatchNorm2d(8),
+    )
     model.train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    partition_report(model, "cpu:2", input_shape=(2, 3, 16, 16), iters=1, run=True, run_iters=1, micro_batches=2, compare=False)
+    partition_report(
+        model, "cpu:2", input_shape=(2, 3, 16, 16), iters=1, run=True, run_iters=1, micro_batches=2, compare=False
+    )
     assert [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])] == []
     assert model.training
 
@@ -168,7 +185,9 @@ def test_partition_on_cpu_devices_to_stdout_fits_its_schema(tmp_path) -> None:
 
     (tmp_path / "four.py").write_text(FOUR_LAYERS)
     model = f"{tmp_path}/four.py:build"
-    result = CliRunner().invoke(app, ["partition", "--model", model, "--input-shape", "8,1024", "--devices", "cpu:64", "--output", "-"])
+    result = CliRunner().invoke(
+        app, ["partition", "--model", model, "--input-shape", "8,1024", "--devices", "cpu:64", "--output", "-"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     validate(data)
@@ -203,7 +222,9 @@ def test_a_run_whose_copies_of_the_model_would_not_fit_is_refused_before_any_pro
     import graphprof
     import graphprof.partition.run as run
 
-    prepared = graphprof.prepare(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)), input_shape=(2, 256))
+    prepared = graphprof.prepare(
+        torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)), input_shape=(2, 256)
+    )
     weights = 2 * (256 * 256 + 256) * 4  # two linears, float32
     monkeypatch.setattr("graphprof.base.limits.available_memory", lambda: weights * 5)  # under 2 stages x 2 + 2 copies
     monkeypatch.setattr(run, "_spawn", lambda *a, **k: pytest.fail("a process started"))

@@ -117,6 +117,19 @@ def test_cli_plan_mistakes_are_one_line_and_exit_2(argv: list[str], says: str) -
 
 @pytest.mark.slow
 def test_cli_shard_fits_per_rank() -> None:
-    result = CliRunner().invoke(app, ["shard", "--model", "hf:llama?num_hidden_layers=2", "fsdp:4", "--fits", "--hardware", "h100", "--width", "160"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "shard",
+            "--model",
+            "hf:llama?num_hidden_layers=2",
+            "fsdp:4",
+            "--fits",
+            "--hardware",
+            "h100",
+            "--width",
+            "160",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "fsdp:4 per rank" in result.output and "estimated peak per rank" in result.output

@@ -253,7 +253,14 @@ def test_mixtral_moe_dry_run_counts_active_experts() -> None:
 @pytest.mark.parametrize("kind", ["qwen2_moe", "deepseek_v3"])
 def test_other_moe_families_count_routed_experts(kind: str) -> None:
     transformers = pytest.importorskip("transformers")
-    common = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_attention_heads=4, num_experts_per_tok=2, vocab_size=1000)
+    common = dict(
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=32,
+        num_attention_heads=4,
+        num_experts_per_tok=2,
+        vocab_size=1000,
+    )
     if kind == "qwen2_moe":
         config = transformers.Qwen2MoeConfig(
             **common, num_hidden_layers=2, num_key_value_heads=2, num_experts=8, shared_expert_intermediate_size=64
@@ -266,7 +273,9 @@ def test_other_moe_families_count_routed_experts(kind: str) -> None:
         )  # fmt: skip
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
-    p = graphprof.profile_model(model, example_kwargs={"input_ids": torch.zeros(1, 16, dtype=torch.long, device="meta")})
+    p = graphprof.profile_model(
+        model, example_kwargs={"input_ids": torch.zeros(1, 16, dtype=torch.long, device="meta")}
+    )
     assert p.execution == "dry-run" and not p.unsupported
     grouped = [r for row in p.layers for r in row.ops if r.op == "aten._grouped_mm"]
     assert len(grouped) == 4  # gate_up and down in each of the two MoE layers

@@ -80,7 +80,6 @@ def test_the_graph_json_fits_its_schema(tmp_path: Path) -> None:
     assert data["kind"] == "graph"
 
 
-
 @pytest.mark.parametrize(
     "damage, why",
     [

@@ -1,5 +1,4 @@
-"""The seed-004 API: sizes, ratios and types checked (InvalidInputError), never negative FLOPs.
-"""
+"""The seed-004 API: sizes, ratios and types checked (InvalidInputError), never negative FLOPs."""
 
 from __future__ import annotations
 

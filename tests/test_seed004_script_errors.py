@@ -1,5 +1,4 @@
-"""``cli/profile_model.py`` (seed 004's script): one line and graphprof's exit code for bad input.
-"""
+"""``cli/profile_model.py`` (seed 004's script): one line and graphprof's exit code for bad input."""
 
 from __future__ import annotations
 
@@ -19,7 +18,9 @@ import torch
         (["--output", "nope/x.json"], 7, "does not exist"),  # an output error, as the main command's
     ],
 )
-def test_the_seed_script_says_one_line(tmp_path: Path, monkeypatch, capsys, args: list[str], code: int, said: str) -> None:
+def test_the_seed_script_says_one_line(
+    tmp_path: Path, monkeypatch, capsys, args: list[str], code: int, said: str
+) -> None:
     from graphprof_cli.seed_profile import main
 
     if "cuda" in args and torch.cuda.is_available():
@@ -37,7 +38,9 @@ def test_a_graph_too_large_for_memory_is_one_line(monkeypatch, capsys) -> None:
     from graphprof.errors import MeasurementError
 
     def allocate(args):
-        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 14400000000 bytes")
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 14400000000 bytes"
+        )
 
     monkeypatch.setattr(script, "run", allocate)
     code = script.main(["--model", "gps", "--num_nodes", "30000", "--profile", "memory"])

@@ -160,7 +160,9 @@ def test_a_build_on_the_meta_device_keeps_ties(cls: type[nn.Module]) -> None:
     _assert_tied_as(built, cls())
 
 
-def test_a_user_module_object_moved_to_the_meta_device_keeps_ties(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_user_module_object_moved_to_the_meta_device_keeps_ties(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sys
 
     from graphprof.models import resolve_model
@@ -251,7 +253,14 @@ def test_planned_sharded_and_checkpointed_step_holds_each_tied_weight_once(name:
     assert {p.breakdown.parameters for p in plan.phases} == {_quarter_bytes(model) + buffers}
     step = resolve_step_model(f"hf:{name}?{SMALL[name]}", input_shape=(1, 16))
     blocks = {n for n, m in model.named_modules() if n.endswith("block.0") or n.endswith("h.0")}
-    wrapped = plan_step(step, dtype=None, optimizer=Optimizer.ADAMW, foreach=False, shard=ShardSpec(fsdp=4), wraps=(checkpointed(blocks),))
+    wrapped = plan_step(
+        step,
+        dtype=None,
+        optimizer=Optimizer.ADAMW,
+        foreach=False,
+        shard=ShardSpec(fsdp=4),
+        wraps=(checkpointed(blocks),),
+    )
     assert {p.breakdown.parameters for p in wrapped.phases} == {_quarter_bytes(model) + buffers}
 
 
@@ -371,7 +380,17 @@ def test_a_plan_counts_and_names_the_copy_a_later_stage_keeps(tmp_path: Any) -> 
 
     # 172,288 parameters (689 kB in float32) over devices of 600 kB: two stages, the LM head in the second
     out = tmp_path / "plan.json"
-    argv = ["partition", "--model", f"hf:gpt2?{SMALL['gpt2']}", "--devices", "h100:3@0.0006", "--input-shape", "1,16", "-o", str(out)]
+    argv = [
+        "partition",
+        "--model",
+        f"hf:gpt2?{SMALL['gpt2']}",
+        "--devices",
+        "h100:3@0.0006",
+        "--input-shape",
+        "1,16",
+        "-o",
+        str(out),
+    ]
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, result.output
     document = json.loads(out.read_text())
@@ -382,7 +401,12 @@ def test_a_plan_counts_and_names_the_copy_a_later_stage_keeps(tmp_path: Any) -> 
     assert first["params"] + last["params"] == 172_288 + embedding  # the last stage's own copy of the embedding
     assert last["weight_bytes"] >= 4 * embedding and last["fits"]
     assert document["cost_table"]["shared_weights"] == [
-        {"names": ["transformer.wte.weight", "lm_head.weight"], "units": [0, 6], "params": embedding, "weight_bytes": 4 * embedding}
+        {
+            "names": ["transformer.wte.weight", "lm_head.weight"],
+            "units": [0, 6],
+            "params": embedding,
+            "weight_bytes": 4 * embedding,
+        }
     ]
     note = "tied weights: transformer.wte.weight is lm_head.weight (64,000 parameters): held by stage 0, and stage 1 keeps a copy"
     assert any(n.startswith(note) for n in document["notes"])

@@ -1,5 +1,4 @@
-"""``graphprof trace``: the file's kind and size checked before a byte is read.
-"""
+"""``graphprof trace``: the file's kind and size checked before a byte is read."""
 
 from __future__ import annotations
 

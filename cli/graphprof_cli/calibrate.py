@@ -38,7 +38,11 @@ def _op_model_lines(model: Any) -> list[str]:
         return []
     held = model.accuracy.get("held_out_models", {})
     errors = ", ".join(f"{name} {math.expm1(e):+.0%}" for name, e in held.items())
-    band = "" if model.model_q is None else f"; 80% band of a whole model {math.expm1(-model.model_q[1]):+.0%} to {math.expm1(-model.model_q[0]):+.0%}"
+    band = (
+        ""
+        if model.model_q is None
+        else f"; 80% band of a whole model {math.expm1(-model.model_q[1]):+.0%} to {math.expm1(-model.model_q[0]):+.0%}"
+    )
     lines = [
         f"  models   {len(model.kinds)} op kinds from {model.counts.get('calibration', 0):,} timed ops{band}",
         f"  held out (whole plain forward predicted by a fit that left the model out): {errors or '-'}",
@@ -51,7 +55,9 @@ def _op_model_lines(model: Any) -> list[str]:
         )
     share = model.accuracy.get("outside_share")
     if share is not None:
-        lines.append(f"  host     {share:.1%} of a plain forward outside its aten calls (median of the sample models): shared over the calls by their time")
+        lines.append(
+            f"  host     {share:.1%} of a plain forward outside its aten calls (median of the sample models): shared over the calls by their time"
+        )
     if model.first_touch is not None:
         lines.append(
             f"  touch    outputs of {model.first_touch.limit_bytes / 2**20:,.0f} MiB and more come from fresh pages: "
@@ -63,12 +69,22 @@ def _op_model_lines(model: Any) -> list[str]:
 def calibrate_command(
     device: Annotated[str, typer.Option("--device", help="cpu, or cuda (the current GPU).")] = "cpu",
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Where to write the preset (default: ~/.cache/graphprof/local.json).")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            parser=file_path,
+            metavar="<path>",
+            help="Where to write the preset (default: ~/.cache/graphprof/local.json).",
+        ),
     ] = None,
     threads: Annotated[
-        int | None, typer.Option("--threads", min=1, help="torch threads while measuring (default: torch's own); recorded.")
+        int | None,
+        typer.Option("--threads", min=1, help="torch threads while measuring (default: torch's own); recorded."),
     ] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="A one-minute calibration: fewer zoo models, batch 1 only.")] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="A one-minute calibration: fewer zoo models, batch 1 only.")
+    ] = False,
 ) -> None:
     """Measure this machine (matrix products, convolutions, bandwidth, per-op floor) and write the `local` preset."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

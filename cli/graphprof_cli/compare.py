@@ -65,7 +65,13 @@ def run_compare(
                 if debug and outcome.error is not None:
                     raise outcome.error
                 error = outcome.error
-                entries.append(ModelFailure(outcome.spec, f"internal error: {type(error).__name__}: {one_line(str(error), None)}", EXIT_INTERNAL))
+                entries.append(
+                    ModelFailure(
+                        outcome.spec,
+                        f"internal error: {type(error).__name__}: {one_line(str(error), None)}",
+                        EXIT_INTERNAL,
+                    )
+                )
     rows = comparison_rows(entries, device)
     console.print(render_comparison(rows, device, show_errors=False))
     for row in rows:

@@ -27,4 +27,3 @@ def check_graph_path(path: Path) -> None:
             raise MissingDependencyError(
                 f"writing {path.name} needs Graphviz's `dot` program; install Graphviz: apt-get install graphviz"
             )
-

@@ -79,10 +79,14 @@ def profile(
     capture: opt.CaptureOption = Capture.AUTO,
     proposals: Annotated[
         int | None,
-        typer.Option("--proposals", min=1, help="Two-stage detectors: proposals per image (default: the model's maximum)."),
+        typer.Option(
+            "--proposals", min=1, help="Two-stage detectors: proposals per image (default: the model's maximum)."
+        ),
     ] = None,
     showshape: Annotated[bool, flag("--showshape", help="Show output shapes.")] = False,
-    verbose: Annotated[bool, flag("--verbose", "-v", help="Unfold the whole tree; add per-layer and aten-op tables.")] = False,
+    verbose: Annotated[
+        bool, flag("--verbose", "-v", help="Unfold the whole tree; add per-layer and aten-op tables.")
+    ] = False,
     depth: Annotated[
         int | None, typer.Option("--depth", min=0, help="Fold the module tree at this depth (default: what fits).")
     ] = None,
@@ -104,15 +108,28 @@ def profile(
     device: opt.DeviceOption = None,
     iters: opt.IterationsOption = 50,
     warmup: opt.WarmupOption = 5,
-    trace: Annotated[Path | None, typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory.")] = None,
-    no_learn: Annotated[bool, flag("--no-learn", help="With --measure against --hardware local: do not add this run's op times to the local calibration.")] = False,
+    trace: Annotated[
+        Path | None,
+        typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory."),
+    ] = None,
+    no_learn: Annotated[
+        bool,
+        flag(
+            "--no-learn",
+            help="With --measure against --hardware local: do not add this run's op times to the local calibration.",
+        ),
+    ] = False,
     optimizer: opt.OptimizerOption = Optimizer.SGD,
     graph: Annotated[
         Path | None,
         typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt."),
     ] = None,
     fvcore: Annotated[
-        bool, flag("--fvcore", help="Also count with fvcore's FlopCountAnalysis and print the cross-check (as `graphprof validate`) first.")
+        bool,
+        flag(
+            "--fvcore",
+            help="Also count with fvcore's FlopCountAnalysis and print the cross-check (as `graphprof validate`) first.",
+        ),
     ] = False,
     html_path: opt.HtmlOption = None,
     nodes: NodesOption = None,
@@ -125,7 +142,10 @@ def profile(
     memory_budget: opt.MemoryBudgetOption = None,
     debug: opt.DebugOption = False,
     version: Annotated[
-        bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
+        bool,
+        typer.Option(
+            "--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version
+        ),
     ] = False,
 ) -> None:
     """Profile a model: graphprof --model resnet18 [--hardware h100] [--output p.json] [--plot roofline.png]."""

@@ -53,11 +53,19 @@ __all__ = [
 
 ModelOption = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory."),
+    typer.Option(
+        "--model",
+        "-m",
+        help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory.",
+    ),
 ]
 ModelRequired = Annotated[
     str,
-    typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory."),
+    typer.Option(
+        "--model",
+        "-m",
+        help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory.",
+    ),
 ]
 InputShapeOption = Annotated[str | None, typer.Option("--input-shape", help="Input shape: 1 3 384 384 or 1,3,384,384.")]
 BatchSizeOption = Annotated[int | None, typer.Option("--batch-size", "-b", help="Override the batch dimension.")]
@@ -67,7 +75,11 @@ CaptureOption = Annotated[
     Capture, typer.Option("--capture", help="Graph capture: auto (fx, then dynamo, then eager), fx, dynamo or eager.")
 ]
 HardwareOption = Annotated[
-    str | None, typer.Option("--hardware", help="Device preset for the roofline (see `graphprof hardware`; local after `graphprof calibrate`).")
+    str | None,
+    typer.Option(
+        "--hardware",
+        help="Device preset for the roofline (see `graphprof hardware`; local after `graphprof calibrate`).",
+    ),
 ]
 PeakOption = Annotated[
     float | None, typer.Option("--peak-tflops", help="Custom device: peak TFLOP/s (or override the preset's).")
@@ -78,9 +90,17 @@ BandwidthOption = Annotated[
 ]
 OutputOption = Annotated[
     Path | None,
-    typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Also write a .json or .csv file; - writes it to stdout."),
+    typer.Option(
+        "--output",
+        "-o",
+        parser=file_path,
+        metavar="<path>",
+        help="Also write a .json or .csv file; - writes it to stdout.",
+    ),
 ]
-FormatOption = Annotated[OutputFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")]
+FormatOption = Annotated[
+    OutputFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")
+]
 AllowUnsafeOption = Annotated[
     bool,
     flag(
@@ -92,12 +112,16 @@ AllowUnsafeOption = Annotated[
 DebugOption = Annotated[bool, flag("--debug", help="Show tracebacks.")]
 WidthOption = Annotated[
     int | None,
-    typer.Option("--width", min=MIN_WIDTH, help="Report width in columns (default: the terminal's, else COLUMNS, else 160)."),
+    typer.Option(
+        "--width", min=MIN_WIDTH, help="Report width in columns (default: the terminal's, else COLUMNS, else 160)."
+    ),
 ]
 MeasureOption = Annotated[
     bool, flag("--measure", help="Also run the model for real: times, memory, per-layer measured vs estimated.")
 ]
-DeviceOption = Annotated[str | None, typer.Option("--device", help="With --measure: cpu or cuda (default: cuda when present).")]
+DeviceOption = Annotated[
+    str | None, typer.Option("--device", help="With --measure: cpu or cuda (default: cuda when present).")
+]
 IterationsOption = Annotated[
     int, typer.Option("--iters", help="With --measure: at most this many timed iterations (stops early once stable).")
 ]
@@ -105,7 +129,12 @@ WarmupOption = Annotated[int, typer.Option("--warmup", help="With --measure: war
 OptimizerOption = Annotated[Optimizer, typer.Option("--optimizer", help="With --measure --mode train: sgd or adamw.")]
 HtmlOption = Annotated[
     Path | None,
-    typer.Option("--html", parser=file_path, metavar="<path>", help="Also write one self-contained HTML page (opens offline; needs plotly)."),
+    typer.Option(
+        "--html",
+        parser=file_path,
+        metavar="<path>",
+        help="Also write one self-contained HTML page (opens offline; needs plotly).",
+    ),
 ]
 RedactOption = Annotated[
     bool,
@@ -116,17 +145,29 @@ RedactOption = Annotated[
 ]
 WarmUpOption = Annotated[
     WarmUp,
-    typer.Option("--warm-up", help="One real forward before the capture: auto (only a model that initialises lazily), always (seed 001's), never."),
+    typer.Option(
+        "--warm-up",
+        help="One real forward before the capture: auto (only a model that initialises lazily), always (seed 001's), never.",
+    ),
 ]
 ExportOnnxOption = Annotated[
     Path | None,
-    typer.Option("--export-onnx", help="Also write the model to this ONNX file (torch.onnx; the onnx extra), its op counts checked against the profile."),
+    typer.Option(
+        "--export-onnx",
+        help="Also write the model to this ONNX file (torch.onnx; the onnx extra), its op counts checked against the profile.",
+    ),
 ]
 FitsOption = Annotated[
     bool,
-    flag("--fits", help="Plan a training step (--mode train): will it fit --hardware, its peak by what holds it and where (a dry run)."),
+    flag(
+        "--fits",
+        help="Plan a training step (--mode train): will it fit --hardware, its peak by what holds it and where (a dry run).",
+    ),
 ]
 MemoryBudgetOption = Annotated[
     str | None,
-    typer.Option("--memory-budget", help="With --fits: choose which modules to recompute (activation checkpointing) to fit this, e.g. 40GB."),
+    typer.Option(
+        "--memory-budget",
+        help="With --fits: choose which modules to recompute (activation checkpointing) to fit this, e.g. 40GB.",
+    ),
 ]

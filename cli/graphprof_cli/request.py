@@ -74,7 +74,12 @@ class ProfileRequest(CommonOptions):
         ``--html`` (``html_path``), ``--no-learn`` (``learn``, inverted) and ``--plot`` (a tuple)."""
         from graphprof_cli.common import request_from
 
-        renamed = {**params, "html": params.get("html_path"), "learn": not params.get("no_learn", False), "plot": tuple(params.get("plot") or ())}
+        renamed = {
+            **params,
+            "html": params.get("html_path"),
+            "learn": not params.get("no_learn", False),
+            "plot": tuple(params.get("plot") or ()),
+        }
         return request_from(cls, renamed)
 
     @property

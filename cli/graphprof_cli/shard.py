@@ -37,7 +37,13 @@ def _run_fits(req: ShardRequest) -> None:
         return
     spec, hardware, target = run_guarded(lambda: _checked(req, "fits"), req.debug)
     console = make_console(req.width, stderr=target is not None and target.to_stdout)
-    options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer, "memory_budget": req.memory_budget}
+    options = {
+        "batch_size": req.batch_size,
+        "input_shape": req.input_shape,
+        "dtype": req.dtype,
+        "optimizer": req.optimizer,
+        "memory_budget": req.memory_budget,
+    }
     with console.status(f"planning {req.model} as {spec} ...", spinner="dots"):
         plan = run_guarded(lambda: plan_memory(req.model, shard=spec, hardware=hardware, **options), req.debug)
     console.print(render_memory_plan(plan))
@@ -76,8 +82,13 @@ def shard_command(
     output: opt.OutputOption = None,
     width: opt.WidthOption = None,
     redact: opt.RedactOption = False,
-    fits: Annotated[bool, flag("--fits", help="Plan the step instead: each phase's peak per rank by what holds it, against --hardware.")] = False,
-    optimizer: Annotated[Optimizer, typer.Option("--optimizer", help="With --fits: the optimizer whose state each rank holds.")] = Optimizer.ADAMW,
+    fits: Annotated[
+        bool,
+        flag("--fits", help="Plan the step instead: each phase's peak per rank by what holds it, against --hardware."),
+    ] = False,
+    optimizer: Annotated[
+        Optimizer, typer.Option("--optimizer", help="With --fits: the optimizer whose state each rank holds.")
+    ] = Optimizer.ADAMW,
     memory_budget: opt.MemoryBudgetOption = None,
     debug: opt.DebugOption = False,
 ) -> None:
@@ -117,7 +128,12 @@ def _run_ranks(req: ShardRequest) -> None:
 
     hardware, target = run_guarded(check, req.debug)
     console = make_console(req.width, stderr=target is not None and target.to_stdout)
-    options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer}
+    options = {
+        "batch_size": req.batch_size,
+        "input_shape": req.input_shape,
+        "dtype": req.dtype,
+        "optimizer": req.optimizer,
+    }
     with console.status(f"finding how many ranks {req.model} needs ...", spinner="dots"):
         ranks = run_guarded(lambda: plan_ranks(req.model, hardware, **options), req.debug)
     console.print(render_ranks_plan(ranks))

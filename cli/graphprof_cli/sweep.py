@@ -21,18 +21,28 @@ from graphprof_cli.common import run_guarded
 from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, is_graph_model, run_graph_sweep
 
 
-def _axis(batch: str | None, resolution: str | None, seq_len: str | None, layers: str | None, set_: str | None) -> tuple[str, str, str | None]:
+def _axis(
+    batch: str | None, resolution: str | None, seq_len: str | None, layers: str | None, set_: str | None
+) -> tuple[str, str, str | None]:
     """``(axis, values text, factory keyword)`` from the one axis option given."""
     from graphprof.errors import InvalidInputError
 
     given = [
         (name, text)
-        for name, text in (("batch", batch), ("resolution", resolution), ("seq-len", seq_len), ("layers", layers), ("set", set_))
+        for name, text in (
+            ("batch", batch),
+            ("resolution", resolution),
+            ("seq-len", seq_len),
+            ("layers", layers),
+            ("set", set_),
+        )
         if text is not None
     ]
     if len(given) != 1:
         named = ", ".join(f"--{n}" for n, _ in given) or "none"
-        raise InvalidInputError(f"give exactly one axis: --batch, --resolution, --seq-len, --layers or --set (got {named})")
+        raise InvalidInputError(
+            f"give exactly one axis: --batch, --resolution, --seq-len, --layers or --set (got {named})"
+        )
     axis, text = given[0]
     if axis != "set":
         return axis, text, None
@@ -54,12 +64,16 @@ def _graph_sweep_takes(given: dict[str, Any]) -> None:
 
 
 def sweep_command(
-    model: Annotated[str, typer.Option("--model", "-m", help="The model: resnet50, hf:llama, yolov8n, pkg.mod:factory.")],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="The model: resnet50, hf:llama, yolov8n, pkg.mod:factory.")
+    ],
     batch: Annotated[str | None, typer.Option("--batch", help="Batch sizes: 1,2,4 or 1:256:x2.")] = None,
     resolution: Annotated[
         str | None, typer.Option("--resolution", help="Image sides (H = W): 224,320,448 (images and video).")
     ] = None,
-    seq_len: Annotated[str | None, typer.Option("--seq-len", help="Sequence lengths: 128:8192:x2 (transformers).")] = None,
+    seq_len: Annotated[
+        str | None, typer.Option("--seq-len", help="Sequence lengths: 128:8192:x2 (transformers).")
+    ] = None,
     layers: Annotated[
         str | None, typer.Option("--layers", help="Depths: 2,4,8,16 (hf: num_hidden_layers; a factory's num_layers).")
     ] = None,
@@ -73,7 +87,9 @@ def sweep_command(
     batch_size: opt.BatchSizeOption = None,
     dtype: opt.DtypeOption = None,
     mode: opt.ModeOption = Mode.EVAL,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Draw the metrics against the axis (log-log): sweep.png.")] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Draw the metrics against the axis (log-log): sweep.png.")
+    ] = None,
     output: opt.OutputOption = None,
     fmt: opt.FormatOption = None,
     nodes: NodesOption = None,
@@ -89,7 +105,17 @@ def sweep_command(
                  "--batch-size": batch_size, "--dtype": dtype, "--mode": None if mode == Mode.EVAL else mode, "--plot": plot,
                  "--html": html_path, "--format": fmt, "--device": device}  # fmt: skip
         run_guarded(lambda: _graph_sweep_takes(given), debug)
-        run_graph_sweep(model, nodes=nodes, layers=layers, avg_degree=avg_degree, edges=edges, measure=measure, output=output, debug=debug, redact=redact)
+        run_graph_sweep(
+            model,
+            nodes=nodes,
+            layers=layers,
+            avg_degree=avg_degree,
+            edges=edges,
+            measure=measure,
+            output=output,
+            debug=debug,
+            redact=redact,
+        )
         return
 
     from graphprof.render.sweep import check_sweep_plot
@@ -115,7 +141,9 @@ def sweep_command(
         "key": key, "measure": measure, "device": device, "hardware": hardware, "input_shape": input_shape,
         "batch_size": batch_size, "dtype": dtype, "mode": mode.value,
     }  # fmt: skip
-    show = functools.partial(_show, target=target, plot=absolute(plot), html=absolute(html_path), debug=debug, redact=redact)
+    show = functools.partial(
+        _show, target=target, plot=absolute(plot), html=absolute(html_path), debug=debug, redact=redact
+    )
     show(run_guarded(lambda: _run_sweep(model, axis, values, options, show), debug))
 
 

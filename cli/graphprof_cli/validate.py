@@ -58,7 +58,14 @@ def validate_command(
     batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Override the batch dimension.")] = None,
     verbose: Annotated[bool, flag("--verbose", "-v", help="Also show each model's per-op comparison.")] = False,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Also write the comparison to a .json or .csv file.")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            parser=file_path,
+            metavar="<path>",
+            help="Also write the comparison to a .json or .csv file.",
+        ),
     ] = None,
     fmt: FormatOption = None,
     redact: RedactOption = False,
@@ -81,7 +88,9 @@ def validate_command(
     names = run_guarded(
         lambda: select_models([*(model or []), *([models] if models else [])], family=family, all_models=all_), debug
     )
-    target = run_guarded(lambda: plan("validate", output, fmt, redact), debug)  # a bad path fails now, not after the checks
+    target = run_guarded(
+        lambda: plan("validate", output, fmt, redact), debug
+    )  # a bad path fails now, not after the checks
     console = _console(stderr=target is not None and target.to_stdout)
     results: list[CrossCheck | None] = [None] * len(names)
 

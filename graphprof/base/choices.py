@@ -47,7 +47,9 @@ class Choice(str, enum.Enum):
             return cls(value)
         except ValueError:
             what = _WHAT.get(cls.__name__, cls.__name__.lower())
-            raise InvalidInputError(f"unknown {what} {value!r} (use one of: {', '.join(m.value for m in cls)})") from None
+            raise InvalidInputError(
+                f"unknown {what} {value!r} (use one of: {', '.join(m.value for m in cls)})"
+            ) from None
 
 
 class Mode(Choice):

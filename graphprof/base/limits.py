@@ -43,12 +43,19 @@ def require_fits(nbytes: float, what: str, *, budget: int | None = None) -> None
     limit = available_memory() if budget is None else budget
     if not math.isfinite(nbytes) or nbytes > limit:
         need = format_bytes(nbytes) if math.isfinite(nbytes) else "unbounded memory"
-        raise InvalidInputError(f"{what} would need {need}, more than the {format_bytes(limit)} this machine has available")
+        raise InvalidInputError(
+            f"{what} would need {need}, more than the {format_bytes(limit)} this machine has available"
+        )
 
 
 def require_count(value: float, what: str, *, low: int = 1, high: int) -> int:
     """``value`` as an integer in ``[low, high]``, else one clear error naming ``what`` and the bounds."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
         raise InvalidInputError(f"{what} must be a whole number from {low} to {high}, not {value!r}")
     if not low <= int(value) <= high:
         raise InvalidInputError(f"{what} must be from {low} to {high}, not {int(value)}")
@@ -65,7 +72,9 @@ def require_file(path: str | os.PathLike[str], what: str, *, cap: int, growth: f
     if not stat.S_ISREG(info.st_mode):
         raise InvalidInputError(f"{os.fspath(path)}: not a regular file, so not read as {what}")
     if info.st_size > cap:
-        raise InvalidInputError(f"{os.fspath(path)} is {format_bytes(info.st_size)}, above the {format_bytes(cap)} graphprof reads as {what}")
+        raise InvalidInputError(
+            f"{os.fspath(path)} is {format_bytes(info.st_size)}, above the {format_bytes(cap)} graphprof reads as {what}"
+        )
     require_fits(info.st_size * growth, f"reading {os.fspath(path)} ({format_bytes(info.st_size)}) as {what}")
     return info.st_size
 

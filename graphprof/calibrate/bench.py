@@ -37,7 +37,18 @@ from graphprof.formulas import op_cost, op_status
 from graphprof.formulas.registry import op_name
 from graphprof.measure.heap import settle_malloc
 
-__all__ = ["Benchmark", "benchmarks", "kind_benchmarks", "measure_benchmarks", "time_call", "cost_of", "measure_first_touch", "measure_floors", "measure_op_table", "Progress"]
+__all__ = [
+    "Benchmark",
+    "benchmarks",
+    "kind_benchmarks",
+    "measure_benchmarks",
+    "time_call",
+    "cost_of",
+    "measure_first_touch",
+    "measure_floors",
+    "measure_op_table",
+    "Progress",
+]
 
 #: ``progress(done, total, what)``: how a caller hears about a long measurement (the library never prints).
 Progress = Callable[[int, int, str], None]
@@ -188,7 +199,15 @@ def benchmarks(full: bool = False) -> Iterator[Benchmark]:
     f32, bf16 = torch.float32, torch.bfloat16
     scale = 4 if full else 1
     for dt in (f32, bf16):
-        for m, n, k in ((1, 1000, 512), (1, 1024, 1024), (64, 256, 256), (196, 768, 768), (256, 1024, 256), (512, 512, 512), (1024, 1024, 1024)):
+        for m, n, k in (
+            (1, 1000, 512),
+            (1, 1024, 1024),
+            (64, 256, 256),
+            (196, 768, 768),
+            (256, 1024, 256),
+            (512, 512, 512),
+            (1024, 1024, 1024),
+        ):
             yield _mm(m * (scale if m > 1 else 1), n, k, dt)
     for batch, fin, fout in ((1, 768, 3072), (8, 1280, 1000), (1576, 768, 768), (392, 384, 1536)):
         yield _linear(batch, fin, fout, f32)
@@ -248,7 +267,11 @@ def measure_floors(dev: torch.device) -> dict[str, float]:
     sync = _sync_for(dev)
     one = torch.zeros(1, device=dev)
     blocks = 40
-    chain = nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU()) for _ in range(blocks)]).to(dev).eval()
+    chain = (
+        nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU()) for _ in range(blocks)])
+        .to(dev)
+        .eval()
+    )
     x = torch.randn(1, 16, device=dev)
     with torch.no_grad():
         floor = time_call(lambda: one + one, sync)
@@ -298,7 +321,9 @@ def measure_first_touch(dev: torch.device) -> dict[str, Any]:
     return {"limit_bytes": (ladder[paying - 1][0] * lower) ** 0.5, "per_byte_s": top, "ladder": table}
 
 
-def measure_op_table(device: str | torch.device = "cpu", progress: Progress | None = None, full: bool | None = None) -> dict[str, Any]:
+def measure_op_table(
+    device: str | torch.device = "cpu", progress: Progress | None = None, full: bool | None = None
+) -> dict[str, Any]:
     """Measure every benchmark of :func:`benchmarks` and the floors on ``device``: the raw op table.
 
     Returns ``{"floors": {...}, "records": [...]}`` (each record: label, main aten op, its input shapes,
@@ -312,7 +337,10 @@ def measure_op_table(device: str | torch.device = "cpu", progress: Progress | No
     total = len(grid) + 1
     if progress is not None:
         progress(0, total, "per-op floors")
-    floors: dict[str, Any] = {**measure_floors(dev), **({"first_touch": measure_first_touch(dev)} if dev.type == "cpu" else {})}
+    floors: dict[str, Any] = {
+        **measure_floors(dev),
+        **({"first_touch": measure_first_touch(dev)} if dev.type == "cpu" else {}),
+    }
     records: list[dict[str, Any]] = []
     skipped: list[str] = []
     for i, bench in enumerate(grid, start=1):
@@ -385,7 +413,9 @@ def kind_benchmarks(kinds: list[str], per_kind: int, seed: int = 0) -> list[Benc
     return [_kind_grid(kind, rng, torch.float32) for kind in kinds for _ in range(per_kind)]
 
 
-def measure_benchmarks(grid: list[Benchmark], device: str | torch.device = "cpu", progress: Progress | None = None) -> list[dict[str, Any]]:
+def measure_benchmarks(
+    grid: list[Benchmark], device: str | torch.device = "cpu", progress: Progress | None = None
+) -> list[dict[str, Any]]:
     """Records of ``grid`` (as :func:`measure_op_table`'s), a benchmark the device cannot run left out."""
     dev = torch.device(device)
     records = []

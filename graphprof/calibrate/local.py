@@ -69,7 +69,11 @@ class LocalPreset:
     path: Path | None = None
 
     def to_dict(self, table: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        out = {"hardware": self.hardware.to_dict(), "calibration": self.calibration.to_dict(), "device": dict(self.device)}
+        out = {
+            "hardware": self.hardware.to_dict(),
+            "calibration": self.calibration.to_dict(),
+            "device": dict(self.device),
+        }
         return out if table is None else {**out, "table": dict(table)}
 
 
@@ -87,7 +91,10 @@ def _device_name(dev: torch.device) -> str:
 
 
 def zoo_samples(
-    models: tuple[tuple[str, int], ...], progress: Progress | None = None, first_touch: FirstTouch | None = None, passes: int = 1
+    models: tuple[tuple[str, int], ...],
+    progress: Progress | None = None,
+    first_touch: FirstTouch | None = None,
+    passes: int = 1,
 ) -> tuple[list[Sample], list[float]]:
     """Samples of each ``(zoo model, batch)``'s forward calls timed where they run (its plain forward
     profiled: :func:`graphprof.measure.context.context_times`, paired with its dry run), without the first
@@ -120,7 +127,9 @@ def zoo_samples(
     return samples, outside
 
 
-def _fit_adaptive(table: Mapping[str, Any], zoo: tuple[list[Sample], list[float]], models: list[str], progress: Progress | None) -> OpModel:
+def _fit_adaptive(
+    table: Mapping[str, Any], zoo: tuple[list[Sample], list[float]], models: list[str], progress: Progress | None
+) -> OpModel:
     """Fit, then sample more of the kinds whose held-out error is widest, and fit again."""
     touch = first_touch_of(table)
     samples = samples_from_table(table) + zoo[0]
@@ -143,7 +152,9 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None) 
     return _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"))
 
 
-def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None) -> LocalPreset:
+def preset_from_table(
+    table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None
+) -> LocalPreset:
     """The ``local`` preset of a measured op table: peaks and bandwidth from its fastest records, then the fit."""
     peaks: dict[str, float] = {}
     best_bytes = 0.0
@@ -192,7 +203,9 @@ def calibrate(
     try:
         if threads is not None:
             torch.set_num_threads(threads)
-        table = measure_op_table(dev, progress=None if progress is None else (lambda d, t, w: progress(d, t, f"op grid: {w}")))
+        table = measure_op_table(
+            dev, progress=None if progress is None else (lambda d, t, w: progress(d, t, f"op grid: {w}"))
+        )
         op_model = _op_model(table, quick, progress) if dev.type == "cpu" else None
         used_threads = torch.get_num_threads()
     finally:
@@ -213,7 +226,9 @@ def load_local(path: Path | None = None) -> LocalPreset | None:
     data = read_local(path)
     if data is None:
         return None
-    return LocalPreset(Hardware(**data["hardware"]), Calibration.from_dict(data["calibration"]), data.get("device", {}), path)
+    return LocalPreset(
+        Hardware(**data["hardware"]), Calibration.from_dict(data["calibration"]), data.get("device", {}), path
+    )
 
 
 def measure_default_hardware(device_type: str, device_name: str | None = None) -> tuple[Hardware | None, str]:
@@ -224,13 +239,24 @@ def measure_default_hardware(device_type: str, device_name: str | None = None) -
     """
     preset = load_local()
     if preset is not None:
-        same = preset.device.get("type") == device_type and (device_type != "cuda" or preset.device.get("name") == device_name)
+        same = preset.device.get("type") == device_type and (
+            device_type != "cuda" or preset.device.get("name") == device_name
+        )
         if same:
             threads = preset.device.get("threads")
             now = torch.get_num_threads() if device_type == "cpu" else threads
             extra = f"; calibrated with {threads} threads, this run has {now}" if now != threads else ""
-            return preset.hardware, f"estimate and prediction: the local calibration ({preset.device.get('measured_at')}{extra}); --hardware picks another device"
+            return (
+                preset.hardware,
+                f"estimate and prediction: the local calibration ({preset.device.get('measured_at')}{extra}); --hardware picks another device",
+            )
     matched = match_hardware(device_name) if device_type == "cuda" and device_name else None
     if matched is not None:
-        return matched, f"estimate and prediction: the {matched.name} preset, matched to {device_name} by name; `graphprof calibrate --device cuda` measures this GPU itself"
-    return None, missing_local_message() + " for an estimate and a predicted time on this device; --hardware picks a preset"
+        return (
+            matched,
+            f"estimate and prediction: the {matched.name} preset, matched to {device_name} by name; `graphprof calibrate --device cuda` measures this GPU itself",
+        )
+    return (
+        None,
+        missing_local_message() + " for an estimate and a predicted time on this device; --hardware picks a preset",
+    )

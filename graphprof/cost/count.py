@@ -122,7 +122,5 @@ def count_costs(trace: Trace) -> tuple[list[LayerRow], list[UnsupportedOp]]:
                 saved_bytes=key.saved_bytes,
             )
         )
-    unsupported_ops = [
-        UnsupportedOp(op=op, count=n, layers=tuple(where[op])) for op, n in unsupported.most_common()
-    ]
+    unsupported_ops = [UnsupportedOp(op=op, count=n, layers=tuple(where[op])) for op, n in unsupported.most_common()]
     return rows, unsupported_ops

@@ -329,7 +329,11 @@ class Profile(NotebookDisplay):
         """graphprof's own estimate beside a measured peak, in bytes: parameters, buffers and peak activations;
         in a measured training step also gradients (one per trainable parameter) and the optimizer's state
         (:data:`graphprof.base.choices.OPTIMIZER_STATE_TENSORS` per trainable parameter)."""
-        estimated = {"param_bytes": self.param_bytes, "buffer_bytes": self.buffer_bytes, "peak_activation_bytes": self.peak_activation_bytes}
+        estimated = {
+            "param_bytes": self.param_bytes,
+            "buffer_bytes": self.buffer_bytes,
+            "peak_activation_bytes": self.peak_activation_bytes,
+        }
         optimizer = self.measurement.optimizer if self.measurement is not None else None
         if optimizer is not None and self.total_params:
             from graphprof.base.choices import OPTIMIZER_STATE_TENSORS
@@ -349,7 +353,15 @@ class Profile(NotebookDisplay):
         return {
             "timestamp": m["timestamp"],
             "host": m["host"],
-            "runtime": {**m["runtime"], "device": m["device"], "dtype": m["dtype"], "mode": m["mode"], "inputs": m["inputs"], "traces": m["traces"], "notes": m["notes"]},
+            "runtime": {
+                **m["runtime"],
+                "device": m["device"],
+                "dtype": m["dtype"],
+                "mode": m["mode"],
+                "inputs": m["inputs"],
+                "traces": m["traces"],
+                "notes": m["notes"],
+            },
             "memory": {"measured": m["memory"], "estimated": estimated},
         }
 

@@ -69,7 +69,12 @@ __all__ = [
     "with_roofline",
     "classify_layer",
     "ridge_point",
-    "roofline_time", "IntensityBand", "INTENSITY_BANDS", "intensity_band"]
+    "roofline_time",
+    "IntensityBand",
+    "INTENSITY_BANDS",
+    "intensity_band",
+]
+
 
 def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: float | None = None) -> Roofline:
     """Classify every layer of ``profile`` against ``hardware``'s ridge point, or a fixed threshold.
@@ -117,7 +122,9 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
     )
 
 
-def _predicted(profile: Profile, hardware: Hardware | None, calibration: Calibration | None) -> tuple[list[float | None], Interval | None]:
+def _predicted(
+    profile: Profile, hardware: Hardware | None, calibration: Calibration | None
+) -> tuple[list[float | None], Interval | None]:
     """Predicted seconds per layer (``None`` each without a calibration) and the model's 80% interval."""
     if calibration is None or hardware is None:
         return [None] * len(profile.layers), None
@@ -129,13 +136,17 @@ def _predicted(profile: Profile, hardware: Hardware | None, calibration: Calibra
     return predicted, predict_interval([op for _, op in ops], profile.dtype, hardware, calibration)
 
 
-def _forward_predicted(profile: Profile, hardware: Hardware | None, calibration: Calibration | None) -> tuple[tuple[str, float], ...]:
+def _forward_predicted(
+    profile: Profile, hardware: Hardware | None, calibration: Calibration | None
+) -> tuple[tuple[str, float], ...]:
     """Predicted seconds of the forward's ops alone on the timeline, per module path (train mode only)."""
     if profile.mode is not Mode.TRAIN or calibration is None or hardware is None:
         return ()
     ops = [(row.module or "(model)", op) for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD]
     out: dict[str, float] = defaultdict(float)
-    for (layer, _), seconds in zip(ops, predict_ops([op for _, op in ops], profile.dtype, hardware, calibration), strict=True):
+    for (layer, _), seconds in zip(
+        ops, predict_ops([op for _, op in ops], profile.dtype, hardware, calibration), strict=True
+    ):
         out[layer] += seconds
     return tuple(out.items())
 

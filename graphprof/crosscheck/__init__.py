@@ -57,4 +57,3 @@ __all__ = [
     "count_with_fvcore",
     "count_with_torch",
 ]
-

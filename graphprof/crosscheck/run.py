@@ -77,7 +77,11 @@ def crosscheck_model(
         example_kwargs=example_kwargs, model_name=model_name, device="cpu",
     )  # fmt: skip
     profile = prepared.profile()
-    module, args, kwargs = prepared.model, materialize(prepared.args, torch.device("cpu")), materialize(prepared.kwargs, torch.device("cpu"))
+    module, args, kwargs = (
+        prepared.model,
+        materialize(prepared.args, torch.device("cpu")),
+        materialize(prepared.kwargs, torch.device("cpu")),
+    )
     counts = REFERENCES[reference.value](module, args, kwargs)
     return compare_counts(profile, counts, convention, family=prepared.family, seconds=time.perf_counter() - start)
 
@@ -136,7 +140,9 @@ def _check_one(spec: str, against: str, input_shape: tuple[int, ...] | None, bat
     try:
         return crosscheck_model(spec, against=against, input_shape=input_shape, batch_size=batch_size)
     except Exception as exc:  # any failure of one model is that model's row, never the batch's end
-        return CrossCheck(model=spec, reference=against, error=one_line(exc, 160, with_type=True), seconds=time.perf_counter() - start)
+        return CrossCheck(
+            model=spec, reference=against, error=one_line(exc, 160, with_type=True), seconds=time.perf_counter() - start
+        )
 
 
 def _init_worker(threads: int) -> None:
@@ -192,7 +198,9 @@ def iter_crosschecks(
                     result = future.result()
                 except Exception as exc:  # the worker died (killed, out of memory): this model's row says so
                     result = CrossCheck(
-                        model=models[index], reference=reference, error=f"worker process failed: {one_line(exc, 160, with_type=True)}"
+                        model=models[index],
+                        reference=reference,
+                        error=f"worker process failed: {one_line(exc, 160, with_type=True)}",
                     )
                 yield index, result
     finally:

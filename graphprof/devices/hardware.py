@@ -341,7 +341,10 @@ def resolve_hardware(
     ``resolve_hardware("h100")`` the preset; ``resolve_hardware(peak_tflops=100, bandwidth_gbs=1000)`` a
     custom device, which needs both figures.
     """
-    for label, value in (("--peak-tflops (peak_tflops)", peak_tflops), ("--bandwidth-gbs (bandwidth_gbs)", bandwidth_gbs)):
+    for label, value in (
+        ("--peak-tflops (peak_tflops)", peak_tflops),
+        ("--bandwidth-gbs (bandwidth_gbs)", bandwidth_gbs),
+    ):
         if value is not None:
             _check_figure(label, value)
     if name is not None:

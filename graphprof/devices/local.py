@@ -27,7 +27,23 @@ import torch
 
 from graphprof.errors import InvalidInputError
 
-__all__ = ["FORMAT", "LOCAL", "MAX_LEARNED", "LEARNED_SECONDS", "check_current", "stale_reasons", "learned_note", "usable_learned", "local_path", "read_local", "require_local", "missing_local_message", "Host", "detect_host", "load_average"]
+__all__ = [
+    "FORMAT",
+    "LOCAL",
+    "MAX_LEARNED",
+    "LEARNED_SECONDS",
+    "check_current",
+    "stale_reasons",
+    "learned_note",
+    "usable_learned",
+    "local_path",
+    "read_local",
+    "require_local",
+    "missing_local_message",
+    "Host",
+    "detect_host",
+    "load_average",
+]
 
 #: The name ``--hardware`` takes for the calibrated machine.
 LOCAL = "local"
@@ -63,10 +79,14 @@ def read_local(path: Path | None = None) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(), parse_constant=_no_constant)
     except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"the local calibration {path} is unreadable ({exc}); run `graphprof calibrate` again") from exc
+        raise InvalidInputError(
+            f"the local calibration {path} is unreadable ({exc}); run `graphprof calibrate` again"
+        ) from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT or not {"hardware", "calibration"} <= set(data):
         raise InvalidInputError(f"the local calibration {path} is of another version; run `graphprof calibrate` again")
-    problem = _fields(data["hardware"], "hardware", _HARDWARE) or _fields(data["calibration"], "calibration", _CALIBRATION)
+    problem = _fields(data["hardware"], "hardware", _HARDWARE) or _fields(
+        data["calibration"], "calibration", _CALIBRATION
+    )
     problem = problem or _rates(data["calibration"]["rates"])
     if problem:
         raise InvalidInputError(f"the local calibration {path} is damaged: {problem}; run `graphprof calibrate` again")
@@ -94,8 +114,10 @@ def learned_note(path: Path | None = None) -> str | None:
     if not refused:
         return None
     low, high = LEARNED_SECONDS
-    return (f"{refused} learned record(s) in {path or local_path()} with damaged seconds (not a number from {low:g} to "
-            f"{high:g} s) were left out of the prediction; the next run that learns drops them")
+    return (
+        f"{refused} learned record(s) in {path or local_path()} with damaged seconds (not a number from {low:g} to "
+        f"{high:g} s) were left out of the prediction; the next run that learns drops them"
+    )
 
 
 def stale_reasons(device: dict[str, Any], threads: int | None = None) -> list[str]:
@@ -105,7 +127,11 @@ def stale_reasons(device: dict[str, Any], threads: int | None = None) -> list[st
 
     from graphprof.devices.local import cpu_model
 
-    now = {"name": cpu_model(), "threads": torch.get_num_threads() if threads is None else threads, "torch": torch.__version__}
+    now = {
+        "name": cpu_model(),
+        "threads": torch.get_num_threads() if threads is None else threads,
+        "torch": torch.__version__,
+    }
     return [f"{key} {device.get(key)!r}, this run {value!r}" for key, value in now.items() if device.get(key) != value]
 
 
@@ -114,12 +140,16 @@ def check_current(data: dict[str, Any], path: Path | None = None) -> None:
     count or with another torch: its times are not this run's. A CUDA calibration is not checked here."""
     device = data.get("device")
     if not isinstance(device, dict):
-        raise InvalidInputError(f"the local calibration {path or local_path()} records no device; run `graphprof calibrate` again")
+        raise InvalidInputError(
+            f"the local calibration {path or local_path()} records no device; run `graphprof calibrate` again"
+        )
     if device.get("type", "cpu") != "cpu":
         return
     stale = stale_reasons(device)
     if stale:
-        raise InvalidInputError(f"the local calibration {path or local_path()} is stale ({'; '.join(stale)}); run `graphprof calibrate` again")
+        raise InvalidInputError(
+            f"the local calibration {path or local_path()} is stale ({'; '.join(stale)}); run `graphprof calibrate` again"
+        )
 
 
 def _no_constant(name: str) -> float:
@@ -160,7 +190,11 @@ def _fields(part: object, name: str, spec: dict[str, tuple[tuple[type, ...], boo
 def _rates(rates: dict[str, Any]) -> str | None:
     for dtype, table in rates.items():
         for klass, values in table.items() if isinstance(table, dict) else [("?", table)]:
-            ok = isinstance(values, dict) and set(values) <= _RATE_FIELDS and set(values) >= _RATE_FIELDS - {"half_depth"}
+            ok = (
+                isinstance(values, dict)
+                and set(values) <= _RATE_FIELDS
+                and set(values) >= _RATE_FIELDS - {"half_depth"}
+            )
             if not ok or any(isinstance(v, bool) or not isinstance(v, _NUMBER) for v in values.values()):
                 return f"calibration.rates.{dtype}.{klass} is not {{{', '.join(sorted(_RATE_FIELDS))}: numbers}}"
     return None
@@ -229,7 +263,13 @@ def _driver() -> str | None:
     if exe is None:
         return None
     try:
-        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=10, check=False)
+        out = subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None

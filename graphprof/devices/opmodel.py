@@ -78,7 +78,9 @@ IN_CONTEXT, ALONE = 1.0, 0.0
 #: The z-score of the 10% and 90% quantiles of a normal: an 80% interval is +-1.2816 sigma.
 Z80 = 1.2815515655446004
 
-_CONV = frozenset({"convolution", "_convolution", "conv2d", "conv1d", "conv3d", "cudnn_convolution", "mkldnn_convolution"})
+_CONV = frozenset(
+    {"convolution", "_convolution", "conv2d", "conv1d", "conv3d", "cudnn_convolution", "mkldnn_convolution"}
+)
 _LINEAR = frozenset({"mm", "addmm", "linear", "mv", "addmv", "dot", "_int_mm"})
 _BMM = frozenset({"bmm", "baddbmm", "addbmm", "matmul"})
 _NORM = frozenset({
@@ -186,7 +188,7 @@ def _sdpa_features(inp: Sequence[Sequence[int]]) -> list[float]:
 
 def _stream_features(inp: Sequence[Sequence[int]], out: Sequence[Sequence[int]]) -> list[float]:
     """Elements out, elements in (all inputs), the inner (last) size, the number of inputs (a concatenation
-of 2 or of 40: logs, as every other feature, so that a wide one does not run the law off)."""
+    of 2 or of 40: logs, as every other feature, so that a wide one does not run the law off)."""
     y = out[0] if out else (inp[0] if inp else ())
     return [_log(math.prod(y)), _log(sum(math.prod(s) for s in inp)), _log(y[-1] if y else 1), _log(len(inp))]
 
@@ -395,7 +397,9 @@ def independent_interval(seconds: Sequence[float], q_low: Sequence[float], q_hig
     var = sum((t * (hi - lo) / (2 * Z80)) ** 2 for t, lo, hi in zip(seconds, q_low, q_high, strict=True))
     rel = math.sqrt(var) / total
     # q = log(pred / measured): the truth is pred * exp(-q), so the interval flips the quantiles
-    return Interval(total * math.exp(-mid - Z80 * rel), total * math.exp(-mid + Z80 * rel), method="independent per-op errors")
+    return Interval(
+        total * math.exp(-mid - Z80 * rel), total * math.exp(-mid + Z80 * rel), method="independent per-op errors"
+    )
 
 
 @dataclass(frozen=True)
@@ -420,7 +424,9 @@ class OpModel:
             return kind, self.kinds[kind]
         return ("generic", self.kinds["generic"]) if "generic" in self.kinds else None
 
-    def predict(self, calls: Sequence[tuple[str, Sequence[float], Sequence[float]]]) -> list[tuple[float, float, float]]:
+    def predict(
+        self, calls: Sequence[tuple[str, Sequence[float], Sequence[float]]]
+    ) -> list[tuple[float, float, float]]:
         """(seconds, q_low, q_high) of each ``(kind, features, generic features)`` call, batched per kind."""
         out: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * len(calls)
         by_kind: dict[str, list[int]] = {}

@@ -97,4 +97,3 @@ def register_collectives() -> None:
     for packet, formula in table.items():
         if packet not in FORMULAS:
             register(packet)(formula)
-

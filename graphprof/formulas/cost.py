@@ -118,4 +118,7 @@ class TensorMeta:
             return self.nnz * (self.dtype.itemsize + 16)
         if self.stride is None or len(self.stride) != len(self.shape) or 0 in self.shape:
             return self.nbytes
-        return math.prod(size for size, step in zip(self.shape, self.stride, strict=True) if step != 0) * self.dtype.itemsize
+        return (
+            math.prod(size for size, step in zip(self.shape, self.stride, strict=True) if step != 0)
+            * self.dtype.itemsize
+        )

@@ -365,7 +365,9 @@ def _to_meta(value: Any, seen: set[int], total: list[int], read: bool = True) ->
     return value
 
 
-def op_cost(func: OpOverload | HigherOrderOperator, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Cost | None:
+def op_cost(
+    func: OpOverload | HigherOrderOperator, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> Cost | None:
     """The cost of one aten call, as seen in ``__torch_dispatch__``.
 
     ``args``/``kwargs``/``out`` may hold real, meta or fake tensors (or their :class:`TensorMeta`),

@@ -104,7 +104,9 @@ def _cache_classes() -> Any:
     try:
         import transformers
     except ImportError as exc:  # pragma: no cover - the hf extra
-        raise MissingDependencyError(f"profiling generation needs transformers: pip install 'graphprof[hf]' ({exc})") from exc
+        raise MissingDependencyError(
+            f"profiling generation needs transformers: pip install 'graphprof[hf]' ({exc})"
+        ) from exc
     return transformers
 
 

@@ -39,7 +39,13 @@ class ComponentRow:
         return self.counted_flops / self.estimated_flops if self.estimated_flops else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"component": self.component, "estimated_flops": self.estimated_flops, "counted_flops": self.counted_flops, "ratio": self.ratio, "reason": self.reason}
+        return {
+            "component": self.component,
+            "estimated_flops": self.estimated_flops,
+            "counted_flops": self.counted_flops,
+            "ratio": self.ratio,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,11 @@ def reasons(arch: str | None, num_nodes: int, num_edges: int, pe_type: str) -> d
         f"the E = {num_edges:,} edges (ratio E/N² = {density:.2%}): pass sparse_ratio=E/N² to match"
     )
     rows = {
-        "attention": sparse_attention if arch == "graph_transformer" else dense_attention if arch == "gps" else "no attention in this model",
+        "attention": sparse_attention
+        if arch == "graph_transformer"
+        else dense_attention
+        if arch == "gps"
+        else "no attention in this model",
         "ffn": "the seed counts the two products and a GELU at 4 per element; graphprof adds the biases (1 FLOP per output) and counts the model's own activation at its rate",
         "mpnn": (
             "the seed adds a separate GIN layer; this model's message passing is its attention along the edges"
@@ -101,7 +111,9 @@ def reasons(arch: str | None, num_nodes: int, num_edges: int, pe_type: str) -> d
     return rows
 
 
-def compare_estimate(profile: Profile, model: Any, estimate: FLOPsEstimate, num_nodes: int, num_edges: int) -> EstimateComparison:
+def compare_estimate(
+    profile: Profile, model: Any, estimate: FLOPsEstimate, num_nodes: int, num_edges: int
+) -> EstimateComparison:
     """``estimate`` beside ``profile``'s count (of ``model`` on a graph of ``num_nodes``, ``num_edges``)."""
     counted = component_costs(profile, model)
     arch = getattr(model, "arch", None)
@@ -109,7 +121,12 @@ def compare_estimate(profile: Profile, model: Any, estimate: FLOPsEstimate, num_
     why = reasons(arch, num_nodes, num_edges, pe_type)
     names = [*estimate.breakdown, *(k for k in counted.forward if k not in estimate.breakdown)]
     rows = tuple(
-        ComponentRow(name, int(estimate.breakdown.get(name, 0)), counted.flops(name) if name in counted.forward else 0, why.get(name, ""))
+        ComponentRow(
+            name,
+            int(estimate.breakdown.get(name, 0)),
+            counted.flops(name) if name in counted.forward else 0,
+            why.get(name, ""),
+        )
         for name in names
     )
     return EstimateComparison(profile.model_name, num_nodes, num_edges, rows, estimate, counted)
@@ -122,7 +139,9 @@ def compare_graph_model(spec: str, **estimate_overrides: Any) -> EstimateCompari
     from graphprof.prepared import prepare
 
     if not str(spec).strip().lower().startswith(PREFIX):
-        raise InvalidInputError(f"graph-estimate compares a graph model (pyg:gps, pyg:gin...) with the seed's estimate, not {spec!r}")
+        raise InvalidInputError(
+            f"graph-estimate compares a graph model (pyg:gps, pyg:gin...) with the seed's estimate, not {spec!r}"
+        )
     if "sparse_ratio" in estimate_overrides:
         check_sparse_ratio(estimate_overrides["sparse_ratio"])
 

@@ -71,7 +71,9 @@ def check_sparse_ratio(sparse_ratio: object) -> float:
     """``sparse_ratio``, a share of the N² node pairs: a number in (0, 1]; else :class:`InvalidInputError`."""
     ok = isinstance(sparse_ratio, (int, float)) and not isinstance(sparse_ratio, bool) and 0 < sparse_ratio <= 1
     if not ok:  # NaN fails 0 < x too
-        raise InvalidInputError(f"sparse_ratio is the share of node pairs the attention scores: a number above 0 and at most 1, not {sparse_ratio!r}")
+        raise InvalidInputError(
+            f"sparse_ratio is the share of node pairs the attention scores: a number above 0 and at most 1, not {sparse_ratio!r}"
+        )
     return float(sparse_ratio)  # type: ignore[arg-type]
 
 
@@ -86,10 +88,16 @@ def estimate_attention_flops(num_nodes: int, hidden_dim: int, num_heads: int, sp
 
 def estimate_ffn_flops(hidden_dim: int, ffn_dim: int, num_nodes: int) -> int:
     """``Linear(d, f) -> GELU -> Linear(f, d)`` over ``num_nodes`` rows."""
-    return estimate_linear_flops(hidden_dim, ffn_dim, num_nodes) + estimate_linear_flops(ffn_dim, hidden_dim, num_nodes) + 4 * num_nodes * ffn_dim
+    return (
+        estimate_linear_flops(hidden_dim, ffn_dim, num_nodes)
+        + estimate_linear_flops(ffn_dim, hidden_dim, num_nodes)
+        + 4 * num_nodes * ffn_dim
+    )
 
 
-def estimate_mpnn_flops(num_nodes: int, num_edges: int, in_features: int, out_features: int, mpnn_type: str = "gin") -> int:
+def estimate_mpnn_flops(
+    num_nodes: int, num_edges: int, in_features: int, out_features: int, mpnn_type: str = "gin"
+) -> int:
     """One message-passing layer (see the module docstring for each type; ``"none"`` is 0)."""
     n, e, a, b = num_nodes, num_edges, in_features, out_features
     kind = mpnn_type.lower()
@@ -165,7 +173,9 @@ class FLOPsEstimator:
         if not isinstance(model, nn.Module):
             from graphprof.models.base import a_type
 
-            raise InvalidInputError(f"FLOPsEstimator needs an nn.Module (a pyg: graph model or your own), not {a_type(model)}")
+            raise InvalidInputError(
+                f"FLOPsEstimator needs an nn.Module (a pyg: graph model or your own), not {a_type(model)}"
+            )
         self.model = model
         self.hyperparameters = {**_read_hyperparameters(model), **hyperparameters}
 

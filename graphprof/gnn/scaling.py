@@ -49,7 +49,11 @@ class GraphPoint:
     runtime: RuntimeStats | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        runtime = None if self.runtime is None else {"mean": self.runtime.mean, "std": self.runtime.std, "num_runs": self.runtime.num_runs, "unit": "ms"}
+        runtime = (
+            None
+            if self.runtime is None
+            else {"mean": self.runtime.mean, "std": self.runtime.std, "num_runs": self.runtime.num_runs, "unit": "ms"}
+        )
         return {
             "value": self.value, "num_nodes": self.num_nodes, "num_edges": self.num_edges, "params": self.params,
             "flops": self.costs.total.flops, "macs": self.costs.total.macs, "components": self.costs.to_dict(), "runtime": runtime,
@@ -145,7 +149,9 @@ def _build(source: ModelSource, options: dict[str, Any]) -> tuple[nn.Module, str
         merged = {**parse_options(query), **options}
         in_spec = sorted(k for k in merged if k in ("num_nodes", "avg_degree", "num_edges", "seed"))
         if in_spec:
-            raise InvalidInputError(f"{source}: a scaling builds its own graphs; give {', '.join(in_spec)} as arguments (--avg-degree, --edges), not in the spec")
+            raise InvalidInputError(
+                f"{source}: a scaling builds its own graphs; give {', '.join(in_spec)} as arguments (--avg-degree, --edges), not in the spec"
+            )
         split_options(merged, source)
         return build_graph_model(base[len(PREFIX) :].lower(), **merged).eval(), base
     model = source(**options)
@@ -154,7 +160,9 @@ def _build(source: ModelSource, options: dict[str, Any]) -> tuple[nn.Module, str
     return model, getattr(source, "__name__", "factory")
 
 
-def _point(source: ModelSource, axis: str, value: Any, graph: _Graph, measure: bool, runs: tuple[int, int]) -> tuple[GraphPoint, Profile, str]:
+def _point(
+    source: ModelSource, axis: str, value: Any, graph: _Graph, measure: bool, runs: tuple[int, int]
+) -> tuple[GraphPoint, Profile, str]:
     from graphprof.profile import profile_model
 
     model_options = {} if axis in _GRAPH_AXES else {axis: value}
@@ -173,7 +181,9 @@ def _point(source: ModelSource, axis: str, value: Any, graph: _Graph, measure: b
         feature_dim=graph.feature_dim or feature_dim_of(model), pe_dim=pe_dim, seed=graph.seed,
     )  # fmt: skip
     args, kwargs = graph_args(g)
-    runtime = _timed(model, _Call(args, kwargs) if kwargs else args, runs) if measure else None  # before the dry run (see below)
+    runtime = (
+        _timed(model, _Call(args, kwargs) if kwargs else args, runs) if measure else None
+    )  # before the dry run (see below)
     profile = profile_model(model, example_inputs=args, example_kwargs=kwargs, model_name=name)
     point = GraphPoint(value, g.num_nodes, g.num_edges, profile.total_params, component_costs(profile, model), runtime)
     return point, profile, name

@@ -327,7 +327,9 @@ class GraphBuilder(Observer):
         self.anonymous[base] = n + 1
         name = base if n == 0 else f"{base}_{n}"
         key = ("op", event.index)
-        acc = self.ops.node(key, name, "op", called_op(op_name(event.func)), layer.module if layer is not None else None)
+        acc = self.ops.node(
+            key, name, "op", called_op(op_name(event.func)), layer.module if layer is not None else None
+        )
         acc.node.output_shapes = tuple(tuple(int(s) for s in t.shape) for t in outs)
         for param in params:
             if param is not None and param[0] not in self.detail_params:

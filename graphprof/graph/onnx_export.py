@@ -49,7 +49,14 @@ _KINDS: dict[str, tuple[tuple[str, ...], dict[str, int]]] = {
     "matrix product": (
         ("Gemm", "MatMul"),
         # nn.MultiheadAttention's fused inference path: in-projection, scores, weighted values, out-projection
-        {"aten.addmm": 1, "aten.mm": 1, "aten.bmm": 1, "aten.baddbmm": 1, "aten.matmul": 1, "aten._native_multi_head_attention": 4},
+        {
+            "aten.addmm": 1,
+            "aten.mm": 1,
+            "aten.bmm": 1,
+            "aten.baddbmm": 1,
+            "aten.matmul": 1,
+            "aten._native_multi_head_attention": 4,
+        },
     ),
 }
 #: attention kernels: each is two matrix products in ONNX (q @ k^T, then the weights @ v)
@@ -70,7 +77,13 @@ class OpCountCheck:
         return self.onnx_count == self.graphprof_count
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "onnx_ops": list(self.onnx_ops), "onnx": self.onnx_count, "graphprof": self.graphprof_count, "agrees": self.agrees}
+        return {
+            "kind": self.kind,
+            "onnx_ops": list(self.onnx_ops),
+            "onnx": self.onnx_count,
+            "graphprof": self.graphprof_count,
+            "agrees": self.agrees,
+        }
 
 
 @dataclass(frozen=True)
@@ -146,7 +159,9 @@ def _quiet_exporter() -> Iterator[None]:
         yield
 
 
-def export_onnx(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], path: Path | str, profile: Profile) -> OnnxExport:
+def export_onnx(
+    model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], path: Path | str, profile: Profile
+) -> OnnxExport:
     """Write ``model`` (called as ``model(*args, **kwargs)``) to the ONNX file ``path`` and check the graph's
     convolutions and matrix products against ``profile``'s recorded calls (see the module docstring).
 
@@ -160,7 +175,9 @@ def export_onnx(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
     path = Path(path)
     check_path(path)
     if any(p.is_meta for p in model.parameters()):
-        raise InvalidInputError("the model was built on the meta device (no weights to write): prepare it with device='cpu' to export it to ONNX")
+        raise InvalidInputError(
+            "the model was built on the meta device (no weights to write): prepare it with device='cpu' to export it to ONNX"
+        )
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     real_args, real_kwargs = materialize(args, device), materialize(kwargs, device)
     training = model.training
@@ -170,13 +187,16 @@ def export_onnx(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
             torch.onnx.export(model, real_args, str(path), kwargs=real_kwargs, dynamo=True, verbose=False)
     except Exception as exc:  # the exporter's failures are many and unrelated; each named in one line
         text = " ".join(str(exc).split())[:400]
-        raise CaptureError(f"torch.onnx.export failed for {type(model).__name__}: {type(exc).__name__}: {text}") from exc
+        raise CaptureError(
+            f"torch.onnx.export failed for {type(model).__name__}: {type(exc).__name__}: {text}"
+        ) from exc
     finally:
         model.train(training)
     opset, op_types = onnx_op_types(path)
     ours = _graphprof_counts(profile)
     checks = tuple(
-        OpCountCheck(kind, onnx_ops, sum(op_types.get(t, 0) for t in onnx_ops), ours[kind]) for kind, (onnx_ops, _) in _KINDS.items()
+        OpCountCheck(kind, onnx_ops, sum(op_types.get(t, 0) for t in onnx_ops), ours[kind])
+        for kind, (onnx_ops, _) in _KINDS.items()
     )
     data = path.with_name(path.name + ".data")
     return OnnxExport(path, (path, data) if data.exists() else (path,), opset, op_types, checks)

@@ -14,7 +14,18 @@ from graphprof.base.choices import OPTIMIZER_STATE_TENSORS
 from graphprof.devices.local import Host
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
 
-__all__ = ["NOISY_CV", "OPTIMIZER_STATE_TENSORS", "OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Host", "Measurement"]
+__all__ = [
+    "NOISY_CV",
+    "OPTIMIZER_STATE_TENSORS",
+    "OUTSIDE",
+    "LayerTime",
+    "OpTime",
+    "MemoryStats",
+    "MemoryBreakdown",
+    "MeasuredMemory",
+    "Host",
+    "Measurement",
+]
 
 
 #: Name of the pseudo-layer that collects profiler events outside every layer range.
@@ -40,7 +51,13 @@ class LayerTime:
         return self.kernel_us if self.kernel_us is not None else self.cpu_us
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "calls": self.calls, "cpu_us": self.cpu_us, "kernel_us": self.kernel_us}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "calls": self.calls,
+            "cpu_us": self.cpu_us,
+            "kernel_us": self.kernel_us,
+        }
 
 
 @dataclass(frozen=True)
@@ -139,7 +156,13 @@ class MemoryBreakdown:
         return cast(float, getattr(self, key) / 2**20)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**{c: getattr(self, c) for c in CATEGORIES}, "peak": self.peak, "device": self.device, "source": self.source, "unit": "bytes"}
+        return {
+            **{c: getattr(self, c) for c in CATEGORIES},
+            "peak": self.peak,
+            "device": self.device,
+            "source": self.source,
+            "unit": "bytes",
+        }
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,17 @@ from graphprof.measure.timing import (
 from graphprof.measure.trace import claim_trace_path
 from graphprof.run.loop import run_model
 
-__all__ = ["MeasurementError", "MeasureOptions", "cast_inputs", "is_out_of_memory", "default_device", "materialized", "resolve_device", "free_memory", "measure_run"]
-
+__all__ = [
+    "MeasurementError",
+    "MeasureOptions",
+    "cast_inputs",
+    "is_out_of_memory",
+    "default_device",
+    "materialized",
+    "resolve_device",
+    "free_memory",
+    "measure_run",
+]
 
 
 def default_device() -> str:
@@ -74,7 +83,9 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if dev.type not in ("cpu", "cuda"):
         raise InvalidInputError(f"measuring on {dev.type!r} is not supported (use cpu or cuda)")
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidInputError("--device cuda: no CUDA GPU is available on this machine (torch.cuda.is_available() is False)")
+        raise InvalidInputError(
+            "--device cuda: no CUDA GPU is available on this machine (torch.cuda.is_available() is False)"
+        )
     return dev
 
 
@@ -102,10 +113,14 @@ def _state_bytes(model: nn.Module, dtype: torch.dtype | None) -> int:
 
 def _tensor_bytes(tree: Any) -> int:
     """Bytes of the tensors in a nested structure (inputs, an optimizer's state)."""
-    return sum(t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor))
+    return sum(
+        t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)
+    )
 
 
-def materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | None, seed: int) -> tuple[nn.Module, str | None]:
+def materialized(
+    model: nn.Module, device: torch.device, dtype: torch.dtype | None, seed: int
+) -> tuple[nn.Module, str | None]:
     """A module on ``device`` in ``dtype`` to run: ``model`` itself when it is already there, else a copy.
 
     A model on the meta device has no values: the copy gets seeded ones (normal(0, 0.02) for floating
@@ -113,7 +128,10 @@ def materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | No
     weights. Tied parameters stay one parameter in the copy (:func:`graphprof.base.tied.keep_ties`).
     """
     tensors = [*model.parameters(), *model.buffers()]
-    on_device = all(t.device == device or (device.type == "cuda" and t.device.type == "cuda" and device.index is None) for t in tensors)
+    on_device = all(
+        t.device == device or (device.type == "cuda" and t.device.type == "cuda" and device.index is None)
+        for t in tensors
+    )
     right_dtype = dtype is None or all(t.dtype == dtype for t in tensors if t.is_floating_point())
     if tensors and on_device and right_dtype:
         return model, None
@@ -153,7 +171,9 @@ def is_out_of_memory(exc: BaseException) -> bool:
     ``RuntimeError`` ("DefaultCPUAllocator: can't allocate memory")."""
     if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
         return True
-    return isinstance(exc, RuntimeError) and ("can't allocate memory" in str(exc) or "out of memory" in str(exc).lower())
+    return isinstance(exc, RuntimeError) and (
+        "can't allocate memory" in str(exc) or "out of memory" in str(exc).lower()
+    )
 
 
 def _run_failed(exc: BaseException, dev: torch.device, what: str) -> MeasurementError:
@@ -253,12 +273,30 @@ def _batch(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
     return _Bound(work, kwargs), args
 
 
-def _check_fits(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, dev: torch.device, dtype: torch.dtype | None, train: bool, options: MeasureOptions) -> None:
+def _check_fits(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    name: str,
+    dev: torch.device,
+    dtype: torch.dtype | None,
+    train: bool,
+    options: MeasureOptions,
+) -> None:
     """Refuse, before allocating anything, a run whose weights, inputs, peak activations (the dry run's
     figure, when given) and, in train mode, gradients and optimizer state exceed the device's free memory."""
     state = _state_bytes(model, dtype)
-    input_bytes = sum(t.numel() * (dtype.itemsize if dtype is not None and t.is_floating_point() else t.element_size()) for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
-    need = state + input_bytes + options.activation_bytes + (state * (3 if Optimizer.parse(options.optimizer) is Optimizer.ADAMW else 2) if train else 0)
+    input_bytes = sum(
+        t.numel() * (dtype.itemsize if dtype is not None and t.is_floating_point() else t.element_size())
+        for t in torch.utils._pytree.tree_leaves((args, kwargs))
+        if isinstance(t, torch.Tensor)
+    )
+    need = (
+        state
+        + input_bytes
+        + options.activation_bytes
+        + (state * (3 if Optimizer.parse(options.optimizer) is Optimizer.ADAMW else 2) if train else 0)
+    )
     free = free_memory(dev)
     if free is not None and need > free:
         raise InvalidInputError(
@@ -283,7 +321,15 @@ class _ModelTimes:
     training_step: RuntimeStats | None = None
 
 
-def _model_times(work: nn.Module, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dev: torch.device, train: bool, options: MeasureOptions) -> _ModelTimes:
+def _model_times(
+    work: nn.Module,
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dev: torch.device,
+    train: bool,
+    options: MeasureOptions,
+) -> _ModelTimes:
     """Forward (with grad in train mode), then in train mode backward alone and a whole training step,
     uninstrumented. A training step on the user's own model puts its parameters back afterwards."""
     module, batch = _batch(work, args, kwargs)
@@ -292,11 +338,20 @@ def _model_times(work: nn.Module, model: nn.Module, args: tuple[Any, ...], kwarg
     if train:
         times.backward = profile_backward(module, batch, num_runs=n, warmup_runs=warm, device=dev)
         opt = _optimizer(options.optimizer, [p for p in work.parameters() if p.requires_grad])
-        times.training_step = profile_training_step(module, batch, opt, num_runs=n, warmup_runs=warm, restore=work is model, device=dev)
+        times.training_step = profile_training_step(
+            module, batch, opt, num_runs=n, warmup_runs=warm, restore=work is model, device=dev
+        )
     return times
 
 
-def _layer_times(work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dev: torch.device, name: str, options: MeasureOptions) -> tuple[tuple[LayerTime, ...], tuple[OpTime, ...], RuntimeStats, float | None, tuple[str, ...]]:
+def _layer_times(
+    work: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dev: torch.device,
+    name: str,
+    options: MeasureOptions,
+) -> tuple[tuple[LayerTime, ...], tuple[OpTime, ...], RuntimeStats, float | None, tuple[str, ...]]:
     """``layer_runs`` forwards on the run loop with :class:`LayerRanges` under ``torch.profiler`` (a
     Chrome trace each when asked): mean layer and op times, the instrumented forward, the GPU's busy time."""
     from torch.profiler import ProfilerActivity, profile
@@ -341,7 +396,16 @@ def _export_trace(prof: Any, trace_dir: str | Path, name: str) -> str:
     return str(path)
 
 
-def _memory(work: nn.Module, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dev: torch.device, train: bool, options: MeasureOptions, notes: list[str]) -> MeasuredMemory:
+def _memory(
+    work: nn.Module,
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dev: torch.device,
+    train: bool,
+    options: MeasureOptions,
+    notes: list[str],
+) -> MeasuredMemory:
     """The allocator's peak for one forward (or training step), then MemTracker's breakdown; parameters
     and gradients of the user's own model are put back afterwards."""
     cuda = dev.type == "cuda"
@@ -363,7 +427,11 @@ def _memory(work: nn.Module, model: nn.Module, args: tuple[Any, ...], kwargs: di
         if mem_opt is not None:
             one_step()  # optimizer state exists before the measured step, as in a training loop
         # live before the measured step: weights, buffers, inputs and (train) the optimizer's state
-        resident = _state_bytes(work, None) + _tensor_bytes((args, kwargs)) + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
+        resident = (
+            _state_bytes(work, None)
+            + _tensor_bytes((args, kwargs))
+            + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
+        )
         run_peak, reserved = peak_during(one_step, dev)
         tracked = _breakdown(work, one_step, dev, mem_opt, notes) if options.breakdown else None
     finally:
@@ -383,7 +451,9 @@ def _memory(work: nn.Module, model: nn.Module, args: tuple[Any, ...], kwargs: di
     )
 
 
-def _breakdown(work: nn.Module, step: Any, dev: torch.device, opt: torch.optim.Optimizer | None, notes: list[str]) -> Any:
+def _breakdown(
+    work: nn.Module, step: Any, dev: torch.device, opt: torch.optim.Optimizer | None, notes: list[str]
+) -> Any:
     try:
         return tracked_breakdown(work, step, dev, opt)
     except Exception as exc:  # MemTracker is private API: its failure costs the breakdown only

@@ -207,7 +207,9 @@ def call_model(model: nn.Module, batch: Any) -> Any:
 
 def default_loss(output: Any, target: Any = None) -> torch.Tensor:
     """Sum of every floating-point output that requires grad (the run loop's backward seed, as a loss)."""
-    leaves = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
+    leaves = [
+        t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad
+    ]
     if not leaves:
         raise InvalidInputError("no output of the model requires grad, so there is no backward pass to time")
     return sum((t.float().sum() for t in leaves), torch.zeros((), device=leaves[0].device))
@@ -239,7 +241,9 @@ def _device_of(model: nn.Module) -> torch.device:
     return next((t.device for t in model.parameters()), torch.device("cpu"))
 
 
-def profile_forward(model: nn.Module, batch: Any, num_runs: int = 100, warmup_runs: int = 10, *, grad: bool = False, **options: Any) -> RuntimeStats:
+def profile_forward(
+    model: nn.Module, batch: Any, num_runs: int = 100, warmup_runs: int = 10, *, grad: bool = False, **options: Any
+) -> RuntimeStats:
     """Time ``model(batch)`` under ``torch.no_grad()`` (seed 004), or with autograd recording when
     ``grad`` (the forward of a training step). ``options`` go to :func:`benchmark_function`."""
     options.setdefault("device", _device_of(model))

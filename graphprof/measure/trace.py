@@ -258,7 +258,12 @@ def capture_model(
     def decorate(cls: M) -> M:
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
             raise InvalidInputError(f"@capture_model decorates an nn.Module class, not {cls!r}")
-        if SEED003_SWITCH not in switches and enabled is None and _switched_on(None, (SEED003_SWITCH,)) and not _switched_on(None, switches):
+        if (
+            SEED003_SWITCH not in switches
+            and enabled is None
+            and _switched_on(None, (SEED003_SWITCH,))
+            and not _switched_on(None, switches)
+        ):
             warnings.warn(
                 f"@capture_model({model_name or cls.__name__!r}): {SEED003_SWITCH} is seed 003's switch, which "
                 "graphprof.capture_model does not read: from graphprof.compat.seed003 import capture_model (it reads "
@@ -339,7 +344,11 @@ def _load_spans(trace_file: str | os.PathLike[str]) -> list[tuple[dict[str, Any]
         raise _Malformed("no traceEvents list")
     spans = []
     for e in events:
-        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "python_function"):
+        if (
+            isinstance(e, dict)
+            and e.get("ph") == "X"
+            and e.get("cat") in ("cpu_op", "user_annotation", "python_function")
+        ):
             if not isinstance(e.get("name", ""), str):
                 raise _Malformed(f"an event has a name that is not a string: {e.get('name')!r:.60}")
             if e.get("cat") != "python_function" or e["name"].startswith(MODULE_FRAME_PREFIX):
@@ -357,7 +366,9 @@ def _layer_ranges(spans: list[tuple[dict[str, Any], float, float]]) -> list[tupl
     ops = [s for s in spans if s[0].get("cat") != "python_function"]
     if any(e.get("name", "").startswith(RANGE_PREFIX) for e, _, _ in ops):
         return ops  # graphprof's ranges name the layers by path; the frames would count every call twice
-    renamed = [({**e, "name": RANGE_PREFIX + e["name"][len(MODULE_FRAME_PREFIX) :]}, start, dur) for e, start, dur in frames]
+    renamed = [
+        ({**e, "name": RANGE_PREFIX + e["name"][len(MODULE_FRAME_PREFIX) :]}, start, dur) for e, start, dur in frames
+    ]
     return ops + renamed
 
 

@@ -31,7 +31,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class ModelInfo:
     """One row of :func:`graphprof.models.list_models`; building nothing to produce it.

@@ -221,10 +221,12 @@ PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
 _AUTO_CLASS = MappingProxyType(
     {"bert": "AutoModel", "vit": "AutoModel", "t5": "AutoModelForSeq2SeqLM", "whisper": "AutoModelForSpeechSeq2Seq"}
 )
-_ATTENTION_NOTES = MappingProxyType({
-    ATTENTION: "sdpa; on a dry run causal and sliding-window layers follow the mask's structure from the config "
-    "(graphprof.models.hf_attention)",
-})
+_ATTENTION_NOTES = MappingProxyType(
+    {
+        ATTENTION: "sdpa; on a dry run causal and sliding-window layers follow the mask's structure from the config "
+        "(graphprof.models.hf_attention)",
+    }
+)
 IMAGE_SIZE = 224
 AUDIO_FRAMES = 3000  # Whisper's 30 s window of 10 ms frames
 DECODER_LEN = 64
@@ -310,7 +312,9 @@ def _apply_options(config: Any, options: dict[str, Any], spec: str) -> None:
         try:
             setattr(config, name, value)
         except Exception as exc:  # transformers' configs validate their fields as they are set
-            raise InvalidInputError(f"{spec}: {type(config).__name__} rejects {name}={value!r}: {' '.join(str(exc).split())}") from exc
+            raise InvalidInputError(
+                f"{spec}: {type(config).__name__} rejects {name}={value!r}: {' '.join(str(exc).split())}"
+            ) from exc
 
 
 def _make_config(transformers: ModuleType, target: str, options: dict[str, Any], spec: str) -> tuple[Any, str]:
@@ -341,9 +345,13 @@ def _model_builder(transformers: ModuleType, config: Any, attention: str) -> Any
 
     def make() -> torch.nn.Module:
         if auto_class is not None:
-            return cast(torch.nn.Module, getattr(transformers, auto_class).from_config(config, attn_implementation=attention))
+            return cast(
+                torch.nn.Module, getattr(transformers, auto_class).from_config(config, attn_implementation=attention)
+            )
         try:
-            return cast(torch.nn.Module, transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention))
+            return cast(
+                torch.nn.Module, transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention)
+            )
         except ValueError as exc:
             if "Unrecognized configuration class" not in str(exc):
                 raise
@@ -385,7 +393,9 @@ def _floats(size: tuple[int, ...], device: torch.device) -> torch.Tensor:
     return torch.randn(size, generator=torch.Generator().manual_seed(0)).to(device)
 
 
-def _build(transformers: ModuleType, config: Any, device: torch.device, name: str) -> tuple[torch.nn.Module, tuple[str, ...], str]:
+def _build(
+    transformers: ModuleType, config: Any, device: torch.device, name: str
+) -> tuple[torch.nn.Module, tuple[str, ...], str]:
     """The model with the structured attention of :mod:`graphprof.models.hf_attention` (SDPA on a real
     run), else plain ``sdpa``, else ``eager`` where the model has neither."""
     register_attention()
@@ -394,7 +404,11 @@ def _build(transformers: ModuleType, config: Any, device: torch.device, name: st
             model, notes = build_module(_model_builder(transformers, config, attention), device, name)
             return model, notes, attention
         except (ModelBuildError, ValueError) as exc:
-            if "attn" not in str(exc).lower() and "attention" not in str(exc).lower() and "sdpa" not in str(exc).lower():
+            if (
+                "attn" not in str(exc).lower()
+                and "attention" not in str(exc).lower()
+                and "sdpa" not in str(exc).lower()
+            ):
                 raise
     model, notes = build_module(_model_builder(transformers, config, "eager"), device, name)
     return model, notes, "eager"

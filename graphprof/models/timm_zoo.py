@@ -62,7 +62,10 @@ def resolve_timm(
     shape = effective_shape((1, *chw), input_shape, batch_size, layout="N,C,H,W", model=spec)
     model, build_notes = build_module(lambda: timm.create_model(name, pretrained=False, **options), device, spec)
     called = "".join(f", {k}={v!r}" for k, v in options.items())
-    notes = (f"built with timm.create_model({name!r}, pretrained=False{called}): no weights (random init)", *build_notes)
+    notes = (
+        f"built with timm.create_model({name!r}, pretrained=False{called}): no weights (random init)",
+        *build_notes,
+    )
     return ResolvedModel(
         name=spec, family="timm", model=model.eval(), args=(random_tensor(shape, device),), notes=notes
     )

@@ -122,7 +122,9 @@ def _attribute(module: ModuleType, dotted: str, spec: str, target: str) -> Any:
         return found
     key = key.removesuffix("]").strip().strip("'\"")
     if not isinstance(found, Mapping) or key not in found:
-        known = ", ".join(sorted(map(str, found))) if isinstance(found, Mapping) else f"not a mapping but {a_type(found)}"
+        known = (
+            ", ".join(sorted(map(str, found))) if isinstance(found, Mapping) else f"not a mapping but {a_type(found)}"
+        )
         raise ModelNotFoundError(f"{spec}: {target}'s {path} has no entry {key!r} ({known})")
     return found[key]
 
@@ -175,7 +177,9 @@ def _check_usable(model: torch.nn.Module, spec: str) -> None:
         for _ in model.named_modules():
             pass
     except Exception as exc:  # noqa: BLE001 - any failure of the user's override is the model's, named
-        raise ModelBuildError(f"{spec}: listing its submodules (named_modules()) failed: {type(exc).__name__}: {exc}") from exc
+        raise ModelBuildError(
+            f"{spec}: listing its submodules (named_modules()) failed: {type(exc).__name__}: {exc}"
+        ) from exc
     try:
         signature = inspect.signature(model.forward)
     except (TypeError, ValueError):  # a builtin or C forward: nothing to check

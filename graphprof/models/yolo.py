@@ -366,7 +366,9 @@ def _checkpoint_path(spec: str) -> Path:
         info = path.stat()
     except FileNotFoundError:
         if path.is_symlink():
-            raise ModelNotFoundError(f"{spec} is a symbolic link to {os.readlink(path)!r}, which does not exist") from None
+            raise ModelNotFoundError(
+                f"{spec} is a symbolic link to {os.readlink(path)!r}, which does not exist"
+            ) from None
         raise missing_checkpoint(spec) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -391,7 +393,9 @@ def load_checkpoint(spec: str, request: Request) -> ResolvedModel:
         arch = _packaged_architecture_of(path)
         if arch is not None:
             resolved = resolve_yolo(arch, dataclasses.replace(request, allow_unsafe_load=False))
-            note = f"{spec} is not on disk (graphprof never downloads weights): built from the packaged {arch.name}.yaml"
+            note = (
+                f"{spec} is not on disk (graphprof never downloads weights): built from the packaged {arch.name}.yaml"
+            )
             return dataclasses.replace(resolved, notes=(note, *resolved.notes))
     path = _checkpoint_path(spec)
     tasks = _import_tasks() if importlib.util.find_spec("ultralytics") is not None else None
@@ -488,7 +492,9 @@ CHECKPOINT = Source(
     families=(FAMILY,),
 )
 #: ``yolov8n-seg.yaml``, ``my.yaml``: a YOLO yaml, packaged with ultralytics or local.
-YAML = Source("yolo-yaml", claims=yaml_suffix, resolve=_resolve_yaml, family_of=lambda spec: FAMILY.name, families=(FAMILY,))
+YAML = Source(
+    "yolo-yaml", claims=yaml_suffix, resolve=_resolve_yaml, family_of=lambda spec: FAMILY.name, families=(FAMILY,)
+)
 #: ``yolov8n``, ``yolo11s-pose``: a packaged YOLO yaml by name.
 BY_NAME = Source(
     "yolo",

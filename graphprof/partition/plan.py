@@ -160,7 +160,9 @@ class Plan(_Split, NotebookDisplay):
         }
 
 
-def make_stages(problem: Problem, table: CostTable, devices: Sequence[Device], solution: Solution, kinds: Sequence[str]) -> tuple[Stage, ...]:
+def make_stages(
+    problem: Problem, table: CostTable, devices: Sequence[Device], solution: Solution, kinds: Sequence[str]
+) -> tuple[Stage, ...]:
     """Stages of a solution, each on the next unused device of its kind (in the order given)."""
     free = {k: [d for d in devices if d.kind == k] for k in kinds}
     stages, previous = [], -1
@@ -214,7 +216,14 @@ def _bounds_equal_params(params: Sequence[int], parts: int) -> list[int]:
     return bounds[::-1]
 
 
-def _baseline(name: str, bounds: Sequence[int], problem: Problem, table: CostTable, devices: Sequence[Device], kinds: Sequence[str]) -> Baseline:
+def _baseline(
+    name: str,
+    bounds: Sequence[int],
+    problem: Problem,
+    table: CostTable,
+    devices: Sequence[Device],
+    kinds: Sequence[str],
+) -> Baseline:
     index = {k: n for n, k in enumerate(kinds)}
     stages = [(i, j, index[d.kind]) for (i, j), d in zip(zip(bounds, bounds[1:], strict=False), devices, strict=False)]
     return Baseline(name, make_stages(problem, table, devices, evaluate(problem, stages), kinds))
@@ -229,4 +238,6 @@ def equal_layers(problem: Problem, table: CostTable, devices: Sequence[Device], 
 def equal_params(problem: Problem, table: CostTable, devices: Sequence[Device], kinds: Sequence[str]) -> Baseline:
     """Balanced parameter counts (DeepSpeed's default) on the first ``min(devices, units)`` devices."""
     parts = min(len(devices), len(table.units))
-    return _baseline("equal-params", _bounds_equal_params([u.params for u in table.units], parts), problem, table, devices, kinds)
+    return _baseline(
+        "equal-params", _bounds_equal_params([u.params for u in table.units], parts), problem, table, devices, kinds
+    )

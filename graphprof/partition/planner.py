@@ -58,7 +58,10 @@ def _kv_shape(prepared: PreparedModel, kv_len: int | None) -> tuple[int, int] | 
     """``(batch, positions)`` of the KV cache: the first input's batch and length (or ``kv_len``)."""
     if kv_len == 0 or not any(n.rsplit(".", 1)[-1] in ("k_proj", "v_proj") for n, _ in prepared.model.named_modules()):
         return None
-    first = next((t for t in torch.utils._pytree.tree_leaves((prepared.args, prepared.kwargs)) if isinstance(t, torch.Tensor)), None)
+    first = next(
+        (t for t in torch.utils._pytree.tree_leaves((prepared.args, prepared.kwargs)) if isinstance(t, torch.Tensor)),
+        None,
+    )
     if first is None or first.dim() < 2:
         return None
     return int(first.shape[0]), int(kv_len if kv_len is not None else first.shape[1])
@@ -88,11 +91,16 @@ def _local_predictor(threads: int) -> tuple[Hardware | None, str]:
                       f"runs {threads} (`graphprof calibrate --threads {threads}` predicts them)")  # fmt: skip
     stale = stale_reasons(device, threads)
     if stale:
-        return None, f"cpu stage times measured: the local calibration is stale ({'; '.join(stale)}); run `graphprof calibrate` again"
+        return (
+            None,
+            f"cpu stage times measured: the local calibration is stale ({'; '.join(stale)}); run `graphprof calibrate` again",
+        )
     return Hardware(**stored["hardware"]), ""
 
 
-def cost_table(prepared: PreparedModel, devices: Sequence[Device], *, kv_len: int | None = None, threads: int = 1, iters: int = 10) -> tuple[CostTable, Any]:
+def cost_table(
+    prepared: PreparedModel, devices: Sequence[Device], *, kv_len: int | None = None, threads: int = 1, iters: int = 10
+) -> tuple[CostTable, Any]:
     """The per-unit cost table of ``prepared`` on every kind of ``devices``, and the profile it came from.
 
     A ``cpu`` device's times are predicted by the local calibration when it was measured with the stages'
@@ -109,16 +117,29 @@ def cost_table(prepared: PreparedModel, devices: Sequence[Device], *, kv_len: in
         device = next(d for d in devices if d.kind == kind)
         if device.hardware is None and predictor is not None:
             seconds[kind], _ = preset_seconds(profile, graph, nodes, predictor)
-            sources[kind] = f"{kind}: predicted by the local calibration ({threads} thread(s), the plain forward's ops in place)"
+            sources[kind] = (
+                f"{kind}: predicted by the local calibration ({threads} thread(s), the plain forward's ops in place)"
+            )
         elif device.hardware is None and measurement is not None:
             seconds[kind], sources[kind] = measured_seconds(graph, nodes, measurement.forward.mean / 1e3)
             sources[kind] += f"; {why}"
         elif device.hardware is not None:
             seconds[kind], sources[kind] = preset_seconds(profile, graph, nodes, device.hardware)
-    return table(units, cut_bytes(graph, nodes), seconds, sources, shared_weights(prepared.model, nodes, profile)), profile
+    return table(
+        units, cut_bytes(graph, nodes), seconds, sources, shared_weights(prepared.model, nodes, profile)
+    ), profile
 
 
-def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, objective: Objective | str = Objective.LATENCY, links: Links | None = None, kv_len: int | None = None, threads: int = 1, iters: int = 10) -> Plan:
+def plan_prepared(
+    prepared: PreparedModel,
+    devices: str | Sequence[Device],
+    *,
+    objective: Objective | str = Objective.LATENCY,
+    links: Links | None = None,
+    kv_len: int | None = None,
+    threads: int = 1,
+    iters: int = 10,
+) -> Plan:
     """The plan for a model already prepared (see :func:`partition`)."""
     objective = Objective.parse(objective)
     devs = as_devices(devices)
@@ -147,7 +168,15 @@ def plan_prepared(prepared: PreparedModel, devices: str | Sequence[Device], *, o
     )  # fmt: skip
 
 
-def prepare_for(model_or_name: nn.Module | str, devices: Sequence[Device], *, weights: bool = False, batch_size: int | None = None, dtype: str | torch.dtype | None = None, **prepare_options: Any) -> PreparedModel:
+def prepare_for(
+    model_or_name: nn.Module | str,
+    devices: Sequence[Device],
+    *,
+    weights: bool = False,
+    batch_size: int | None = None,
+    dtype: str | torch.dtype | None = None,
+    **prepare_options: Any,
+) -> PreparedModel:
     """Prepare the model for planning: on the meta device for a catalogue model unless a ``cpu`` device
     (measured here) or ``weights`` (a run) needs its weights."""
     if isinstance(model_or_name, str) and (weights or any(d.local for d in devices)):
@@ -185,7 +214,9 @@ def partition(
     """
     devs = as_devices(devices)
     prepared = prepare_for(model_or_name, devs, batch_size=batch_size, dtype=dtype, **prepare_options)
-    return plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
+    return plan_prepared(
+        prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters
+    )
 
 
 def _cores_note(devices: Sequence[Device], threads: int) -> list[str]:
@@ -195,8 +226,10 @@ def _cores_note(devices: Sequence[Device], threads: int) -> list[str]:
     cores = os.cpu_count() or 1
     if local * threads <= cores:
         return []
-    return [f"{local} cpu devices x {threads} thread(s) ask for {local * threads} cores and this machine has {cores}: "
-            "each stage's time is measured alone, so a plan using more stages than cores would not run as fast (--run refuses it)"]
+    return [
+        f"{local} cpu devices x {threads} thread(s) ask for {local * threads} cores and this machine has {cores}: "
+        "each stage's time is measured alone, so a plan using more stages than cores would not run as fast (--run refuses it)"
+    ]
 
 
 def _shared_notes(costs: CostTable, stages: Sequence[Stage]) -> list[str]:
@@ -209,6 +242,8 @@ def _shared_notes(costs: CostTable, stages: Sequence[Stage]) -> list[str]:
         if not copies:
             notes.append(f"{tied}: held once, by stage {first}")
             continue
-        which = f"stage {copies[0]} keeps a copy" if len(copies) == 1 else f"stages {', '.join(copies)} keep a copy each"
+        which = (
+            f"stage {copies[0]} keeps a copy" if len(copies) == 1 else f"stages {', '.join(copies)} keep a copy each"
+        )
         notes.append(f"{tied}: held by stage {first}, and {which} as torch.distributed.pipelining builds the stages")
     return notes

@@ -186,7 +186,13 @@ def problem_work(problem: Problem) -> int:
     return states * kinds * n
 
 
-def solve(problem: Problem, objective: Objective | str = Objective.LATENCY, *, names: Sequence[str] = (), kinds: Sequence[str] = ()) -> Solution:
+def solve(
+    problem: Problem,
+    objective: Objective | str = Objective.LATENCY,
+    *,
+    names: Sequence[str] = (),
+    kinds: Sequence[str] = (),
+) -> Solution:
     """The exact optimum (see the module docstring); :class:`Infeasible` when nothing fits.
 
     ``names`` (unit names) and ``kinds`` (kind names) only make the error message readable.
@@ -205,8 +211,14 @@ def solve(problem: Problem, objective: Objective | str = Objective.LATENCY, *, n
     return evaluate(problem, stages)
 
 
-def _why(problem: Problem, best: dict[int, dict[_State, tuple[float, int, _State]]], names: Sequence[str], kinds: Sequence[str]) -> str:
+def _why(
+    problem: Problem,
+    best: dict[int, dict[_State, tuple[float, int, _State]]],
+    names: Sequence[str],
+    kinds: Sequence[str],
+) -> str:
     """One line: the first unit no device can hold, or the first unit the devices left cannot hold."""
+
     def unit(u: int) -> str:
         return names[u] if u < len(names) else f"unit {u}"
 

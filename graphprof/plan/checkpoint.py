@@ -151,10 +151,14 @@ def _seconds(ops: list[OpRecord], dtype: str, hardware: Hardware, calibration: C
     forward, :func:`graphprof.devices.predict.predict_ops`), else each counted call's roofline bound (FLOPs
     at the dense peak for ``dtype``, bytes at the bandwidth), summed: a lower bound."""
     if calibration is not None and calibration.op_model is not None:
-        return sum(predict_ops(ops, dtype, hardware, calibration)), f"predicted by the {hardware.name} calibration (each op in place)"
+        return sum(
+            predict_ops(ops, dtype, hardware, calibration)
+        ), f"predicted by the {hardware.name} calibration (each op in place)"
     peak = hardware.peak_flops(dtype)
     counted = [op for op in ops if op.status is OpStatus.COUNTED]
-    return sum(roofline_time(op.cost.flops, op.cost.bytes_moved, peak, hardware.bandwidth) for op in counted), f"the roofline of {hardware.name} (a lower bound)"
+    return sum(
+        roofline_time(op.cost.flops, op.cost.bytes_moved, peak, hardware.bandwidth) for op in counted
+    ), f"the roofline of {hardware.name} (a lower bound)"
 
 
 def solve_checkpoint(

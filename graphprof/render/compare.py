@@ -35,6 +35,7 @@ __all__ = [
     "render_comparison_csv",
 ]
 
+
 def _threshold_line(hardware: Hardware | None, rows: Sequence[ComparisonRow]) -> str:
     if hardware is None:
         return (

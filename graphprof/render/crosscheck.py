@@ -85,7 +85,9 @@ def _notes(result: CrossCheck, tolerance: float) -> list[str]:
     return causes
 
 
-def render_comparison(results: Sequence[CrossCheck], *, tolerance: float, labels: tuple[str, str, str] | None = None) -> RenderableType:
+def render_comparison(
+    results: Sequence[CrossCheck], *, tolerance: float, labels: tuple[str, str, str] | None = None
+) -> RenderableType:
     """The summary: one row per model (graphprof under the reference's convention against the reference, the
     difference and the accuracy, graphprof's own MACs and FLOPs beside them), then what explains each difference.
 
@@ -262,4 +264,3 @@ def render_markdown(results: Sequence[CrossCheck], tolerance: float) -> str:
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-

@@ -33,13 +33,27 @@ def render_comparison(comparison: EstimateComparison) -> RenderableType:
     """Per component: the seed's estimate (labelled so), graphprof's count, their ratio and why they differ."""
     title = f"{comparison.model}: seed estimate vs graphprof count ({comparison.num_nodes:,} nodes, {comparison.num_edges:,} edges), FLOPs"
     table = Table(title=Text(title), title_justify="left")  # Text: pyg:gps is no emoji code
-    for name, justify in (("Component", "left"), ("Seed estimate", "right"), ("graphprof count", "right"), ("count/est.", "right"), ("Why they differ", "left")):
+    for name, justify in (
+        ("Component", "left"),
+        ("Seed estimate", "right"),
+        ("graphprof count", "right"),
+        ("count/est.", "right"),
+        ("Why they differ", "left"),
+    ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in comparison.rows:
         ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
-        table.add_row(row.component, format_count(row.estimated_flops), format_count(row.counted_flops), ratio, row.reason)
+        table.add_row(
+            row.component, format_count(row.estimated_flops), format_count(row.counted_flops), ratio, row.reason
+        )
     total_ratio = comparison.counted_total / comparison.estimated_total if comparison.estimated_total else None
-    table.add_row("total", format_count(comparison.estimated_total), format_count(comparison.counted_total), "-" if total_ratio is None else f"{total_ratio:.2f}", "")
+    table.add_row(
+        "total",
+        format_count(comparison.estimated_total),
+        format_count(comparison.counted_total),
+        "-" if total_ratio is None else f"{total_ratio:.2f}",
+        "",
+    )
     return table
 
 
@@ -89,8 +103,16 @@ def _scaling_notes(result: GraphScalingResult) -> list[Text]:
     """The growth fits, the quadratic split of attention over nodes, the noisy runs, the result's notes."""
     lines = [Text(f"growth in {result.parameter_name} (log-log fit of FLOPs):", style="bold")]
     for name, fit in result.fits().items():
-        lines.append(Text(f"  {name}: exponent {abs(fit.exponent) if abs(fit.exponent) < 0.005 else fit.exponent:.2f} ({growth_word(fit.exponent)}), R² {fit.r2:.4f}"))
-    if result.parameter_name == "num_nodes" and "attention" in result.components and len(result.series("attention")[0]) >= 3:
+        lines.append(
+            Text(
+                f"  {name}: exponent {abs(fit.exponent) if abs(fit.exponent) < 0.005 else fit.exponent:.2f} ({growth_word(fit.exponent)}), R² {fit.r2:.4f}"
+            )
+        )
+    if (
+        result.parameter_name == "num_nodes"
+        and "attention" in result.components
+        and len(result.series("attention")[0]) >= 3
+    ):
         q = result.fit_quadratic("attention")
         largest = result.series("attention")[0][-1]
         lines.append(

@@ -60,7 +60,9 @@ def _plotly_js() -> str:
     try:
         from plotly.offline import get_plotlyjs
     except ImportError as exc:
-        raise MissingDependencyError("--html needs plotly (its chart script is embedded): pip install 'graphprof[html]'") from exc
+        raise MissingDependencyError(
+            "--html needs plotly (its chart script is embedded): pip install 'graphprof[html]'"
+        ) from exc
     return str(get_plotlyjs())
 
 
@@ -90,7 +92,8 @@ def _table(table_id: str, headers: Sequence[str], rows: Sequence[Sequence[tuple[
     """A sortable, filterable table; each cell is ``(text, sort value)``."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td data-v='{html.escape(str(v))}'>{html.escape(t)}</td>" for t, v in row) + "</tr>" for row in rows
+        "<tr>" + "".join(f"<td data-v='{html.escape(str(v))}'>{html.escape(t)}</td>" for t, v in row) + "</tr>"
+        for row in rows
     )
     search = f"<input placeholder='filter' oninput=\"filterTable(this,'{table_id}')\">"
     return f"{search}<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -144,7 +147,9 @@ def _tree(profile: Profile) -> str:
 
 def _layer_table(profile: Profile, roofline: Roofline) -> str:
     measured = {t.name: t.time_us for t in profile.measurement.layers} if profile.measurement is not None else None
-    headers = ["layer", "type", "MACs", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound", "predicted"] + (["measured"] if measured is not None else [])
+    headers = ["layer", "type", "MACs", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound", "predicted"] + (
+        ["measured"] if measured is not None else []
+    )
     rows = []
     for row, b in zip(profile.layers, roofline.layers, strict=True):
         cells = [(row.name, row.name), (row.type, row.type), (_num(row.cost.macs), row.cost.macs), (_num(row.cost.flops), row.cost.flops),
@@ -174,7 +179,13 @@ def _op_table(profile: Profile) -> str:
     headers = ["op", "calls", "MACs", "FLOPs", "bytes"] + (["measured"] if measured is not None else [])
     rows = []
     for name, (calls, macs, flops, nbytes) in sorted(totals.items(), key=lambda kv: -kv[1][2]):
-        cells = [(name, name), (str(int(calls)), calls), (_num(int(macs)), macs), (_num(int(flops)), flops), (_num(int(nbytes), "B"), nbytes)]
+        cells = [
+            (name, name),
+            (str(int(calls)), calls),
+            (_num(int(macs)), macs),
+            (_num(int(flops)), flops),
+            (_num(int(nbytes), "B"), nbytes),
+        ]
         if measured is not None:
             us = measured.get(name)
             cells.append((_seconds(us / 1e6) if us else "-", us or -1))
@@ -212,7 +223,11 @@ def _roofline_caption(profile: Profile, roofline: Roofline) -> str:
         load = getattr(m.host, "loadavg", None)
         cores = getattr(m.host, "cores", None) or 1
         busy = load is not None and load[0] > 0.75 * cores
-        text += (f" Measured on {m.device} at load {load[0]:.2f} on {cores} cores" if load is not None else f" Measured on {m.device}") + "."
+        text += (
+            f" Measured on {m.device} at load {load[0]:.2f} on {cores} cores"
+            if load is not None
+            else f" Measured on {m.device}"
+        ) + "."
         if busy:
             text += " The machine was busy: measured points sit further below the roof than the kernels alone would."
     return f"<p class='muted' id='roofline-caption'>{html.escape(text)}</p>"
@@ -240,7 +255,10 @@ def _roofline_chart(profile: Profile, roofline: Roofline) -> str:
     layout = {"xaxis": _axis("Arithmetic intensity (FLOP/byte)"), "yaxis": _axis("Achieved throughput (TFLOP/s)"), "height": 480,
               "title": {"text": f"Roofline on {roofline.hardware.label}"}}  # fmt: skip
     data = plotly_json(traces)
-    return f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{plotly_json(layout)})</script>" + _roofline_caption(profile, roofline)
+    return (
+        f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{plotly_json(layout)})</script>"
+        + _roofline_caption(profile, roofline)
+    )
 
 
 def _activation_chart(profile: Profile) -> str:
@@ -260,8 +278,12 @@ def _activation_chart(profile: Profile) -> str:
               "yaxis": _axis("Saved by the layer (MiB)", log=False),
               "yaxis2": {**_axis("Held for backward so far (MiB)", log=False), "overlaying": "y", "side": "right"},
               "height": 420, "title": {"text": "Activation memory: bytes saved for backward, by layer"}}  # fmt: skip
-    peak = f"{_num(profile.peak_activation_bytes, 'B')}" + (f" at {profile.peak_activation_layer}" if profile.peak_activation_layer else "")
-    caption = f"Saved for backward: {_num(profile.saved_activation_bytes, 'B')} in all; the run's activation peak: {peak}."
+    peak = f"{_num(profile.peak_activation_bytes, 'B')}" + (
+        f" at {profile.peak_activation_layer}" if profile.peak_activation_layer else ""
+    )
+    caption = (
+        f"Saved for backward: {_num(profile.saved_activation_bytes, 'B')} in all; the run's activation peak: {peak}."
+    )
     return (f"<div id='activations'></div><script>Plotly.newPlot('activations',{plotly_json(traces)},{plotly_json(layout)})</script>"
             f"<p class='muted' id='activations-caption'>{html.escape(caption)}</p>")  # fmt: skip
 
@@ -269,12 +291,18 @@ def _activation_chart(profile: Profile) -> str:
 def _graph_svg(profile: Profile, graph: Any) -> str:
     dot = shutil.which("dot")
     if graph is None or dot is None:
-        return "<p class='muted'>Module graph: not drawn (Graphviz's `dot` is not installed, or no graph was built).</p>"
+        return (
+            "<p class='muted'>Module graph: not drawn (Graphviz's `dot` is not installed, or no graph was built).</p>"
+        )
     from graphprof.graph.export import to_dot
 
     done = subprocess.run([dot, "-Tsvg"], input=to_dot(graph, 1), capture_output=True, text=True, check=False)
-    svg = done.stdout[done.stdout.find("<svg"):] if done.returncode == 0 else ""
-    return f"<div id='graph' style='overflow:auto;max-height:40em'>{svg}</div>" if svg else "<p class='muted'>Graphviz failed to draw the graph.</p>"
+    svg = done.stdout[done.stdout.find("<svg") :] if done.returncode == 0 else ""
+    return (
+        f"<div id='graph' style='overflow:auto;max-height:40em'>{svg}</div>"
+        if svg
+        else "<p class='muted'>Graphviz failed to draw the graph.</p>"
+    )
 
 
 def render_profile_html(profile: Profile, roofline: Roofline | None = None, *, graph: Any = None) -> str:
@@ -303,10 +331,19 @@ def render_sweep_html(sweep: Any) -> str:
         fit = sweep.fits().get(m)
         label = f"{m} (~ x^{fit.exponent:.2f})" if fit is not None else m
         traces.append({"type": "scatter", "mode": "lines+markers", "name": label, "x": xs, "y": ys})
-    layout = {"xaxis": _axis(sweep.label), "yaxis": _axis("Count (log scale; each metric in its own unit)"), "height": 480}
-    chart = f"<div id='growth'></div><script>Plotly.newPlot('growth',{plotly_json(traces)},{plotly_json(layout)})</script>"
+    layout = {
+        "xaxis": _axis(sweep.label),
+        "yaxis": _axis("Count (log scale; each metric in its own unit)"),
+        "height": 480,
+    }
+    chart = (
+        f"<div id='growth'></div><script>Plotly.newPlot('growth',{plotly_json(traces)},{plotly_json(layout)})</script>"
+    )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in sweep.notes)
-    return _page(f"graphprof sweep: {sweep.model} over {sweep.label}", chart + "<h2>Points</h2>" + _table("points", ["value", *metrics], rows) + f"<ul>{notes}</ul>")
+    return _page(
+        f"graphprof sweep: {sweep.model} over {sweep.label}",
+        chart + "<h2>Points</h2>" + _table("points", ["value", *metrics], rows) + f"<ul>{notes}</ul>",
+    )
 
 
 def render_compare_html(rows: Sequence[Any]) -> str:
@@ -337,8 +374,15 @@ def render_plan_html(plan: Any) -> str:
         {"type": "bar", "name": "compute", "x": labels, "y": [s.compute_s * 1e3 for s in plan.stages]},
         {"type": "bar", "name": "receive", "x": labels, "y": [s.receive_s * 1e3 for s in plan.stages]},
     ]
-    layout = {"barmode": "stack", "height": 360, "xaxis": _axis("Stage", log=False), "yaxis": _axis("Time per micro-batch (ms)", log=False)}
-    chart = f"<div id='stages'></div><script>Plotly.newPlot('stages',{plotly_json(traces)},{plotly_json(layout)})</script>"
+    layout = {
+        "barmode": "stack",
+        "height": 360,
+        "xaxis": _axis("Stage", log=False),
+        "yaxis": _axis("Time per micro-batch (ms)", log=False),
+    }
+    chart = (
+        f"<div id='stages'></div><script>Plotly.newPlot('stages',{plotly_json(traces)},{plotly_json(layout)})</script>"
+    )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
     title = f"graphprof partition: {plan.model_name} ({plan.objective})"
     return _page(title, chart + _table("stages-table", headers, cells) + f"<ul>{notes}</ul>")

@@ -30,10 +30,18 @@ from graphprof.cost.result import Profile
 from graphprof.cost.roofline import LayerBound, Roofline, roofline_time
 from graphprof.measure.result import NOISY_CV
 
-__all__ = ["estimated_layer_seconds", "forward_layer_seconds", "forward_predicted_seconds", "predicted_layer_seconds", "render_measured"]
+__all__ = [
+    "estimated_layer_seconds",
+    "forward_layer_seconds",
+    "forward_predicted_seconds",
+    "predicted_layer_seconds",
+    "render_measured",
+]
 
 
-def _by_layer(profile: Profile, roofline: Roofline | None, seconds: Callable[[LayerBound], float | None]) -> dict[str, float]:
+def _by_layer(
+    profile: Profile, roofline: Roofline | None, seconds: Callable[[LayerBound], float | None]
+) -> dict[str, float]:
     """``seconds(bound)`` summed per module path (``"(model)"`` for nodes at top level)."""
     if roofline is None:
         return {}
@@ -66,7 +74,9 @@ def forward_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[s
         return {}
     out: dict[str, float] = defaultdict(float)
     for row in profile.layers:
-        out[row.module or "(model)"] += roofline_time(row.forward.flops, row.forward.bytes_moved, roofline.peak_flops, roofline.bandwidth)
+        out[row.module or "(model)"] += roofline_time(
+            row.forward.flops, row.forward.bytes_moved, roofline.peak_flops, roofline.bandwidth
+        )
     return dict(out)
 
 
@@ -107,7 +117,9 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
         return Group(Text("no measurement"))
     lines = [
         Text(f"Measured on {m.device} ({_host(m.host)}), {m.dtype}, {m.mode}, inputs {m.inputs}", style="bold"),
-        Text(f"forward        {_ms(m.forward)}  CV {m.forward_cv:.1%}  (plain forwards, nothing attached: the figure a predicted time is of)"),
+        Text(
+            f"forward        {_ms(m.forward)}  CV {m.forward_cv:.1%}  (plain forwards, nothing attached: the figure a predicted time is of)"
+        ),
     ]
     if m.noisy:
         lines.append(_noisy(m.forward_cv))
@@ -132,7 +144,10 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
     )
     if mem.breakdown is not None:
         b = mem.breakdown
-        parts = ", ".join(f"{c.replace('_', ' ')} {_mib(getattr(b, c))}" for c in ("parameters", "buffers", "gradients", "optimizer_state", "activations", "temporaries"))
+        parts = ", ".join(
+            f"{c.replace('_', ' ')} {_mib(getattr(b, c))}"
+            for c in ("parameters", "buffers", "gradients", "optimizer_state", "activations", "temporaries")
+        )
         lines.append(Text(f"breakdown at peak (MemTracker): {parts}"))
     lines += _utilization(m)
     for note in m.notes:
@@ -144,7 +159,12 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
 def _utilization(m: Any) -> list[Text]:
     """MFU and HFU per span, naming the FLOPs and the peak (read from the measurement, never recomputed)."""
     if not m.utilization:
-        return [Text("MFU: no device peak for this run (give --hardware; on the CPU, --hardware local after `graphprof calibrate`)", style="dim")]
+        return [
+            Text(
+                "MFU: no device peak for this run (give --hardware; on the CPU, --hardware local after `graphprof calibrate`)",
+                style="dim",
+            )
+        ]
     return [
         Text(f"{u.span}: MFU {u.mfu:.2%} (model FLOPs {u.model_flops:,} in {u.seconds * 1e3:.3f} ms = {u.achieved_flops / 1e12:.4g} TFLOP/s), "
              f"HFU {u.hfu:.2%} (executed FLOPs {u.executed_flops:,}); peak {u.peak_flops / 1e12:.4g} TFLOP/s dense, {u.precision}, {u.device}")
@@ -160,7 +180,9 @@ def _host(host: object) -> str:
     parts = [f"{h.gpu or h.cpu}", f"{h.cores} cores"]  # type: ignore[attr-defined]
     if threads is not None:
         parts.append(f"{threads} torch threads")
-    parts.append("load " + (" ".join(f"{x:.2f}" for x in load) + " (1/5/15 min, at the end of the run)" if load else "unknown"))
+    parts.append(
+        "load " + (" ".join(f"{x:.2f}" for x in load) + " (1/5/15 min, at the end of the run)" if load else "unknown")
+    )
     return ", ".join(parts) + f", torch {h.torch}"  # type: ignore[attr-defined]
 
 
@@ -195,7 +217,9 @@ def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
     # like for like: the layers are measured on forwards, so the estimate is of the forward (train mode too)
     estimates = forward_layer_seconds(profile, roofline)
     # a prediction is for the device it names: held against a run on another kind of device, it says nothing
-    same_kind = roofline is not None and roofline.hardware is not None and roofline.hardware.target == m.device.split(":")[0]
+    same_kind = (
+        roofline is not None and roofline.hardware is not None and roofline.hardware.target == m.device.split(":")[0]
+    )
     predictions = forward_predicted_seconds(profile, roofline) if same_kind else {}
     where = roofline.hardware.name if roofline is not None and roofline.hardware is not None else None
     title = f"Per layer: estimated{f' ({where} roofline)' if where else ''} vs measured (self time)"
@@ -213,13 +237,22 @@ def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
         table.add_column(col, justify=justify, no_wrap=col == "Layer")  # type: ignore[arg-type]
     worst: set[str] = set()
     if predictions:
-        misses = {layer.name: abs(math.log(layer.time_us / (predictions[layer.name] * 1e6))) for layer in m.layers if predictions.get(layer.name) and layer.time_us > 0}
+        misses = {
+            layer.name: abs(math.log(layer.time_us / (predictions[layer.name] * 1e6)))
+            for layer in m.layers
+            if predictions.get(layer.name) and layer.time_us > 0
+        }
         worst = set(sorted(misses, key=lambda name: -misses[name])[:WORST_FLAGGED])
     total = m.layer_sum_us or 1.0
     for layer in m.layers:
         est = estimates.get(layer.name)
         est_us = est * 1e6 if est is not None else None
-        cells = [layer.name + ("  << worst prediction" if layer.name in worst else ""), layer.type, str(layer.calls), _us(est_us)]
+        cells = [
+            layer.name + ("  << worst prediction" if layer.name in worst else ""),
+            layer.type,
+            str(layer.calls),
+            _us(est_us),
+        ]
         pred = predictions.get(layer.name)
         pred_us = pred * 1e6 if pred is not None else None
         if predictions:
@@ -251,10 +284,14 @@ def _op_table(profile: Profile, roofline: Roofline | None) -> Table:
     if roofline is not None and roofline.peak_flops is not None and roofline.bandwidth is not None:
         for _, op in profile.iter_ops():
             if op.phase is Phase.FORWARD:
-                estimated[op.op] += roofline_time(op.cost.flops, op.cost.bytes_moved, roofline.peak_flops, roofline.bandwidth)
+                estimated[op.op] += roofline_time(
+                    op.cost.flops, op.cost.bytes_moved, roofline.peak_flops, roofline.bandwidth
+                )
     measured: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
-    names = {functional_op(name): name for name in estimated}  # `out += x` runs aten::add_ where the dry run saw aten.add
+    names = {
+        functional_op(name): name for name in estimated
+    }  # `out += x` runs aten::add_ where the dry run saw aten.add
     for t in m.ops:
         if t.dispatched_calls:
             op = "aten." + t.op.removeprefix("aten::")
@@ -262,8 +299,17 @@ def _op_table(profile: Profile, roofline: Roofline | None) -> Table:
             measured[name] += t.dispatched_time_us
             calls[name] += t.dispatched_calls
     ranked = sorted(measured, key=lambda name: -measured[name])
-    table = Table(title=f"Per aten op: estimated vs measured (the {min(OP_ROWS, len(ranked))} longest of {len(ranked)})", title_justify="left")
-    for col, justify in (("Aten op", "left"), ("Calls", "right"), ("Estimated", "right"), ("Measured", "right"), ("Ratio", "right")):
+    table = Table(
+        title=f"Per aten op: estimated vs measured (the {min(OP_ROWS, len(ranked))} longest of {len(ranked)})",
+        title_justify="left",
+    )
+    for col, justify in (
+        ("Aten op", "left"),
+        ("Calls", "right"),
+        ("Estimated", "right"),
+        ("Measured", "right"),
+        ("Ratio", "right"),
+    ):
         table.add_column(col, justify=justify, no_wrap=col == "Aten op")  # type: ignore[arg-type]
     for name in ranked[:OP_ROWS]:
         est_us = estimated[name] * 1e6 if name in estimated else None

@@ -154,7 +154,13 @@ def render_plan_plot(plan: MemoryPlan, *, fmt: str = "png") -> bytes:
         ax.bar(x, heights, bottom=bottom, label=label, color=_COLOURS[key], width=0.7)
         bottom = [a + h for a, h in zip(bottom, heights, strict=True)]
     if cp is not None:
-        ax.axhline(cp.budget_bytes / 1e9, color="black", linestyle="--", linewidth=1, label=f"budget {format_bytes(cp.budget_bytes)}")
+        ax.axhline(
+            cp.budget_bytes / 1e9,
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label=f"budget {format_bytes(cp.budget_bytes)}",
+        )
         ax.axvline(len(plan.phases) - 0.5, color="grey", linewidth=0.8)
     if plan.device_memory_bytes is not None:
         ax.axhline(plan.device_memory_bytes / 1e9, color="red", linewidth=1, label=f"{plan.device}")
@@ -162,6 +168,8 @@ def render_plan_plot(plan: MemoryPlan, *, fmt: str = "png") -> bytes:
     ax.set_ylabel("GB held (estimate)")
     chosen = f"; {len(cp.chosen)} of {len(cp.choices)} blocks recomputed" if cp is not None else ""
     name, _, overrides = plan.model_name.partition("?")  # an hf: spec's config overrides make a long title
-    ax.set_title(f"{name}{' (custom config)' if overrides else ''}, {plan.inputs}: one training step{chosen}", fontsize=9)
+    ax.set_title(
+        f"{name}{' (custom config)' if overrides else ''}, {plan.inputs}: one training step{chosen}", fontsize=9
+    )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(figure, fmt)

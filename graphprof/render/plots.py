@@ -116,7 +116,9 @@ def roofline_points(profile: Profile, roofline: Roofline) -> dict[str, list[tupl
     seconds = {
         "lower bound": estimated_layer_seconds(profile, roofline),
         "predicted": predicted_layer_seconds(profile, roofline),
-        "measured": {t.name: t.time_us / 1e6 for t in profile.measurement.layers} if profile.measurement is not None else {},
+        "measured": {t.name: t.time_us / 1e6 for t in profile.measurement.layers}
+        if profile.measurement is not None
+        else {},
     }
     points: dict[str, list[tuple[str, float, float, int]]] = {kind: [] for kind in POINT_KINDS}
     for kind, by_name in seconds.items():
@@ -189,18 +191,24 @@ def _draw_roof(axes: Any, profile: Profile, roofline: Roofline, lo: float, hi: f
     peak, bandwidth = roofline.peak_flops / 1e12, roofline.bandwidth / 1e12
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     axes.plot(grid, [min(peak, x * bandwidth) for x in grid], color="black", linewidth=1.5, label="roof")
-    axes.axvline(roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"ridge point {roofline.threshold:.1f}")
+    axes.axvline(
+        roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"ridge point {roofline.threshold:.1f}"
+    )
     axes.set_ylabel(f"achieved TFLOP/s ({roofline.precision})")
     points = roofline_points(profile, roofline)
     if not points["predicted"] and not points["measured"]:
-        note = "only the lower bound is drawn (no calibration, no measurement): its points sit on the roof by construction"
+        note = (
+            "only the lower bound is drawn (no calibration, no measurement): its points sit on the roof by construction"
+        )
     else:
         note = "lower bound on the roof; predicted and measured show how far below it each layer runs"
     return f"Roofline of {profile.model_name} on {roofline.hardware.label}", note + "; area ~ FLOPs"
 
 
 def _draw_threshold(axes: Any, profile: Profile, roofline: Roofline) -> tuple[str, str]:
-    axes.axvline(roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"fixed threshold {roofline.threshold:g}")
+    axes.axvline(
+        roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"fixed threshold {roofline.threshold:g}"
+    )
     axes.set_ylabel("layer FLOPs")
     title = f"Arithmetic intensity of {profile.model_name}'s layers (no hardware given)"
     return title, "no device: graphprof's default threshold, no roof; area ~ FLOPs"

@@ -147,7 +147,9 @@ def choose_format(path: str | os.PathLike[str], kind: str, fmt: str | None = Non
     suffix = Path(path).suffix.lstrip(".").lower()
     if fmt:
         chosen = fmt.lower()
-    elif str(path) == STDOUT or (not suffix and is_descriptor_path(path)) or (len(formats) == 1 and suffix not in _KNOWN):
+    elif (
+        str(path) == STDOUT or (not suffix and is_descriptor_path(path)) or (len(formats) == 1 and suffix not in _KNOWN)
+    ):
         chosen = formats[0]
     else:
         chosen = suffix
@@ -156,7 +158,9 @@ def choose_format(path: str | os.PathLike[str], kind: str, fmt: str | None = Non
     if fmt:
         raise OutputError(f"unknown output format {fmt!r} for {kind}: choose {' or '.join(formats)}")
     if chosen in _KNOWN:
-        raise OutputError(f"{kind} writes {' or '.join(f.upper() for f in formats)} only, not {chosen.upper()}: name the file {Path(path).stem}.{formats[0]}")
+        raise OutputError(
+            f"{kind} writes {' or '.join(f.upper() for f in formats)} only, not {chosen.upper()}: name the file {Path(path).stem}.{formats[0]}"
+        )
     raise OutputError(
         f"cannot tell the output format of {str(path)!r} from its suffix: use {' or '.join('.' + f for f in formats)}, or --format"
     )
@@ -181,7 +185,9 @@ def check_distinct(paths: Mapping[str, Sequence[str | os.PathLike[str]] | str | 
                 continue
             real = os.path.realpath(path)
             if real in seen and seen[real] != option:
-                raise InvalidInputError(f"{seen[real]} and {option} both name {str(path)!r}: choose two different names")
+                raise InvalidInputError(
+                    f"{seen[real]} and {option} both name {str(path)!r}: choose two different names"
+                )
             seen.setdefault(real, option)
 
 

@@ -400,8 +400,21 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         ("Memory: inputs", format_bytes(profile.input_bytes)),
         ("Memory: outputs", format_bytes(profile.output_bytes)),
         ("Memory: weights", weights),
-        ("Memory: peak activations", format_bytes(profile.peak_activation_bytes) + (f" (at {profile.peak_activation_layer})" if profile.peak_activation_layer else "")),
-        *([("Memory: saved for backward", f"{format_bytes(profile.saved_activation_bytes)} (the Saved column: activations a training step holds until its backward)")] if profile.mode is Mode.TRAIN else []),
+        (
+            "Memory: peak activations",
+            format_bytes(profile.peak_activation_bytes)
+            + (f" (at {profile.peak_activation_layer})" if profile.peak_activation_layer else ""),
+        ),
+        *(
+            [
+                (
+                    "Memory: saved for backward",
+                    f"{format_bytes(profile.saved_activation_bytes)} (the Saved column: activations a training step holds until its backward)",
+                )
+            ]
+            if profile.mode is Mode.TRAIN
+            else []
+        ),
         (
             "Memory moved",
             f"{format_bytes(total.bytes_moved)} (read {format_bytes(total.bytes_read)}, written {format_bytes(total.bytes_written)})",
@@ -411,14 +424,21 @@ def render_summary(profile: Profile, roofline: Roofline | None = None) -> Render
         ("Capture", profile.capture_method),
     ]
     rows += [_attempt_row(method, error) for method, error in profile.capture_attempts]
-    rows.append(("Run", f"{'dry run' if profile.execution is Execution.DRY_RUN else 'real run'}: {profile.execution_note}"))
+    rows.append(
+        ("Run", f"{'dry run' if profile.execution is Execution.DRY_RUN else 'real run'}: {profile.execution_note}")
+    )
     if profile.lowering is not Lowering.CPU:
         rows.append(("Lowering", f"{profile.lowering}: attention costed as the fused kernels a GPU runs"))
     if roofline.hardware is not None:
         rows.append(("Hardware", f"{roofline.hardware.label} ({roofline.precision})"))
         rows.append(("Roofline time (lower bound)", format_seconds(roofline.seconds)))
         if roofline.predicted_seconds is not None:
-            rows.append(("Predicted time", _predicted_text(roofline) + " (of a plain forward, as --measure's 'forward' times it)"))
+            rows.append(
+                (
+                    "Predicted time",
+                    _predicted_text(roofline) + " (of a plain forward, as --measure's 'forward' times it)",
+                )
+            )
     for key, value in rows:
         table.add_row(key, value)
     return table
@@ -569,7 +589,9 @@ def render_intensity_bands(profile: Profile) -> RenderableType:
     total = profile.total_flops
     table = _table("Arithmetic intensity bands (seed 002's interpretation, independent of the device)")
     for column in ("Band", "Rule", "Layers", "FLOPs", "FLOPs share", "Means"):
-        table.add_column(column, justify="right" if column in ("Layers", "FLOPs", "FLOPs share") else "left", overflow="fold")
+        table.add_column(
+            column, justify="right" if column in ("Layers", "FLOPs", "FLOPs share") else "left", overflow="fold"
+        )
     for band in INTENSITY_BANDS:
         share = format_percent(flops[band.name] / total if total else 0.0)
         table.add_row(band.name, band.rule, str(layers[band.name]), _num(flops[band.name]), share, band.meaning)

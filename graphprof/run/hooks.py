@@ -18,7 +18,9 @@ __all__ = ["module_call_hooks"]
 
 
 @contextlib.contextmanager
-def module_call_hooks(pre: Callable[[nn.Module, Any], Any], post: Callable[[nn.Module, Any, Any], Any]) -> Iterator[None]:
+def module_call_hooks(
+    pre: Callable[[nn.Module, Any], Any], post: Callable[[nn.Module, Any, Any], Any]
+) -> Iterator[None]:
     """``pre(module, args)`` before and ``post(module, args, output)`` after every module call, inside."""
     handles = [
         torch.nn.modules.module.register_module_forward_pre_hook(pre),

@@ -77,7 +77,11 @@ __all__ = [
     "Observer",
     "run_model",
     "MetaDeviceError",
-    "needs_values", "parameter_tensors", "count_parameters", "packed_tensors"]
+    "needs_values",
+    "parameter_tensors",
+    "count_parameters",
+    "packed_tensors",
+]
 
 
 @dataclass(eq=False)
@@ -534,7 +538,9 @@ def needs_values(exc: BaseException) -> str | None:
         if isinstance(seen, NotImplementedError) and "fake impl" in str(seen):  # a custom or quantized op
             return f"{str(seen).split(':', 1)[0]} has no FakeTensor kernel"
         if isinstance(seen, RuntimeError) and "no fake impl registered" in str(seen):  # torch.library.custom_op
-            return f"{str(seen).split('registered for ', 1)[-1].split('.', 1)[0]} has no FakeTensor kernel (register_fake)"
+            return (
+                f"{str(seen).split('registered for ', 1)[-1].split('.', 1)[0]} has no FakeTensor kernel (register_fake)"
+            )
         if isinstance(seen, (RuntimeError, NotImplementedError)) and _META_FAILURE.search(str(seen)):
             return f"the meta device cannot run this ({str(seen).splitlines()[0][:200]})"
         seen = seen.__cause__ or seen.__context__
@@ -637,7 +643,9 @@ def run_model(
     if fake_run := fake and not on_meta:
         named.update(_small_tensor_attributes(root))
     convert = _Converter(named, fake_run, dtype, train)
-    layers: dict[str, Layer] = {} if gm is None else graph_layers(gm, model, captured is not None and captured.method is Method.DYNAMO)
+    layers: dict[str, Layer] = (
+        {} if gm is None else graph_layers(gm, model, captured is not None and captured.method is Method.DYNAMO)
+    )
     loop = _Loop(observers, train)
     loop.dry = fake
 
@@ -732,7 +740,9 @@ class _Converter:
         fake_mode = self.fake_mode
         if fake_mode is not None and t.layout != torch.strided:
             # FakeTensors of sparse layouts cannot be made from real ones (no storage to describe)
-            raise DataDependentError(f"a {str(t.layout).removeprefix('torch.')} tensor of shape {tuple(t.shape)} cannot be a FakeTensor")
+            raise DataDependentError(
+                f"a {str(t.layout).removeprefix('torch.')} tensor of shape {tuple(t.shape)} cannot be a FakeTensor"
+            )
         if fake_mode is not None and t.is_meta and self.home is not None:
             # a meta input to a model with real weights stands for a tensor on the model's device
             out = torch.empty(t.shape, dtype=t.dtype, device=self.home)
@@ -746,7 +756,6 @@ class _Converter:
             if isinstance(t, nn.Parameter):
                 out.requires_grad_(t.requires_grad and self.train)
         return out
-
 
     @staticmethod
     def _fake(fake_mode: Any, t: torch.Tensor) -> torch.Tensor:
@@ -764,12 +773,16 @@ class _Converter:
                     own = t.clone()
                 if _plain_dense(own):
                     return _fake_from_metadata(fake_mode, own, constant=own)
-                return cast(torch.Tensor, fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, own, make_constant=True))
+                return cast(
+                    torch.Tensor, fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, own, make_constant=True)
+                )
             if _plain_dense(t):
                 return _fake_from_metadata(fake_mode, t)
             return cast(torch.Tensor, fake_mode.from_tensor(t))
         except Exception as exc:
-            raise DataDependentError(f"a {t.dtype} tensor of shape {tuple(t.shape)} cannot be a FakeTensor ({type(exc).__name__}: {exc})") from exc
+            raise DataDependentError(
+                f"a {t.dtype} tensor of shape {tuple(t.shape)} cannot be a FakeTensor ({type(exc).__name__}: {exc})"
+            ) from exc
 
 
 def _plain_dense(t: torch.Tensor) -> bool:
@@ -791,7 +804,9 @@ def _fake_from_metadata(fake_mode: Any, t: torch.Tensor, constant: torch.Tensor 
     ``isinstance``; ``constant`` keeps a small tensor's values, as ``from_real_tensor(make_constant=True)``
     does), without torch's general converter, which describes and memoises every storage (a fifth of a cold
     resnet50 dry run). ``tests/test_fake_params.py`` holds the two against each other."""
-    fake = new_fake(fake_mode, t.device, t.size(), t.dtype, stride=t.stride(), requires_grad=t.requires_grad, constant=constant)
+    fake = new_fake(
+        fake_mode, t.device, t.size(), t.dtype, stride=t.stride(), requires_grad=t.requires_grad, constant=constant
+    )
     if isinstance(t, nn.Parameter):
         fake._is_param = True
     return fake
@@ -813,7 +828,9 @@ def _run_graph(
     return torch.func.functional_call(executor, prefixed, tuple(flat), strict=False)
 
 
-def _graph_inputs(captured: CapturedGraph, gm: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+def _graph_inputs(
+    captured: CapturedGraph, gm: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[Any]:
     """The graph's placeholder values for a call ``model(*args, **kwargs)``: a Dynamo graph takes the
     call's flattened leaves; an FX graph's placeholders are the forward's parameters, bound by name."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -826,7 +843,10 @@ def _graph_inputs(captured: CapturedGraph, gm: torch.fx.GraphModule, args: tuple
 
 
 def _bind_placeholders(
-    placeholders: list[torch.fx.Node], signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    placeholders: list[torch.fx.Node],
+    signature: inspect.Signature | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> list[Any]:
     """Each placeholder's value: the argument of its name, else its default (an FX placeholder's ``args``)."""
     bound: dict[str, Any] = {}

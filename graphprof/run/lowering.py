@@ -54,7 +54,15 @@ from torch.overrides import TorchFunctionMode
 from graphprof.base.choices import Lowering, Phase
 from graphprof.errors import InvalidInputError
 
-__all__ = ["Lowering", "parse_lowering", "lowering_context", "FusedAttentionMode", "GROUPED_MM", "grouped_mm_any_dtype", "moe_note"]
+__all__ = [
+    "Lowering",
+    "parse_lowering",
+    "lowering_context",
+    "FusedAttentionMode",
+    "GROUPED_MM",
+    "grouped_mm_any_dtype",
+    "moe_note",
+]
 
 aten = torch.ops.aten
 
@@ -104,9 +112,10 @@ def _fused_sdpa(
         and head_dim <= _FLASH_MAX_HEAD_DIM
         and value.shape[-1] == head_dim
     ):
-        return cast(torch.Tensor, aten._scaled_dot_product_flash_attention(
-            query, key, value, dropout_p, is_causal, False, scale=scale
-        )[0])
+        return cast(
+            torch.Tensor,
+            aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False, scale=scale)[0],
+        )
     if heads != kv_heads:  # the efficient kernel needs one key / value head per query head
         key = key.repeat_interleave(heads // kv_heads, dim=1)
         value = value.repeat_interleave(heads // kv_heads, dim=1)
@@ -118,9 +127,12 @@ def _fused_sdpa(
         else:
             bias = attn_mask
         bias = bias.expand(query.shape[0], heads, query.shape[-2], key.shape[-2])
-    return cast(torch.Tensor, aten._scaled_dot_product_efficient_attention(
-        query, key, value, bias, grad, dropout_p, is_causal, scale=scale
-    )[0])
+    return cast(
+        torch.Tensor,
+        aten._scaled_dot_product_efficient_attention(query, key, value, bias, grad, dropout_p, is_causal, scale=scale)[
+            0
+        ],
+    )
 
 
 def _packed_self_attention(
@@ -144,7 +156,9 @@ def _packed_self_attention(
     return F.linear(out.transpose(1, 2).reshape(batch, tokens, embed_dim), proj_weight, proj_bias)
 
 
-def _fast_path_applies(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, embed_dim: int, num_heads: int) -> bool:
+def _fast_path_applies(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, embed_dim: int, num_heads: int
+) -> bool:
     """Self-attention with a head dimension that is a multiple of 8: the fused branch of the CUDA fast path."""
     return query is key and key is value and query.dim() == 3 and (embed_dim // num_heads) % 8 == 0
 
@@ -197,7 +211,11 @@ def _mha_projections(
         q_proj_weight, k_proj_weight, v_proj_weight = separate
         assert q_proj_weight is not None and k_proj_weight is not None and v_proj_weight is not None
         b_q, b_k, b_v = in_proj_bias.chunk(3) if in_proj_bias is not None else (None, None, None)
-        return F.linear(query, q_proj_weight, b_q), F.linear(key, k_proj_weight, b_k), F.linear(value, v_proj_weight, b_v)
+        return (
+            F.linear(query, q_proj_weight, b_q),
+            F.linear(key, k_proj_weight, b_k),
+            F.linear(value, v_proj_weight, b_v),
+        )
     assert in_proj_weight is not None
     if query is key and key is value:  # self-attention: one packed projection, split by a copy
         packed = F.linear(query, in_proj_weight, in_proj_bias)
@@ -296,9 +314,7 @@ def _fused_mha_forward(
 
     causal = is_causal and key_padding_mask is None and attn_mask is None
     mask = _mha_mask(attn_mask, key_padding_mask, q.dtype, (batch, num_heads, q_len, kv_len))
-    out = _fused_sdpa(
-        heads(q, q_len), heads(k, kv_len), heads(v, kv_len), mask, dropout_p if training else 0.0, causal
-    )
+    out = _fused_sdpa(heads(q, q_len), heads(k, kv_len), heads(v, kv_len), mask, dropout_p if training else 0.0, causal)
     if out is None:
         return None
     out = out.permute(2, 0, 1, 3).contiguous().view(batch * q_len, embed_dim)

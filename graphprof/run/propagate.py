@@ -99,8 +99,6 @@ def shapes_of(value: Any) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(s) for s in t.shape) for t in leaves if isinstance(t, (torch.Tensor, TensorMeta)))
 
 
-
-
 class OpRecorder(Observer):
     """Records every aten call, reduced to shapes and dtypes, under the layer it belongs to.
 
@@ -169,8 +167,17 @@ class OpRecorder(Observer):
 
 
 def _run(
-    captured: CapturedGraph, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], train: bool,
-    dtype: torch.dtype | None, fake: bool, observers: Sequence[Observer], modes: Sequence[Any], *, meta: bool,
+    captured: CapturedGraph,
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    train: bool,
+    dtype: torch.dtype | None,
+    fake: bool,
+    observers: Sequence[Observer],
+    modes: Sequence[Any],
+    *,
+    meta: bool,
 ) -> tuple[OpRecorder, LiveMemory, SavedActivations, RunOutcome]:
     recorder, memory, saved = OpRecorder(), LiveMemory(), SavedActivations()
     outcome = run_model(
@@ -205,9 +212,13 @@ def propagate(
     # device cannot finish runs again on FakeTensors, with fresh recorders. A caller's observers have seen
     # the first run's events, so with them the run is on FakeTensors from the start.
     try:
-        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers)
+        recorder, memory, saved, outcome = _run(
+            captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers
+        )
     except MetaDeviceError:
-        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False)
+        recorder, memory, saved, outcome = _run(
+            captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False
+        )
     keys = recorder.trace_keys()
     for key in keys:
         key.saved_bytes = saved.by_layer.get(key.name, 0)

@@ -16,7 +16,16 @@ from graphprof.errors import InvalidInputError
 from graphprof.prepared import PreparedModel
 from graphprof.scaling.factory import check_keyword, user_factory
 
-__all__ = ["MAX_POINTS", "Axis", "FACTORY_LAYERS_KEY", "parse_values", "check_values", "check_sweep", "point_options", "with_option"]
+__all__ = [
+    "MAX_POINTS",
+    "Axis",
+    "FACTORY_LAYERS_KEY",
+    "parse_values",
+    "check_values",
+    "check_sweep",
+    "point_options",
+    "with_option",
+]
 
 
 #: What a sweep varies (:class:`graphprof.base.choices.SweepAxis`).
@@ -72,13 +81,19 @@ def _range(start: float, stop: float, step: str, text: str, what: str) -> list[f
     geometric = step.startswith(("x", "*"))
     by = _number(step[1:] if geometric else step.lstrip("+"), what)
     if not math.isfinite(by) or (by <= 1 if geometric else by <= 0):
-        raise InvalidInputError(f"{what}: the {'factor' if geometric else 'step'} of {text!r} must be {'above 1' if geometric else 'positive'}")
+        raise InvalidInputError(
+            f"{what}: the {'factor' if geometric else 'step'} of {text!r} must be {'above 1' if geometric else 'positive'}"
+        )
     if geometric and start <= 0:
         raise InvalidInputError(f"{what}: values must be positive, got {start}")
     if stop < start:
         raise InvalidInputError(f"{what}: the range {text!r} is empty")
     # a hair of slack, so that 1:1000:x10 ends at 1000 despite rounding in the logarithms
-    count = math.floor(math.log(stop / start) / math.log(by) + 1e-9) + 1 if geometric else math.floor((stop - start) / by + 1e-9) + 1
+    count = (
+        math.floor(math.log(stop / start) / math.log(by) + 1e-9) + 1
+        if geometric
+        else math.floor((stop - start) / by + 1e-9) + 1
+    )
     if count > MAX_POINTS:
         raise InvalidInputError(f"{what}: {text!r} has {count:,} points; a sweep takes at most {MAX_POINTS}")
     values = [start * by**i if geometric else start + by * i for i in range(count)]
@@ -104,8 +119,6 @@ def check_values(values: Sequence[float], what: str = "sweep values") -> None:
 # ---- the model --------------------------------------------------------------------------------------
 
 
-
-
 def with_option(spec: str, key: str, value: Any) -> str:
     """``spec`` with ``?key=value`` set (replacing the same key if the query has it)."""
     base, _, query = spec.partition("?")
@@ -122,7 +135,9 @@ def _check_axis(model: Any, axis: Axis, key: str | None) -> str | None:
         what = model
         traits = family_traits(family)  # the family's record; an unknown family (None) is not refused
         if axis is Axis.SEQ_LEN and family is not None and not traits.sequence_length:
-            raise InvalidInputError(f"{what} ({family}) has no sequence length: seq-len sweeps are for transformers (hf:...)")
+            raise InvalidInputError(
+                f"{what} ({family}) has no sequence length: seq-len sweeps are for transformers (hf:...)"
+            )
         if axis is Axis.RESOLUTION and traits.sequence_length:
             raise InvalidInputError(f"{what} takes token ids, not images: it has no resolution (sweep seq-len)")
         if axis is Axis.RESOLUTION and family is not None and not traits.image_input:
@@ -133,7 +148,9 @@ def _check_axis(model: Any, axis: Axis, key: str | None) -> str | None:
             if family is None and ":" in model:
                 check_keyword(user_factory(model), key or FACTORY_LAYERS_KEY, model)
                 return key or FACTORY_LAYERS_KEY
-            raise InvalidInputError(f"{what} has no depth to set: a layers sweep needs an hf: model or a factory with num_layers")
+            raise InvalidInputError(
+                f"{what} has no depth to set: a layers sweep needs an hf: model or a factory with num_layers"
+            )
         if axis is Axis.SET:
             if not key:
                 raise InvalidInputError("a set sweep needs the factory keyword: --set key=v1,v2")
@@ -142,7 +159,9 @@ def _check_axis(model: Any, axis: Axis, key: str | None) -> str | None:
         return None
     if axis in (Axis.LAYERS, Axis.SET):
         if isinstance(model, (nn.Module, PreparedModel)) or not callable(model):
-            raise InvalidInputError(f"a {axis.value} sweep builds the model at every point: pass a factory or a name, not a built model")
+            raise InvalidInputError(
+                f"a {axis.value} sweep builds the model at every point: pass a factory or a name, not a built model"
+            )
         chosen = key or (FACTORY_LAYERS_KEY if axis is Axis.LAYERS else None)
         if not chosen:
             raise InvalidInputError("a set sweep needs the factory keyword (key=...)")
@@ -164,7 +183,9 @@ def _resolution_shape(pm: PreparedModel, size: int) -> tuple[int, ...]:
     else:
         raise InvalidInputError(f"{pm.name} has no tensor input to change the resolution of")
     if len(shape) < 4 or not (isinstance(size, int) and size > 0):
-        raise InvalidInputError(f"{pm.name} has no image input (N, C, H, W) to change the resolution of; its input is {shape}")
+        raise InvalidInputError(
+            f"{pm.name} has no image input (N, C, H, W) to change the resolution of; its input is {shape}"
+        )
     return (*shape[:-2], size, size)
 
 
@@ -186,11 +207,12 @@ def _integer(value: Any, what: str) -> int:
     return value
 
 
-
 # ---- all of it, before any work -------------------------------------------------------------------
 
 
-def check_sweep(model: Any, axis: str | Axis, values: Sequence[float] | str, key: str | None = None) -> tuple[Axis, list[Any], str | None]:
+def check_sweep(
+    model: Any, axis: str | Axis, values: Sequence[float] | str, key: str | None = None
+) -> tuple[Axis, list[Any], str | None]:
     """Everything :func:`sweep` checks before any work: ``(axis, values, factory keyword)``, or
     :class:`InvalidInputError` for bad values, an axis the model lacks, or a factory without the keyword."""
     chosen_axis = Axis.parse(axis)
@@ -201,11 +223,11 @@ def check_sweep(model: Any, axis: str | Axis, values: Sequence[float] | str, key
         points = list(itertools.islice(values, MAX_POINTS + 1))
         if len(points) > MAX_POINTS:
             how_many = f"{count:,}" if count is not None else f"more than {MAX_POINTS}"
-            raise InvalidInputError(f"{chosen_axis.value} values: {how_many} values; a sweep takes at most {MAX_POINTS}")
+            raise InvalidInputError(
+                f"{chosen_axis.value} values: {how_many} values; a sweep takes at most {MAX_POINTS}"
+            )
     check_values(points, f"{chosen_axis.value} values")
     if chosen_axis in (Axis.BATCH, Axis.RESOLUTION, Axis.SEQ_LEN):
         for v in points:
             _integer(v, chosen_axis.value)
     return chosen_axis, points, _check_axis(model, chosen_axis, key)
-
-

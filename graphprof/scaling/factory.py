@@ -45,5 +45,3 @@ def user_factory(spec: str) -> Callable[..., Any]:
     if isinstance(obj, nn.Module) or not callable(obj):
         raise InvalidInputError(f"{spec} is not a factory: --set needs a function or class that takes keywords")
     return cast("Callable[..., Any]", obj)
-
-

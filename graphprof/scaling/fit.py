@@ -145,4 +145,3 @@ def find_knee(values: Sequence[float], seconds: Sequence[float]) -> Knee | None:
     if slope < KNEE_MIN_SLOPE or flat > KNEE_FLAT_SLOPE:
         return None
     return Knee(values[k], k, slope)
-

@@ -14,7 +14,6 @@ from graphprof.scaling.fit import GrowthFit, Knee, QuadraticFit, find_knee, fit_
 __all__ = ["METRICS", "SweepRow", "Sweep"]
 
 
-
 #: The metrics of a row, in table order; ``measured_*`` are ``None`` on a dry-run sweep and
 #: ``estimated_seconds`` without a hardware preset.
 METRICS = (
@@ -140,4 +139,3 @@ class Sweep(NotebookDisplay):
             "knee": knee.to_dict() if knee else None,
             "notes": list(self.notes),
         }
-

@@ -2,4 +2,13 @@
 
 from graphprof.compat.seed004 import *  # noqa: F403 - this module's names (below) among the seed's whole API
 
-__all__ = ["FLOPsEstimator", "FLOPsEstimate", "estimate_model_flops", "estimate_linear_flops", "estimate_attention_flops", "estimate_mpnn_flops", "estimate_ffn_flops", "estimate_pe_flops"]  # noqa: F405 - defined by the import above
+__all__ = [
+    "FLOPsEstimator",
+    "FLOPsEstimate",
+    "estimate_model_flops",
+    "estimate_linear_flops",
+    "estimate_attention_flops",
+    "estimate_mpnn_flops",
+    "estimate_ffn_flops",
+    "estimate_pe_flops",
+]

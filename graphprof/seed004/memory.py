@@ -2,4 +2,13 @@
 
 from graphprof.compat.seed004 import *  # noqa: F403 - this module's names (below) among the seed's whole API
 
-__all__ = ["MemoryProfiler", "MemoryStats", "reset_memory_stats", "get_peak_memory", "profile_memory_usage", "get_memory_breakdown", "estimate_attention_memory", "estimate_pe_storage"]  # noqa: F405 - defined by the import above
+__all__ = [
+    "MemoryProfiler",
+    "MemoryStats",
+    "reset_memory_stats",
+    "get_peak_memory",
+    "profile_memory_usage",
+    "get_memory_breakdown",
+    "estimate_attention_memory",
+    "estimate_pe_storage",
+]

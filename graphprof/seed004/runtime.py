@@ -2,4 +2,12 @@
 
 from graphprof.compat.seed004 import *  # noqa: F403 - this module's names (below) among the seed's whole API
 
-__all__ = ["RuntimeProfiler", "RuntimeStats", "benchmark_function", "profile_forward", "profile_backward", "profile_training_step", "profile_pe_computation"]  # noqa: F405 - defined by the import above
+__all__ = [
+    "RuntimeProfiler",
+    "RuntimeStats",
+    "benchmark_function",
+    "profile_forward",
+    "profile_backward",
+    "profile_training_step",
+    "profile_pe_computation",
+]

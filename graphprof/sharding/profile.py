@@ -111,8 +111,12 @@ def shard_profile(
     check_layout(spec, sum(1 for _ in prepared.model.parameters()), prepared.name)  # before the step, not after minutes
     call = prepared.resolve(prepared.spec())
     args, kwargs, run_dtype = call.args, call.kwargs, call.dtype
-    with fake_world(spec) as meshes:  # first: a model tensor parallelism has no plan for is refused before the reference
-        step = run_sharded_step(prepared.model, args, kwargs, sharding_wraps(spec, meshes, args, kwargs, prepared.name), run_dtype)
+    with fake_world(
+        spec
+    ) as meshes:  # first: a model tensor parallelism has no plan for is refused before the reference
+        step = run_sharded_step(
+            prepared.model, args, kwargs, sharding_wraps(spec, meshes, args, kwargs, prepared.name), run_dtype
+        )
     plain = prepared.profile()  # the unsharded step at the same per-rank batch
     return ShardedProfile(
         model_name=prepared.name, strategy=spec.strategy, world=spec.world, dtype=plain.dtype,
@@ -139,7 +143,8 @@ def _notes(spec: ShardSpec, dtype: str, plan: TensorPlan) -> tuple[str, ...]:
         ]
     if spec.fsdp > 1:
         notes += [
-            f"FSDP2 fully_shard over {spec.fsdp} ranks" + (" (the mesh's dp dimension, after tensor parallelism)" if spec.tp > 1 else ""),
+            f"FSDP2 fully_shard over {spec.fsdp} ranks"
+            + (" (the mesh's dp dimension, after tensor parallelism)" if spec.tp > 1 else ""),
             "reference with FSDP: parameters / N, every unit gathered forward and backward (the root once), every "
             "gradient reduce-scattered once; FLOPs and activations: the unsharded step at the same per-rank batch "
             "(its activations read from the autograd graph at each layer's exit, the sharded step's as each is saved)",

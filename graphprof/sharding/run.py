@@ -52,7 +52,9 @@ class _Tap(TorchDispatchMode):
             return NotImplemented
         out = func(*args, **kwargs)
         memo: dict[int, Any] = {}
-        self.records.append(op_record(OpCall(func, to_meta(args, memo), to_meta(kwargs, memo), to_meta(out, {}), self.phase)))
+        self.records.append(
+            op_record(OpCall(func, to_meta(args, memo), to_meta(kwargs, memo), to_meta(out, {}), self.phase))
+        )
         return out
 
 
@@ -113,11 +115,21 @@ def _fake_inputs(value: Any) -> Any:
 
 def _loss(out: Any) -> torch.Tensor:
     logits = getattr(out, "logits", None)
-    first = logits if isinstance(logits, torch.Tensor) else next(t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+    first = (
+        logits
+        if isinstance(logits, torch.Tensor)
+        else next(t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+    )
     return first.float().sum()
 
 
-def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], wraps: tuple[TensorParallel | None, Fsdp | None], dtype: torch.dtype | None) -> StepRecord:
+def run_sharded_step(
+    model: nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    wraps: tuple[TensorParallel | None, Fsdp | None],
+    dtype: torch.dtype | None,
+) -> StepRecord:
     """One training step of a copy of ``model`` sharded by ``wraps`` (:func:`~graphprof.sharding.wraps.sharding_wraps`), on FakeTensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -145,4 +157,10 @@ def run_sharded_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
         with tap:
             loss.backward()
     tp, fsdp = wraps
-    return StepRecord(tap.records, saved.bytes, shard_bytes, [] if fsdp is None else fsdp.unit_bytes, TensorPlan(()) if tp is None else tp.plan)
+    return StepRecord(
+        tap.records,
+        saved.bytes,
+        shard_bytes,
+        [] if fsdp is None else fsdp.unit_bytes,
+        TensorPlan(()) if tp is None else tp.plan,
+    )

@@ -45,7 +45,9 @@ class SavedActivations(Observer):
         self.unobserved = ctx.unobserved
 
     def layer_left(self, layer: Layer, output: Any) -> None:
-        stack: list[Any] = [t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        stack: list[Any] = [
+            t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None
+        ]
         while stack:
             fn = stack.pop()
             if fn is None or _SEEN in fn.metadata:  # Node.metadata: a property returning a dict
