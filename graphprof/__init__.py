@@ -135,7 +135,7 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.profile import compare_models as compare_models
     from graphprof.profile import profile_model as profile_model
     from graphprof.profiler import Profiler as Profiler
-    from graphprof.run.loop import Observer as Observer
+    from graphprof.run.events import Observer as Observer
     from graphprof.scaling import Sweep as Sweep
     from graphprof.scaling import sweep as sweep
 else:  # what runs: each name imported from its module on first use (PEP 562)
@@ -178,7 +178,7 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "Cost": "graphprof.formulas",
         "TensorMeta": "graphprof.formulas",
         "register_formula": "graphprof.formulas",
-        "Observer": "graphprof.run.loop",
+        "Observer": "graphprof.run.events",
         "GraphprofError": "graphprof.errors",
         "capture_model": "graphprof.measure",
         "parse_model_trace": "graphprof.measure",

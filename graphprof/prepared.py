@@ -37,7 +37,7 @@ from graphprof.graph.onnx_export import OnnxExport, export_onnx
 from graphprof.measure.result import Measurement
 from graphprof.measure.run import MeasureOptions, measure_run
 from graphprof.profile import profile_session
-from graphprof.run.loop import Observer
+from graphprof.run.events import Observer
 from graphprof.session import Session, model_device, open_session
 
 __all__ = ["PreparedModel", "prepare", "measure_model", "graph_model", "model_device"]

@@ -29,8 +29,9 @@ from graphprof.cost.count import count_costs
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import with_roofline
 from graphprof.errors import GraphprofError
-from graphprof.run.loop import Observer, parameter_tensors
+from graphprof.run.events import Observer
 from graphprof.run.lowering import moe_note
+from graphprof.run.params import parameter_tensors
 from graphprof.session import RunCall, Session, SessionRun, open_session
 from graphprof.version import __version__
 

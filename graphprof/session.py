@@ -54,7 +54,7 @@ from graphprof.errors import (
     one_line,
 )
 from graphprof.models.family import CUSTOM
-from graphprof.run.loop import Observer
+from graphprof.run.events import Observer
 from graphprof.run.lowering import lowering_context, parse_lowering
 from graphprof.run.propagate import Trace, propagate
 
@@ -360,9 +360,9 @@ def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **op
     )  # fmt: skip
     proposals = options.get("proposals")
     if isinstance(model_or_name, str):
-        return _open_by_name(
+        return _open_by_name(  # type: ignore[no-any-return]
             model_or_name, spec, build, options.get("device"), options.get("allow_unsafe_load", False), proposals
-        )  # type: ignore[no-any-return]
+        )
     if not isinstance(model_or_name, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
     if proposals is not None:

@@ -8,7 +8,7 @@ import torchvision
 from torch import nn
 
 from graphprof.cost.aggregate import subtree_parameters
-from graphprof.run.loop import count_parameters
+from graphprof.run.params import count_parameters
 
 
 def _shared() -> nn.Module:

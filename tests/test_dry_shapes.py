@@ -257,7 +257,7 @@ def test_a_dry_run_counts_the_same_with_and_without_the_rules(train: bool, monke
     """resnet18 (batch norm; on FakeTensors and on meta), a ViT (layer norm) and a group-norm net: every row's counts, bytes and shapes
     are identical when each call runs torch's own meta path instead."""
     import graphprof
-    from graphprof.run import loop
+    from graphprof.run import dispatch
 
     with torch.device("meta"):  # all on meta: torch's meta kernels, no FakeTensors
         on_meta = torchvision.models.resnet18()
@@ -277,7 +277,7 @@ def test_a_dry_run_counts_the_same_with_and_without_the_rules(train: bool, monke
     }
     mode = "train" if train else "eval"
     with_rules = {k: graphprof.profile_model(m, input_shape=s, mode=mode) for k, (m, s) in models.items()}
-    monkeypatch.setattr(loop, "DRY_SHAPE_OPS", frozenset())
+    monkeypatch.setattr(dispatch, "DRY_SHAPE_OPS", frozenset())
     without = {k: graphprof.profile_model(m, input_shape=s, mode=mode) for k, (m, s) in models.items()}
     for name in models:
         a, b = with_rules[name].to_dict(), without[name].to_dict()

@@ -1,6 +1,6 @@
-"""graphprof.run.loop: a dry run's FakeTensors made straight from a tensor's metadata equal torch's converter's.
+"""graphprof.run.fakes: a dry run's FakeTensors made straight from a tensor's metadata equal torch's converter's.
 
-``_fake_from_metadata`` skips ``FakeTensorMode.from_tensor`` for plain dense tensors (a model's parameters
+``fake_from_metadata`` skips ``FakeTensorMode.from_tensor`` for plain dense tensors (a model's parameters
 and buffers); each field a dry run can read must be the same as the converter gives, and anything the
 shortcut does not describe must go to the converter."""
 
@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from graphprof.run.loop import _fake_from_metadata, _plain_dense
+from graphprof.run.fakes import fake_from_metadata, plain_dense
 
 
 def _fields(t: torch.Tensor) -> tuple[Any, ...]:
@@ -40,10 +40,10 @@ TENSORS = {
 @pytest.mark.parametrize("name", TENSORS)
 def test_a_plain_tensor_becomes_the_fake_the_converter_gives(name: str) -> None:
     t = TENSORS[name]
-    assert _plain_dense(t)
+    assert plain_dense(t)
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:
-        ours = _fake_from_metadata(mode, t)
+        ours = fake_from_metadata(mode, t)
         theirs = mode.from_tensor(t)
     assert isinstance(ours, FakeTensor) and ours.fake_mode is mode and ours.constant is None
     assert _fields(ours) == _fields(theirs), name
@@ -60,7 +60,7 @@ def test_a_small_constant_keeps_its_values_until_something_writes_to_it() -> Non
         t = torch.tensor([8.0, 16.0, 32.0])
         with mode:
             fake = (
-                _fake_from_metadata(mode, t, constant=t)
+                fake_from_metadata(mode, t, constant=t)
                 if way == "ours"
                 else mode.fake_tensor_converter.from_real_tensor(mode, t, make_constant=True)
             )
@@ -91,7 +91,7 @@ def test_what_the_metadata_does_not_describe_goes_to_torchs_converter() -> None:
         "a sparse tensor": torch.eye(3).to_sparse(),
         "a subclass": FakeTensorMode().from_tensor(torch.ones(2)),
     }
-    assert [name for name, t in declined.items() if _plain_dense(t)] == []
+    assert [name for name, t in declined.items() if plain_dense(t)] == []
 
 
 @pytest.mark.parametrize(
@@ -107,14 +107,14 @@ def test_a_dry_run_counts_the_same_with_the_converter(device: str, monkeypatch: 
     import torchvision
 
     import graphprof
-    from graphprof.run import loop
+    from graphprof.run import fakes
 
     model = torchvision.models.resnet18().to(device)
     model.fc.weight.requires_grad_(False)  # a frozen layer: its weight gets no gradient in train mode
     runs = {}
     for shortcut in (True, False):
         if not shortcut:
-            monkeypatch.setattr(loop, "_plain_dense", lambda t: False)
+            monkeypatch.setattr(fakes, "plain_dense", lambda t: False)
         runs[shortcut] = {
             mode: graphprof.profile_model(model, input_shape=(2, 3, 64, 64), mode=mode).to_dict()
             for mode in ("eval", "train")
@@ -132,6 +132,6 @@ def test_a_cuda_parameter_becomes_the_fake_the_converter_gives() -> None:
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     for t in (nn.Linear(4, 3).cuda().weight, torch.ones(2, 2, device="cuda", dtype=torch.bfloat16)):
         with mode:
-            ours, theirs = _fake_from_metadata(mode, t), mode.from_tensor(t)
+            ours, theirs = fake_from_metadata(mode, t), mode.from_tensor(t)
             assert _fields(ours) == _fields(theirs) and ours.device == t.device
             assert _fields(ours @ ours.T) == _fields(theirs @ theirs.T)

@@ -4,7 +4,7 @@ import pytest
 
 import graphprof
 from graphprof.models import resolve_model
-from graphprof.run.loop import count_parameters
+from graphprof.run.params import count_parameters
 
 # (spec, input shape override or None, expected capture methods, expected execution)
 SAMPLE = [

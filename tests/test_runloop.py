@@ -17,7 +17,8 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import graphprof
 from graphprof.capture.methods import capture_graph
-from graphprof.run.loop import Layer, Observer, OpEvent, RunContext, run_model
+from graphprof.run.events import Layer, Observer, OpEvent, RunContext
+from graphprof.run.loop import run_model
 from graphprof.run.observers import LiveMemory
 
 FX, EAGER = "fx.symbolic_trace", "eager"

@@ -13,7 +13,7 @@ from torch import nn
 
 from graphprof.cost.result import LayerRow, ModuleRow
 from graphprof.formulas import Cost
-from graphprof.run.loop import packed_tensors
+from graphprof.run.params import packed_tensors
 
 __all__ = ["aggregate_modules", "ancestors"]
 
@@ -61,7 +61,7 @@ def aggregate_modules(rows: Iterable[LayerRow], model: nn.Module) -> list[Module
 
 
 def subtree_parameters(modules: dict[str, nn.Module]) -> dict[str, int]:
-    """:func:`graphprof.run.loop.count_parameters` of every module in ``modules`` (``named_modules`` with
+    """:func:`graphprof.run.params.count_parameters` of every module in ``modules`` (``named_modules`` with
     duplicates), from one walk instead of one per module: each tensor a module holds itself (its parameters
     and packed quantized weights) counts once in the module and in each ancestor, however many paths reach
     it. ``tests/test_aggregate.py`` holds it to ``count_parameters`` on shared and quantized modules."""

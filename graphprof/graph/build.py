@@ -46,7 +46,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.formulas import op_status
 from graphprof.formulas.registry import op_name
 from graphprof.graph.model import Graph, GraphEdge, GraphNode
-from graphprof.run.loop import Layer, Observer, OpEvent, RunContext
+from graphprof.run.events import Layer, Observer, OpEvent, RunContext
 from graphprof.run.propagate import op_call
 
 __all__ = ["GraphBuilder", "passes_through"]

@@ -20,7 +20,7 @@ from typing import Any, cast
 import torch
 
 from graphprof.measure.result import OUTSIDE
-from graphprof.run.loop import Layer, Observer, RunContext
+from graphprof.run.events import Layer, Observer, RunContext
 
 __all__ = ["RANGE_PREFIX", "LayerRanges", "RunTimes", "attribute", "dispatched", "kernel_busy_us"]
 

@@ -37,7 +37,9 @@ from graphprof.base.choices import Phase
 from graphprof.capture.methods import CapturedGraph
 from graphprof.formulas import TensorMeta
 from graphprof.formulas.registry import summarise_call, to_meta
-from graphprof.run.loop import Layer, MetaDeviceError, Observer, OpEvent, RunContext, RunOutcome, run_model
+from graphprof.run.events import Layer, Observer, OpEvent, RunContext, RunOutcome
+from graphprof.run.failures import MetaDeviceError
+from graphprof.run.loop import run_model
 from graphprof.run.observers import LiveMemory, SavedActivations
 
 __all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "shapes_of", "op_call"]

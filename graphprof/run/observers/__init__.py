@@ -5,7 +5,7 @@
 
 The op recorder that feeds the cost count is :class:`graphprof.run.propagate.OpRecorder`. The backward
 attribution is no observer: the loop names each backward op's forward layer before any observer sees
-the event (:attr:`graphprof.run.loop.OpEvent.layer`).
+the event (:attr:`graphprof.run.events.OpEvent.layer`).
 """
 
 from graphprof.run.observers.memory import LiveMemory

@@ -8,7 +8,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten
 
-from graphprof.run.loop import Observer, OpEvent, RunContext
+from graphprof.run.events import Observer, OpEvent, RunContext
 
 __all__ = ["LiveMemory"]
 

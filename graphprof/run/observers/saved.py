@@ -9,7 +9,7 @@ what each saved (the node's ``_saved_*`` attributes) and credits every storage t
 storage saved again (a view, or by a later layer) is not counted twice. Parameters and buffers are
 weights, not activations, and are left out; the model's inputs count where a layer saves them (the first
 convolution its image). The saved tensors are read where the run loop does not report ops
-(:attr:`~graphprof.run.loop.RunContext.unobserved`), so the other observers see the run's own ops only.
+(:attr:`~graphprof.run.events.RunContext.unobserved`), so the other observers see the run's own ops only.
 
 Worked example, ``Linear(16, 32) -> ReLU -> Linear(32, 4)`` on a batch of 8 in float32:
 ``fc1`` saves its input (8 x 16 x 4 B = 512 B), ``relu`` its output (8 x 32 x 4 B = 1,024 B), ``fc2``
@@ -24,7 +24,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten
 
-from graphprof.run.loop import Layer, Observer, RunContext
+from graphprof.run.events import Layer, Observer, RunContext
 
 __all__ = ["SavedActivations"]
 
