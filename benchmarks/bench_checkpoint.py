@@ -6,12 +6,12 @@ On a shared machine run it on one thread against a one-thread calibration (``gra
 two OpenMP threads stall at every barrier when another process holds a core, one thread only shares it,
 and its recompute is then timed in the process's CPU time (what it computes, not the time it waits).
 
-1. :func:`graphprof.plan.plan_memory` without a budget: the unplanned peak ``P`` (a dry run);
+1. :func:`graphprof.training.plan_memory` without a budget: the unplanned peak ``P`` (a dry run);
 2. the same with ``memory_budget=0.6 P`` on ``--hardware`` (default ``local``: run ``graphprof calibrate``
    first; its calibration times each recomputed block's forward): the modules chosen, the planned peak
    (the step simulated again with ``torch.utils.checkpoint`` applied) and the predicted recompute time;
 3. the real model (random weights) stepped on the CPU without and with the plan
-   (:func:`graphprof.plan.measure_step`: the allocator's peak; the fastest of a few steps): measured peak
+   (:func:`graphprof.training.measure_step`: the allocator's peak; the fastest of a few steps): measured peak
    beside planned, and the measured recompute time (the chosen modules' forwards timed inside the
    backward; two steps' difference is dominated on a CPU by the allocator's page faults) beside the predicted.
 
@@ -27,8 +27,8 @@ import sys
 import torch
 
 from graphprof.models import resolve_model
-from graphprof.plan import measure_step, plan_memory
-from graphprof.plan.step import checkpointed
+from graphprof.training import measure_step, plan_memory
+from graphprof.training.step import checkpointed
 
 MODEL, SHAPE = (
     "hf:bert-base?num_hidden_layers=6&hidden_size=256&num_attention_heads=4&intermediate_size=1024&vocab_size=2048&hidden_dropout_prob=0&attention_probs_dropout_prob=0",

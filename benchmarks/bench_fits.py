@@ -2,9 +2,9 @@
 
     python benchmarks/bench_fits.py [resnet18:8 vit_b_32:2 hf:llama:2 ...]
 
-For each ``MODEL:BATCH``: :func:`graphprof.plan.plan_memory` (AdamW, one parameter at a time as torch
+For each ``MODEL:BATCH``: :func:`graphprof.training.plan_memory` (AdamW, one parameter at a time as torch
 runs it on the CPU; a dry run on FakeTensors, or real values for a graph model whose forward reads them)
-and :func:`graphprof.plan.measure_step` (the same step run for real, the second of two, measured by the
+and :func:`graphprof.training.measure_step` (the same step run for real, the second of two, measured by the
 CPU allocator's own events under ``torch.profiler``: what the process really held). Prints predicted,
 measured, the signed error and where the predicted peak is; the breakdown is checked to sum to the peak.
 The reference a user runs: the same two calls, or ``torch.distributed._tools.mem_tracker.MemTracker``
@@ -20,7 +20,7 @@ import time
 import torch
 
 from graphprof.models import resolve_model
-from graphprof.plan import measure_step, plan_memory
+from graphprof.training import measure_step, plan_memory
 
 #: a CNN, a ViT, a small LLaMA (hf config), a BERT (4 layers), a graph model, and EfficientNet (depthwise convs)
 DEFAULT = [

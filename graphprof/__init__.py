@@ -124,9 +124,9 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.models import list_models as list_models
     from graphprof.partition import Plan as Plan
     from graphprof.partition import partition as partition_model
-    from graphprof.plan import MemoryPlan as MemoryPlan
-    from graphprof.plan import plan_memory as plan_memory
-    from graphprof.plan import plan_ranks as plan_ranks
+    from graphprof.training import MemoryPlan as MemoryPlan
+    from graphprof.training import plan_memory as plan_memory
+    from graphprof.training import plan_ranks as plan_ranks
     from graphprof.prepared import PreparedModel as PreparedModel
     from graphprof.prepared import graph_model as graph_model
     from graphprof.prepared import measure_model as measure_model
@@ -183,9 +183,9 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
         "capture_model": "graphprof.measure",
         "parse_model_trace": "graphprof.measure",
         "list_models": "graphprof.models",
-        "plan_memory": "graphprof.plan",
-        "plan_ranks": "graphprof.plan",
-        "MemoryPlan": "graphprof.plan",
+        "plan_memory": "graphprof.training",
+        "plan_ranks": "graphprof.training",
+        "MemoryPlan": "graphprof.training",
     }
 
     def __getattr__(name: str) -> object:

@@ -138,7 +138,7 @@ def shards() -> Iterator[dict[str, Any]]:
 
 
 def fits() -> Iterator[dict[str, Any]]:
-    from graphprof.plan import plan_memory
+    from graphprof.training import plan_memory
 
     yield _doc(plan_memory("resnet18", batch_size=2))
     yield _doc(plan_memory("hf:llama?num_hidden_layers=2", shard="fsdp:2,tp:2", hardware="h100", dtype="bfloat16"))
@@ -146,7 +146,7 @@ def fits() -> Iterator[dict[str, Any]]:
 
 
 def fits_ranks() -> Iterator[dict[str, Any]]:
-    from graphprof.plan import plan_ranks
+    from graphprof.training import plan_ranks
 
     yield _doc(plan_ranks("hf:llama?num_hidden_layers=2", "h100"))
 

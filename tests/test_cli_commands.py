@@ -189,6 +189,8 @@ def test_fvcore_flag_prints_the_crosscheck_and_keeps_it_in_the_json(tmp_path: An
         (["--model", "hf:llama", "--generate", "--prompt-len", "8"], "graphprof generate --model M"),
         (["--model", "hf:llama", "--prompt-len=8"], "graphprof generate --model M"),
         (["--model", "hf:llama", "--mode", "train", "--shard", "fsdp:8"], "graphprof shard --model M fsdp:64"),
+        (["--model", "resnet18", "--mode", "train", "--fits"], "graphprof fits --model M"),
+        (["--model", "resnet18", "--memory-budget=2GB"], "graphprof fits --model M"),
     ],
 )
 def test_an_option_that_became_a_command_is_refused_with_a_pointer(argv: list[str], command: str, capsys: Any) -> None:
@@ -206,3 +208,5 @@ def test_a_subcommand_keeps_its_own_options() -> None:
 
     assert moved_option(["generate", "--model", "hf:llama", "--cache", "dynamic"]) is None
     assert moved_option(["--model", "resnet18"]) is None
+    assert moved_option(["shard", "--model", "resnet18", "fsdp:4", "--fits"]) is None
+    assert moved_option(["fits", "--model", "resnet18", "--memory-budget", "2GB"]) is None

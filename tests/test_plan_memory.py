@@ -3,6 +3,8 @@ hand on one layer, against the CPU allocator on real steps, and per rank under F
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch import nn
@@ -11,7 +13,7 @@ from typer.testing import CliRunner
 
 from graphprof.errors import InvalidInputError
 from graphprof.models import resolve_model
-from graphprof.plan import StepPhase, measure_step, parse_memory, plan_memory
+from graphprof.training import StepPhase, measure_step, parse_memory, plan_memory
 from graphprof_cli.main import app
 
 
@@ -76,35 +78,23 @@ def test_memory_sizes() -> None:
 
 def test_cli_fits_and_its_errors() -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["--model", "resnet18", "--fits"])
-    assert result.exit_code == 2 and "--mode train" in result.output and "Traceback" not in result.output
-    result = runner.invoke(
-        app,
-        [
-            "--model",
-            "resnet18",
-            "-b",
-            "2",
-            "--mode",
-            "train",
-            "--optimizer",
-            "adamw",
-            "--hardware",
-            "h100",
-            "--fits",
-            "--width",
-            "160",
-        ],
-    )
+    result = runner.invoke(app, ["fits", "--model", "resnet18", "-b", "2", "--hardware", "h100", "--width", "160"])
     assert result.exit_code == 0, result.output
     assert "estimated peak" in result.output and "fits" in result.output and "optimizer state" in result.output
+    # AdamW by default, as `graphprof shard --fits`: two moments per parameter; SGD's momentum is one
+    adamw = runner.invoke(app, ["fits", "--model", "resnet18", "-b", "2", "-o", "-"])
+    sgd = runner.invoke(app, ["fits", "--model", "resnet18", "-b", "2", "--optimizer", "sgd", "-o", "-"])
+    assert adamw.exit_code == sgd.exit_code == 0, adamw.output + sgd.output
+    state = [json.loads(r.stdout)["breakdown"]["optimizer_state"] for r in (adamw, sgd)]
+    params = 11_689_512 * 4  # resnet18's parameters in float32
+    assert state[1] == params and state[0] >= 2 * params, state
 
 
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--model", "resnet18", "--mode", "train", "--memory-budget", "2GB"], "hardware"),
-        (["--model", "resnet18", "--mode", "train", "--fits", "--memory-budget", "lots"], "memory 'lots'"),
+        (["fits", "--model", "resnet18", "--memory-budget", "2GB"], "hardware"),
+        (["fits", "--model", "resnet18", "--memory-budget", "lots"], "memory 'lots'"),
         (["shard", "--model", "resnet18", "fsdp:auto", "--fits"], "--hardware"),
         (["shard", "--model", "resnet18", "pp:2", "--fits"], "fsdp"),
     ],

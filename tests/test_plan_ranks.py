@@ -9,8 +9,8 @@ import torch
 from toys import Blocks
 
 from graphprof.devices.hardware import get_hardware
-from graphprof.plan import MemoryPlan, PhasePeak, StepBreakdown, StepPhase, plan_memory, plan_ranks
-from graphprof.plan.ranks import extrapolate
+from graphprof.training import MemoryPlan, PhasePeak, StepBreakdown, StepPhase, plan_memory, plan_ranks
+from graphprof.training.ranks import extrapolate
 
 
 def test_extrapolation_by_hand() -> None:

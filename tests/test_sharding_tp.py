@@ -139,7 +139,7 @@ def test_fits_writes_json_that_fits_its_schema(tmp_path) -> None:
     from graphprof.schemas import validate
 
     path = tmp_path / "fits.json"
-    argv = ["--model", "resnet18", "-b", "2", "--mode", "train", "--hardware", "h100", "--fits", "--output", str(path)]
+    argv = ["fits", "--model", "resnet18", "-b", "2", "--hardware", "h100", "--output", str(path)]
     done = CliRunner().invoke(app, argv)
     assert done.exit_code == 0, done.output
     data = json.loads(path.read_text())
@@ -150,7 +150,7 @@ def test_fits_writes_json_that_fits_its_schema(tmp_path) -> None:
 
 
 def test_fits_per_rank_with_tp_reads_the_same_shards() -> None:
-    from graphprof.plan import plan_memory
+    from graphprof.training import plan_memory
 
     plan = plan_memory(Blocks(), shard="tp:2", input_shape=(4, 64))
     assert plan.shard == "tp:2" and plan.peak.breakdown.parameters == 201_512  # the tp:2 shards above

@@ -242,7 +242,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("graphprof.prepared",),
     # 6: the jobs built on prepared models
     ("graphprof.profiler", "graphprof.compare", "graphprof.sharding", "graphprof.scaling", "graphprof.calibrate",
-     "graphprof.crosscheck", "graphprof.generate", "graphprof.partition", "graphprof.gnn", "graphprof.plan"),
+     "graphprof.crosscheck", "graphprof.generate", "graphprof.partition", "graphprof.gnn", "graphprof.training"),
     # 7: renderers: pure functions of results
     ("graphprof.render",),
     # 8: the seeds' compatibility, at the edge

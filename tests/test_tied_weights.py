@@ -195,7 +195,7 @@ def test_materialised_copy_keeps_ties(name: str, dtype: torch.dtype | None) -> N
     assert all(p.is_meta for p in model.parameters())  # the user's model untouched
 
 
-# ---- the planned training step (graphprof.plan.step), with and without FSDP -------------------------------
+# ---- the planned training step (graphprof.training.step), with and without FSDP -------------------------------
 
 
 class _Copy:
@@ -220,7 +220,7 @@ class _Copy:
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_planned_step_holds_each_tied_weight_once(name: str) -> None:
-    from graphprof.plan.step import StepInputs, simulate_step
+    from graphprof.training.step import StepInputs, simulate_step
 
     r = _resolve(name, "meta")
     seen = _Copy()
@@ -242,10 +242,10 @@ def _quarter_bytes(model: nn.Module) -> int:
 @pytest.mark.parametrize("name", ["gpt2", "t5-base"])
 def test_planned_sharded_and_checkpointed_step_holds_each_tied_weight_once(name: str) -> None:
     from graphprof.base.choices import Optimizer
-    from graphprof.plan import plan_memory
-    from graphprof.plan.simulate import plan_step, resolve_step_model
-    from graphprof.plan.step import checkpointed
     from graphprof.sharding.spec import ShardSpec
+    from graphprof.training import plan_memory
+    from graphprof.training.simulate import plan_step, resolve_step_model
+    from graphprof.training.step import checkpointed
 
     model = _resolve(name, "meta").model
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())

@@ -138,8 +138,6 @@ def profile(
     redact: opt.RedactOption = False,
     warm_up: opt.WarmUpOption = WarmUp.AUTO,
     export_onnx: opt.ExportOnnxOption = None,
-    fits: opt.FitsOption = False,
-    memory_budget: opt.MemoryBudgetOption = None,
     debug: opt.DebugOption = False,
     version: Annotated[
         bool,
@@ -164,11 +162,6 @@ def profile(
     from graphprof_cli.request import ProfileRequest
 
     req = ProfileRequest.from_params(ctx.params)
-    if req.fits or req.memory_budget is not None:
-        from graphprof_cli.fits import run_fits
-
-        run_fits(req)
-        return
     spec = run_guarded(lambda: graph_spec(req.model, req.nodes, req.avg_degree, req.edges), req.debug)
     run_profile(replace(req, model=spec or req.model))
 
@@ -246,6 +239,7 @@ def hardware_command(
 def _register_commands() -> None:
     """Subcommands that live in their own modules (their heavy imports stay inside them)."""
     from graphprof_cli.calibrate import calibrate_command
+    from graphprof_cli.fits import fits_command
     from graphprof_cli.generate import generate_command
     from graphprof_cli.partition import partition_command
     from graphprof_cli.shard import shard_command
@@ -260,6 +254,7 @@ def _register_commands() -> None:
     app.command("trace", cls=Command)(trace_command)
     app.command("generate", cls=Command)(generate_command)
     app.command("shard", cls=Command)(shard_command)
+    app.command("fits", cls=Command)(fits_command)
 
 
 _register_commands()
@@ -308,11 +303,12 @@ def join_input_shape(argv: Sequence[str]) -> list[str]:
 #: Options of the main command that became commands of their own: the option -> the command, and how.
 MOVED_OPTIONS = {
     "--generate": "generate", "--prompt-len": "generate", "--new-tokens": "generate", "--kv-dtype": "generate",
-    "--cache": "generate", "--shard": "shard",
+    "--cache": "generate", "--shard": "shard", "--fits": "fits", "--memory-budget": "fits",
 }  # fmt: skip
 _HOW = {
     "generate": "graphprof generate --model M [--prompt-len 1024] [--new-tokens 256] (see graphprof generate --help)",
     "shard": "graphprof shard --model M fsdp:64 (a training step; see graphprof shard --help)",
+    "fits": "graphprof fits --model M [--hardware h100] [--memory-budget 40GB] (see graphprof fits --help)",
 }
 
 

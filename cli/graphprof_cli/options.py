@@ -47,7 +47,6 @@ __all__ = [
     "HtmlOption",
     "WarmUpOption",
     "ExportOnnxOption",
-    "FitsOption",
     "MemoryBudgetOption",
 ]
 
@@ -157,17 +156,10 @@ ExportOnnxOption = Annotated[
         help="Also write the model to this ONNX file (torch.onnx; the onnx extra), its op counts checked against the profile.",
     ),
 ]
-FitsOption = Annotated[
-    bool,
-    flag(
-        "--fits",
-        help="Plan a training step (--mode train): will it fit --hardware, its peak by what holds it and where (a dry run).",
-    ),
-]
 MemoryBudgetOption = Annotated[
     str | None,
     typer.Option(
         "--memory-budget",
-        help="With --fits: choose which modules to recompute (activation checkpointing) to fit this, e.g. 40GB.",
+        help="Choose which modules to recompute (activation checkpointing) to fit this, e.g. 40GB.",
     ),
 ]

@@ -2,7 +2,7 @@
 
 ``main.py``'s callback builds this record from Click's parsed parameters (:meth:`ProfileRequest.from_params`)
 and hands it to the work, :func:`graphprof_cli.profile_run.run_profile`. Torch-free, so ``graphprof --help``
-stays quick. (``generate`` and ``shard`` are commands of their own, with their own records.)
+stays quick. (``generate``, ``shard`` and ``fits`` are commands of their own, with their own records.)
 """
 
 from __future__ import annotations
@@ -64,9 +64,6 @@ class ProfileRequest(CommonOptions):
     edges: int | None = None
     warm_up: WarmUp = WarmUp.AUTO
     export_onnx: Path | None = None
-    #: --fits / --memory-budget: plan a training step instead of profiling (:func:`graphprof.plan.plan_memory`)
-    fits: bool = False
-    memory_budget: str | None = None
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ProfileRequest:

@@ -25,10 +25,10 @@ __all__ = ["ShardRequest", "shard_command", "run_shard"]
 
 
 def _run_fits(req: ShardRequest) -> None:
-    """``--fits``: the step planned per rank (:func:`graphprof.plan.plan_memory` with ``shard=``);
+    """``--fits``: the step planned per rank (:func:`graphprof.training.plan_memory` with ``shard=``);
     ``--output``: the plan as JSON (kind ``fits``)."""
-    from graphprof.plan import plan_memory
     from graphprof.render.plan import render_memory_plan
+    from graphprof.training import plan_memory
     from graphprof_cli.common import console as make_console
     from graphprof_cli.output import emit
 
@@ -112,11 +112,11 @@ def _checked(req: ShardRequest, kind: str = "shard") -> tuple[ShardSpec, Hardwar
 
 
 def _run_ranks(req: ShardRequest) -> None:
-    """``fsdp:auto --fits``: the smallest world size that fits ``--hardware`` (:func:`graphprof.plan.plan_ranks`)."""
+    """``fsdp:auto --fits``: the smallest world size that fits ``--hardware`` (:func:`graphprof.training.plan_ranks`)."""
     from graphprof.devices.hardware import resolve_hardware
     from graphprof.errors import InvalidInputError
-    from graphprof.plan import plan_ranks
     from graphprof.render.plan import render_ranks_plan
+    from graphprof.training import plan_ranks
     from graphprof_cli.common import console as make_console
     from graphprof_cli.output import emit, plan
 

@@ -1,6 +1,6 @@
 """A planned training step as Rich tables: each phase's peak by what holds it, the verdict against the
-device, and the checkpoint plan. Pure functions of :class:`graphprof.plan.MemoryPlan` and
-:class:`graphprof.plan.RanksPlan`."""
+device, and the checkpoint plan. Pure functions of :class:`graphprof.training.MemoryPlan` and
+:class:`graphprof.training.RanksPlan`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.limits import format_bytes
-from graphprof.plan.result import CheckpointPlan, MemoryPlan, RanksPlan, StepBreakdown
 from graphprof.render.table import format_count
+from graphprof.training.result import CheckpointPlan, MemoryPlan, RanksPlan, StepBreakdown
 
 __all__ = ["render_memory_plan", "render_checkpoint_plan", "render_ranks_plan", "render_plan_plot"]
 

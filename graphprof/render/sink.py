@@ -17,8 +17,8 @@ kind                result                                                    fo
 ``graph-scaling``   :class:`graphprof.gnn.scaling.GraphScalingResult`         json
 ``graph-estimate``  :class:`graphprof.gnn.compare.EstimateComparison`         json
 ``shard``           :class:`graphprof.sharding.ShardedProfile`                json
-``fits``            :class:`graphprof.plan.MemoryPlan`                        json
-``fits-ranks``      :class:`graphprof.plan.RanksPlan`                         json
+``fits``            :class:`graphprof.training.MemoryPlan`                    json
+``fits-ranks``      :class:`graphprof.training.RanksPlan`                     json
 ==================  ========================================================  ===========
 
 Every JSON file starts with ``kind`` and ``schema_version`` (its schema: :mod:`graphprof.schemas`), then
@@ -83,8 +83,8 @@ _KINDS = {
     "graphprof.gnn.scaling.GraphScalingResult": "graph-scaling",
     "graphprof.gnn.compare.EstimateComparison": "graph-estimate",
     "graphprof.sharding.result.ShardedProfile": "shard",
-    "graphprof.plan.result.MemoryPlan": "fits",
-    "graphprof.plan.result.RanksPlan": "fits-ranks",
+    "graphprof.training.result.MemoryPlan": "fits",
+    "graphprof.training.result.RanksPlan": "fits-ranks",
 }
 
 

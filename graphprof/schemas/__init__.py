@@ -17,7 +17,7 @@ kind                written by
 ``graph-estimate``  ``graphprof graph-estimate ... --output f.json``
 ``calibrate``       ``graphprof calibrate`` (the ``local.json`` preset)
 ``shard``           ``graphprof shard --model X fsdp:64 --output f.json`` (``tp:8``, ``fsdp:8,tp:8``)
-``fits``            ``graphprof --model X --mode train --fits --output f.json``, ``graphprof shard ... --fits``
+``fits``            ``graphprof fits --model X --output f.json``, ``graphprof shard ... --fits``
 ``fits-ranks``      ``graphprof shard --model X fsdp:auto --fits --hardware h100 --output f.json``
 ``seed002-profile`` seed 002's script, ``python3 cli/profile_graph.py --model X --output f.json``
 ``seed004-profile`` seed 004's script, ``python cli/profile_model.py ... --output f.json``

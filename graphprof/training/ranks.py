@@ -1,7 +1,7 @@
 """How many ranks: the smallest FSDP world size at which a training step fits a device, with and without
 activation checkpointing of every block.
 
-Each world size costs one simulated step (:func:`graphprof.plan.simulate.plan_step`; a 70B model's takes about
+Each world size costs one simulated step (:func:`graphprof.training.simulate.plan_step`; a 70B model's takes about
 a minute), so the search simulates few: each phase's per-rank peak splits into what FSDP shards (the
 parameters, their gradients and the optimizer's state: ``S / N``) and what it does not (activations, the
 gathered units, transients: ``R``), so from one simulated world ``W`` every other is extrapolated as
@@ -20,11 +20,11 @@ from torch import nn
 from graphprof.base.choices import Optimizer
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
-from graphprof.plan.checkpoint import candidate_blocks
-from graphprof.plan.result import MemoryPlan, RanksPlan
-from graphprof.plan.simulate import StepModel, plan_step, resolve_step_model
-from graphprof.plan.step import Wrap, checkpointed
 from graphprof.sharding.spec import MAX_WORLD, ShardSpec
+from graphprof.training.checkpoint import candidate_blocks
+from graphprof.training.result import MemoryPlan, RanksPlan
+from graphprof.training.simulate import StepModel, plan_step, resolve_step_model
+from graphprof.training.step import Wrap, checkpointed
 
 __all__ = ["plan_ranks", "extrapolate"]
 

@@ -1,5 +1,5 @@
 """One step of a model planned: the model and its inputs resolved, wrapped (checkpointing, FSDP) and
-simulated into a :class:`~graphprof.plan.result.MemoryPlan`. The floor :func:`graphprof.plan.plan_memory`,
+simulated into a :class:`~graphprof.training.result.MemoryPlan`. The floor :func:`graphprof.training.plan_memory`,
 the checkpoint planner and the ranks search stand on.
 """
 
@@ -17,10 +17,10 @@ from graphprof.base.choices import Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs
 from graphprof.base.options import parse_shape
 from graphprof.errors import InvalidInputError
-from graphprof.plan.result import MemoryPlan
-from graphprof.plan.step import StepInputs, Wrap, simulate_step
 from graphprof.sharding.spec import ShardSpec
 from graphprof.sharding.wraps import TensorParallel, fake_world, sharding_wraps
+from graphprof.training.result import MemoryPlan
+from graphprof.training.step import StepInputs, Wrap, simulate_step
 
 __all__ = ["StepModel", "resolve_step_model", "plan_step"]
 

@@ -34,11 +34,11 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
-from graphprof.plan.result import StepPhase
+from graphprof.training.result import StepPhase
 
 __all__ = ["StepMemory", "PeakSnapshot", "dense_tensors"]
 
-_MODULE = "graphprof.plan.module"
+_MODULE = "graphprof.training.module"
 
 
 def dense_tensors(values: Iterable[Any]) -> Iterator[torch.Tensor]:

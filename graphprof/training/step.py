@@ -3,7 +3,7 @@
 A step is ``loss = sum of the outputs; loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)``
 (:func:`train_step`). :func:`simulate_step` creates the optimizer's state on a copy of the model (as a
 first step does) and tracks one step with
-:class:`~graphprof.plan.tracker.StepMemory`. The copy's parameters are FakeTensors (nothing allocated)
+:class:`~graphprof.training.tracker.StepMemory`. The copy's parameters are FakeTensors (nothing allocated)
 unless the model's forward reads values (a graph model's edge list), which then runs on the CPU for real.
 The user's model is never touched: the copy is the one wrapped, checkpointed or sharded.
 """
@@ -24,8 +24,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from graphprof.base.choices import Optimizer
 from graphprof.base.tied import retie, tied_groups
 from graphprof.measure.timing import default_loss
-from graphprof.plan.result import PhasePeak, StepBreakdown, StepPhase
-from graphprof.plan.tracker import StepMemory, dense_tensors
+from graphprof.training.result import PhasePeak, StepBreakdown, StepPhase
+from graphprof.training.tracker import StepMemory, dense_tensors
 
 __all__ = [
     "StepInputs",
@@ -180,7 +180,7 @@ def _step_inputs(value: Any, real: bool, dtype: torch.dtype | None) -> Any:
 
 
 class StepObserver(Protocol):
-    """Something else that watches the tracked step (:class:`graphprof.plan.checkpoint.BlockCosts`): a
+    """Something else that watches the tracked step (:class:`graphprof.training.checkpoint.BlockCosts`): a
     dispatch mode entered with the tracker, hooks on the step's copy, and each tensor autograd saves."""
 
     def attach(self, model: nn.Module) -> list[Any]: ...

@@ -1,9 +1,9 @@
-"""``plan_memory``: will one training step fit, and where is its peak (``graphprof --fits``).
+"""``plan_memory``: will one training step fit, and where is its peak (``graphprof fits``).
 
-The step is simulated (:mod:`graphprof.plan.step`): parameters, gradients, optimizer state, the
+The step is simulated (:mod:`graphprof.training.step`): parameters, gradients, optimizer state, the
 activations saved for backward and every transient, as each phase's peak; per rank with ``shard="fsdp:N"``
 (FSDP2's ``fully_shard`` over a fake process group, as :mod:`graphprof.sharding` runs it). With
-``memory_budget`` a checkpoint plan is chosen (:mod:`graphprof.plan.checkpoint`).
+``memory_budget`` a checkpoint plan is chosen (:mod:`graphprof.training.checkpoint`).
 
 >>> plan = plan_memory("resnet18", batch_size=8, hardware="h100")
 >>> plan.peak.phase.value, plan.fits
@@ -23,9 +23,9 @@ from graphprof.base.choices import Optimizer
 from graphprof.base.options import parse_dtype
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
-from graphprof.plan.result import MemoryPlan
-from graphprof.plan.simulate import plan_step, resolve_step_model
 from graphprof.sharding.spec import ShardSpec, parse_shard
+from graphprof.training.result import MemoryPlan
+from graphprof.training.simulate import plan_step, resolve_step_model
 
 __all__ = ["plan_memory", "parse_memory"]
 
@@ -99,7 +99,7 @@ def plan_memory(
     )
     plan = plan_step(step, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec)
     if budget is not None:
-        from graphprof.plan.checkpoint import plan_checkpoint
+        from graphprof.training.checkpoint import plan_checkpoint
 
         plan = replace(
             plan,

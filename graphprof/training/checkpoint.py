@@ -1,7 +1,7 @@
 """What to checkpoint under a memory budget: the modules to recompute so the step fits, at the least time.
 
 The candidates are the model's blocks (:func:`candidate_blocks`: its children, a container opened into
-its items). One simulated step (:mod:`graphprof.plan.step`) with
+its items). One simulated step (:mod:`graphprof.training.step`) with
 :class:`BlockCosts` watching gives, per block, the bytes its forward saves for backward, the inputs a
 checkpoint would keep instead, and its forward's aten calls, costed by the formula registry and timed on
 the device (:func:`_seconds`: the roofline's lower bound, an estimate).
@@ -38,11 +38,11 @@ from graphprof.devices.hardware import Hardware
 from graphprof.devices.predict import Calibration, load_calibration, predict_ops
 from graphprof.errors import InvalidInputError, MissingDependencyError
 from graphprof.formulas.registry import to_meta
-from graphprof.plan.result import CheckpointChoice, CheckpointPlan, MemoryPlan, StepPhase
-from graphprof.plan.simulate import StepModel, plan_step
-from graphprof.plan.step import StepInputs, checkpointed, simulate_step
 from graphprof.run.propagate import OpCall
 from graphprof.sharding.spec import ShardSpec
+from graphprof.training.result import CheckpointChoice, CheckpointPlan, MemoryPlan, StepPhase
+from graphprof.training.simulate import StepModel, plan_step
+from graphprof.training.step import StepInputs, checkpointed, simulate_step
 
 __all__ = ["BlockCosts", "candidate_blocks", "solve_checkpoint", "plan_checkpoint", "SOLVER"]
 
@@ -196,7 +196,7 @@ def solve_checkpoint(
 
 def plan_checkpoint(step: StepModel, plan: MemoryPlan, budget: int, hardware: Hardware | None, *, dtype: torch.dtype | None,
                     optimizer: Optimizer, foreach: bool, shard: ShardSpec | None) -> CheckpointPlan:  # fmt: skip
-    """The checkpoint plan of ``step`` (a :class:`graphprof.plan.simulate.StepModel`) under ``budget`` bytes;
+    """The checkpoint plan of ``step`` (a :class:`graphprof.training.simulate.StepModel`) under ``budget`` bytes;
     ``plan`` is its unplanned :class:`MemoryPlan`. See the module docstring."""
     if hardware is None:
         raise InvalidInputError("a checkpoint plan predicts recompute time on a device: give hardware (--hardware)")

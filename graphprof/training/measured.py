@@ -1,6 +1,6 @@
 """A real training step on the CPU, measured by the allocator: the reference a plan is checked against.
 
-The step is :func:`graphprof.plan.step.train_step`, the one the planner simulates, run for real on a copy
+The step is :func:`graphprof.training.step.train_step`, the one the planner simulates, run for real on a copy
 of a model with weights. A first step creates the optimizer's state; the second runs under
 ``torch.profiler`` with ``profile_memory=True``, whose ``[memory]`` events are the CPU allocator's own
 (every ``malloc`` and ``free`` of tensor memory, kernels' private buffers included), summed on this
@@ -23,8 +23,8 @@ from torch.utils.checkpoint import set_checkpoint_early_stop
 
 from graphprof.base.choices import Optimizer
 from graphprof.measure.memory import peak_during
-from graphprof.plan.result import StepPhase
-from graphprof.plan.step import Wrap, make_optimizer, optimizer_tensors, storage_bytes, train_step
+from graphprof.training.result import StepPhase
+from graphprof.training.step import Wrap, make_optimizer, optimizer_tensors, storage_bytes, train_step
 
 __all__ = ["MeasuredStep", "measure_step"]
 
