@@ -1,4 +1,4 @@
-# graphprof: `make run` profiles resnet18, `make test` runs the test suite, `make lint` runs ruff and mypy
+# graphprof: `make run` profiles resnet18, `make test` runs the test suite, `make lint` runs ruff, mypy and the bar on repeated code
 # (each installs first when needed).
 PYTHON ?= python3
 VENV := .venv
@@ -37,10 +37,13 @@ test: install
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
-# type checking: mypy --strict on graphprof/ (configured in pyproject.toml [tool.mypy])
+# ruff (lint and format), mypy --strict on graphprof/ (configured in pyproject.toml [tool.mypy]), and the bar on
+# repeated code (scripts/check_duplicates.sh: needs the duplicates tool, says so where it is missing)
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	bash scripts/check_duplicates.sh
 
 bench: install
 	$(PY) benchmarks/bench_capture.py

@@ -1,4 +1,4 @@
-"""The floor plan, checked from the source's own imports: no import cycle between files, no long function.
+"""The floor plan (docs/architecture.md), checked from the source: no import cycle between files, no long function or module.
 
 Both trees count: the library (``graphprof/``) and the command line (``cli/graphprof_cli/``). Every
 import counts, wherever it is written (module level, inside a function, under ``TYPE_CHECKING``): a
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TREES = (ROOT / "graphprof", ROOT / "cli" / "graphprof_cli")
 
-#: The longest function body allowed, in lines, docstring aside (STYLE.md).
+#: The longest function body allowed, in lines, docstring aside (docs/architecture.md).
 MAX_BODY = 60
 
 
@@ -316,3 +316,68 @@ def test_renderers_consume_results_and_never_classify_predict_or_run() -> None:
                 if names & {"classify", "with_roofline", "predict_ops"}:
                     found.append(Edge(path.stem, "graphprof.cost.roofline.classify", f"{_shown(path)}:{node.lineno}"))
     assert not found, "\n".join(f"{e.source} imports {e.target} at {e.where}" for e in found)
+
+
+# ---- size and the one engine -----------------------------------------------------------------------------
+
+#: The longest module allowed, in lines (docs/architecture.md).
+MAX_MODULE = 600
+
+
+def long_modules(trees: tuple[Path, ...] = TREES, limit: int = MAX_MODULE) -> list[str]:
+    """``path: N lines`` for every module longer than ``limit`` lines."""
+    found = []
+    for path in _modules(trees).values():
+        lines = len(path.read_text().splitlines())
+        if lines > limit:
+            found.append(f"{_shown(path)}: {lines} lines")
+    return sorted(found)
+
+
+def test_no_module_over_the_limit() -> None:
+    found = long_modules()
+    assert not found, f"{len(found)} module(s) over {MAX_MODULE} lines:\n" + "\n".join(found)
+
+
+def dispatch_modes(trees: tuple[Path, ...] = TREES) -> list[str]:
+    """``module.Class`` for every class that subclasses ``TorchDispatchMode`` by that name."""
+    found = []
+    for name, path in _modules(trees).items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                if "TorchDispatchMode" in bases:
+                    found.append(f"{name}.{node.name}")
+    return sorted(found)
+
+
+#: The dispatch modes that see every aten call, besides the run loop's own tap. The goal (issue 50) is
+#: none: each becomes an observer of the run loop. This list may only shrink.
+OUTSIDE_THE_LOOP = frozenset({
+    "graphprof.training.tracker.StepMemory",  # a training step's live memory (optimizer phase, wrapped copies)
+    "graphprof.training.checkpoint.BlockCosts",  # each block's cost for the checkpoint plan
+    "graphprof.sharding.run._Tap",  # one rank's step under DTensor (hands DTensor calls back)
+    "graphprof.calibrate.bench._CostRecorder",  # calibration's per-op costs beside its timings
+})  # fmt: skip
+
+
+def test_one_dispatch_mode_sees_the_run() -> None:
+    """The run loop's tap is the one ``TorchDispatchMode`` of a run; no new one appears beside it."""
+    found = set(dispatch_modes())
+    assert "graphprof.run.dispatch.OpTap" in found
+    extra = found - OUTSIDE_THE_LOOP - {"graphprof.run.dispatch.OpTap"}
+    assert not extra, f"a new TorchDispatchMode beside the run loop's (make it an observer): {sorted(extra)}"
+    gone = OUTSIDE_THE_LOOP - found
+    assert not gone, f"no longer a dispatch mode: remove from OUTSIDE_THE_LOOP: {sorted(gone)}"
+
+
+def test_the_size_checkers_see_a_long_module_and_a_dispatch_mode(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "big.py").write_text("x = 1\n" * (MAX_MODULE + 1))
+    (pkg / "tap.py").write_text(
+        "from torch.utils._python_dispatch import TorchDispatchMode\nclass T(TorchDispatchMode):\n    pass\n"
+    )
+    assert long_modules((pkg,)) == [f"{_shown(pkg / 'big.py')}: {MAX_MODULE + 1} lines"]
+    assert dispatch_modes((pkg,)) == ["pkg.tap.T"]

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from graphprof.base.choices import Mode
+from graphprof.base.choices import Mode, SweepAxis
 from graphprof_cli import options as opt
 from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
@@ -23,28 +23,25 @@ from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOptio
 
 def _axis(
     batch: str | None, resolution: str | None, seq_len: str | None, layers: str | None, set_: str | None
-) -> tuple[str, str, str | None]:
+) -> tuple[SweepAxis, str, str | None]:
     """``(axis, values text, factory keyword)`` from the one axis option given."""
     from graphprof.errors import InvalidInputError
 
-    given = [
-        (name, text)
-        for name, text in (
-            ("batch", batch),
-            ("resolution", resolution),
-            ("seq-len", seq_len),
-            ("layers", layers),
-            ("set", set_),
-        )
-        if text is not None
-    ]
+    options = (
+        (SweepAxis.BATCH, batch),
+        (SweepAxis.RESOLUTION, resolution),
+        (SweepAxis.SEQ_LEN, seq_len),
+        (SweepAxis.LAYERS, layers),
+        (SweepAxis.SET, set_),
+    )
+    given = [(axis, text) for axis, text in options if text is not None]
     if len(given) != 1:
         named = ", ".join(f"--{n}" for n, _ in given) or "none"
         raise InvalidInputError(
             f"give exactly one axis: --batch, --resolution, --seq-len, --layers or --set (got {named})"
         )
     axis, text = given[0]
-    if axis != "set":
+    if axis is not SweepAxis.SET:
         return axis, text, None
     key, sep, values = text.partition("=")
     if not sep or not key.strip():

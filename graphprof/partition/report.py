@@ -15,7 +15,7 @@ from torch import nn
 
 from graphprof.base.choices import Objective
 from graphprof.base.limits import require_count
-from graphprof.partition.devices import Device, Links, as_devices
+from graphprof.partition.devices import LOCAL_CPU, Device, Links, as_devices
 from graphprof.partition.plan import Plan, Stage
 from graphprof.partition.planner import as_links, plan_prepared, prepare_for
 from graphprof.partition.run import PipelineRun, check_run_options, run_split
@@ -33,7 +33,7 @@ class PartitionReport:
 
 def _predicted(stages: Sequence[Stage]) -> list[float] | None:
     """Per-stage compute the run can be held against: only for stages on this machine's CPU."""
-    return [s.compute_s for s in stages] if all(s.kind == "cpu" for s in stages) else None
+    return [s.compute_s for s in stages] if all(s.kind == LOCAL_CPU for s in stages) else None
 
 
 def partition_report(
