@@ -124,9 +124,6 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.models import list_models as list_models
     from graphprof.partition import Plan as Plan
     from graphprof.partition import partition as partition_model
-    from graphprof.training import MemoryPlan as MemoryPlan
-    from graphprof.training import plan_memory as plan_memory
-    from graphprof.training import plan_ranks as plan_ranks
     from graphprof.prepared import PreparedModel as PreparedModel
     from graphprof.prepared import graph_model as graph_model
     from graphprof.prepared import measure_model as measure_model
@@ -138,6 +135,9 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.run.events import Observer as Observer
     from graphprof.scaling import Sweep as Sweep
     from graphprof.scaling import sweep as sweep
+    from graphprof.training import MemoryPlan as MemoryPlan
+    from graphprof.training import plan_memory as plan_memory
+    from graphprof.training import plan_ranks as plan_ranks
 else:  # what runs: each name imported from its module on first use (PEP 562)
     import importlib
 

@@ -139,9 +139,10 @@ def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("toy_registered")
 def test_a_toy_family_needs_only_its_records() -> None:
+    from graphprof.base.choices import SweepAxis
     from graphprof.capture.methods import warm_up_reason
     from graphprof.errors import InvalidInputError
-    from graphprof.scaling.axis import Axis, check_sweep
+    from graphprof.scaling.axis import check_sweep
 
     assert registry.spec_family("toy:linear") == "toy"
     assert [m.name for m in registry.list_models("toy")] == ["toy:linear"]
@@ -149,7 +150,7 @@ def test_a_toy_family_needs_only_its_records() -> None:
     assert resolved.family == "toy"
     assert warm_up_reason(resolved.model, "toy") == "toy models count their calls"
     with pytest.raises(InvalidInputError, match="no image input"):
-        check_sweep("toy:linear", Axis.RESOLUTION, "32,64")
+        check_sweep("toy:linear", SweepAxis.RESOLUTION, "32,64")
     profile = graphprof.profile_model("toy:linear")
     # needs_real_values: built on the CPU, not on the meta device
     assert profile.family == "toy" and not any("meta device" in note for note in profile.notes)

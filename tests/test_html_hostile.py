@@ -20,11 +20,11 @@ import torch
 from torch import nn
 
 import graphprof
+from graphprof.base.choices import SweepAxis
 from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import get_hardware
 from graphprof.render.escape import plotly_json, script_json
 from graphprof.render.html import render_compare_html, render_profile_html, render_sweep_html
-from graphprof.scaling.axis import Axis
 
 pytest.importorskip("plotly", reason="the HTML report embeds plotly's script (the html extra)")
 playwright = pytest.importorskip(
@@ -95,7 +95,9 @@ def pages(tmp_path_factory: Any) -> dict[str, Path]:
     profile = dataclasses.replace(pm.profile(), model_name=PAYLOAD)
     graph, _ = pm.graph(detail=False)
     sweep = graphprof.sweep(nn.Linear(16, 16), "batch", [1, 2], input_shape=(1, 16))
-    sweep = dataclasses.replace(sweep, model=PAYLOAD, notes=(PAYLOAD,), axis=Axis.SET, key=PAYLOAD)  # a --set keyword
+    sweep = dataclasses.replace(
+        sweep, model=PAYLOAD, notes=(PAYLOAD,), axis=SweepAxis.SET, key=PAYLOAD
+    )  # a --set keyword
     from graphprof.render.compare import comparison_rows
 
     texts = {

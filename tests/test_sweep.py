@@ -10,10 +10,11 @@ from torch import nn
 from typer.testing import CliRunner
 
 import graphprof
+from graphprof.base.choices import SweepAxis
 from graphprof.compat.scaling import ScalingExperiment
 from graphprof.errors import InvalidInputError
 from graphprof.render.sweep import render_sweep_csv, write_sweep_plot
-from graphprof.scaling import Axis, find_knee, parse_values, sweep
+from graphprof.scaling import find_knee, parse_values, sweep
 from graphprof.scaling import loop as sweep_module
 from graphprof_cli.main import app
 
@@ -214,7 +215,7 @@ def test_measured_knee_from_rows(monkeypatch):
         "_load_measure",
         lambda: lambda pm, *, device, batch_size=None, **_: _Measured(times[batch_size], 1),
     )
-    s = sweep(make_mlp(), Axis.BATCH, [1, 2, 4, 8, 16], input_shape=(1, 8), measure=True)
+    s = sweep(make_mlp(), SweepAxis.BATCH, [1, 2, 4, 8, 16], input_shape=(1, 8), measure=True)
     assert s.knee() is not None and s.knee().value == 4
 
 

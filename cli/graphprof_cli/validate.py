@@ -20,10 +20,6 @@ from graphprof_cli.options import DebugOption, FormatOption, RedactOption, file_
 DEFAULT_TOLERANCE = 1.0  # graphprof.crosscheck.DEFAULT_TOLERANCE; the library is imported only when the command runs
 
 
-#: The references (:class:`graphprof.base.choices.Reference`), under the name this command has always used.
-AgainstChoice = Reference
-
-
 def validate_command(
     model: Annotated[
         list[str] | None, typer.Option("--model", "-m", help="A model to check (repeatable; a comma list works too).")
@@ -39,7 +35,7 @@ def validate_command(
         str | None, typer.Option("--family", help="Every model of a family: classification, yolo, hf, detection...")
     ] = None,
     against: Annotated[
-        AgainstChoice,
+        Reference,
         typer.Option(
             "--against",
             help="fvcore: FlopCountAnalysis (1 flop per MAC); torch: FlopCounterMode (contractions, 2 per MAC).",

@@ -13,8 +13,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.base.choices import SweepAxis
 from graphprof.devices.hardware import Hardware
-from graphprof.scaling.axis import FACTORY_LAYERS_KEY, Axis
+from graphprof.scaling.axis import FACTORY_LAYERS_KEY
 from graphprof.scaling.loop import sweep
 from graphprof.scaling.result import Sweep
 
@@ -56,12 +57,12 @@ class ScalingExperiment:
 
     def run(self, name: str, values: Sequence[float]) -> Sweep:
         """Sweep ``name`` (an axis, or a factory keyword) over ``values``; kept under ``results[name]``."""
-        axis_names = {a.value for a in (Axis.BATCH, Axis.RESOLUTION, Axis.SEQ_LEN)}
+        axis_names = {a.value for a in (SweepAxis.BATCH, SweepAxis.RESOLUTION, SweepAxis.SEQ_LEN)}
         normalised = name.replace("_", "-")
         if normalised in axis_names:
             result = sweep(self.model_factory, normalised, values, **self.options)
         else:
-            result = sweep(self.model_factory, Axis.SET, values, key=name, **self.options)
+            result = sweep(self.model_factory, SweepAxis.SET, values, key=name, **self.options)
         self.results[name] = result
         return result
 

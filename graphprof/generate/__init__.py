@@ -9,13 +9,12 @@ layers), ``growth`` (affine in the context, summed exactly), ``reprice`` (a KV d
 """
 
 from graphprof.generate.estimate import DEFAULT_DTYPE, profile_generation
-from graphprof.generate.kvcache import CacheKind, KVCacheSpec, kv_spec
+from graphprof.generate.kvcache import KVCacheSpec, kv_spec
 from graphprof.generate.result import BlockCost, GenerationMeasurement, GenerationProfile, Latency, MemoryFit, Phase
 
 __all__ = [
     "DEFAULT_DTYPE",
     "BlockCost",
-    "CacheKind",
     "GenerationMeasurement",
     "GenerationProfile",
     "KVCacheSpec",

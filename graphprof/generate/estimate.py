@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.base.choices import KVCache
 from graphprof.base.options import parse_dtype
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware, get_hardware
@@ -28,7 +29,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.generate.blocks import decoder_list
 from graphprof.generate.fit import device_memory, memory_fit
 from graphprof.generate.growth import NotAffineError, fit_affine
-from graphprof.generate.kvcache import CacheKind, KVCacheSpec, kv_spec
+from graphprof.generate.kvcache import KVCacheSpec, kv_spec
 from graphprof.generate.phases import KVTraffic, exact_phase, single_phase, summed_phase
 from graphprof.generate.reprice import reprice_kv
 from graphprof.generate.result import GenerationProfile, Latency, MemoryFit, Phase
@@ -50,7 +51,7 @@ class GenerationSpec:
     batch: int
     dtype: torch.dtype
     kv_dtype: torch.dtype
-    cache: CacheKind
+    cache: KVCache
     hardware: Hardware | None
 
 
@@ -80,11 +81,9 @@ def _spec(
 ) -> GenerationSpec:
     run = parse_dtype(dtype) or DEFAULT_DTYPE
     try:
-        kind = CacheKind(cache)
+        kind = KVCache(cache)
     except ValueError as exc:
-        raise InvalidInputError(
-            f"unknown cache {cache!r}; choose from {', '.join(k.value for k in CacheKind)}"
-        ) from exc
+        raise InvalidInputError(f"unknown cache {cache!r}; choose from {', '.join(k.value for k in KVCache)}") from exc
     device = get_hardware(hardware) if isinstance(hardware, str) else hardware
     return GenerationSpec(
         _positive("prompt length", prompt_len), _positive("new tokens", new_tokens), _positive("batch size", batch_size),
@@ -195,7 +194,7 @@ def _fit(
 def _notes(spec: GenerationSpec, how: str, fit: MemoryFit | None, hardware: Hardware | None) -> tuple[str, ...]:
     notes = [
         f"counted as {str(spec.dtype).removeprefix('torch.')}; KV cache in {str(spec.kv_dtype).removeprefix('torch.')}",
-        f"cache: {spec.cache.value} ({'K/V written in place, the context read once per step' if spec.cache is CacheKind.STATIC else 'transformers DynamicCache: torch.cat re-reads and rewrites the cache every step'})",
+        f"cache: {spec.cache.value} ({'K/V written in place, the context read once per step' if spec.cache is KVCache.STATIC else 'transformers DynamicCache: torch.cat re-reads and rewrites the cache every step'})",
         how,
         "the prefill gives the first new token; each decode step one more; the last token never enters the cache",
     ]
@@ -216,7 +215,7 @@ def profile_generation(
     batch_size: int = 1,
     dtype: str | torch.dtype | None = None,
     kv_dtype: str | torch.dtype | None = None,
-    cache: CacheKind | str = CacheKind.STATIC,
+    cache: KVCache | str = KVCache.STATIC,
     hardware: Hardware | str | None = None,
     memory_bytes: int | None = None,
     **prepare_options: Any,
@@ -251,7 +250,7 @@ def profile_generation(
     fit = _fit(pm, prefill_profile, spec, kv, memory_bytes)
     return GenerationProfile(
         model_name=pm.name, dtype=str(spec.dtype).removeprefix("torch."), kv_dtype=str(spec.kv_dtype).removeprefix("torch."),
-        cache=spec.cache.value, batch=spec.batch, prompt_len=spec.prompt_len, new_tokens=spec.new_tokens, kv=kv,
+        cache=spec.cache, batch=spec.batch, prompt_len=spec.prompt_len, new_tokens=spec.new_tokens, kv=kv,
         kv_bytes_per_token=kv.bytes_per_token(spec.kv_dtype), kv_cache_bytes=kv.size(spec.prompt_len + spec.new_tokens - 1, spec.batch, spec.kv_dtype),
         hardware=spec.hardware, prefill=prefill, decode_first=first, decode_last=last, decode_total=total,
         lower_bound=_latency(prefill, total, spec.batch, "lower_bound_s"), predicted=_latency(prefill, total, spec.batch, "predicted_s"),

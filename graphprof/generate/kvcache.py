@@ -22,16 +22,15 @@ import torch
 from graphprof.base.choices import KVCache
 from graphprof.errors import InvalidInputError, MissingDependencyError
 
-__all__ = ["CacheKind", "KVCacheSpec", "kv_spec", "make_cache"]
+__all__ = ["KVCacheSpec", "kv_spec", "make_cache"]
 
 
-#: How the decode graph keeps its cache (:class:`graphprof.base.choices.KVCache`). ``static``: a preallocated
+# How the decode graph keeps its cache (:class:`graphprof.base.choices.KVCache`). ``static``: a preallocated
 #: cache sized to the context (transformers' ``StaticCache`` with ``max_cache_len = context + new tokens of
 #: the step``): a step writes its new token's K and V in place (``index_copy_``) and attention reads the
 #: cached tokens once, as a paged-attention server does. ``dynamic``: transformers' default
 #: ``DynamicCache``, which grows by ``torch.cat``: every step also reads and rewrites the whole cache, as
 #: eager ``generate()`` does.
-CacheKind = KVCache
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ def _cache_classes() -> Any:
     return transformers
 
 
-def make_cache(config: Any, kind: CacheKind, *, context: int, step: int, batch: int, dtype: torch.dtype) -> Any:
+def make_cache(config: Any, kind: KVCache, *, context: int, step: int, batch: int, dtype: torch.dtype) -> Any:
     """A transformers cache holding ``context`` tokens of ``batch`` sequences, on the meta device.
 
     ``step`` is the number of tokens the next forward adds (the prompt length for a prefill, 1 for a
@@ -120,7 +119,7 @@ def make_cache(config: Any, kind: CacheKind, *, context: int, step: int, batch: 
     transformers = _cache_classes()
     spec = kv_spec(config)
     shape = (batch, spec.kv_heads, context, spec.head_dim)
-    if kind is CacheKind.DYNAMIC:
+    if kind is KVCache.DYNAMIC:
         if context == 0:
             return transformers.DynamicCache(config=config)
         data = [

@@ -21,11 +21,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphprof.base.choices import KVCache
 from graphprof.base.inputs import INPUT_SEED
 from graphprof.base.tied import keep_ties
 from graphprof.devices.hardware import Hardware, get_hardware, match_hardware
 from graphprof.errors import InvalidInputError, MeasurementError
-from graphprof.generate.kvcache import CacheKind
 from graphprof.generate.result import GenerationMeasurement, GenerationProfile
 
 __all__ = ["HOST_PRESETS", "host_hardware", "measure_generation", "with_measurement"]
@@ -59,10 +59,10 @@ def _model(
     return copied.eval(), type(model).__name__
 
 
-def _generate(model: nn.Module, ids: torch.Tensor, new_tokens: int, cache: CacheKind, clock: Any) -> None:
+def _generate(model: nn.Module, ids: torch.Tensor, new_tokens: int, cache: KVCache, clock: Any) -> None:
     from transformers import LogitsProcessorList
 
-    options: dict[str, Any] = {"cache_implementation": "static"} if cache is CacheKind.STATIC else {}
+    options: dict[str, Any] = {"cache_implementation": "static"} if cache is KVCache.STATIC else {}
     with torch.no_grad():
         model.generate(  # type: ignore[operator]
             ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
@@ -86,7 +86,7 @@ def measure_generation(
     new_tokens: int,
     batch_size: int = 1,
     dtype: torch.dtype = torch.float32,
-    cache: CacheKind = CacheKind.STATIC,
+    cache: KVCache = KVCache.STATIC,
     device: str | torch.device = "cpu",
     runs: int = 3,
     warmup: int = 1,
@@ -122,7 +122,7 @@ def measure_generation(
     weights = sum(t.numel() * t.element_size() for t in [*work.parameters(), *work.buffers()])
     host = detect_host(dev)
     return GenerationMeasurement(
-        device=str(dev), dtype=str(dtype).removeprefix("torch."), cache=cache.value, runs=runs,
+        device=str(dev), dtype=str(dtype).removeprefix("torch."), cache=cache, runs=runs,
         prefill_s=tuple(prefill), decode_step_s=tuple(steps), peak_memory_bytes=weights + extra,
         memory_method="weights + allocator peak" if dev.type == "cuda" else "weights + profiler allocator peak",
         host=f"{host.cpu}, {host.cores} cores" + (f", {host.gpu}" if host.gpu else ""), load=_load(),
@@ -161,6 +161,6 @@ def with_measurement(
     result = profile_generation(model, **options)
     measured = measure_generation(
         model, prompt_len=result.prompt_len, new_tokens=result.new_tokens, batch_size=result.batch,
-        dtype=getattr(torch, result.dtype), cache=CacheKind(result.cache), device=device or "cpu", runs=runs,
+        dtype=getattr(torch, result.dtype), cache=result.cache, device=device or "cpu", runs=runs,
     )  # fmt: skip
     return dataclasses.replace(result, measurement=measured)

@@ -53,7 +53,7 @@ def _seconds(
 def _block(
     name: str, cost: Cost, kv: tuple[int, int], threshold: float, lower: float | None, predicted: float | None
 ) -> BlockCost:
-    bound = classify_layer(cost.flops, cost.bytes_moved, threshold).value
+    bound = classify_layer(cost.flops, cost.bytes_moved, threshold)
     return BlockCost(name, cost, kv[0], kv[1], bound, lower, predicted)
 
 

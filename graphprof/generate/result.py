@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphprof.base.choices import KVCache
+from graphprof.cost.bounds import Bound
 from graphprof.cost.result import cost_dict
 from graphprof.cost.tokens import TokenFlops
 from graphprof.devices.hardware import Hardware
@@ -33,7 +35,7 @@ class BlockCost:
     cost: Cost
     kv_bytes_read: int
     kv_bytes_written: int
-    bound: str
+    bound: Bound
     lower_bound_s: float | None
     predicted_s: float | None
 
@@ -146,7 +148,7 @@ class GenerationMeasurement:
 
     device: str
     dtype: str
-    cache: str
+    cache: KVCache
     runs: int
     prefill_s: tuple[float, ...]
     decode_step_s: tuple[float, ...]
@@ -190,7 +192,7 @@ class GenerationProfile:
     model_name: str
     dtype: str
     kv_dtype: str
-    cache: str
+    cache: KVCache
     batch: int
     prompt_len: int
     new_tokens: int

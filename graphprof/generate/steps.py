@@ -18,8 +18,9 @@ from typing import Any
 
 import torch
 
+from graphprof.base.choices import KVCache
 from graphprof.cost.result import Profile
-from graphprof.generate.kvcache import CacheKind, make_cache
+from graphprof.generate.kvcache import make_cache
 from graphprof.prepared import PreparedModel
 
 __all__ = ["decode_kwargs", "prefill_kwargs", "profile_decode", "profile_prefill"]
@@ -42,7 +43,7 @@ def _ids(batch: int, length: int) -> torch.Tensor:
 
 
 def prefill_kwargs(
-    pm: PreparedModel, *, prompt: int, batch: int, kind: CacheKind, kv_dtype: torch.dtype
+    pm: PreparedModel, *, prompt: int, batch: int, kind: KVCache, kv_dtype: torch.dtype
 ) -> dict[str, Any]:
     """The keyword inputs of the prefill forward."""
     config = pm.model.config
@@ -57,7 +58,7 @@ def prefill_kwargs(
 
 
 def decode_kwargs(
-    pm: PreparedModel, *, context: int, batch: int, kind: CacheKind, kv_dtype: torch.dtype
+    pm: PreparedModel, *, context: int, batch: int, kind: KVCache, kv_dtype: torch.dtype
 ) -> dict[str, Any]:
     """The keyword inputs of one decode step over a cache of ``context`` tokens."""
     config = pm.model.config
@@ -68,11 +69,11 @@ def decode_kwargs(
     }
 
 
-def profile_prefill(pm: PreparedModel, *, prompt: int, batch: int, kind: CacheKind, kv_dtype: torch.dtype) -> Profile:
+def profile_prefill(pm: PreparedModel, *, prompt: int, batch: int, kind: KVCache, kv_dtype: torch.dtype) -> Profile:
     """The dry-run profile of the prefill forward."""
     return pm.profile(example_kwargs=prefill_kwargs(pm, prompt=prompt, batch=batch, kind=kind, kv_dtype=kv_dtype))
 
 
-def profile_decode(pm: PreparedModel, *, context: int, batch: int, kind: CacheKind, kv_dtype: torch.dtype) -> Profile:
+def profile_decode(pm: PreparedModel, *, context: int, batch: int, kind: KVCache, kv_dtype: torch.dtype) -> Profile:
     """The dry-run profile of one decode step with ``context`` tokens already cached."""
     return pm.profile(example_kwargs=decode_kwargs(pm, context=context, batch=batch, kind=kind, kv_dtype=kv_dtype))

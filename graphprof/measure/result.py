@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from graphprof.base.choices import OPTIMIZER_STATE_TENSORS
+from graphprof.base.choices import OPTIMIZER_STATE_TENSORS, Mode, Optimizer
 from graphprof.devices.local import Host
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
 
@@ -210,7 +210,7 @@ class Measurement:
     model_name: str
     device: str
     dtype: str
-    mode: str
+    mode: Mode
     inputs: str
     timestamp: str
     host: Host
@@ -221,7 +221,7 @@ class Measurement:
     memory: MeasuredMemory
     backward: RuntimeStats | None = None
     training_step: RuntimeStats | None = None
-    optimizer: str | None = None
+    optimizer: Optimizer | None = None
     kernel_busy_us: float | None = None
     layer_runs: int = 0
     traces: tuple[str, ...] = ()

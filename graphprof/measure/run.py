@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from graphprof.base.choices import Optimizer
+from graphprof.base.choices import Mode, Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs, materialize
 from graphprof.base.limits import format_bytes
 from graphprof.base.tied import keep_ties
@@ -506,7 +506,7 @@ def measure_run(
         model_name=name,
         device=str(dev),
         dtype=str(dtype or next((p.dtype for p in work.parameters()), torch.float32)).removeprefix("torch."),
-        mode="train" if train else "eval",
+        mode=Mode.TRAIN if train else Mode.EVAL,
         inputs=batch_text,
         timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         host=detect_host(dev),
@@ -517,7 +517,7 @@ def measure_run(
         memory=memory,
         backward=times.backward,
         training_step=times.training_step,
-        optimizer=options.optimizer if train else None,
+        optimizer=Optimizer.parse(options.optimizer) if train else None,
         kernel_busy_us=busy,
         layer_runs=options.layer_runs,
         traces=traces,

@@ -49,10 +49,6 @@ def _ai(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _bound(text: str) -> str:
-    return {"compute-bound": "compute", "memory-bound": "memory"}.get(text, "-")
-
-
 def _dtype_line(g: GenerationProfile) -> str:
     device = f" on {g.hardware.label}" if g.hardware is not None else ""
     return (
@@ -122,7 +118,7 @@ def _phases(g: GenerationProfile) -> Table:
         table.add_row(
             _PHASE_NAMES.get(phase.name, phase.name), f"{phase.context:,}", f"{phase.forwards:,}", _num(t.cost.macs),
             _mem(t.cost.bytes_moved), _mem(t.kv_bytes_read), _mem(t.kv_bytes_written), _ai(t.arithmetic_intensity),
-            _bound(t.bound), format_seconds(t.lower_bound_s), format_seconds(t.predicted_s),
+            t.bound.short, format_seconds(t.lower_bound_s), format_seconds(t.predicted_s),
         )  # fmt: skip
     return table
 
@@ -192,12 +188,12 @@ def _blocks(g: GenerationProfile) -> Table:
         p = g.prefill.blocks[i]
         if p.cost.bytes_moved == 0 and p.cost.flops == 0 and (first is None or first[i].cost.bytes_moved == 0):
             continue
-        cells = [label, _num(p.cost.macs), _mem(p.cost.bytes_moved), _ai(p.arithmetic_intensity), _bound(p.bound)]
+        cells = [label, _num(p.cost.macs), _mem(p.cost.bytes_moved), _ai(p.arithmetic_intensity), p.bound.short]
         cells += [format_seconds(p.lower_bound_s), "|"]
         if first is not None and total is not None:
             d = first[i]
             cells += [_num(d.cost.macs), _mem(d.cost.bytes_moved), _mem(d.kv_bytes_read), _ai(d.arithmetic_intensity)]
-            cells += [_bound(d.bound), format_seconds(d.lower_bound_s), "|", format_seconds(total[i].lower_bound_s)]
+            cells += [d.bound.short, format_seconds(d.lower_bound_s), "|", format_seconds(total[i].lower_bound_s)]
         else:
             cells += ["-"] * 6 + ["|", "-"]
         table.add_row(*cells)

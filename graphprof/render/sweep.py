@@ -17,12 +17,12 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.atomic import check_path, write_atomic
+from graphprof.base.choices import SweepAxis
 from graphprof.base.limits import format_bytes
 from graphprof.errors import OutputError
 from graphprof.render.files import csv_text
 from graphprof.render.plots import PLOT_FORMATS, _figure, _save, require_matplotlib
 from graphprof.render.table import format_count, format_seconds
-from graphprof.scaling.axis import Axis
 from graphprof.scaling.result import METRICS, Sweep
 
 __all__ = ["check_sweep_plot", "render_sweep", "render_sweep_csv", "render_sweep_plot", "write_sweep_plot"]
@@ -89,7 +89,7 @@ def render_sweep(sweep: Sweep) -> RenderableType:
         fits.add_row(_TITLES[metric], f"{fit.exponent + 0.0:.3f}".replace("-0.000", "0.000"), f"{fit.r2:.3f}")
     if fits.row_count:
         parts.append(fits)
-    if sweep.axis is Axis.SEQ_LEN and len(sweep.rows) >= 3:
+    if sweep.axis is SweepAxis.SEQ_LEN and len(sweep.rows) >= 3:
         quad = sweep.fit_quadratic("macs")
         largest = sweep.rows[-1].value
         sign = "-" if round(quad.constant) < 0 else "+"

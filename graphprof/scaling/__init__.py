@@ -26,13 +26,12 @@ edge, :mod:`graphprof.compat.scaling`.
 
 from __future__ import annotations
 
-from graphprof.scaling.axis import Axis, check_sweep, parse_values
+from graphprof.scaling.axis import check_sweep, parse_values
 from graphprof.scaling.fit import GrowthFit, Knee, QuadraticFit, find_knee
 from graphprof.scaling.loop import sweep
 from graphprof.scaling.result import METRICS, Sweep, SweepRow
 
 __all__ = [
-    "Axis",
     "METRICS",
     "SweepRow",
     "GrowthFit",

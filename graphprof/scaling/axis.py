@@ -1,4 +1,4 @@
-"""What a sweep varies and at which values: the :class:`Axis`, range parsing, and the checks a sweep
+"""What a sweep varies and at which values: the :class:`SweepAxis`, range parsing, and the checks a sweep
 makes before any work (an axis the model lacks, a factory without the keyword, bad values)."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from graphprof.scaling.factory import check_keyword, user_factory
 
 __all__ = [
     "MAX_POINTS",
-    "Axis",
     "FACTORY_LAYERS_KEY",
     "parse_values",
     "check_values",
@@ -27,9 +26,6 @@ __all__ = [
     "with_option",
 ]
 
-
-#: What a sweep varies (:class:`graphprof.base.choices.SweepAxis`).
-Axis = SweepAxis
 
 #: The keyword a factory's depth goes to on the ``layers`` axis (the seed framework's name).
 FACTORY_LAYERS_KEY = "num_layers"
@@ -126,7 +122,7 @@ def with_option(spec: str, key: str, value: Any) -> str:
     return f"{base}?{'&'.join([*kept, f'{key}={value}'])}"
 
 
-def _check_axis(model: Any, axis: Axis, key: str | None) -> str | None:
+def _check_axis(model: Any, axis: SweepAxis, key: str | None) -> str | None:
     """Refuse an axis the model cannot have, before any work; returns the keyword for ``layers``/``set``."""
     from graphprof.models import family_traits, spec_family
 
@@ -134,15 +130,15 @@ def _check_axis(model: Any, axis: Axis, key: str | None) -> str | None:
         family = spec_family(model)
         what = model
         traits = family_traits(family)  # the family's record; an unknown family (None) is not refused
-        if axis is Axis.SEQ_LEN and family is not None and not traits.sequence_length:
+        if axis is SweepAxis.SEQ_LEN and family is not None and not traits.sequence_length:
             raise InvalidInputError(
                 f"{what} ({family}) has no sequence length: seq-len sweeps are for transformers (hf:...)"
             )
-        if axis is Axis.RESOLUTION and traits.sequence_length:
+        if axis is SweepAxis.RESOLUTION and traits.sequence_length:
             raise InvalidInputError(f"{what} takes token ids, not images: it has no resolution (sweep seq-len)")
-        if axis is Axis.RESOLUTION and family is not None and not traits.image_input:
+        if axis is SweepAxis.RESOLUTION and family is not None and not traits.image_input:
             raise InvalidInputError(f"{what} ({family}) has no image input to change the resolution of")
-        if axis is Axis.LAYERS:
+        if axis is SweepAxis.LAYERS:
             if traits.depth_option is not None:
                 return key or traits.depth_option
             if family is None and ":" in model:
@@ -151,18 +147,18 @@ def _check_axis(model: Any, axis: Axis, key: str | None) -> str | None:
             raise InvalidInputError(
                 f"{what} has no depth to set: a layers sweep needs an hf: model or a factory with num_layers"
             )
-        if axis is Axis.SET:
+        if axis is SweepAxis.SET:
             if not key:
                 raise InvalidInputError("a set sweep needs the factory keyword: --set key=v1,v2")
             check_keyword(user_factory(model), key, model)
             return key
         return None
-    if axis in (Axis.LAYERS, Axis.SET):
+    if axis in (SweepAxis.LAYERS, SweepAxis.SET):
         if isinstance(model, (nn.Module, PreparedModel)) or not callable(model):
             raise InvalidInputError(
                 f"a {axis.value} sweep builds the model at every point: pass a factory or a name, not a built model"
             )
-        chosen = key or (FACTORY_LAYERS_KEY if axis is Axis.LAYERS else None)
+        chosen = key or (FACTORY_LAYERS_KEY if axis is SweepAxis.LAYERS else None)
         if not chosen:
             raise InvalidInputError("a set sweep needs the factory keyword (key=...)")
         check_keyword(model, chosen, getattr(model, "__name__", "the factory"))
@@ -189,12 +185,12 @@ def _resolution_shape(pm: PreparedModel, size: int) -> tuple[int, ...]:
     return (*shape[:-2], size, size)
 
 
-def point_options(pm: PreparedModel, axis: Axis, value: Any) -> dict[str, Any]:
-    if axis is Axis.BATCH:
+def point_options(pm: PreparedModel, axis: SweepAxis, value: Any) -> dict[str, Any]:
+    if axis is SweepAxis.BATCH:
         return {"batch_size": _integer(value, "batch size")}
-    if axis is Axis.RESOLUTION:
+    if axis is SweepAxis.RESOLUTION:
         return {"input_shape": _resolution_shape(pm, _integer(value, "resolution"))}
-    if axis is Axis.SEQ_LEN:
+    if axis is SweepAxis.SEQ_LEN:
         return {"seq_len": _integer(value, "sequence length")}
     return {}
 
@@ -211,11 +207,11 @@ def _integer(value: Any, what: str) -> int:
 
 
 def check_sweep(
-    model: Any, axis: str | Axis, values: Sequence[float] | str, key: str | None = None
-) -> tuple[Axis, list[Any], str | None]:
+    model: Any, axis: str | SweepAxis, values: Sequence[float] | str, key: str | None = None
+) -> tuple[SweepAxis, list[Any], str | None]:
     """Everything :func:`sweep` checks before any work: ``(axis, values, factory keyword)``, or
     :class:`InvalidInputError` for bad values, an axis the model lacks, or a factory without the keyword."""
-    chosen_axis = Axis.parse(axis)
+    chosen_axis = SweepAxis.parse(axis)
     if isinstance(values, str):
         points = parse_values(values, f"{chosen_axis.value} values")
     else:  # counted before it is read: range(10**12), or an endless iterator, is refused at once
@@ -227,7 +223,7 @@ def check_sweep(
                 f"{chosen_axis.value} values: {how_many} values; a sweep takes at most {MAX_POINTS}"
             )
     check_values(points, f"{chosen_axis.value} values")
-    if chosen_axis in (Axis.BATCH, Axis.RESOLUTION, Axis.SEQ_LEN):
+    if chosen_axis in (SweepAxis.BATCH, SweepAxis.RESOLUTION, SweepAxis.SEQ_LEN):
         for v in points:
             _integer(v, chosen_axis.value)
     return chosen_axis, points, _check_axis(model, chosen_axis, key)

@@ -16,6 +16,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from graphprof.base.choices import SweepAxis
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import format_inputs
 from graphprof.cost.result import Profile
@@ -24,7 +25,7 @@ from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError
 from graphprof.measure.run import is_out_of_memory
 from graphprof.prepared import PreparedModel, prepare
-from graphprof.scaling.axis import Axis, check_sweep, point_options, with_option
+from graphprof.scaling.axis import check_sweep, point_options, with_option
 from graphprof.scaling.result import Sweep, SweepRow
 
 __all__ = ["sweep"]
@@ -65,7 +66,7 @@ class _Points:
     """Where a sweep stands: the model (shared by every point, or built per point), its rows so far."""
 
     model: Any
-    axis: Axis
+    axis: SweepAxis
     key: str | None
     prepare_options: dict[str, Any]
     shared: PreparedModel | None = None
@@ -161,7 +162,7 @@ def _run_points(
 @guard_user_code
 def sweep(
     model: nn.Module | str | PreparedModel | Callable[..., nn.Module],
-    axis: Axis | str,
+    axis: SweepAxis | str,
     values: Sequence[float] | str,
     *,
     key: str | None = None,
@@ -197,7 +198,7 @@ def sweep(
     if measure and device is not None:
         prepare_options["device"] = "cpu"  # the measured run needs weights; measure() moves a copy to the device
     state = _Points(model, chosen_axis, chosen_key, prepare_options)
-    if chosen_axis not in (Axis.LAYERS, Axis.SET):
+    if chosen_axis not in (SweepAxis.LAYERS, SweepAxis.SET):
         state.share(points)
     measure_on = (device or ("cuda" if torch.cuda.is_available() else "cpu")) if measure else None
     try:

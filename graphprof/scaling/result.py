@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from graphprof.base.choices import SweepAxis
 from graphprof.base.display import NotebookDisplay
 from graphprof.cost.result import Profile
 from graphprof.errors import InvalidInputError
-from graphprof.scaling.axis import Axis
 from graphprof.scaling.fit import GrowthFit, Knee, QuadraticFit, find_knee, fit_growth, fit_quadratic
 
 __all__ = ["METRICS", "SweepRow", "Sweep"]
@@ -64,7 +64,7 @@ class Sweep(NotebookDisplay):
     (the sweep stopped there cleanly; ``last_fit`` is the largest value that fit), else ``None``."""
 
     model: str
-    axis: Axis
+    axis: SweepAxis
     key: str | None
     values: tuple[float, ...]
     rows: tuple[SweepRow, ...]
@@ -82,7 +82,7 @@ class Sweep(NotebookDisplay):
     @property
     def label(self) -> str:
         """The axis as a user would name it: ``batch``, ``seq-len``, or the factory keyword."""
-        return self.key if self.axis is Axis.SET and self.key else self.axis.value
+        return self.key if self.axis is SweepAxis.SET and self.key else self.axis.value
 
     def series(self, metric: str) -> tuple[list[float], list[float]]:
         """``(values, metric values)`` for the rows that have the metric."""
@@ -121,7 +121,7 @@ class Sweep(NotebookDisplay):
 
     def to_dict(self) -> dict[str, Any]:
         quadratic = {}
-        if self.axis is Axis.SEQ_LEN and len(self.rows) >= 3:
+        if self.axis is SweepAxis.SEQ_LEN and len(self.rows) >= 3:
             quadratic = {m: self.fit_quadratic(m).to_dict() for m in ("macs", "flops")}
         knee = self.knee()
         return {

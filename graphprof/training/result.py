@@ -9,10 +9,27 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphprof.base.choices import Choice
+from graphprof.base.choices import Choice, Optimizer
 from graphprof.base.display import NotebookDisplay
 
-__all__ = ["StepPhase", "StepBreakdown", "PhasePeak", "CheckpointChoice", "CheckpointPlan", "MemoryPlan", "RanksPlan"]
+__all__ = [
+    "StepExecution",
+    "StepPhase",
+    "StepBreakdown",
+    "PhasePeak",
+    "CheckpointChoice",
+    "CheckpointPlan",
+    "MemoryPlan",
+    "RanksPlan",
+]
+
+
+class StepExecution(Choice):
+    """How the planned step ran: on FakeTensors (nothing allocated), or for real on the CPU (a model whose
+    forward reads values)."""
+
+    FAKE = "fake"
+    REAL = "real"
 
 
 class StepPhase(Choice):
@@ -141,9 +158,9 @@ class MemoryPlan(NotebookDisplay):
     model_name: str
     inputs: str
     dtype: str
-    optimizer: str
+    optimizer: Optimizer
     foreach: bool
-    execution: str
+    execution: StepExecution
     phases: tuple[PhasePeak, ...]
     #: every byte autograd saved for backward in the forward (the activations' total, whatever is freed after)
     saved_activation_bytes: int

@@ -19,7 +19,7 @@ from graphprof.base.options import parse_shape
 from graphprof.errors import InvalidInputError
 from graphprof.sharding.spec import ShardSpec
 from graphprof.sharding.wraps import TensorParallel, fake_world, sharding_wraps
-from graphprof.training.result import MemoryPlan
+from graphprof.training.result import MemoryPlan, StepExecution
 from graphprof.training.step import StepInputs, Wrap, simulate_step
 
 __all__ = ["StepModel", "resolve_step_model", "plan_step"]
@@ -117,8 +117,8 @@ def plan_step(
         )
     return MemoryPlan(
         model_name=step.name, inputs=format_inputs(describe_inputs(step.args, step.kwargs, dtype)),
-        dtype=str(dtype or _model_dtype(step.model)).removeprefix("torch."), optimizer=optimizer.value, foreach=foreach,
-        execution="real" if step.real else "fake", phases=outcome.phases, saved_activation_bytes=outcome.saved_total,
+        dtype=str(dtype or _model_dtype(step.model)).removeprefix("torch."), optimizer=optimizer, foreach=foreach,
+        execution=StepExecution.REAL if step.real else StepExecution.FAKE, phases=outcome.phases, saved_activation_bytes=outcome.saved_total,
         shard=None if shard is None else str(shard), notes=tuple(notes),
     )  # fmt: skip
 
