@@ -23,9 +23,10 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
+from graphprof.base.choices import Mode
 from graphprof.base.collector import full_collections_deferred
 from graphprof.base.guard import guard_user_code
-from graphprof.base.options import KEEP, Mode, ModelOptions, RunSpec
+from graphprof.base.options import KEEP, ModelOptions, RunSpec
 from graphprof.capture.methods import preserved_state
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
@@ -38,9 +39,9 @@ from graphprof.measure.result import Measurement
 from graphprof.measure.run import MeasureOptions, measure_run
 from graphprof.profile import profile_session
 from graphprof.run.events import Observer
-from graphprof.session import Session, model_device, open_session
+from graphprof.session import Session, open_session
 
-__all__ = ["PreparedModel", "prepare", "measure_model", "graph_model", "model_device"]
+__all__ = ["PreparedModel", "prepare", "measure_model", "graph_model"]
 
 
 class PreparedModel(Session):

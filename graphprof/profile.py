@@ -17,12 +17,12 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof.base.choices import Execution, Lowering, Method
+from graphprof.base.choices import Execution, Lowering, Method, Mode
 from graphprof.base.collector import full_collections_deferred
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import describe_inputs
-from graphprof.base.options import Mode, ModelOptions, RunSpec
+from graphprof.base.options import ModelOptions, RunSpec
 from graphprof.capture.methods import NOT_TRIED
 from graphprof.cost.aggregate import aggregate_modules
 from graphprof.cost.count import count_costs

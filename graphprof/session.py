@@ -32,10 +32,10 @@ import torch
 from torch import nn
 from typing_extensions import Unpack
 
-from graphprof.base.choices import Execution, Lowering, Method, WarmUp
+from graphprof.base.choices import Execution, Lowering, Method, Mode, WarmUp
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import materialize, resize_inputs
-from graphprof.base.options import Mode, ModelOptions, RunSpec, parse_shape
+from graphprof.base.options import ModelOptions, RunSpec, parse_shape
 from graphprof.capture.methods import (
     CapturedGraph,
     default_methods,

@@ -43,11 +43,12 @@ import pytest  # noqa: E402
 from torch import nn  # noqa: E402
 
 import graphprof  # noqa: E402
+from graphprof.base.choices import Lowering  # noqa: E402
 from graphprof.cost.roofline import classify, load_calibration, op_class  # noqa: E402
 from graphprof.devices.hardware import get_hardware  # noqa: E402
 from graphprof.errors import InvalidInputError  # noqa: E402
 from graphprof.formulas.attention import causal_work_fraction  # noqa: E402
-from graphprof.run.lowering import Lowering, parse_lowering  # noqa: E402
+from graphprof.run.lowering import parse_lowering  # noqa: E402
 
 
 class _Sdpa(nn.Module):

@@ -19,12 +19,13 @@ import typer
 
 from graphprof import __version__
 from graphprof.base.choices import Capture, Mode, Optimizer, WarmUp
+from graphprof.base.collector import defer_full_collections
 from graphprof.errors import EXIT_CODES
 from graphprof_cli import options as opt
 from graphprof_cli.common import Command, Group, flag, run_guarded
 from graphprof_cli.common import console as _make_console
 from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, graph_estimate_command
-from graphprof_cli.process import defer_full_collections, end_process
+from graphprof_cli.process import end_process
 
 app = typer.Typer(
     cls=Group,
@@ -348,7 +349,7 @@ def run() -> None:
     """The ``graphprof`` console script: :func:`main` in a process of its own, which ends as soon as the
     command is done (:func:`graphprof_cli.process.end_process`: output flushed, ``atexit`` handlers run, no
     interpreter teardown). Python's full collections wait until the first library call
-    (:func:`graphprof_cli.process.defer_full_collections`)."""
+    (:func:`graphprof.base.collector.defer_full_collections`)."""
     defer_full_collections()
     try:
         main()

@@ -26,9 +26,9 @@ import os
 import sys
 import threading
 
-from graphprof.base.collector import DEFERRED, defer_full_collections
+from graphprof.base.collector import DEFERRED
 
-__all__ = ["defer_full_collections", "settle_heap", "end_process"]
+__all__ = ["settle_heap", "end_process"]
 
 _DEFAULT = gc.get_threshold()
 

@@ -14,7 +14,7 @@ from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
 from graphprof_cli.request import ProfileRequest
 
-__all__ = ["ProfileRequest", "run_profile", "check_html_path"]
+__all__ = ["run_profile", "check_html_path"]
 
 
 def _resolved(req: ProfileRequest) -> ProfileRequest:

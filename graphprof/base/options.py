@@ -12,7 +12,7 @@ import torch
 from graphprof.base.choices import Mode, WarmUp
 from graphprof.errors import InvalidInputError
 
-__all__ = ["Mode", "parse_mode", "parse_dtype", "parse_shape", "RunSpec", "KEEP", "ModelOptions"]
+__all__ = ["parse_mode", "parse_dtype", "parse_shape", "RunSpec", "KEEP", "ModelOptions"]
 
 
 def parse_mode(value: Mode | str) -> Mode:

@@ -41,7 +41,7 @@ from graphprof.crosscheck.result import Adjustment, OpCount
 from graphprof.errors import MissingDependencyError, ReferenceFailedError, one_line
 from graphprof.formulas.registry import op_name
 
-__all__ = ["ReferenceCounts", "ReferenceFailedError", "count_with_fvcore", "count_with_torch", "REFERENCES"]
+__all__ = ["ReferenceCounts", "count_with_fvcore", "count_with_torch", "REFERENCES"]
 
 _PROBE_PREFIX = "graphprof-adjustment:"
 FVCORE_HINT = "pip install 'graphprof[validate]' (fvcore)"

@@ -31,7 +31,6 @@ from graphprof.errors import InvalidInputError, one_line
 from graphprof.prepared import prepare
 
 __all__ = [
-    "Reference",
     "DEFAULT_MODEL",
     "DEFAULT_TOLERANCE",
     "crosscheck_model",

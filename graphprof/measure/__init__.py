@@ -9,10 +9,12 @@ The dry run needs no device; everything here runs the model for real. Entry poin
 
 from __future__ import annotations
 
+from graphprof.devices.local import Host
+from graphprof.errors import MeasurementError
 from graphprof.measure.layers import RANGE_PREFIX, LayerRanges, attribute
 from graphprof.measure.memory import get_memory_breakdown, memory_stats
-from graphprof.measure.result import Host, LayerTime, MeasuredMemory, Measurement, MemoryBreakdown, MemoryStats, OpTime
-from graphprof.measure.run import MeasurementError, MeasureOptions, measure_run
+from graphprof.measure.result import LayerTime, MeasuredMemory, Measurement, MemoryBreakdown, MemoryStats, OpTime
+from graphprof.measure.run import MeasureOptions, measure_run
 from graphprof.measure.timing import (
     ProfilingContext,
     RuntimeStats,

@@ -10,20 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from graphprof.base.choices import OPTIMIZER_STATE_TENSORS, Mode, Optimizer
+from graphprof.base.choices import Mode, Optimizer
 from graphprof.devices.local import Host
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
 
 __all__ = [
-    "NOISY_CV",
-    "OPTIMIZER_STATE_TENSORS",
     "OUTSIDE",
     "LayerTime",
     "OpTime",
     "MemoryStats",
     "MemoryBreakdown",
     "MeasuredMemory",
-    "Host",
     "Measurement",
 ]
 

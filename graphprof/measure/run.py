@@ -57,7 +57,6 @@ from graphprof.measure.trace import claim_trace_path
 from graphprof.run.loop import run_model
 
 __all__ = [
-    "MeasurementError",
     "MeasureOptions",
     "cast_inputs",
     "is_out_of_memory",

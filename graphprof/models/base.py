@@ -21,7 +21,6 @@ from graphprof.errors import InvalidInputError, ModelNotFoundError
 __all__ = [
     "ModelInfo",
     "ResolvedModel",
-    "INPUT_SEED",
     "format_shape",
     "effective_shape",
     "random_tensor",

@@ -28,7 +28,7 @@ from graphprof.base.choices import Mode, Phase
 from graphprof.base.names import functional_op
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import LayerBound, Roofline, roofline_time
-from graphprof.measure.result import NOISY_CV
+from graphprof.measure.timing import NOISY_CV
 
 __all__ = [
     "estimated_layer_seconds",

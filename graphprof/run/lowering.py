@@ -55,7 +55,6 @@ from graphprof.base.choices import Lowering, Phase
 from graphprof.errors import InvalidInputError
 
 __all__ = [
-    "Lowering",
     "parse_lowering",
     "lowering_context",
     "FusedAttentionMode",
