@@ -72,6 +72,7 @@ class EventBus:
     def __init__(self, observers: Sequence[Observer], train: bool = False) -> None:
         self.observers = list(observers)
         self.op_observers = [o for o in self.observers if o.wants_ops]
+        self.saved_observers = [o for o in self.observers if o.wants_saved] if train else []
         self.track = any(o.wants_producers for o in self.observers)
         self.tags = BackwardTags() if train and self.op_observers else None
         self.producers: WeakIdKeyDictionary = WeakIdKeyDictionary()
@@ -115,6 +116,12 @@ class EventBus:
             self.tags.tag(layer, output)
         for o in self.observers:
             o.layer_left(layer, output)
+
+    def saved(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``saved_tensors_hooks``' pack: tell the observers what autograd saves, and keep the tensor itself."""
+        for o in self.saved_observers:
+            o.saved(self.layer, tensor)
+        return tensor
 
     def mark(self, value: Any, producer: Producer) -> None:
         if not self.track:

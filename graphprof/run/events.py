@@ -14,6 +14,8 @@ observers does not matter. The events:
   belongs to, and for each input tensor the op or graph input that produced it). In backward, the
   layer is the forward layer whose autograd node runs: the loop attributes it before any observer
   sees the event;
+* :meth:`Observer.saved`: in train mode, autograd saves a tensor for the backward (through
+  ``torch.autograd.graph.saved_tensors_hooks``), with the layer running when it does;
 * :meth:`Observer.phase_started`: ``"forward"``, then ``"backward"`` in train mode;
 * :meth:`Observer.finished`: the model's outputs.
 """
@@ -112,11 +114,12 @@ class RunOutcome:
 class Observer:
     """Base class: every event is a no-op. Override what you need.
 
-    Set ``wants_ops`` to receive :meth:`op` events and ``wants_producers`` to have
-    :attr:`OpEvent.producers` filled.
+    Set ``wants_ops`` to receive :meth:`op` events, ``wants_saved`` to receive :meth:`saved` events (train
+    mode) and ``wants_producers`` to have :attr:`OpEvent.producers` filled.
     """
 
     wants_ops: bool = False
+    wants_saved: bool = False
     wants_producers: bool = False
 
     def started(self, ctx: RunContext) -> None:
@@ -133,6 +136,10 @@ class Observer:
 
     def op(self, event: OpEvent) -> None:
         """An aten call ran (only with ``wants_ops``)."""
+
+    def saved(self, layer: Layer | None, tensor: torch.Tensor) -> None:
+        """Autograd saved ``tensor`` for the backward while ``layer`` ran (train mode, only with ``wants_saved``).
+        The tensor is the run's own (fake on a dry run); an observer must not keep it beyond the run."""
 
     def finished(self, outputs: Any) -> None:
         """The forward (and, in train mode, the backward) pass is over."""

@@ -170,12 +170,18 @@ def _enter_run(
     stack.enter_context(torch.enable_grad() if train else torch.no_grad())
     for mode in modes:
         stack.enter_context(mode)
+    if loop.saved_observers:  # what autograd saves, as it saves it (train mode)
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(loop.saved, _unpacked))
     if loop.op_observers:
         # torch.compile cannot trace under a dispatch mode; run what the model compiles (eager
         # flex_attention compiles its operator call) as plain eager code, so the tap sees it
         stack.enter_context(torch.compiler.set_stance("force_eager"))
         stack.enter_context(OpTap(loop))
     loop.set_phase(Phase.FORWARD)
+
+
+def _unpacked(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
 
 
 def _forward(
