@@ -11,9 +11,10 @@ from torch import nn
 from toys import Blocks
 from typer.testing import CliRunner
 
+from graphprof.base.choices import Phase
 from graphprof.errors import InvalidInputError
 from graphprof.models import resolve_model
-from graphprof.training import StepPhase, measure_step, parse_memory, plan_memory
+from graphprof.training import measure_step, parse_memory, plan_memory
 from graphprof_cli.main import app
 
 
@@ -21,7 +22,7 @@ def test_one_linear_layer_by_hand() -> None:
     """Linear(1024, 1024), batch 8, float32, AdamW one tensor at a time (torch's CPU default)."""
     plan = plan_memory(nn.Linear(1024, 1024), input_shape=(8, 1024), foreach=False)
     peak = plan.peak
-    assert peak.phase is StepPhase.OPTIMIZER and peak.module == "optimizer.step"
+    assert peak.phase is Phase.OPTIMIZER and peak.module == "optimizer.step"
     b = peak.breakdown
     assert b.parameters == 1024 * 1024 * 4 + 1024 * 4  # 4,194,304 + 4,096 = 4,198,400
     assert b.gradients == b.parameters  # one gradient per parameter, held by .grad until zero_grad
@@ -35,7 +36,7 @@ def test_one_linear_layer_by_hand() -> None:
 
 def test_breakdowns_sum_and_phases_are_in_order() -> None:
     plan = plan_memory("resnet18", batch_size=2, hardware="h100")
-    assert [p.phase for p in plan.phases] == [StepPhase.FORWARD, StepPhase.BACKWARD, StepPhase.OPTIMIZER]
+    assert [p.phase for p in plan.phases] == [Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER]
     for p in plan.phases:
         d = p.breakdown.to_dict()
         assert d.pop("total") == sum(d.values())

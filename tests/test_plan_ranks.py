@@ -8,16 +8,17 @@ import pytest
 import torch
 from toys import Blocks
 
+from graphprof.base.choices import Phase
 from graphprof.devices.hardware import get_hardware
-from graphprof.training import MemoryPlan, PhasePeak, StepBreakdown, StepPhase, plan_memory, plan_ranks
+from graphprof.training import MemoryPlan, PhasePeak, StepBreakdown, plan_memory, plan_ranks
 from graphprof.training.ranks import extrapolate
 
 
 def test_extrapolation_by_hand() -> None:
     # forward: 100 B sharded (40 + 0 + 60) and 500 B not; optimizer: 160 B sharded (40 + 40 + 80), 10 B not
     phases = (
-        PhasePeak(StepPhase.FORWARD, StepBreakdown(40, 0, 60, 450, 50, 0), None, None),
-        PhasePeak(StepPhase.OPTIMIZER, StepBreakdown(40, 40, 80, 0, 0, 10), None, None),
+        PhasePeak(Phase.FORWARD, StepBreakdown(40, 0, 60, 450, 50, 0), None, None),
+        PhasePeak(Phase.OPTIMIZER, StepBreakdown(40, 40, 80, 0, 0, 10), None, None),
     )
     plan = MemoryPlan("m", "x", "float32", "adamw", False, "fake", phases, 0)
     # at 4 ranks -> 8: forward 500 + 100 * 4 / 8 = 550; optimizer 10 + 160 / 2 = 90

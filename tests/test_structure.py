@@ -351,14 +351,9 @@ def dispatch_modes(trees: tuple[Path, ...] = TREES) -> list[str]:
     return sorted(found)
 
 
-#: The dispatch modes that see every aten call, besides the run loop's own tap. The goal (issue 50) is
-#: none: each becomes an observer of the run loop. This list may only shrink.
-OUTSIDE_THE_LOOP = frozenset({
-    "graphprof.training.tracker.StepMemory",  # a training step's live memory (optimizer phase, wrapped copies)
-    "graphprof.training.checkpoint.BlockCosts",  # each block's cost for the checkpoint plan
-    "graphprof.sharding.run._Tap",  # one rank's step under DTensor (hands DTensor calls back)
-    "graphprof.calibrate.bench._CostRecorder",  # calibration's per-op costs beside its timings
-})  # fmt: skip
+#: The dispatch modes that see every aten call, besides the run loop's own tap: none. The dry run, the
+#: training plan's step, the sharded step and calibration's costs are all observers of the one loop (issue 50).
+OUTSIDE_THE_LOOP: frozenset[str] = frozenset()
 
 
 def test_one_dispatch_mode_sees_the_run() -> None:
@@ -381,3 +376,26 @@ def test_the_size_checkers_see_a_long_module_and_a_dispatch_mode(tmp_path: Path)
     )
     assert long_modules((pkg,)) == [f"{_shown(pkg / 'big.py')}: {MAX_MODULE + 1} lines"]
     assert dispatch_modes((pkg,)) == ["pkg.tap.T"]
+
+
+def roofline_parameters(folder: Path = ROOT / "graphprof" / "render") -> list[str]:
+    """``path:line name`` for every public function (or method) under ``folder`` with a parameter named
+    ``roofline``: a renderer takes the result alone, and a profile carries its roofline."""
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                a = node.args
+                names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p is not None}
+                if "roofline" in names:
+                    found.append(f"{_shown(path)}:{node.lineno} {node.name}")
+    return found
+
+
+def test_renderers_take_the_result_alone(tmp_path: Path) -> None:
+    """No renderer takes a roofline beside the profile (the second way to give it, which could disagree
+    with the one the profile carries): attach it with ``graphprof.cost.roofline.with_roofline`` instead."""
+    found = roofline_parameters()
+    assert not found, "renderers taking a roofline beside the result (read profile.roofline):\n" + "\n".join(found)
+    (tmp_path / "r.py").write_text("def render(profile, *, roofline=None): ...\ndef _helper(profile, roofline): ...\n")
+    assert roofline_parameters(tmp_path) == [f"{_shown(tmp_path / 'r.py')}:1 render"]

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from graphprof.base.tied import keep_ties, retie, tied_groups
+from graphprof.run.events import Observer, RunContext
 
 transformers = pytest.importorskip("transformers")
 
@@ -198,24 +199,14 @@ def test_materialised_copy_keeps_ties(name: str, dtype: torch.dtype | None) -> N
 # ---- the planned training step (graphprof.training.step), with and without FSDP -------------------------------
 
 
-class _Copy:
-    """A step observer that only keeps the step's copy of the model."""
+class _Copy(Observer):
+    """An observer of the step that only keeps the step's copy of the model."""
 
     def __init__(self) -> None:
         self.model: nn.Module | None = None
 
-    def attach(self, model: nn.Module) -> list[Any]:
-        self.model = model
-        return []
-
-    def saved(self, t: torch.Tensor) -> None:
-        pass
-
-    def __enter__(self) -> None:
-        pass
-
-    def __exit__(self, *exc: object) -> None:
-        pass
+    def started(self, ctx: RunContext) -> None:
+        self.model = ctx.model
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

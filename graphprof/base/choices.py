@@ -103,10 +103,12 @@ class Execution(Choice):
 
 
 class Phase(Choice):
-    """The part of a run an op belongs to: the forward, or (train mode) the backward."""
+    """The part of a run an op belongs to: the forward, or (train mode) the backward; a training step
+    (:func:`graphprof.run.step.run_step`) adds the optimizer's step after it."""
 
     FORWARD = "forward"
     BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
 
 
 class OpStatus(Choice):

@@ -2,7 +2,7 @@
 
 Each record is one benchmark (a matrix product, a convolution, an element-wise op...) run eagerly
 under ``torch.no_grad`` as graphprof's ``--measure`` runs a forward. Its FLOPs and bytes are not
-written by hand: the call is run once under :class:`_CostRecorder`, which applies graphprof's own
+written by hand: the call is run once through the run loop with :class:`_CostRecorder` watching, which applies graphprof's own
 formula registry (:func:`graphprof.formulas.op_cost`) to every aten call it makes, so the table is
 costed exactly as a profile is. The record keeps the main aten op and its input shapes, from which
 :func:`graphprof.devices.predict.op_class` and :func:`graphprof.devices.predict.reduction_depth` read its family.
@@ -30,12 +30,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from graphprof.base.choices import OpStatus
+from graphprof.errors import ShapePropagationError
 from graphprof.formulas import op_cost, op_status
 from graphprof.formulas.registry import op_name
 from graphprof.measure.heap import settle_malloc
+from graphprof.run.events import Observer, OpEvent
+from graphprof.run.loop import run_model
 
 __all__ = [
     "Benchmark",
@@ -54,37 +56,53 @@ __all__ = [
 Progress = Callable[[int, int, str], None]
 
 
-class _CostRecorder(TorchDispatchMode):
-    """Sum graphprof's cost of every aten call made inside the mode; remember the costliest call."""
+class _CostRecorder(Observer):
+    """Sum graphprof's cost of every aten call a run makes; remember the costliest call."""
+
+    wants_ops = True
 
     def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
         self.flops = 0
         self.bytes = 0
         self.main: tuple[int, str, list[list[int]]] = (-1, "", [])
         self.out_shapes: list[list[int]] = []
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if op_status(func) is OpStatus.COUNTED:
-            cost = op_cost(func, args, kwargs, out)
-            if cost is not None:
-                self.flops += cost.flops
-                self.bytes += cost.bytes_moved
-                weight = cost.flops + cost.bytes_moved
-                if weight > self.main[0]:
-                    shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
-                    self.main = (weight, op_name(func), shapes)
-                    outs = out if isinstance(out, tuple | list) else (out,)
-                    self.out_shapes = [list(o.shape) for o in outs if isinstance(o, torch.Tensor)]
-        return out
+    def op(self, event: OpEvent) -> None:
+        func, args, out = event.func, event.args, event.out
+        if op_status(func) is not OpStatus.COUNTED:
+            return
+        cost = op_cost(func, args, event.kwargs, out)
+        if cost is None:
+            return
+        self.flops += cost.flops
+        self.bytes += cost.bytes_moved
+        weight = cost.flops + cost.bytes_moved
+        if weight > self.main[0]:
+            shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+            self.main = (weight, op_name(func), shapes)
+            outs = out if isinstance(out, tuple | list) else (out,)
+            self.out_shapes = [list(o.shape) for o in outs if isinstance(o, torch.Tensor)]
+
+
+class _Call(nn.Module):
+    """A benchmark's call as a module, so the run loop runs it (for real, no gradients) like any model."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self) -> Any:
+        return self.fn()
 
 
 def cost_of(fn: Callable[[], Any]) -> tuple[str, list[list[int]], int, int, list[list[int]]]:
-    """(main aten op, its input shapes, FLOPs, bytes, its output shapes) of one call of ``fn``, by graphprof's formulas."""
-    with torch.no_grad(), _CostRecorder() as recorder:
-        fn()
+    """(main aten op, its input shapes, FLOPs, bytes, its output shapes) of one call of ``fn``, by graphprof's
+    formulas: one real run of the call through the run loop, the costs from its op events."""
+    recorder = _CostRecorder()
+    try:
+        run_model(None, _Call(fn), (), {}, [recorder], fake=False)
+    except ShapePropagationError as exc:  # the call's own error, as the call raised it
+        raise (exc.__cause__ or exc) from None
     return recorder.main[1], recorder.main[2], recorder.flops, recorder.bytes, recorder.out_shapes
 
 

@@ -84,6 +84,9 @@ class EventBus:
         self.values: IndexValues | None = None
         #: a dry run (meta tensors or FakeTensors): nothing is computed, so outputs may come from metadata
         self.dry = False
+        #: tensor subclasses whose calls the tap hands back to the subclass (``NotImplemented``), so the events
+        #: are the calls it makes on its inner tensors (DTensor: one rank's calls on its shards, its collectives)
+        self.defer: tuple[type, ...] = ()
 
     def start(self, ctx: RunContext) -> None:
         for o in self.observers:
@@ -107,9 +110,11 @@ class EventBus:
         for o in self.observers:
             o.phase_started(phase)
 
-    def enter(self, layer: Layer) -> None:
+    def enter(self, layer: Layer, inputs: Any = None) -> None:
         for o in self.observers:
             o.layer_entered(layer)
+            if inputs is not None:
+                o.layer_inputs(layer, inputs)
 
     def leave(self, layer: Layer, output: Any) -> None:
         if self.tags is not None and self.phase is Phase.FORWARD:
@@ -174,6 +179,8 @@ class OpTap(TorchDispatchMode):
         self.loop = loop
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if self.loop.defer and any(issubclass(t, self.loop.defer) for t in types):
+            return NotImplemented
         kwargs = kwargs or {}
         values = self.loop.values
         try:

@@ -9,14 +9,16 @@ observers does not matter. The events:
 * :meth:`Observer.started`: the run's tensors are ready (:class:`RunContext`: inputs, parameters and
   buffers as this run sees them, the layers known up front);
 * :meth:`Observer.layer_entered` / :meth:`Observer.layer_left`: a layer (a graph node, or a module in
-  the eager capture) starts and ends, with its output;
+  the eager capture) starts and ends, with its output; where the layer is a module (the eager capture,
+  a training step), :meth:`Observer.layer_inputs` follows each entry with what it was called with;
 * :meth:`Observer.op`: an aten call ran (:class:`OpEvent`: the call, its outputs, the layer it
   belongs to, and for each input tensor the op or graph input that produced it). In backward, the
   layer is the forward layer whose autograd node runs: the loop attributes it before any observer
   sees the event;
 * :meth:`Observer.saved`: in train mode, autograd saves a tensor for the backward (through
   ``torch.autograd.graph.saved_tensors_hooks``), with the layer running when it does;
-* :meth:`Observer.phase_started`: ``"forward"``, then ``"backward"`` in train mode;
+* :meth:`Observer.phase_started`: ``"forward"``, then ``"backward"`` in train mode, then ``"optimizer"``
+  in a training step (:func:`graphprof.run.step.run_step`);
 * :meth:`Observer.finished`: the model's outputs.
 """
 
@@ -94,6 +96,8 @@ class RunContext:
     inputs: tuple[tuple[Any, ...], dict[str, Any]]
     state: dict[str, torch.Tensor]
     layers: dict[str, Layer]
+    #: a training step's optimizer, its state already made (:func:`graphprof.run.step.run_step`), else ``None``
+    optimizer: torch.optim.Optimizer | None = None
     #: a context in which the ops an observer itself causes (reading what autograd saved, say) are not
     #: events: every observer sees the run's own ops only
     unobserved: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
@@ -130,6 +134,9 @@ class Observer:
 
     def layer_entered(self, layer: Layer) -> None:
         """``layer`` starts (in the eager capture, layers nest as modules do)."""
+
+    def layer_inputs(self, layer: Layer, inputs: Any) -> None:
+        """``layer``, a module just entered, was called with ``inputs`` (its positional arguments)."""
 
     def layer_left(self, layer: Layer, output: Any) -> None:
         """``layer`` returned ``output``."""

@@ -11,7 +11,23 @@ from torch import nn
 from graphprof.errors import DataDependentError
 from graphprof.run.shapes import new_fake
 
-__all__ = ["Converter", "all_meta", "plain_dense", "fake_from_metadata", "small_tensor_attributes", "nbytes"]
+__all__ = [
+    "fake_mode",
+    "Converter",
+    "all_meta",
+    "plain_dense",
+    "fake_from_metadata",
+    "small_tensor_attributes",
+    "nbytes",
+]
+
+
+def fake_mode() -> Any:
+    """The one maker of a run's ``FakeTensorMode`` (real tensors allowed in, as constants): the dry run's
+    (:class:`Converter`) and a training step's (:func:`graphprof.run.step.run_step`)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
 
 
 #: Real buffers up to this many elements keep their values on a dry run (see :func:`run_model`).
@@ -58,11 +74,7 @@ class Converter:
     fake mode."""
 
     def __init__(self, named: dict[str, torch.Tensor], fake: bool, dtype: torch.dtype | None, train: bool) -> None:
-        self.fake_mode = None
-        if fake:
-            from torch._subclasses.fake_tensor import FakeTensorMode
-
-            self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.fake_mode = fake_mode() if fake else None
         self.home = next((t.device for t in named.values() if not t.is_meta), None)
         self.dtype = dtype
         self.train = train

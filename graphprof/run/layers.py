@@ -19,7 +19,7 @@ from graphprof.errors import CaptureError, DataDependentError, ShapePropagationE
 from graphprof.run.dispatch import EventBus
 from graphprof.run.events import Layer
 from graphprof.run.failures import needs_values
-from graphprof.run.hooks import module_call_hooks
+from graphprof.run.hooks import module_call_hooks, own_module_hooks
 from graphprof.run.params import parameter_tensors
 
 __all__ = ["graph_layers", "module_layers", "run_graph", "run_eager"]
@@ -155,10 +155,12 @@ class _Executor(nn.Module):
 
 
 @contextlib.contextmanager
-def module_layers(model: nn.Module, loop: EventBus, layers: dict[str, Layer]) -> Iterator[None]:
+def module_layers(model: nn.Module, loop: EventBus, layers: dict[str, Layer], own: bool = False) -> Iterator[None]:
     """Modules as layers, through global forward hooks (removed on exit; nothing is attached to the
-    user's modules). A module reached under several paths (one activation instance shared by every
-    block) is named by the path under the module that called it, so each call site keeps its own row."""
+    user's modules), or, for a copy the run owns (``own``), hooks on its modules after its wrappers' own
+    (:func:`graphprof.run.hooks.own_module_hooks`). A module reached under several paths (one activation
+    instance shared by every block) is named by the path under the module that called it, so each call
+    site keeps its own row."""
     paths: dict[int, list[str]] = {}
     for name, m in model.named_modules(remove_duplicate=False):
         paths.setdefault(id(m), []).append(name)
@@ -192,7 +194,7 @@ def module_layers(model: nn.Module, loop: EventBus, layers: dict[str, Layer]) ->
             )
         stack.append((loop.layer, layer))
         loop.layer = layer
-        loop.enter(layer)
+        loop.enter(layer, args)
 
     def post_hook(module: nn.Module, args: Any, output: Any) -> None:
         if not stack:
@@ -202,7 +204,7 @@ def module_layers(model: nn.Module, loop: EventBus, layers: dict[str, Layer]) ->
             loop.leave(entered, output)
         loop.layer = before
 
-    with module_call_hooks(pre_hook, post_hook):
+    with own_module_hooks(model, pre_hook, post_hook) if own else module_call_hooks(pre_hook, post_hook):
         yield
 
 

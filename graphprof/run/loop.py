@@ -110,7 +110,9 @@ def run_model(
         if fake_run:
             loop.values = IndexValues.of_inputs((args, kwargs), (run.args, run.kwargs))
         run.mark(loop)
-        loop.start(RunContext(model, gm, fake, train, (run.args, run.kwargs), run.state, layers, loop.unobserved))
+        loop.start(
+            RunContext(model, gm, fake, train, (run.args, run.kwargs), run.state, layers, unobserved=loop.unobserved)
+        )
         _enter_run(stack, loop, train, modes)
         try:
             outputs = _forward(captured, gm, model, loop, layers, run, fake)

@@ -12,7 +12,6 @@ summed. Nothing real is allocated, so Llama-3-70B on 512 ranks fits on a laptop.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,60 +19,50 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from graphprof.base.choices import Phase
-from graphprof.base.tied import retie, tied_groups
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
 from graphprof.errors import InvalidInputError
 from graphprof.formulas.registry import to_meta
+from graphprof.run.events import Layer, Observer, OpEvent
 from graphprof.run.propagate import OpCall
+from graphprof.run.step import StepSpec, run_step
 from graphprof.sharding.tp_plan import TensorPlan
 from graphprof.sharding.wraps import Fsdp, TensorParallel, local_bytes
 
 __all__ = ["run_sharded_step", "StepRecord"]
 
 
-class _Tap(TorchDispatchMode):
-    """Every aten call of the step as a cost record, in order, with its phase: as each rank runs it, so a
-    call on DTensors (tensor parallelism) is passed to DTensor (``NotImplemented``), whose calls on the
-    local shards, and collectives, come back here."""
+class _RankOps(Observer):
+    """Every aten call of the step as a cost record, in order, with its phase, as each rank runs it (the run
+    loop hands a call on DTensors back to DTensor, whose calls on the local shards, and collectives, come
+    back as events); and the bytes the forward saves for backward (each storage once; parameters, gathered
+    or not, left out)."""
+
+    wants_ops = True
+    wants_saved = True
 
     def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
         self.records: list[OpRecord] = []
-        self.phase = Phase.FORWARD
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
-        if any(issubclass(t, DTensor) for t in types):
-            return NotImplemented
-        out = func(*args, **kwargs)
-        memo: dict[int, Any] = {}
-        self.records.append(
-            op_record(OpCall(func, to_meta(args, memo), to_meta(kwargs, memo), to_meta(out, {}), self.phase))
-        )
-        return out
-
-
-class _Saved:
-    """Bytes the forward saves for backward (each storage once; parameters, gathered or not, left out)."""
-
-    def __init__(self) -> None:
         self.seen: set[StorageWeakRef] = set()
-        self.bytes = 0
+        self.saved_bytes = 0
 
-    def pack(self, t: torch.Tensor) -> torch.Tensor:
-        base = t._base if t._base is not None else t
-        local = getattr(t, "_local_tensor", t)  # a DTensor: the rank's shard
+    def op(self, event: OpEvent) -> None:
+        memo: dict[int, Any] = {}
+        call = OpCall(
+            event.func, to_meta(event.args, memo), to_meta(event.kwargs, memo), to_meta(event.out, {}), event.phase
+        )
+        self.records.append(op_record(call))
+
+    def saved(self, layer: Layer | None, tensor: torch.Tensor) -> None:
+        base = tensor._base if tensor._base is not None else tensor
+        local = getattr(tensor, "_local_tensor", tensor)  # a DTensor: the rank's shard
         if not isinstance(base, nn.Parameter) and local.layout == torch.strided:
             ref = StorageWeakRef(local.untyped_storage())
             if ref not in self.seen:
                 self.seen.add(ref)
-                self.bytes += local.untyped_storage().nbytes()
-        return t
+                self.saved_bytes += local.untyped_storage().nbytes()
 
 
 def _warm(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -130,37 +119,27 @@ def run_sharded_step(
     wraps: tuple[TensorParallel | None, Fsdp | None],
     dtype: torch.dtype | None,
 ) -> StepRecord:
-    """One training step of a copy of ``model`` sharded by ``wraps`` (:func:`~graphprof.sharding.wraps.sharding_wraps`), on FakeTensors."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
+    """One forward and backward of a copy of ``model`` sharded by ``wraps``
+    (:func:`~graphprof.sharding.wraps.sharding_wraps`), on FakeTensors, through the run loop's step seam
+    (:func:`graphprof.run.step.run_step`): no optimizer, the inputs as they are (not cast)."""
     from graphprof.formulas.collectives import register_collectives
 
     register_collectives()
-    tied = tied_groups(model)  # the user's ties, put back after the conversions of the copy below
-    step_model = copy.deepcopy(model)  # the user's model (or the meta build) is never wrapped itself
-    if dtype is not None:
-        step_model = step_model.to(dtype)  # on the copy, before its parameters become FakeTensors
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        step_model = step_model.to_empty(device="cpu")
-        retie(step_model, tied)  # to_empty unties them: FSDP would shard a second embedding
-        step_model.train()
-        for wrap in wraps:
-            step_model = step_model if wrap is None else wrap(step_model)
-        shard_bytes = sum(local_bytes(p) for p in step_model.parameters())
-        if wraps[0] is not None:
-            _warm_split(step_model, args, kwargs, wraps[0])
-        tap, saved = _Tap(), _Saved()
-        call_args, call_kwargs = _fake_inputs(args), _fake_inputs(kwargs)
-        with tap, torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
-            loss = _loss(step_model(*call_args, **call_kwargs))
-        tap.phase = Phase.BACKWARD
-        with tap:
-            loss.backward()
     tp, fsdp = wraps
+    rank = _RankOps()
+    spec = StepSpec(
+        loss=_loss,
+        wraps=tuple(w for w in wraps if w is not None),
+        dtype=dtype,
+        cast_inputs=False,
+        warm=None if tp is None else (lambda m, a, k: _warm_split(m, a, k, tp)),
+        defer=(DTensor,),
+    )
+    step_model = run_step(model, args, kwargs, [rank], spec)
     return StepRecord(
-        tap.records,
-        saved.bytes,
-        shard_bytes,
+        rank.records,
+        rank.saved_bytes,
+        sum(local_bytes(p) for p in step_model.parameters()),
         [] if fsdp is None else fsdp.unit_bytes,
         TensorPlan(()) if tp is None else tp.plan,
     )

@@ -18,10 +18,9 @@ from graphprof.training.result import (
     PhasePeak,
     RanksPlan,
     StepBreakdown,
-    StepPhase,
 )
 
 __all__ = [
     "plan_memory", "plan_ranks", "parse_memory", "measure_step", "MeasuredStep", "MemoryPlan", "PhasePeak", "StepBreakdown",
-    "StepPhase", "CheckpointPlan", "CheckpointChoice", "RanksPlan",
+    "CheckpointPlan", "CheckpointChoice", "RanksPlan",
 ]  # fmt: skip

@@ -27,7 +27,6 @@ from typing import Any
 import torch
 from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from graphprof.base.choices import OpStatus, Optimizer, Phase
@@ -38,9 +37,10 @@ from graphprof.devices.hardware import Hardware
 from graphprof.devices.predict import Calibration, load_calibration, predict_ops
 from graphprof.errors import InvalidInputError, MissingDependencyError
 from graphprof.formulas.registry import to_meta
+from graphprof.run.events import Layer, Observer, OpEvent
 from graphprof.run.propagate import OpCall
 from graphprof.sharding.spec import ShardSpec
-from graphprof.training.result import CheckpointChoice, CheckpointPlan, MemoryPlan, StepPhase
+from graphprof.training.result import CheckpointChoice, CheckpointPlan, MemoryPlan
 from graphprof.training.simulate import StepModel, plan_step
 from graphprof.training.step import StepInputs, checkpointed, simulate_step
 
@@ -88,35 +88,36 @@ class _Block:
     ops: list[OpRecord] = field(default_factory=list)
 
 
-class BlockCosts(TorchDispatchMode):
+class BlockCosts(Observer):
     """Per candidate block of one simulated step: bytes saved for backward inside it, its inputs, its
-    forward's costed calls; and every call of the step (for the step's predicted time)."""
+    forward's costed calls; and every call of the step (for the step's predicted time). An observer of the
+    run loop's training step: blocks are the copy's modules by name, entered and left as layers."""
+
+    wants_ops = True
+    wants_saved = True
 
     def __init__(self, blocks: list[str]) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
         self.blocks = {name: _Block() for name in blocks}
         self.stack: list[str] = []
         self.step_ops: list[OpRecord] = []
         self.saved_by: dict[StorageWeakRef, str | None] = {}
 
-    def attach(self, model: nn.Module) -> list[Any]:
-        handles = []
-        for name, module in model.named_modules():
-            if name in self.blocks:
-                handles.append(module.register_forward_pre_hook(lambda _m, args, name=name: self._enter(name, args)))
-                handles.append(module.register_forward_hook(lambda _m, _a, _o: self._leave(), always_call=True))
-        return handles
+    def layer_entered(self, layer: Layer) -> None:
+        if layer.name in self.blocks:
+            self.stack.append(layer.name)
 
-    def _enter(self, name: str, args: Any) -> None:
-        self.stack.append(name)
-        for t in tree_flatten(args)[0]:
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
-                self.blocks[name].inputs[StorageWeakRef(t.untyped_storage())] = t.untyped_storage().nbytes()
+    def layer_inputs(self, layer: Layer, inputs: Any) -> None:
+        if layer.name in self.blocks:
+            for t in tree_flatten(inputs)[0]:
+                if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                    self.blocks[layer.name].inputs[StorageWeakRef(t.untyped_storage())] = t.untyped_storage().nbytes()
 
-    def _leave(self) -> None:  # a forward hook that returns something replaces the output: this returns None
-        self.stack.pop()
+    def layer_left(self, layer: Layer, output: Any) -> None:
+        if layer.name in self.blocks:
+            self.stack.pop()
 
-    def saved(self, t: torch.Tensor) -> None:
+    def saved(self, layer: Layer | None, tensor: torch.Tensor) -> None:
+        t = tensor
         if isinstance(t, nn.Parameter) or isinstance(t._base, nn.Parameter) or t.layout != torch.strided:
             return
         ref = StorageWeakRef(t.untyped_storage())
@@ -126,16 +127,14 @@ class BlockCosts(TorchDispatchMode):
             if owner is not None:
                 self.blocks[owner].saved[ref] = t.untyped_storage().nbytes()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+    def op(self, event: OpEvent) -> None:
         memo: dict[int, Any] = {}
-        phase = Phase.FORWARD if self.stack else Phase.BACKWARD
-        record = op_record(OpCall(func, to_meta(args, memo), to_meta(kwargs, memo), to_meta(out, {}), phase))
+        phase = Phase.FORWARD if self.stack else Phase.BACKWARD  # the blocks' forwards, the rest of the step
+        call = OpCall(event.func, to_meta(event.args, memo), to_meta(event.kwargs, memo), to_meta(event.out, {}), phase)
+        record = op_record(call)
         self.step_ops.append(record)
         if self.stack:
             self.blocks[self.stack[0]].ops.append(record)
-        return out
 
     def freed(self, name: str) -> int:
         """Bytes checkpointing ``name`` frees: what it saved, less its inputs that only it saved or that
@@ -218,9 +217,9 @@ def plan_checkpoint(step: StepModel, plan: MemoryPlan, budget: int, hardware: Ha
     target, chosen, planned = budget, None, None
     for _ in range(_ROUNDS):
         chosen = solve_checkpoint(
-            freed, saved, timed, peaks.get(StepPhase.FORWARD, 0), peaks.get(StepPhase.BACKWARD, 0), target
+            freed, saved, timed, peaks.get(Phase.FORWARD, 0), peaks.get(Phase.BACKWARD, 0), target
         )
-        if chosen is None or peaks.get(StepPhase.OPTIMIZER, 0) > budget:
+        if chosen is None or peaks.get(Phase.OPTIMIZER, 0) > budget:
             chosen = [True] * len(blocks)
         names = {b for b, c in zip(blocks, chosen, strict=True) if c}
         planned = plan_step(
@@ -235,6 +234,6 @@ def plan_checkpoint(step: StepModel, plan: MemoryPlan, budget: int, hardware: Ha
     )
     return CheckpointPlan(
         budget_bytes=budget, choices=choices, solver=SOLVER, timing=how,
-        solver_peak_bytes=max(peaks.get(StepPhase.FORWARD, 0) - sum(f for f, c in zip(freed, chosen, strict=True) if c), 0),
+        solver_peak_bytes=max(peaks.get(Phase.FORWARD, 0) - sum(f for f, c in zip(freed, chosen, strict=True) if c), 0),
         planned=replace(planned, notes=()), feasible=planned.peak_bytes <= budget, step_s=step_s,
     )  # fmt: skip

@@ -21,10 +21,11 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import set_checkpoint_early_stop
 
-from graphprof.base.choices import Optimizer
+from graphprof.base.choices import Optimizer, Phase
 from graphprof.measure.memory import peak_during
-from graphprof.training.result import StepPhase
-from graphprof.training.step import Wrap, make_optimizer, optimizer_tensors, storage_bytes, train_step
+from graphprof.run.step import Wrap
+from graphprof.training.step import make_optimizer, storage_bytes, train_step
+from graphprof.training.tracker import optimizer_tensors
 
 __all__ = ["MeasuredStep", "measure_step"]
 
@@ -46,7 +47,7 @@ class _RecomputeClock:
 
     def __init__(self, model: nn.Module, names: frozenset[str], clock: Callable[[], float] = time.perf_counter) -> None:
         self.clock = clock
-        self.phase = StepPhase.FORWARD
+        self.phase = Phase.FORWARD
         self.seconds = 0.0
         self._start: dict[int, float] = {}
         self.handles = []
@@ -59,10 +60,10 @@ class _RecomputeClock:
         self._start[id(module)] = self.clock()
 
     def _leave(self, module: nn.Module) -> None:
-        if self.phase is StepPhase.BACKWARD:
+        if self.phase is Phase.BACKWARD:
             self.seconds += self.clock() - self._start.pop(id(module))
 
-    def mark(self, phase: StepPhase) -> None:
+    def mark(self, phase: Phase) -> None:
         self.phase = phase
 
 

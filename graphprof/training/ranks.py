@@ -20,11 +20,12 @@ from torch import nn
 from graphprof.base.choices import Optimizer
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
+from graphprof.run.step import Wrap
 from graphprof.sharding.spec import MAX_WORLD, ShardSpec
 from graphprof.training.checkpoint import candidate_blocks
 from graphprof.training.result import MemoryPlan, RanksPlan
 from graphprof.training.simulate import StepModel, plan_step, resolve_step_model
-from graphprof.training.step import Wrap, checkpointed
+from graphprof.training.step import checkpointed
 
 __all__ = ["plan_ranks", "extrapolate"]
 

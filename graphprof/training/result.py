@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphprof.base.choices import Choice, Optimizer
+from graphprof.base.choices import Choice, Optimizer, Phase
 from graphprof.base.display import NotebookDisplay
 
 __all__ = [
     "StepExecution",
-    "StepPhase",
     "StepBreakdown",
     "PhasePeak",
     "CheckpointChoice",
@@ -30,14 +29,6 @@ class StepExecution(Choice):
 
     FAKE = "fake"
     REAL = "real"
-
-
-class StepPhase(Choice):
-    """The parts of a training step, in order."""
-
-    FORWARD = "forward"
-    BACKWARD = "backward"
-    OPTIMIZER = "optimizer"
 
 
 @dataclass(frozen=True)
@@ -71,7 +62,7 @@ class PhasePeak:
     """The most a phase of the step held, what held it, and the module and aten op running then (in the
     backward: the module whose autograd node was running)."""
 
-    phase: StepPhase
+    phase: Phase
     breakdown: StepBreakdown
     module: str | None
     op: str | None

@@ -17,10 +17,11 @@ from graphprof.base.choices import Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs
 from graphprof.base.options import parse_shape
 from graphprof.errors import InvalidInputError
+from graphprof.run.step import Wrap
 from graphprof.sharding.spec import ShardSpec
 from graphprof.sharding.wraps import TensorParallel, fake_world, sharding_wraps
 from graphprof.training.result import MemoryPlan, StepExecution
-from graphprof.training.step import StepInputs, Wrap, simulate_step
+from graphprof.training.step import StepInputs, simulate_step
 
 __all__ = ["StepModel", "resolve_step_model", "plan_step"]
 

@@ -1,45 +1,42 @@
-"""One training step, as a planner simulates it and as a real run measures it: the same code for both.
+"""One training step, as a planner simulates it and as a real run measures it: the same step for both.
 
-A step is ``loss = sum of the outputs; loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)``
-(:func:`train_step`). :func:`simulate_step` creates the optimizer's state on a copy of the model (as a
-first step does) and tracks one step with
-:class:`~graphprof.training.tracker.StepMemory`. The copy's parameters are FakeTensors (nothing allocated)
-unless the model's forward reads values (a graph model's edge list), which then runs on the CPU for real.
-The user's model is never touched: the copy is the one wrapped, checkpointed or sharded.
+A step is ``loss = sum of the outputs; loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)``.
+:func:`simulate_step` runs it through the run loop (:func:`graphprof.run.step.run_step`, the loop's step
+seam), on a copy of the model whose optimizer state is made first (as a first step does), tracked by the
+observer :class:`~graphprof.training.tracker.StepMemory` beside any others. The copy's parameters are
+FakeTensors (nothing allocated) unless the model's forward reads values (a graph model's edge list), which
+then runs on the CPU for real. The user's model is never touched: the copy is the one wrapped, checkpointed
+or sharded. :func:`train_step` is the same step on a real model, for the measured reference
+(:mod:`graphprof.training.measured`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
-from graphprof.base.choices import Optimizer
-from graphprof.base.tied import retie, tied_groups
+from graphprof.base.choices import Optimizer, Phase
 from graphprof.measure.timing import default_loss
-from graphprof.training.result import PhasePeak, StepBreakdown, StepPhase
+from graphprof.run.events import Observer
+from graphprof.run.step import StepSpec, Wrap, run_step
+from graphprof.training.result import PhasePeak, StepBreakdown
 from graphprof.training.tracker import StepMemory, dense_tensors
 
 __all__ = [
     "StepInputs",
     "StepOutcome",
-    "StepObserver",
     "train_step",
     "make_optimizer",
     "simulate_step",
     "checkpointed",
     "storage_bytes",
 ]
-
-#: Called on the step's copy of the model before its optimizer is made (FSDP's ``fully_shard``, checkpoint wrappers).
-Wrap = Callable[[nn.Module], nn.Module]
 
 
 @dataclass(frozen=True)
@@ -111,16 +108,16 @@ def train_step(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     optimizer: torch.optim.Optimizer,
-    mark: Callable[[StepPhase], None] = lambda _p: None,
+    mark: Callable[[Phase], None] = lambda _p: None,
 ) -> None:
     """One step: forward, the sum of the outputs as the loss, backward, the optimizer's step, gradients
     set to ``None``. ``mark`` is told each phase as it starts."""
-    mark(StepPhase.FORWARD)
+    mark(Phase.FORWARD)
     loss = default_loss(model(*args, **kwargs))
-    mark(StepPhase.BACKWARD)
+    mark(Phase.BACKWARD)
     loss.backward()
     del loss
-    mark(StepPhase.OPTIMIZER)
+    mark(Phase.OPTIMIZER)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
@@ -133,22 +130,6 @@ def storage_bytes(tensors: Any) -> int:
     return sum(seen.values())
 
 
-def optimizer_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-    """Every tensor of the optimizer's state (AdamW's moments and step counts)."""
-    return [t for state in optimizer.state.values() for t in tree_flatten(state)[0] if isinstance(t, torch.Tensor)]
-
-
-@contextlib.contextmanager
-def _fake_mode(real: bool) -> Iterator[None]:
-    if real:
-        yield
-        return
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        yield
-
-
 def _create_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """The optimizer's state as a first step leaves it (AdamW's moments and step counts), made by one
     optimizer step on zero gradients: a whole first training step would cost a forward and a backward more."""
@@ -159,84 +140,33 @@ def _create_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     optimizer.zero_grad(set_to_none=True)
 
 
-def _prepared_copy(inputs: StepInputs) -> nn.Module:
-    model = copy.deepcopy(inputs.model)  # the user's model (or the meta build) is never wrapped itself
-    return model if inputs.dtype is None else model.to(inputs.dtype)
+def _optimizer_with_state(optimizer: Optimizer, foreach: bool) -> Callable[[nn.Module], torch.optim.Optimizer]:
+    """The step's optimizer on its wrapped copy (a sharded model's on each local shard), its state made."""
 
-
-def _step_inputs(value: Any, real: bool, dtype: torch.dtype | None) -> Any:
-    """Inputs on the step's tensors: real ones kept, meta ones given zeros (inside the fake mode: fakes);
-    floating-point ones in the step's dtype, as the model's parameters are."""
-
-    def convert(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        cast = dtype if dtype is not None and t.is_floating_point() else t.dtype
-        if real and t.device.type != "meta":
-            return t.to(cast)
-        return torch.zeros(t.shape, dtype=cast)
-
-    return tree_map(convert, value)
-
-
-class StepObserver(Protocol):
-    """Something else that watches the tracked step (:class:`graphprof.training.checkpoint.BlockCosts`): a
-    dispatch mode entered with the tracker, hooks on the step's copy, and each tensor autograd saves."""
-
-    def attach(self, model: nn.Module) -> list[Any]: ...
-
-    def saved(self, t: torch.Tensor) -> None: ...
-
-    def __enter__(self) -> Any: ...
-
-    def __exit__(self, kind: Any, value: Any, traceback: Any, /) -> Any: ...
-
-
-def simulate_step(inputs: StepInputs, observers: Sequence[StepObserver] = ()) -> tuple[StepOutcome, dict[str, int]]:
-    """Two steps of a copy of ``inputs.model``; the second tracked (and watched by ``observers``). Returns
-    the outcome and the base's parts in bytes (``parameters``, ``optimizer_state``, ``inputs``)."""
-    tied = tied_groups(inputs.model)
-    model = _prepared_copy(inputs)
-    with _fake_mode(inputs.real):
-        if not inputs.real:
-            model = model.to_empty(device="cpu")  # FakeTensors: shapes and dtypes, no memory
-        retie(model, tied)  # to_empty unties them: the step would hold a second embedding, its gradient and state
-        for wrap in inputs.wraps:
-            model = wrap(model)
-        model.train()
-        args, kwargs = (
-            _step_inputs(inputs.args, inputs.real, inputs.dtype),
-            _step_inputs(inputs.kwargs, inputs.real, inputs.dtype),
+    def make(model: nn.Module) -> torch.optim.Optimizer:
+        opt = (
+            LocalShards(model, optimizer, foreach) if _is_sharded(model) else make_optimizer(model, optimizer, foreach)
         )
-        optimizer = (
-            LocalShards(model, inputs.optimizer, inputs.foreach)
-            if _is_sharded(model)
-            else make_optimizer(model, inputs.optimizer, inputs.foreach)
-        )
-        _create_state(model, optimizer)
-        tracker = StepMemory(model)
-        base = {
-            "parameters": tracker.set_base([*model.parameters(), *model.buffers()]),
-            "optimizer_state": tracker.set_base(optimizer_tensors(optimizer)),
-            "inputs": tracker.set_base(tree_flatten((args, kwargs))[0]),
-        }
-        handles = tracker.hooks() + [h for o in observers for h in o.attach(model)]
+        _create_state(model, opt)
+        return opt
 
-        def pack(t: torch.Tensor) -> torch.Tensor:
-            for o in observers:
-                o.saved(t)
-            return tracker.pack(t)
+    return make
 
-        try:
-            with contextlib.ExitStack() as stack:
-                for o in observers:
-                    stack.enter_context(o)
-                stack.enter_context(tracker)  # innermost: sees the calls as the model makes them
-                stack.enter_context(torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t))
-                train_step(model, args, kwargs, optimizer, mark=lambda phase: setattr(tracker, "phase", phase))
-        finally:
-            for h in handles:
-                h.remove()
+
+def simulate_step(inputs: StepInputs, observers: Sequence[Observer] = ()) -> tuple[StepOutcome, dict[str, int]]:
+    """One step of a copy of ``inputs.model`` through the run loop (:func:`graphprof.run.step.run_step`),
+    tracked by :class:`~graphprof.training.tracker.StepMemory` and watched by ``observers`` too. Returns the
+    outcome and the base's parts in bytes (``parameters``, ``optimizer_state``, ``inputs``)."""
+    tracker = StepMemory()
+    spec = StepSpec(
+        loss=default_loss,
+        optimizer=_optimizer_with_state(inputs.optimizer, inputs.foreach),
+        wraps=inputs.wraps,
+        dtype=inputs.dtype,
+        real=inputs.real,
+    )
+    run_step(inputs.model, inputs.args, inputs.kwargs, [tracker, *observers], spec)
+    base = tracker.base
     phases = tuple(
         PhasePeak(phase, StepBreakdown(base["parameters"], snap.gradients, base["optimizer_state"], snap.activations, base["inputs"], snap.transients), snap.module, snap.op)
         for phase, snap in tracker.peaks.items()

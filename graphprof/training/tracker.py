@@ -1,12 +1,12 @@
 """Live memory through one training step, by category, with where its peak happens.
 
-:class:`StepMemory` is a dispatch mode that sees every aten call of the step (forward, backward and the
-optimizer's step) and keeps the storages the calls return, each once, while something still refers to
+:class:`StepMemory` is an observer of the run loop's training step (:func:`graphprof.run.step.run_step`):
+it is told every aten call of the step (forward, backward and the optimizer's step) and keeps the storages the calls return, each once, while something still refers to
 them (a weak reference per storage: a storage dies when its last tensor does, as in the allocator). The
 storages present before the step (parameters, optimizer state, the inputs) are its base; the peak is the
 base plus the most bytes live at once after any call. Categories are read at the peak from what holds
-each storage then: a parameter's ``.grad`` (gradients), a tensor autograd saved for backward
-(``saved_tensors_hooks``), anything else a call made (transients: the backward's gradients of
+each storage then: a parameter's ``.grad`` (gradients), a tensor autograd saved for backward (the loop's
+``saved`` event, ``saved_tensors_hooks``), anything else a call made (transients: the backward's gradients of
 activations, the optimizer's temporaries, outputs not yet freed).
 
 Why the peak is exact without checking every storage at every call: ``current`` only grows by what a
@@ -31,14 +31,13 @@ from typing import Any
 import torch
 from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
-from graphprof.training.result import StepPhase
+from graphprof.base.choices import Phase
+from graphprof.run.events import Layer, Observer, OpEvent, RunContext
 
-__all__ = ["StepMemory", "PeakSnapshot", "dense_tensors"]
-
-_MODULE = "graphprof.training.module"
+__all__ = ["StepMemory", "PeakSnapshot", "dense_tensors", "optimizer_tensors"]
 
 
 def dense_tensors(values: Iterable[Any]) -> Iterator[torch.Tensor]:
@@ -66,78 +65,90 @@ class PeakSnapshot:
     gradients: int
     activations: int
     transients: int
-    phase: StepPhase
+    phase: Phase
     module: str | None
     op: str | None
 
 
-class StepMemory(TorchDispatchMode):
+class StepMemory(Observer):
     """Bytes live during a step on top of its base, each phase's peak and a snapshot of it (see the module
-    docstring); set :attr:`phase` as the step moves on.
-
-    ``model`` is tagged (its autograd nodes get the module that made them, so a peak in the backward is
-    placed); ``grads`` returns the parameters' gradients now. Use one instance per step.
+    docstring): an observer of the run loop's training step (:func:`graphprof.run.step.run_step`), which
+    tells it every aten call, every tensor autograd saves, the phases and the copy's modules. ``base``
+    holds the bytes present before the step, by part (``parameters``, ``optimizer_state``, ``inputs``).
+    Use one instance per step.
     """
 
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.model = model
-        self.base: set[StorageWeakRef] = set()
+    wants_ops = True
+    wants_saved = True
+
+    def __init__(self) -> None:
+        self.model: nn.Module | None = None
+        self.base: dict[str, int] = {}
+        self.static: set[StorageWeakRef] = set()
         self.live: dict[StorageWeakRef, int] = {}
-        self.saved: set[StorageWeakRef] = set()
+        self.saved_refs: set[StorageWeakRef] = set()
         #: bytes of the live storages autograd saved (kept as they come and go, so a snapshot is cheap)
         self.saved_live = 0
         self.current = 0
-        self.phase = StepPhase.FORWARD
+        self.phase = Phase.FORWARD
         self.module: str | None = None
         #: each phase's peak (bytes above the base) and what held it
-        self.peaks: dict[StepPhase, PeakSnapshot] = {}
+        self.peaks: dict[Phase, PeakSnapshot] = {}
         #: every byte autograd saved in the step (each storage once), whatever was freed since
         self.saved_total = 0
 
-    def set_base(self, tensors: Iterable[torch.Tensor]) -> int:
-        """The storages present before the step (each once); returns their bytes."""
+    def started(self, ctx: RunContext) -> None:
+        """The storages present before the step, each once: the copy's parameters and buffers, the
+        optimizer's state, the inputs."""
+        self.model = ctx.model
+        state = optimizer_tensors(ctx.optimizer) if ctx.optimizer is not None else []
+        self.base = {
+            "parameters": self._set_base([*ctx.model.parameters(), *ctx.model.buffers()]),
+            "optimizer_state": self._set_base(state),
+            "inputs": self._set_base(tree_flatten(ctx.inputs)[0]),
+        }
+
+    def _set_base(self, tensors: Iterable[torch.Tensor]) -> int:
         total = 0
         for t in dense_tensors(tensors):
             ref, size = _ref(t)
-            if ref not in self.base:
-                self.base.add(ref)
+            if ref not in self.static:
+                self.static.add(ref)
                 total += size
         return total
 
-    def pack(self, t: torch.Tensor) -> torch.Tensor:
-        """``saved_tensors_hooks``' pack: remember what autograd saves (the tensor itself is kept); a
-        parameter (FSDP's gathered one too) is a weight, not an activation."""
-        if isinstance(t, nn.Parameter) or isinstance(t._base, nn.Parameter):
-            return t
-        for d in dense_tensors([t]):
+    def phase_started(self, phase: Phase) -> None:
+        self.phase = phase
+
+    def saved(self, layer: Layer | None, tensor: torch.Tensor) -> None:
+        """What autograd saves; a parameter (FSDP's gathered one too) is a weight, not an activation."""
+        if isinstance(tensor, nn.Parameter) or isinstance(tensor._base, nn.Parameter):
+            return
+        for d in dense_tensors([tensor]):
             ref = _ref(d)[0]
-            if ref not in self.saved:
-                self.saved.add(ref)
+            if ref not in self.saved_refs:
+                self.saved_refs.add(ref)
                 size = self.live.get(ref, 0)
                 self.saved_live += size
                 self.saved_total += size
-        return t
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        out = func(*args, **(kwargs or {}))
-        for t in dense_tensors(tree_flatten(out)[0]):
+    def op(self, event: OpEvent) -> None:
+        for t in dense_tensors(tree_flatten(event.out)[0]):
             ref, size = _ref(t)
-            if ref not in self.base and self.live.get(ref) != size:  # new, or regrown (FSDP's gathered units)
+            if ref not in self.static and self.live.get(ref) != size:  # new, or regrown (FSDP's gathered units)
                 self._resize(ref, size)
         held = self.peaks.get(self.phase)
         if held is None or self.current > held.live:
-            self._settle(str(func.overloadpacket.__name__))
-        return out
+            self._settle(str(event.func.overloadpacket.__name__), event.layer)
 
     def _resize(self, ref: StorageWeakRef, size: int) -> None:
         change = size - self.live.get(ref, 0)
         self.live[ref] = size
         self.current += change
-        if ref in self.saved:
+        if ref in self.saved_refs:
             self.saved_live += change
 
-    def _settle(self, op: str) -> None:
+    def _settle(self, op: str, layer: Layer | None) -> None:
         for ref in list(self.live):
             # a dead storage is dropped; a live one is read again: FSDP frees a gathered unit by resizing
             # its storage to 0 (``UntypedStorage.resize_``, which no dispatch mode sees)
@@ -146,46 +157,36 @@ class StepMemory(TorchDispatchMode):
                 del self.live[ref]
         held = self.peaks.get(self.phase)
         if held is None or self.current > held.live:
-            self.peaks[self.phase] = self._categorise(op)
+            self.peaks[self.phase] = self._categorise(op, layer)
 
-    def _categorise(self, op: str) -> PeakSnapshot:
+    def _categorise(self, op: str, layer: Layer | None) -> PeakSnapshot:
+        assert self.model is not None
         grads = {_ref(g)[0] for p in self.model.parameters() if p.grad is not None for g in dense_tensors([p.grad])}
-        grad_bytes = sum(self.live.get(ref, 0) for ref in grads if ref not in self.saved)
+        grad_bytes = sum(self.live.get(ref, 0) for ref in grads if ref not in self.saved_refs)
         other = self.current - grad_bytes - self.saved_live
-        return PeakSnapshot(self.current, grad_bytes, self.saved_live, other, self.phase, self._where(), op)
+        return PeakSnapshot(self.current, grad_bytes, self.saved_live, other, self.phase, self._where(layer), op)
 
-    def _where(self) -> str | None:
-        if self.phase is StepPhase.BACKWARD:
+    def _where(self, layer: Layer | None) -> str | None:
+        """The forward's module running; in the backward the module whose autograd node runs (the loop
+        attributes it), else the node's own name (the loss's); the optimizer's step."""
+        if self.phase is Phase.BACKWARD:
+            if layer is not None:
+                return layer.name
             node: Any = torch._C._current_autograd_node()
-            return None if node is None else str(node.metadata.get(_MODULE, node.name()))
-        if self.phase is StepPhase.FORWARD:
+            return None if node is None else str(node.name())
+        if self.phase is Phase.FORWARD:
             return self.module or "(the loss, outside the model)"
         return "optimizer.step"
 
-    # ---- where: the module running (forward) and the module whose nodes run (backward) --------------
-    def hooks(self) -> list[Any]:
-        """Hooks on the step's own copy of the model (never the user's): the running module, and each
-        autograd node tagged with the innermost module that made it."""
-        handles = []
-        for name, module in self.model.named_modules():
-            handles.append(module.register_forward_pre_hook(lambda _m, _a, name=name: self._enter(name)))
-            handles.append(
-                module.register_forward_hook(lambda _m, _a, out, name=name: self._leave(name, out), always_call=True)
-            )
-        return handles
+    # ---- where: the module running in the forward ----------------------------------------------------
+    def layer_entered(self, layer: Layer) -> None:
+        self.module = layer.module or "(model)"
 
-    def _enter(self, name: str) -> None:
-        self.module = name or "(model)"
+    def layer_left(self, layer: Layer, output: Any) -> None:
+        name = layer.module or ""
+        self.module = name.rpartition(".")[0] if name else None
 
-    def _leave(self, name: str, output: Any) -> None:
-        stack: list[Any] = [
-            t.grad_fn for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None
-        ]
-        while stack:
-            fn = stack.pop()
-            if fn is None or _MODULE in fn.metadata:
-                continue
-            fn.metadata[_MODULE] = name or "(model)"
-            stack.extend(next_fn for next_fn, _ in fn.next_functions)
-        parent = name.rpartition(".")[0]
-        self.module = parent if name else None
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """Every tensor of the optimizer's state (AdamW's moments and step counts)."""
+    return [t for state in optimizer.state.values() for t in tree_flatten(state)[0] if isinstance(t, torch.Tensor)]
