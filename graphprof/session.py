@@ -58,7 +58,16 @@ from graphprof.run.events import Observer
 from graphprof.run.lowering import lowering_context, parse_lowering
 from graphprof.run.propagate import Trace, propagate
 
-__all__ = ["Session", "SessionRun", "RunCall", "open_session", "model_device", "unwrap_model"]
+__all__ = [
+    "Session",
+    "SessionRun",
+    "RunCall",
+    "open_session",
+    "build_model",
+    "BuiltModel",
+    "model_device",
+    "unwrap_model",
+]
 
 #: Above this many input elements the warm-up materialises only the first sample of a placeholder batch.
 _WARM_UP_ELEMENTS = 1 << 24
@@ -370,6 +379,58 @@ def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **op
     args, kwargs = _module_inputs(spec)
     name = build.model_name or type(unwrap_model(model_or_name)[0]).__name__
     return _open_module(build, _Built(model_or_name, args, kwargs, name, CUSTOM))  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class BuiltModel:
+    """A model as a session builds it, before any warm-up or capture: ``real`` where it was built on the
+    CPU because its forward reads values (a graph model's edge list)."""
+
+    name: str
+    model: nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    real: bool
+
+
+def build_model(
+    model_or_name: nn.Module | str,
+    *,
+    batch_size: int | None = None,
+    input_shape: Sequence[int] | str | None = None,
+    example_inputs: tuple[Any, ...] | None = None,
+    example_kwargs: dict[str, Any] | None = None,
+) -> BuiltModel:
+    """Resolve a model as :func:`open_session` does, without warming it up or capturing it (a training
+    step runs its own copy): a named model built on the meta device (on the CPU where its family's forward
+    reads values), or a module object with its example inputs or a meta placeholder of ``input_shape``."""
+    from graphprof.models import family_traits, resolve_model, spec_family
+
+    spec = RunSpec.of(
+        batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs
+    )
+    if isinstance(model_or_name, str):
+        real = family_traits(spec_family(model_or_name)).needs_real_values
+        with _float32_default():
+            r = resolve_model(
+                model_or_name, input_shape=spec.input_shape, batch_size=batch_size, device="cpu" if real else "meta"
+            )
+        args, kwargs = tuple(r.args), dict(r.kwargs)
+        if spec.replaces_inputs:
+            args, kwargs = tuple(example_inputs or ()), dict(example_kwargs or {})
+        return BuiltModel(r.name, r.model, args, kwargs, real)
+    if not isinstance(model_or_name, nn.Module):
+        raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
+    args, kwargs = _module_inputs(spec)
+    on_meta = any(t.device.type == "meta" for t in model_or_name.parameters())
+    return BuiltModel(
+        type(model_or_name).__name__, model_or_name, args, kwargs, not on_meta and _reads_values(model_or_name)
+    )
+
+
+def _reads_values(model: nn.Module) -> bool:
+    """Whether a module object's forward reads values: graph models' message passing reads the edge list."""
+    return any(type(m).__module__.startswith("torch_geometric") for m in model.modules())
 
 
 @dataclass(frozen=True)

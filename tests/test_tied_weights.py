@@ -233,16 +233,17 @@ def _quarter_bytes(model: nn.Module) -> int:
 @pytest.mark.parametrize("name", ["gpt2", "t5-base"])
 def test_planned_sharded_and_checkpointed_step_holds_each_tied_weight_once(name: str) -> None:
     from graphprof.base.choices import Optimizer
+    from graphprof.session import build_model
     from graphprof.sharding.spec import ShardSpec
     from graphprof.training import plan_memory
-    from graphprof.training.simulate import plan_step, resolve_step_model
+    from graphprof.training.simulate import plan_step
     from graphprof.training.step import checkpointed
 
     model = _resolve(name, "meta").model
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
     plan = plan_memory(f"hf:{name}?{SMALL[name]}", input_shape=(1, 16), shard="fsdp:4")
     assert {p.breakdown.parameters for p in plan.phases} == {_quarter_bytes(model) + buffers}
-    step = resolve_step_model(f"hf:{name}?{SMALL[name]}", input_shape=(1, 16))
+    step = build_model(f"hf:{name}?{SMALL[name]}", input_shape=(1, 16))
     blocks = {n for n, m in model.named_modules() if n.endswith("block.0") or n.endswith("h.0")}
     wrapped = plan_step(
         step,

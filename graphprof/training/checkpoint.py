@@ -34,14 +34,16 @@ from graphprof.cost.bounds import roofline_time
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
 from graphprof.devices.hardware import Hardware
-from graphprof.devices.predict import Calibration, load_calibration, predict_ops
+from graphprof.devices.predict import predict_ops
+from graphprof.devices.table import Calibration
 from graphprof.errors import InvalidInputError, MissingDependencyError
 from graphprof.formulas.registry import to_meta
 from graphprof.run.events import Layer, Observer, OpEvent
 from graphprof.run.propagate import OpCall
+from graphprof.session import BuiltModel
 from graphprof.sharding.spec import ShardSpec
 from graphprof.training.result import CheckpointChoice, CheckpointPlan, MemoryPlan
-from graphprof.training.simulate import StepModel, plan_step
+from graphprof.training.simulate import plan_step
 from graphprof.training.step import StepInputs, checkpointed, simulate_step
 
 __all__ = ["BlockCosts", "candidate_blocks", "solve_checkpoint", "plan_checkpoint", "SOLVER"]
@@ -193,9 +195,9 @@ def solve_checkpoint(
     return [bool(round(v)) for v in result.x[:n]]
 
 
-def plan_checkpoint(step: StepModel, plan: MemoryPlan, budget: int, hardware: Hardware | None, *, dtype: torch.dtype | None,
+def plan_checkpoint(step: BuiltModel, plan: MemoryPlan, budget: int, hardware: Hardware | None, *, dtype: torch.dtype | None,
                     optimizer: Optimizer, foreach: bool, shard: ShardSpec | None) -> CheckpointPlan:  # fmt: skip
-    """The checkpoint plan of ``step`` (a :class:`graphprof.training.simulate.StepModel`) under ``budget`` bytes;
+    """The checkpoint plan of ``step`` (a :class:`graphprof.session.BuiltModel`) under ``budget`` bytes;
     ``plan`` is its unplanned :class:`MemoryPlan`. See the module docstring."""
     if hardware is None:
         raise InvalidInputError("a checkpoint plan predicts recompute time on a device: give hardware (--hardware)")
@@ -207,7 +209,7 @@ def plan_checkpoint(step: StepModel, plan: MemoryPlan, budget: int, hardware: Ha
     costs = BlockCosts(blocks)
     simulate_step(StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real), [costs])
     run_dtype = plan.dtype
-    calibration = load_calibration(hardware.name)  # read once: the local file is parsed on each load
+    calibration = hardware.calibration  # read once, with the device
     timed = [_seconds(costs.blocks[b].ops, run_dtype, hardware, calibration)[0] for b in blocks]
     freed = [costs.freed(b) for b in blocks]
     saved = [sum(costs.blocks[b].saved.values()) for b in blocks]

@@ -23,9 +23,10 @@ from graphprof.base.choices import Optimizer
 from graphprof.base.options import parse_dtype
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
+from graphprof.session import build_model
 from graphprof.sharding.spec import ShardSpec, parse_shard
 from graphprof.training.result import MemoryPlan
-from graphprof.training.simulate import plan_step, resolve_step_model
+from graphprof.training.simulate import plan_step
 
 __all__ = ["plan_memory", "parse_memory"]
 
@@ -90,7 +91,7 @@ def plan_memory(
     budget = None if memory_budget is None else parse_memory(memory_budget)
     run_dtype = parse_dtype(dtype)
     multi = device is not None and "GPU" in device.kind if foreach is None else foreach
-    step = resolve_step_model(
+    step = build_model(
         model_or_name,
         batch_size=batch_size,
         input_shape=input_shape,

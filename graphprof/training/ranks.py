@@ -21,10 +21,11 @@ from graphprof.base.choices import Optimizer
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
 from graphprof.run.step import Wrap
+from graphprof.session import BuiltModel, build_model
 from graphprof.sharding.spec import MAX_WORLD, ShardSpec
 from graphprof.training.checkpoint import candidate_blocks
 from graphprof.training.result import MemoryPlan, RanksPlan
-from graphprof.training.simulate import StepModel, plan_step, resolve_step_model
+from graphprof.training.simulate import plan_step
 from graphprof.training.step import checkpointed
 
 __all__ = ["plan_ranks", "extrapolate"]
@@ -54,7 +55,7 @@ def _smallest(plan: MemoryPlan, world: int, memory: int, limit: int) -> int | No
 
 
 def _search(
-    step: StepModel, memory: int, limit: int, wraps: tuple[Wrap, ...], **run: Any
+    step: BuiltModel, memory: int, limit: int, wraps: tuple[Wrap, ...], **run: Any
 ) -> tuple[int | None, list[tuple[int, int]]]:
     """The smallest power-of-two world that fits ``memory`` and every world simulated on the way."""
     tried: dict[int, int] = {}
@@ -106,7 +107,7 @@ def plan_ranks(
         "optimizer": opt,
         "foreach": "GPU" in device.kind if foreach is None else foreach,
     }
-    step = resolve_step_model(model_or_name, batch_size=batch_size, input_shape=input_shape)
+    step = build_model(model_or_name, batch_size=batch_size, input_shape=input_shape)
     world, tried = _search(step, device.memory_bytes, max_world, (), **run)
     blocks = set(candidate_blocks(step.model))
     world_cp, tried_cp = _search(step, device.memory_bytes, max_world, (checkpointed(blocks),), **run)

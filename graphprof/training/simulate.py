@@ -1,4 +1,5 @@
-"""One step of a model planned: the model and its inputs resolved, wrapped (checkpointing, FSDP) and
+"""One step of a model planned: the model and its inputs as the session builds them
+(:func:`graphprof.session.build_model`), wrapped (checkpointing, FSDP) and
 simulated into a :class:`~graphprof.training.result.MemoryPlan`. The floor :func:`graphprof.training.plan_memory`,
 the checkpoint planner and the ranks search stand on.
 """
@@ -6,81 +7,25 @@ the checkpoint planner and the ranks search stand on.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
 import torch
 from torch import nn
 
 from graphprof.base.choices import Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs
-from graphprof.base.options import parse_shape
-from graphprof.errors import InvalidInputError
 from graphprof.run.step import Wrap
+from graphprof.session import BuiltModel
 from graphprof.sharding.spec import ShardSpec
 from graphprof.sharding.wraps import TensorParallel, fake_world, sharding_wraps
 from graphprof.training.result import MemoryPlan, StepExecution
 from graphprof.training.step import StepInputs, simulate_step
 
-__all__ = ["StepModel", "resolve_step_model", "plan_step"]
-
-
-@dataclass(frozen=True)
-class StepModel:
-    """A model to plan and its example inputs; ``real`` where its forward reads values (built on the CPU)."""
-
-    name: str
-    model: nn.Module
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    real: bool
-
-
-def resolve_step_model(
-    model_or_name: nn.Module | str,
-    *,
-    batch_size: int | None = None,
-    input_shape: Sequence[int] | str | None = None,
-    example_inputs: tuple[Any, ...] | None = None,
-    example_kwargs: dict[str, Any] | None = None,
-) -> StepModel:
-    """A named model built on the meta device (on the CPU where its family's forward reads values), or a
-    module object with its example inputs (or a placeholder of ``input_shape``)."""
-    from graphprof.models import family_traits, resolve_model, spec_family
-
-    shape = parse_shape(input_shape)
-    if isinstance(model_or_name, str):
-        real = family_traits(spec_family(model_or_name)).needs_real_values
-        r = resolve_model(model_or_name, input_shape=shape, batch_size=batch_size, device="cpu" if real else "meta")
-        args, kwargs = tuple(r.args), dict(r.kwargs)
-        if example_inputs is not None or example_kwargs is not None:
-            args, kwargs = tuple(example_inputs or ()), dict(example_kwargs or {})
-        return StepModel(r.name, r.model, args, kwargs, real)
-    if not isinstance(model_or_name, nn.Module):
-        raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
-    if example_inputs is None and example_kwargs is None:
-        if shape is None:
-            raise InvalidInputError("a model object needs input_shape or example_inputs/example_kwargs")
-        example_inputs = (torch.empty(shape if batch_size is None else (batch_size, *shape[1:]), device="meta"),)
-    on_meta = any(t.device.type == "meta" for t in model_or_name.parameters())
-    return StepModel(
-        type(model_or_name).__name__,
-        model_or_name,
-        tuple(example_inputs or ()),
-        dict(example_kwargs or {}),
-        not on_meta and _needs_values(model_or_name),
-    )
-
-
-def _needs_values(model: nn.Module) -> bool:
-    """A module object of the user's is simulated on FakeTensors; graph models' message passing reads
-    its edge list, so a PyG module runs for real."""
-    return any(type(m).__module__.startswith("torch_geometric") for m in model.modules())
+__all__ = ["plan_step"]
 
 
 @contextlib.contextmanager
-def _world(spec: ShardSpec | None, step: StepModel) -> Iterator[tuple[Wrap, ...]]:
+def _world(spec: ShardSpec | None, step: BuiltModel) -> Iterator[tuple[Wrap, ...]]:
     """The wraps that shard the step's copy (:func:`graphprof.sharding.wraps.sharding_wraps`: tensor
     parallelism, then FSDP), on a fake process group held while the step runs."""
     if spec is None:
@@ -91,7 +36,7 @@ def _world(spec: ShardSpec | None, step: StepModel) -> Iterator[tuple[Wrap, ...]
 
 
 def plan_step(
-    step: StepModel,
+    step: BuiltModel,
     *,
     dtype: torch.dtype | None,
     optimizer: Optimizer,
