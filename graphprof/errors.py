@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "EXIT_CODES",
     "one_line",
+    "first_line",
     "EXIT_OK",
     "EXIT_DISAGREE",
     "EXIT_INVALID_INPUT",
@@ -170,6 +171,17 @@ class MeasurementError(GraphprofError):
     """A real run failed: out of memory on the device (the batch is named), or the model raised."""
 
     exit_code = EXIT_MEASUREMENT
+
+
+def first_line(error: BaseException | str, limit: int | None = None) -> str:
+    """The first line of ``error``'s message (``""`` for an empty one), cut at ``limit`` characters: what a
+    one-line message quotes of a long error from elsewhere (torch's, a model's).
+
+    >>> first_line(RuntimeError("shape mismatch\n  at layer 3")), first_line("abcdef", limit=3)
+    ('shape mismatch', 'abc')
+    """
+    first = (str(error).splitlines() or [""])[0]
+    return first if limit is None else first[:limit]
 
 
 def one_line(error: BaseException | str, limit: int | None = 300, *, with_type: bool = False) -> str:

@@ -152,12 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"profile_model.py: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except (RuntimeError, MemoryError) as exc:  # a graph too large for this machine: one line, not a traceback
-        from graphprof.errors import MeasurementError
+        from graphprof.errors import MeasurementError, first_line
         from graphprof.measure.run import is_out_of_memory
 
         if not is_out_of_memory(exc):
             raise
-        first = (str(exc).splitlines() or [""])[0][:200]
+        first = first_line(exc, 200)
         print(
             f"profile_model.py: error: out of memory at --num_nodes {args.num_nodes} ({first}); try fewer nodes",
             file=sys.stderr,

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
-from graphprof.errors import GraphprofError, ModelBuildError, ModelExitError
+from graphprof.errors import GraphprofError, ModelBuildError, ModelExitError, one_line
 
 __all__ = ["RECURSION_LIMIT", "TORCH_SETS", "user_code", "guard_user_code", "describe_exit"]
 
@@ -59,7 +59,7 @@ def describe_exit(exc: BaseException) -> str:
         code = exc.code
         what = "called sys.exit()" if code is None else f"called sys.exit({code!r})"
     else:
-        text = " ".join(str(exc).split())
+        text = one_line(str(exc), None)
         what = f"raised {type(exc).__name__}" + (f": {text}" if text else "")
     return what + _where(exc)
 

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from graphprof.base.choices import OpStatus
-from graphprof.errors import ShapePropagationError
+from graphprof.errors import ShapePropagationError, first_line
 from graphprof.formulas import op_cost, op_status
 from graphprof.formulas.registry import op_name
 from graphprof.measure.heap import settle_malloc
@@ -367,7 +367,7 @@ def measure_op_table(
         try:
             records.append(_record(bench, dev))
         except RuntimeError as exc:  # e.g. no bfloat16 kernel for this op on this device
-            skipped.append(f"{bench.label} {bench.dtype}: {str(exc).splitlines()[0]}")
+            skipped.append(f"{bench.label} {bench.dtype}: {first_line(exc)}")
     if progress is not None:
         progress(total, total, "done")
     return {"floors": floors, "records": records, "skipped": skipped}

@@ -37,7 +37,7 @@ from graphprof.base.choices import Phase
 from graphprof.base.inputs import materialize
 from graphprof.base.logs import quiet_loggers
 from graphprof.cost.result import Profile
-from graphprof.errors import CaptureError, InvalidInputError, MissingDependencyError
+from graphprof.errors import CaptureError, InvalidInputError, MissingDependencyError, one_line
 
 __all__ = ["OpCountCheck", "OnnxExport", "export_onnx", "onnx_op_types", "require_onnx", "INSTALL_HINT"]
 
@@ -186,9 +186,8 @@ def export_onnx(
         with _quiet_exporter():
             torch.onnx.export(model, real_args, str(path), kwargs=real_kwargs, dynamo=True, verbose=False)
     except Exception as exc:  # the exporter's failures are many and unrelated; each named in one line
-        text = " ".join(str(exc).split())[:400]
         raise CaptureError(
-            f"torch.onnx.export failed for {type(model).__name__}: {type(exc).__name__}: {text}"
+            f"torch.onnx.export failed for {type(model).__name__}: {one_line(exc, 400, with_type=True)}"
         ) from exc
     finally:
         model.train(training)

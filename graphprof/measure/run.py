@@ -38,7 +38,7 @@ from graphprof.base.limits import format_bytes
 from graphprof.base.tied import keep_ties
 from graphprof.capture.methods import preserved_state
 from graphprof.devices.local import detect_host
-from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError
+from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError, OutputError, first_line
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import LayerRanges, attribute, kernel_busy_us
 from graphprof.measure.memory import peak_during, tracked_breakdown
@@ -178,7 +178,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
 def _run_failed(exc: BaseException, dev: torch.device, what: str) -> MeasurementError:
     """The measurement's own error for a failure during the real run: out of memory (naming the batch),
     or the model's exception (its type and first line)."""
-    first = (str(exc).splitlines() or [""])[0]
+    first = first_line(exc)
     if is_out_of_memory(exc):
         where = "CUDA" if dev.type == "cuda" else "host"
         return MeasurementError(f"out of {where} memory while measuring {what}: {type(exc).__name__}: {first}")

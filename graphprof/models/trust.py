@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from graphprof.errors import ModelBuildError, UnsafeLoadError
+from graphprof.errors import ModelBuildError, UnsafeLoadError, one_line
 
 __all__ = ["ALLOW_HINT", "load_pickle", "check_yolo_yaml", "restricted_build", "restricted_load_refusal"]
 
@@ -116,7 +116,7 @@ def load_pickle(path: Path, spec: str, *, allow_unsafe_load: bool, tasks: Module
         with torch.serialization.safe_globals([cls for cls in allowed.values() if cls is not None]):
             loaded = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:  # a legacy-format file naming something outside the allow-list
-        first = " ".join(str(exc).split())[:200]
+        first = one_line(exc, 200)
         raise UnsafeLoadError(
             f"{spec}: the safe loader (weights_only=True) refused it ({first}); {ALLOW_HINT}"
         ) from exc
@@ -144,7 +144,7 @@ def _load_ultralytics(path: Path, spec: str, needed: list[str], tasks: ModuleTyp
             loaded = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
         named = f" (it names {_names(suspicious)})" if suspicious else ""
-        first = " ".join(str(exc).split())[:160]
+        first = one_line(exc, 160)
         raise UnsafeLoadError(
             f"{spec}: ultralytics' restricted loader refused it{named} ({first}); {ALLOW_HINT}"
         ) from exc

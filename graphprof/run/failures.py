@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from graphprof.errors import DataDependentError
+from graphprof.errors import DataDependentError, first_line
 
 __all__ = ["needs_values", "MetaDeviceError"]
 
@@ -41,7 +41,7 @@ def needs_values(exc: BaseException) -> str | None:
                 f"{str(seen).split('registered for ', 1)[-1].split('.', 1)[0]} has no FakeTensor kernel (register_fake)"
             )
         if isinstance(seen, (RuntimeError, NotImplementedError)) and _META_FAILURE.search(str(seen)):
-            return f"the meta device cannot run this ({str(seen).splitlines()[0][:200]})"
+            return f"the meta device cannot run this ({first_line(seen, 200)})"
         seen = seen.__cause__ or seen.__context__
     return None
 

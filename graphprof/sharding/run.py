@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
-from graphprof.errors import InvalidInputError
+from graphprof.errors import InvalidInputError, first_line
 from graphprof.formulas.registry import to_meta
 from graphprof.run.events import Layer, Observer, OpEvent
 from graphprof.run.propagate import OpCall
@@ -79,7 +79,7 @@ def _warm_split(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
     try:
         _warm(model, args, kwargs)
     except RuntimeError as exc:
-        first = (str(exc).splitlines() or [""])[0]
+        first = first_line(exc)
         raise InvalidInputError(
             f"the model does not run with its linear layers split over {tp.mesh.size()} ranks ({first}): the degree must "
             "divide every split it makes, its attention heads included; try a smaller tp degree"
