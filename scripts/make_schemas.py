@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import graphprof  # noqa: E402
-from graphprof.render.sink import ComparisonResult, CrossCheckResult, ProfileResult, render_result  # noqa: E402
+from graphprof.render.sink import ComparisonResult, CrossCheckResult, render_result  # noqa: E402
 from graphprof.schemas import SCHEMA_VERSIONS, envelope  # noqa: E402
 
 OUT = ROOT / "graphprof" / "schemas"
@@ -46,11 +46,7 @@ def _doc(result: object) -> dict[str, Any]:
 def profiles() -> Iterator[dict[str, Any]]:
     h100 = graphprof.get_hardware("h100")
     yield _doc(graphprof.profile_model("resnet18"))
-    yield _doc(
-        ProfileResult(
-            graphprof.cost.roofline.with_roofline(graphprof.profile_model("hf:llama", mode="train"), h100), None
-        )
-    )
+    yield _doc(graphprof.cost.roofline.with_roofline(graphprof.profile_model("hf:llama", mode="train"), h100))
     prepared = graphprof.prepare(_tiny(), input_shape=(2, 3, 16, 16))
     measured = graphprof.cost.roofline.with_roofline(prepared.profile(), h100)
     import dataclasses
@@ -58,7 +54,7 @@ def profiles() -> Iterator[dict[str, Any]]:
     measured = dataclasses.replace(
         measured, measurement=prepared.measure(device="cpu", iters=3, warmup=1, layer_runs=1)
     )
-    yield _doc(ProfileResult(measured, measured.roofline))
+    yield _doc(measured)
 
 
 def compares() -> Iterator[dict[str, Any]]:

@@ -23,3 +23,11 @@ os.environ["XDG_CACHE_HOME"] = _CACHE.name
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own empty cache folder: a `graphprof calibrate` (or `--measure` learning) in one test
+    never reaches another's ``local.json``. A test that sets ``XDG_CACHE_HOME`` itself (``monkeypatch.setenv``)
+    overrides this one; module-scoped fixtures, made before it, see the run's folder above."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))

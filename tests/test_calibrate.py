@@ -15,15 +15,8 @@ from graphprof.calibrate import fit as fit_module
 from graphprof.calibrate.local import LocalPreset, load_local, measure_default_hardware, preset_from_table
 from graphprof.calibrate.store import local_path, read_local, write_preset
 from graphprof.devices.hardware import Hardware, get_hardware
-from graphprof.devices.predict import (
-    Calibration,
-    ClassRates,
-    MemoryCurve,
-    kernel_seconds,
-    reduction_depth,
-    steady_seconds,
-    timeline,
-)
+from graphprof.devices.predict import kernel_seconds, reduction_depth, steady_seconds, timeline
+from graphprof.devices.table import Calibration, ClassRates, MemoryCurve
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import Cost
 

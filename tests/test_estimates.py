@@ -44,7 +44,7 @@ from torch import nn  # noqa: E402
 
 import graphprof  # noqa: E402
 from graphprof.base.choices import Lowering  # noqa: E402
-from graphprof.cost.roofline import classify, load_calibration, op_class  # noqa: E402
+from graphprof.cost.roofline import classify, op_class  # noqa: E402
 from graphprof.devices.hardware import get_hardware  # noqa: E402
 from graphprof.errors import InvalidInputError  # noqa: E402
 from graphprof.formulas.attention import causal_work_fraction  # noqa: E402
@@ -142,8 +142,8 @@ def test_op_class() -> None:
 
 
 def test_predicted_time_is_at_least_host_floor_and_lower_bound() -> None:
-    table = load_calibration("h100")
-    assert table is not None and load_calibration("desktop-cpu") is None
+    table = get_hardware("h100").calibration
+    assert table is not None and get_hardware("desktop-cpu").calibration is None
     profile = graphprof.profile_model("resnet18", input_shape=(1, 3, 64, 64), target="cuda")
     roofline = classify(profile, get_hardware("h100"))
     kernels = sum(1 for _, op in profile.iter_ops() if op.status is not OpStatus.ZERO_COST)

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import graphprof
-from graphprof.cost.roofline import classify
+from graphprof.cost.roofline import with_roofline
 from graphprof.devices.hardware import get_hardware
 from graphprof.render.html import render_compare_html, render_profile_html, render_sweep_html
 
@@ -83,8 +83,8 @@ def measured_page(tmp_path_factory: Any) -> tuple[Path, Path, int]:
     graph, _ = pm.graph(detail=False)
     with_m, without = folder / "measured.html", folder / "dry.html"
     h100 = get_hardware("h100")
-    with_m.write_text(render_profile_html(measured, classify(measured, h100), graph=graph))
-    without.write_text(render_profile_html(plain, classify(plain, h100)))
+    with_m.write_text(render_profile_html(with_roofline(measured, h100), graph=graph))
+    without.write_text(render_profile_html(with_roofline(plain, h100)))
     return with_m, without, sum(1 for layer in plain.layers if layer.cost.flops > 0 and layer.cost.bytes_moved > 0)
 
 

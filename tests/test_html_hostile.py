@@ -21,7 +21,7 @@ from torch import nn
 
 import graphprof
 from graphprof.base.choices import SweepAxis
-from graphprof.cost.roofline import classify
+from graphprof.cost.roofline import with_roofline
 from graphprof.devices.hardware import get_hardware
 from graphprof.render.escape import plotly_json, script_json
 from graphprof.render.html import render_compare_html, render_profile_html, render_sweep_html
@@ -101,7 +101,7 @@ def pages(tmp_path_factory: Any) -> dict[str, Path]:
     from graphprof.render.compare import comparison_rows
 
     texts = {
-        "profile": render_profile_html(profile, classify(profile, get_hardware("h100")), graph=graph),
+        "profile": render_profile_html(with_roofline(profile, get_hardware("h100")), graph=graph),
         "sweep": render_sweep_html(sweep),
         "compare": render_compare_html(comparison_rows([profile])),
         "control": f"<html><body><script>var x = 1;</script>{PAYLOAD}</body></html>",

@@ -41,7 +41,6 @@ def test_a_damaged_local_calibration_is_one_line_exit_2(tmp_path: Path, monkeypa
     from graphprof.calibrate.local import LocalPreset
     from graphprof.calibrate.store import write_preset
     from graphprof.devices.hardware import get_hardware
-    from graphprof.devices.predict import load_calibration
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
 
@@ -53,7 +52,9 @@ def test_a_damaged_local_calibration_is_one_line_exit_2(tmp_path: Path, monkeypa
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }  # current
-    shipped = LocalPreset(get_hardware("h100"), load_calibration("h100"), device)
+    calibration = get_hardware("h100").calibration
+    assert calibration is not None
+    shipped = LocalPreset(get_hardware("h100"), calibration, device)
     path = write_preset(shipped.to_dict())
     assert invoke("--model", "resnet18", "--input-shape", "1,3,32,32", "--hardware", "local").exit_code == 0
     path.write_text(_damage(path.read_text(), case))
@@ -79,14 +80,15 @@ def _measured_mlp():
 
 @pytest.mark.slow
 def test_two_runs_learning_at_once_keep_both_runs_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each run computes its samples after its first read (slowed here, as a long measurement is): without
-    the lock and the re-read the second writer replaced the first's records."""
+    """Each run computes its samples from the file as read before (slowed here, as a long measurement is):
+    without the lock and the re-read the second writer replaced the first's records."""
     import threading
     import time
 
     from test_opmodel import _write_local
 
     import graphprof.calibrate.learn as learn
+    from graphprof.devices.hardware import get_hardware
 
     path = _write_local(tmp_path, monkeypatch)
     profile = _measured_mlp()
@@ -98,7 +100,8 @@ def test_two_runs_learning_at_once_keep_both_runs_records(tmp_path: Path, monkey
 
     monkeypatch.setattr(learn, "samples_from_run", slowly)
     counts: list[int] = []
-    threads = [threading.Thread(target=lambda: counts.append(learn.learn_from_run(profile))) for _ in range(3)]
+    local = get_hardware("local")
+    threads = [threading.Thread(target=lambda: counts.append(learn.learn_from_run(profile, local))) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -142,6 +145,7 @@ def test_a_run_never_writes_damaged_seconds(tmp_path: Path, monkeypatch: pytest.
     from test_opmodel import _write_local
 
     import graphprof.calibrate.learn as learn
+    from graphprof.devices.hardware import get_hardware
     from graphprof.devices.opmodel import Sample
 
     path = _write_local(tmp_path, monkeypatch)
@@ -150,5 +154,5 @@ def test_a_run_never_writes_damaged_seconds(tmp_path: Path, monkeypatch: pytest.
         learn, "samples_from_run", lambda *a, **k: [*bad, Sample("linear", (1.0, 2.0), 1e-4, "run", "x")]
     )
     profile = type("P", (), {"measurement": object(), "mode": learn.Mode.EVAL, "model_name": "m"})()
-    assert learn.learn_from_run(profile) == 1
+    assert learn.learn_from_run(profile, get_hardware("local")) == 1
     assert [row[2] for row in json.loads(path.read_text())["learned"]] == [1e-4]

@@ -225,7 +225,7 @@ def test_measured_report_per_layer_and_per_op() -> None:
 
     from rich.console import Console
 
-    from graphprof.cost.roofline import classify
+    from graphprof.cost.roofline import with_roofline
     from graphprof.render.measured import render_measured
 
     pm = graphprof.prepare(Net(), example_inputs=(torch.randn(4, 3, 16, 16),))
@@ -234,7 +234,7 @@ def test_measured_report_per_layer_and_per_op() -> None:
 
     def text(p, hardware: str) -> str:
         console = Console(width=200, record=True, color_system=None, file=io.StringIO())
-        console.print(render_measured(p, classify(p, graphprof.get_hardware(hardware))))
+        console.print(render_measured(with_roofline(p, graphprof.get_hardware(hardware))))
         return console.export_text()
 
     out = text(profile, "h100")

@@ -190,16 +190,18 @@ def test_a_foreign_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_prediction_carries_an_interval_and_its_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import graphprof
-    from graphprof.cost.roofline import classify
+    from graphprof.cost.roofline import with_roofline
     from graphprof.devices.hardware import get_hardware
-    from graphprof.render.table import _predicted_text
+    from graphprof.render.summary import _predicted_text
 
     _write_local(tmp_path, monkeypatch)
-    roofline = classify(graphprof.profile_model("resnet18", input_shape=(1, 3, 64, 64)), get_hardware("local"))
+    profile = with_roofline(graphprof.profile_model("resnet18", input_shape=(1, 3, 64, 64)), get_hardware("local"))
+    roofline = profile.roofline
+    assert roofline is not None
     assert roofline.predicted_seconds is not None and roofline.predicted_interval is not None
     assert roofline.predicted_interval.low < roofline.predicted_seconds < roofline.predicted_interval.high
     assert roofline.to_dict()["predicted_interval"]["level"] == 0.8
-    assert "(80%: " in _predicted_text(roofline) and "from your runs" in _predicted_text(roofline)
+    assert "(80%: " in _predicted_text(profile) and "from your runs" in _predicted_text(profile)
     assert all((layer.predicted_seconds or 0.0) >= (layer.seconds or 0.0) * (1 - 1e-9) for layer in roofline.layers)
 
 
@@ -212,15 +214,14 @@ def test_a_measured_run_is_learned_and_used_for_another_model(tmp_path: Path, mo
     from graphprof.calibrate.learn import learn_from_run
     from graphprof.cost.roofline import classify
     from graphprof.devices.hardware import get_hardware
-    from graphprof.devices.predict import load_calibration
 
     _write_local(tmp_path, monkeypatch)
     mlp = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.LayerNorm(64))
     prepared = graphprof.prepare(mlp, input_shape=(4, 64))
     measured = prepared.measure(device="cpu", iters=2, warmup=1, layer_runs=1, breakdown=False)
-    learned = learn_from_run(replace(prepared.profile(), measurement=measured))
+    learned = learn_from_run(replace(prepared.profile(), measurement=measured), get_hardware("local"))
     assert learned >= 3  # the two linears, the GELU, the norm: at least three of them
-    calibration = load_calibration("local")
+    calibration = get_hardware("local").calibration  # the file read again: what the run learned is in it
     assert calibration is not None and calibration.op_model is not None
     assert calibration.op_model.counts["run"] == learned
     other = classify(graphprof.profile_model("resnet18", input_shape=(1, 3, 32, 32)), get_hardware("local"))

@@ -292,24 +292,23 @@ def test_run_matches_unsplit(model: str) -> None:
 def test_cpu_stage_times_are_predicted_only_by_a_calibration_of_the_stages_thread_count(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from dataclasses import replace
+
     import torch
 
     from graphprof.devices.hardware import get_hardware
     from graphprof.devices.local import cpu_model
     from graphprof.partition import planner
 
-    monkeypatch.setattr(planner, "read_local", lambda: None)
-    hardware, why = planner._local_predictor(1)
+    hardware, why = planner._local_predictor(None, 1)
     assert hardware is None and "no local calibration" in why
-    stored = {
-        "device": {"threads": 2, "name": cpu_model(), "torch": torch.__version__},
-        "hardware": get_hardware("h100").to_dict(),
-    }
-    monkeypatch.setattr(planner, "read_local", lambda: stored)
-    hardware, why = planner._local_predictor(1)  # a 2-thread calibration cannot predict a 1-thread stage
+    device = {"threads": 2, "name": cpu_model(), "torch": torch.__version__}
+    stored = replace(get_hardware("h100"), measured=device)  # the file as read_local_hardware gives it
+    hardware, why = planner._local_predictor(stored, 1)  # a 2-thread calibration cannot predict a 1-thread stage
     assert hardware is None and "of 2 thread(s), each stage runs 1" in why and "--threads 1" in why
-    hardware, why = planner._local_predictor(2)
-    assert hardware is not None and hardware.name == "h100" and why == ""
-    stored["device"]["torch"] = "1.0"  # made with another torch: stale, as every other reader of the file says
-    hardware, why = planner._local_predictor(2)
+    hardware, why = planner._local_predictor(stored, 2)
+    assert hardware is stored and why == ""
+    # made with another torch: stale, as every other reader of the file says
+    stale = replace(stored, measured={**device, "torch": "1.0"})
+    hardware, why = planner._local_predictor(stale, 2)
     assert hardware is None and "stale (torch '1.0'" in why

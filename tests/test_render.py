@@ -24,7 +24,7 @@ import graphprof
 from graphprof.base import atomic
 from graphprof.base.limits import format_bytes
 from graphprof.cost.result import LayerRow, ModuleRow, UnsupportedOp
-from graphprof.cost.roofline import classify
+from graphprof.cost.roofline import with_roofline
 from graphprof.devices.hardware import get_hardware
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.formulas import Cost
@@ -38,14 +38,10 @@ from graphprof.render import (
     write_plot,
 )
 from graphprof.render import plots as plots_module
+from graphprof.render.formatting import format_count, format_seconds
+from graphprof.render.layers import render_layers, render_top_layers
 from graphprof.render.sink import choose_format, write_result
-from graphprof.render.table import (
-    auto_depth,
-    format_count,
-    format_seconds,
-    render_layers,
-    render_top_layers,
-)
+from graphprof.render.tree import auto_depth
 
 GOLDEN = Path(__file__).parent / "golden"
 WIDTH = 100
@@ -107,7 +103,7 @@ def check_golden(name: str, text: str) -> None:
 
 # ---- golden reports --------------------------------------------------------------------------------
 def test_golden_resnet18_on_h100(resnet18):
-    text = render_text(render_report(resnet18, classify(resnet18, get_hardware("h100")), show_shapes=True))
+    text = render_text(render_report(with_roofline(resnet18, get_hardware("h100")), show_shapes=True))
     check_golden("resnet18_1x3x64x64_h100.txt", text)
 
 
@@ -117,9 +113,7 @@ def test_golden_tiny_verbose(tiny):
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_report_fits_100_columns_and_has_every_section(resnet18, verbose):
-    text = render_text(
-        render_report(resnet18, classify(resnet18, get_hardware("a100")), show_shapes=True, verbose=verbose)
-    )
+    text = render_text(render_report(with_roofline(resnet18, get_hardware("a100")), show_shapes=True, verbose=verbose))
     assert max(len(line) for line in text.splitlines()) <= WIDTH
     for section in (
         "Hierarchical graph profile",
@@ -197,7 +191,7 @@ def test_formatting_helpers():
 
 # ---- JSON ---------------------------------------------------------------------------------------------
 def test_json_schema(resnet18):
-    data = json.loads(render_json(resnet18, classify(resnet18, get_hardware("h100"))))
+    data = json.loads(render_json(with_roofline(resnet18, get_hardware("h100"))))
     top_types = {
         "schema_version": str, "model": str, "total_flops": int, "total_memory": int, "total_macs": int,
         "total_params": int, "capture_method": str, "input_shapes": list, "dtype": str, "hardware": dict,
@@ -235,10 +229,10 @@ def test_json_without_hardware_keeps_the_core(tiny):
 
 # ---- CSV ----------------------------------------------------------------------------------------------
 def test_csv_round_trip(resnet18):
-    roof = classify(resnet18, get_hardware("l4"))
-    rows = list(csv.DictReader(io.StringIO(render_csv(resnet18, roof))))
+    on_l4 = with_roofline(resnet18, get_hardware("l4"))
+    rows = list(csv.DictReader(io.StringIO(render_csv(on_l4))))
     assert len(rows) == len(resnet18.layers)
-    for row, layer, verdict in zip(rows, resnet18.layers, roof.layers, strict=True):
+    for row, layer, verdict in zip(rows, resnet18.layers, on_l4.roofline.layers, strict=True):
         cost = layer.cost
         assert row["name"] == layer.name and row["type"] == layer.type
         assert (int(row["params"]), int(row["macs"]), int(row["flops"])) == (layer.params, cost.macs, cost.flops)
@@ -277,8 +271,7 @@ def test_write_is_atomic(tmp_path, tiny, monkeypatch):
 @pytest.mark.parametrize("spec", ["roofline.png", "layers.png"])
 @pytest.mark.parametrize("device", [None, "h100"])
 def test_plots_are_real_pngs(tmp_path, resnet18, spec, device):
-    roof = classify(resnet18, get_hardware(device) if device else None)
-    path = write_plot(resnet18, tmp_path / spec, roof)
+    path = write_plot(with_roofline(resnet18, get_hardware(device) if device else None), tmp_path / spec)
     data = path.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000
 

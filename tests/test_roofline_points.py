@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import graphprof
-from graphprof.cost.roofline import classify
+from graphprof.cost.roofline import with_roofline
 from graphprof.devices.hardware import get_hardware
 from graphprof.render.plots import roofline_points
 
@@ -21,8 +21,10 @@ def _mlp() -> nn.Module:
 
 def test_lower_bound_on_the_roof_predicted_below_it() -> None:
     p = graphprof.profile_model(_mlp(), input_shape=(32, 64))
-    roofline = classify(p, get_hardware("h100"))
-    points = roofline_points(p, roofline)
+    p = with_roofline(p, get_hardware("h100"))
+    roofline = p.roofline
+    assert roofline is not None
+    points = roofline_points(p)
     assert points["measured"] == []  # no measurement, no measured point
     assert roofline.peak_flops is not None and roofline.bandwidth is not None
     for _, intensity, achieved, _ in points["lower bound"]:
@@ -39,5 +41,5 @@ def test_measured_points_come_from_the_measured_layers() -> None:
     p = dataclasses.replace(
         pm.profile(), measurement=pm.measure(device="cpu", iters=3, warmup=1, layer_runs=1, breakdown=False)
     )
-    points = roofline_points(p, classify(p, get_hardware("h100")))
+    points = roofline_points(with_roofline(p, get_hardware("h100")))
     assert {name for name, *_ in points["measured"]} == {"0", "1", "2"}  # Linear, ReLU (one FLOP per element), Linear

@@ -8,7 +8,7 @@ from torch import nn
 
 import graphprof
 from graphprof.capture.methods import METHODS, dynamo_skip_reason
-from graphprof.render.table import _module_shapes
+from graphprof.render.tree import module_shapes
 
 
 @pytest.mark.slow
@@ -16,7 +16,7 @@ def test_yolov8n_output_shape_is_the_models_real_one() -> None:
     """Seed 001's headline model: the detect head returns (1, 84, 8400) (4 box + 80 class rows, one column
     per anchor: 80x80 + 40x40 + 20x20 = 8400), and so does the model, whatever the capture."""
     p = graphprof.profile_model("yolov8n")
-    shapes = _module_shapes(p)
+    shapes = module_shapes(p)
     assert shapes["model.22"][0] == (1, 84, 8400)
     assert shapes[""][0] == (1, 84, 8400) and shapes["model"][0] == (1, 84, 8400)
     attempts = dict(p.capture_attempts)

@@ -234,7 +234,7 @@ def test_intensity_band_table_sums_and_agrees_with_the_fixed_threshold() -> None
     from rich.console import Console
 
     from graphprof.cost.roofline import Bound, classify, intensity_band
-    from graphprof.render.table import render_intensity_bands
+    from graphprof.render.bottlenecks import render_intensity_bands
 
     model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 14 * 14, 10))
     profile = graphprof.profile_model(model, input_shape=(1, 3, 16, 16))
@@ -283,19 +283,19 @@ def train_measured():
 
 
 def test_train_mode_compares_the_forward_estimate_with_the_measured_forward(train_measured) -> None:
-    from graphprof.cost.roofline import classify
+    from graphprof.cost.roofline import with_roofline
     from graphprof.render.measured import estimated_layer_seconds, forward_layer_seconds, render_measured
 
     h100 = graphprof.get_hardware("h100")
-    roofline = classify(train_measured, h100)
-    forward = forward_layer_seconds(train_measured, roofline)
-    both = estimated_layer_seconds(train_measured, roofline)
+    on_h100 = with_roofline(train_measured, h100)
+    forward = forward_layer_seconds(on_h100)
+    both = estimated_layer_seconds(on_h100)
     # the forward alone, from the same rows' forward costs: below forward + backward on every layer with a backward
     assert forward["conv"] < both["conv"] and forward["fc"] < both["fc"]
     eval_profile = graphprof.profile_model(_Block(), input_shape=(4, 3, 8, 8))
-    eval_estimate = estimated_layer_seconds(eval_profile, classify(eval_profile, h100))
+    eval_estimate = estimated_layer_seconds(with_roofline(eval_profile, h100))
     assert forward == pytest.approx(eval_estimate)  # a train profile's forward is the eval profile
-    text = _text(render_measured(train_measured, roofline))
+    text = _text(render_measured(on_h100))
     title = "Per layer, forward only: estimated forward (h100 roofline) vs measured forward"
     assert title in " ".join(text.split())  # the title wraps at the table's width
     total_us = sum(forward.values()) * 1e6

@@ -100,7 +100,7 @@ def _write(rows: Any, device: Any, console: Console, target: Any, html: Path | N
 def show_hardware(console: Console, name: str | None = None) -> None:
     """Print every device preset, or one (``name``) with a ridge point per precision."""
     from graphprof.devices.hardware import get_hardware, list_hardware
-    from graphprof.render.table import render_hardware
+    from graphprof.render.hardware import render_hardware
 
     presets = list_hardware() if name is None else (get_hardware(name),)
     console.print(render_hardware(presets, detail=name is not None))

@@ -158,13 +158,11 @@ def run_profile(req: ProfileRequest) -> None:
         result = run_guarded(lambda: _crosschecked(req, console, result), req.debug)
     result = with_roofline(result, device_hw)  # classified once: every renderer below reads result.roofline
     roofline = result.roofline
-    console.print(
-        render_report(result, roofline, show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top)
-    )
+    console.print(render_report(result, show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
     if result.measurement is not None:
         from graphprof.render.measured import render_measured
 
-        console.print(render_measured(result, roofline))
+        console.print(render_measured(result))
         _learn(req, console, result, device_hw)
     _write(req, console, prepared, result, roofline, target)
     if req.export_onnx is not None:
@@ -187,7 +185,7 @@ def _learn(req: ProfileRequest, console: Any, result: Any, device_hw: Any) -> No
         return
     from graphprof.calibrate.learn import learn_from_run
 
-    learned = run_guarded(lambda: learn_from_run(result), req.debug)
+    learned = run_guarded(lambda: learn_from_run(result, device_hw), req.debug)
     if learned:
         console.print(
             f"learned {learned} measured op records into the local calibration (--no-learn to skip)", highlight=False
@@ -210,31 +208,28 @@ def _graphs(req: ProfileRequest, prepared: Any, result: Any, roofline: Any) -> t
     return prepared.graph(hardware=roofline.hardware, detail=detail, measurement=result.measurement)  # type: ignore[no-any-return]
 
 
-def _write_html(req: ProfileRequest, console: Any, graph: Any, result: Any, roofline: Any) -> None:
+def _write_html(req: ProfileRequest, console: Any, graph: Any, result: Any) -> None:
     from graphprof.base.atomic import write_atomic
     from graphprof.render.html import render_profile_html
     from graphprof_cli.output import page
 
     path = req.html
     assert path is not None
-    run_guarded(
-        lambda: write_atomic(path, page(render_profile_html(result, roofline, graph=graph), req.redact)), req.debug
-    )
+    run_guarded(lambda: write_atomic(path, page(render_profile_html(result, graph=graph), req.redact)), req.debug)
     console.print(f"wrote {path}")
 
 
 def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofline: Any, target: Any) -> None:
     from graphprof.render import write_plot
-    from graphprof.render.sink import ProfileResult
     from graphprof_cli.output import emit
 
-    emit(ProfileResult(result, roofline), target, console, req.debug)
+    emit(result, target, console, req.debug)
     for spec in req.plot:
-        path = run_guarded(lambda spec=spec: write_plot(result, spec, roofline), req.debug)
+        path = run_guarded(lambda spec=spec: write_plot(result, spec), req.debug)
         console.print(f"wrote {path}")
     graphs = run_guarded(lambda: _graphs(req, prepared, result, roofline), req.debug) if req.html or req.graph else None
     if req.html is not None and graphs is not None:
-        _write_html(req, console, graphs[0], result, roofline)
+        _write_html(req, console, graphs[0], result)
     if req.graph is not None and graphs is not None:
         from graphprof.graph import write_graph
         from graphprof.graph.export import text_paths

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from graphprof.devices.hardware import Hardware
-from graphprof.devices.predict import OP_CLASSES, Calibration, ClassRates, MemoryCurve, op_class, reduction_depth
+from graphprof.devices.predict import OP_CLASSES, op_class, reduction_depth
+from graphprof.devices.table import Calibration, ClassRates, MemoryCurve
 from graphprof.formulas.attention import causal_work_fraction
 
 __all__ = ["fit_op_table", "records_from_opbench", "STREAMING_OPS"]
@@ -46,7 +47,7 @@ def _steady(host: float, kernel: torch.Tensor, overlap: torch.Tensor | float) ->
 
 
 def _curve_seconds(nbytes: torch.Tensor, near: torch.Tensor, far: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
-    """:meth:`graphprof.devices.predict.MemoryCurve.seconds` over tensors (bandwidths in bytes per second)."""
+    """:meth:`graphprof.devices.table.MemoryCurve.seconds` over tensors (bandwidths in bytes per second)."""
     share = cache / (cache + nbytes)
     return nbytes * (share / near + (1.0 - share) / far)
 
@@ -125,7 +126,7 @@ def _accuracy(errors: list[tuple[float, Mapping[str, Any]]], dropped: list[str],
 def fit_op_table(
     table: Mapping[str, Any], hardware: Hardware, *, preset: str, kind: str, source: str = ""
 ) -> Calibration:
-    """Fit :class:`~graphprof.devices.predict.Calibration` for ``hardware`` (its peaks and bandwidth) to ``table``."""
+    """Fit :class:`~graphprof.devices.table.Calibration` for ``hardware`` (its peaks and bandwidth) to ``table``."""
     floors = table["floors"]
     floor = float(floors["floor_s"])
     records = [r for r in table["records"] if r["seconds"] >= 0.5 * floor]

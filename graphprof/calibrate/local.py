@@ -32,10 +32,10 @@ from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
 from graphprof.calibrate.samples import first_touch_of, samples_from_context, samples_from_table
 from graphprof.calibrate.store import write_preset
-from graphprof.devices.hardware import PRECISIONS, Hardware, match_hardware
+from graphprof.devices.hardware import PRECISIONS, Hardware, local_hardware, match_hardware
 from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
 from graphprof.devices.opmodel import FirstTouch, OpModel, Sample
-from graphprof.devices.predict import Calibration
+from graphprof.devices.table import Calibration
 from graphprof.errors import InvalidInputError
 from graphprof.measure.run import resolve_device
 
@@ -155,7 +155,8 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None) 
 def preset_from_table(
     table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None
 ) -> LocalPreset:
-    """The ``local`` preset of a measured op table: peaks and bandwidth from its fastest records, then the fit."""
+    """The ``local`` preset of a measured op table: peaks and bandwidth from its fastest records, then the fit
+    (which the hardware carries, as :func:`load_local` gives it)."""
     peaks: dict[str, float] = {}
     best_bytes = 0.0
     for r in table["records"]:
@@ -180,7 +181,7 @@ def preset_from_table(
     )  # fmt: skip
     if op_model is not None:
         calibration = replace(calibration, op_model=op_model, overlap=0.0)
-    return LocalPreset(hardware, calibration, device)
+    return LocalPreset(replace(hardware, calibration=calibration, measured=device), calibration, device)
 
 
 def calibrate(
@@ -222,12 +223,14 @@ def calibrate(
 
 
 def load_local(path: Path | None = None) -> LocalPreset | None:
-    """The stored ``local`` preset, or ``None`` when ``graphprof calibrate`` has not been run."""
+    """The stored ``local`` preset, or ``None`` when ``graphprof calibrate`` has not been run. Its file is read
+    once: the hardware carries the calibration (with what it learned) and its notes
+    (:func:`graphprof.devices.hardware.local_hardware`)."""
     data = read_local(path)
     if data is None:
         return None
     return LocalPreset(
-        Hardware(**data["hardware"]), Calibration.from_dict(data["calibration"]), data.get("device", {}), path
+        local_hardware(data, path), Calibration.from_dict(data["calibration"]), data.get("device", {}), path
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.opmodel import Interval
-from graphprof.devices.predict import Calibration
+from graphprof.devices.table import Calibration
 
 __all__ = ["DEFAULT_THRESHOLD", "Bound", "LayerBound", "Roofline", "classify_layer", "ridge_point", "roofline_time"]
 

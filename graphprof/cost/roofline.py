@@ -43,17 +43,9 @@ from graphprof.cost.bounds import (
 )
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
-from graphprof.devices.local import LOCAL, learned_note
 from graphprof.devices.opmodel import Interval
-from graphprof.devices.predict import (
-    Calibration,
-    ClassRates,
-    kernel_seconds,
-    load_calibration,
-    op_class,
-    predict_interval,
-    predict_ops,
-)
+from graphprof.devices.predict import kernel_seconds, op_class, predict_interval, predict_ops
+from graphprof.devices.table import Calibration, ClassRates
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -61,7 +53,6 @@ __all__ = [
     "Calibration",
     "ClassRates",
     "LayerBound",
-    "load_calibration",
     "op_class",
     "kernel_seconds",
     "Roofline",
@@ -80,7 +71,9 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
     """Classify every layer of ``profile`` against ``hardware``'s ridge point, or a fixed threshold.
 
     ``threshold`` overrides the ridge point (and defaults to :data:`DEFAULT_THRESHOLD` without a device).
-    Layers are costed forward plus backward (``row.cost``), as the profile's totals are.
+    Layers are costed forward plus backward (``row.cost``), as the profile's totals are. The predicted
+    times come from the calibration ``hardware`` carries (:attr:`Hardware.calibration`), with its notes:
+    nothing is read here.
     """
     notes: list[str] = []
     if hardware is None:
@@ -93,9 +86,9 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
         if precision != profile.dtype:
             notes.append(f"{hardware.label} lists no {profile.dtype} peak; its {precision} peak is used")
         limit = ridge_point(peak, bandwidth) if threshold is None else threshold
-    calibration = load_calibration(hardware.name) if hardware is not None else None
-    if calibration is not None and hardware is not None and hardware.name == LOCAL:
-        notes += [note] if (note := learned_note()) else []
+    calibration = hardware.calibration if hardware is not None else None  # read with the device, never here
+    if calibration is not None and hardware is not None:
+        notes += hardware.notes
     if calibration is not None and hardware is not None and calibration.bandwidth_gbs != hardware.bandwidth_gbs:
         calibration = None  # figures overridden on the command line: the table is for the preset
     predicted, interval = _predicted(profile, hardware, calibration)

@@ -33,9 +33,12 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
-from graphprof.devices.local import LOCAL, require_local
+from graphprof.devices.local import LOCAL, learned_note, read_local, require_local
+from graphprof.devices.table import Calibration, shipped_calibration, with_learned
 from graphprof.errors import InvalidInputError
 
 __all__ = [
@@ -43,6 +46,8 @@ __all__ = [
     "Hardware",
     "HARDWARE",
     "get_hardware",
+    "local_hardware",
+    "read_local_hardware",
     "list_hardware",
     "hardware_aliases",
     "custom_hardware",
@@ -64,6 +69,12 @@ class Hardware:
     ``memory_gb`` is ``None`` where nothing says (a custom or calibrated device); ``memory_assumed`` marks a
     figure that is an assumption, not a datasheet's (the generic desktop CPU). ``device_names`` are
     lower-case substrings of ``torch.cuda.get_device_name()`` that mean this device.
+
+    The record is the whole device, read once where it is named (:func:`get_hardware`): with its
+    ``calibration`` (the table that predicts times on it: a preset's shipped one, the ``local`` file's with
+    what it learned; ``None`` without one), what that calibration ``measured`` (the local file's ``device``:
+    type, name, threads, torch) and the ``notes`` every prediction with it carries. Those three are not
+    figures of the device: equality, hashing and ``repr`` leave them out.
     """
 
     name: str
@@ -75,6 +86,9 @@ class Hardware:
     memory_gb: float | None = None
     memory_assumed: bool = False
     device_names: tuple[str, ...] = ()
+    calibration: Calibration | None = field(default=None, compare=False, repr=False)
+    measured: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    notes: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.peak_tflops) - set(PRECISIONS)
@@ -85,6 +99,8 @@ class Hardware:
         if self.bandwidth_gbs <= 0 or any(v <= 0 for v in self.peak_tflops.values()):
             raise InvalidInputError(f"hardware {self.name!r}: peaks and bandwidth must be positive")
         object.__setattr__(self, "peak_tflops", MappingProxyType(dict(self.peak_tflops)))
+        if self.measured is not None:
+            object.__setattr__(self, "measured", MappingProxyType(dict(self.measured)))
 
     @property
     def target(self) -> str:
@@ -271,6 +287,7 @@ _PRESETS = tuple(
         memory_gb=memory_gb,
         memory_assumed=name in _MEMORY_ASSUMED,
         device_names=device_names,
+        calibration=shipped_calibration(name),
     )
     for name, label, kind, peaks, bandwidth_gbs, memory_gb, device_names, source in _TABLE
 )
@@ -301,8 +318,8 @@ def get_hardware(name: str) -> Hardware:
     """
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     key = _ALIASES.get(key, key)
-    if key == LOCAL:  # the machine `graphprof calibrate` measured (graphprof.devices.local)
-        return Hardware(**require_local()["hardware"])
+    if key == LOCAL:  # the machine `graphprof calibrate` measured (graphprof.devices.local): its file, read once
+        return local_hardware(require_local())
     if key in HARDWARE:
         return HARDWARE[key]
     close = difflib.get_close_matches(key, list(HARDWARE) + list(_ALIASES), n=3, cutoff=0.5)
@@ -310,6 +327,28 @@ def get_hardware(name: str) -> Hardware:
     raise InvalidInputError(
         f"unknown hardware {name!r}{hint} (presets: {', '.join(HARDWARE)}, local; `graphprof hardware` lists them)"
     )
+
+
+def local_hardware(data: Mapping[str, Any], path: Path | None = None) -> Hardware:
+    """The ``local`` preset from its file's contents, as :func:`graphprof.devices.local.read_local` read them
+    from ``path`` (default: :func:`graphprof.devices.local.local_path`): its figures, its calibration with
+    the samples learned from the user's runs, what it measured, and the note on damaged learned records."""
+    note = learned_note(data, path)
+    device = data.get("device")
+    return Hardware(
+        **data["hardware"],
+        calibration=with_learned(Calibration.from_dict(data["calibration"]), data.get("learned", ())),
+        measured=device if isinstance(device, Mapping) else None,
+        notes=(note,) if note else (),
+    )
+
+
+def read_local_hardware(path: Path | None = None) -> Hardware | None:
+    """The ``local`` preset as its file holds it, or ``None`` without a file: not checked current, for a
+    caller that judges a calibration of another thread count itself (the partition planner); ``--hardware
+    local`` is :func:`get_hardware`, which refuses a stale file."""
+    data = read_local(path)
+    return None if data is None else local_hardware(data, path)
 
 
 def _check_figure(label: str, value: object) -> None:

@@ -3,10 +3,12 @@ preset lives and how that is read (plain JSON; no torch).
 
 ``graphprof calibrate`` (:mod:`graphprof.calibrate.store`) writes ``$XDG_CACHE_HOME/graphprof/local.json``
 (``~/.cache/graphprof/local.json`` when the variable is unset); ``--hardware local``
-(:func:`graphprof.devices.hardware.get_hardware`) and its calibration table (:func:`graphprof.devices.predict.load_calibration`)
-read it here, below both, so that neither imports the calibration package. The file holds three parts:
+(:func:`graphprof.devices.hardware.get_hardware`) reads it here, below the devices, so that they need not
+import the calibration package. It is read once, where the device is resolved: the preset, its calibration
+and their notes then travel as one :class:`graphprof.devices.hardware.Hardware`, and nothing below opens
+the file again (learning from a run re-reads it under its lock: :mod:`graphprof.calibrate.learn`). The file holds three parts:
 ``hardware`` (a :class:`graphprof.devices.hardware.Hardware` as a dict: measured peaks and bandwidth),
-``calibration`` (a :class:`graphprof.devices.predict.Calibration` as a dict) and ``device`` (what was measured,
+``calibration`` (a :class:`graphprof.devices.table.Calibration` as a dict) and ``device`` (what was measured,
 with the thread count and the load while measuring), plus the raw op table under ``table`` so that it
 can be fitted again.
 """
@@ -19,6 +21,7 @@ import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,10 +110,10 @@ def usable_learned(row: object) -> bool:
     return bool(LEARNED_SECONDS[0] <= row[2] <= LEARNED_SECONDS[1])
 
 
-def learned_note(path: Path | None = None) -> str | None:
-    """The note a prediction with the ``local`` preset carries when damaged learned records were left out."""
-    data = read_local(path)
-    refused = 0 if data is None else int(data.get("learned_refused", 0))
+def learned_note(data: Mapping[str, Any], path: Path | None = None) -> str | None:
+    """The note a prediction with the ``local`` preset carries when damaged learned records were left out of
+    ``data`` (the file at ``path`` as :func:`read_local` read it)."""
+    refused = int(data.get("learned_refused", 0))
     if not refused:
         return None
     low, high = LEARNED_SECONDS
@@ -120,7 +123,7 @@ def learned_note(path: Path | None = None) -> str | None:
     )
 
 
-def stale_reasons(device: dict[str, Any], threads: int | None = None) -> list[str]:
+def stale_reasons(device: Mapping[str, Any], threads: int | None = None) -> list[str]:
     """What differs between the machine a CPU calibration measured and this run: CPU, threads (``threads``,
     by default this process's), torch."""
     import torch
@@ -135,11 +138,11 @@ def stale_reasons(device: dict[str, Any], threads: int | None = None) -> list[st
     return [f"{key} {device.get(key)!r}, this run {value!r}" for key, value in now.items() if device.get(key) != value]
 
 
-def check_current(data: dict[str, Any], path: Path | None = None) -> None:
+def check_current(device: object, path: Path | None = None) -> None:
     """Refuse (one line, :class:`InvalidInputError`) a CPU calibration made on another CPU, at another thread
-    count or with another torch: its times are not this run's. A CUDA calibration is not checked here."""
-    device = data.get("device")
-    if not isinstance(device, dict):
+    count or with another torch: its times are not this run's. ``device`` is the file's ``device`` part (what
+    was measured). A CUDA calibration is not checked here."""
+    if not isinstance(device, Mapping):
         raise InvalidInputError(
             f"the local calibration {path or local_path()} records no device; run `graphprof calibrate` again"
         )
@@ -205,7 +208,7 @@ def require_local(path: Path | None = None) -> dict[str, Any]:
     data = read_local(path)
     if data is None:
         raise InvalidInputError(missing_local_message(path))
-    check_current(data, path)
+    check_current(data.get("device"), path)
     return data
 
 

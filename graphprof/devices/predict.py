@@ -27,30 +27,26 @@ so short kernels cost the host floor, long ones their kernel time, and on a CPU 
 Worked example (CPU, overlap 0): a 3x3 convolution of 231 MFLOPs at depth 576 on a 160 GFLOP/s core
 with compute_fraction 0.95, half_depth 16: efficiency = 0.95 * 576 / 592 = 0.924, so k = 231e6 /
 (160e9 * 0.924) = 1.56 ms, plus a host floor of 9 us: 1.57 ms.
+
+The fitted tables are data (:mod:`graphprof.devices.table`), carried by the device they are for
+(:attr:`graphprof.devices.hardware.Hardware.calibration`): nothing here reads a file.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cache
-from importlib import resources
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from graphprof.base.choices import OpStatus
 from graphprof.devices.hardware import Hardware
-from graphprof.devices.opmodel import Interval, OpModel, Sample, call_of
+from graphprof.devices.opmodel import Interval, OpModel, call_of
+from graphprof.devices.table import Calibration
 
 __all__ = [
     "OP_CLASSES",
-    "Calibration",
-    "ClassRates",
-    "MemoryCurve",
     "host_seconds",
     "kernel_seconds",
-    "load_calibration",
     "op_class",
     "predict_interval",
     "predict_ops",
@@ -123,175 +119,6 @@ def reduction_depth(op: str, input_shapes: Sequence[Sequence[int]] = ()) -> floa
     return 1.0
 
 
-@dataclass(frozen=True)
-class ClassRates:
-    """What one op family reaches on a device: a share of the peak (by reduction depth), a share of the
-    streaming bandwidth, and a fixed latency per kernel (setup, tail, wave quantisation)."""
-
-    compute_fraction: float
-    memory_fraction: float
-    latency_s: float
-    #: reduction depth at which the family reaches half its ``compute_fraction`` (0: independent of depth)
-    half_depth: float = 0.0
-
-    def efficiency(self, depth: float) -> float:
-        """Share of the peak at this reduction depth: ``compute_fraction * depth / (depth + half_depth)``."""
-        return self.compute_fraction * depth / (depth + self.half_depth)
-
-    def to_dict(self) -> dict[str, float]:
-        return {
-            "compute_fraction": self.compute_fraction,
-            "memory_fraction": self.memory_fraction,
-            "latency_s": self.latency_s,
-            "half_depth": self.half_depth,
-        }
-
-
-@dataclass(frozen=True)
-class MemoryCurve:
-    """Streaming bandwidth by working-set size: ``near`` below ``cache_bytes``, ``far`` (DRAM) above."""
-
-    near_gbs: float
-    far_gbs: float
-    cache_bytes: float
-
-    def seconds(self, nbytes: float) -> float:
-        """Time to stream ``nbytes``: ``b * ((C / (C + b)) / near + (b / (C + b)) / far)``."""
-        near = self.cache_bytes / (self.cache_bytes + nbytes)
-        return nbytes * (near / (self.near_gbs * 1e9) + (1.0 - near) / (self.far_gbs * 1e9))
-
-    def to_dict(self) -> dict[str, float]:
-        return {"near_gbs": self.near_gbs, "far_gbs": self.far_gbs, "cache_bytes": self.cache_bytes}
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """A fitted table for one device (package data ``graphprof/devices/calibration/<preset>.json``, or the
-    ``local`` preset that ``graphprof calibrate`` writes).
-
-    ``rates[dtype][op class]``; a dtype the table lacks uses ``bfloat16`` for 2-byte types and
-    ``float32`` otherwise. ``launch_s`` is the floor of a bare op call in the op table,
-    ``host_per_kernel_s`` that of one eager op inside a module's forward, ``view_s`` that of an op that
-    launches nothing (a view). ``accuracy`` is the fit's error on its own records.
-    """
-
-    preset: str
-    kind: str
-    bandwidth_gbs: float
-    launch_s: float
-    host_per_kernel_s: float
-    rates: Mapping[str, Mapping[str, ClassRates]] = field(hash=False)
-    accuracy: Mapping[str, Any] = field(hash=False, default_factory=dict)
-    source: str = ""
-    overlap: float = 1.0
-    view_s: float = 0.0
-    memory: MemoryCurve | None = None
-    #: per-kind latency models (:mod:`graphprof.devices.opmodel`): when present they predict every op, in context
-    op_model: OpModel | None = field(hash=False, default=None)
-
-    def rates_for(self, dtype: str, klass: str) -> ClassRates:
-        table = self.rates.get(dtype) or self.rates.get("bfloat16" if dtype in ("float16", "bfloat16") else "float32")
-        if table is None:
-            table = next(iter(self.rates.values()))
-        return table.get(klass) or table["elementwise"]
-
-    def memory_seconds(self, nbytes: float, hardware: Hardware) -> float:
-        """Streaming time of ``nbytes`` on the fitted curve (the device's bandwidth without one)."""
-        return nbytes / hardware.bandwidth if self.memory is None else self.memory.seconds(nbytes)
-
-    def summary(self) -> dict[str, Any]:
-        if self.op_model is not None:
-            return self._op_model_summary(self.op_model)
-        return {
-            "preset": self.preset,
-            "launch_s": self.launch_s,
-            "host_per_kernel_s": self.host_per_kernel_s,
-            "view_s": self.view_s,
-            "overlap": self.overlap,
-            "memory": None if self.memory is None else self.memory.to_dict(),
-            "accuracy": dict(self.accuracy),
-            "source": self.source,
-            "formula": "timeline over ops of host (host_per_kernel; view_s for an op without a kernel) and kernel = "
-            "max(roofline, latency[class] + max(work_flops / (peak * efficiency[class](depth)), "
-            "bytes / (bandwidth(bytes) * memory_fraction[class]))); overlap of host and kernel fitted per device",
-        }
-
-    def _op_model_summary(self, model: OpModel) -> dict[str, Any]:
-        return {
-            "preset": self.preset,
-            "source": self.source,
-            "records": {"calibration": model.counts.get("calibration", 0), "own_runs": model.counts.get("run", 0)},
-            "interval": "80%: quantiles of log error over whole held-out models" if model.model_q is not None
-            else "80%: per-kind held-out quantiles combined assuming independent op errors",
-            "formula": "sum over ops of the op kind's model in context: exp(ridge on log features + k nearest "
-            "neighbours' residuals), never below the op's roofline bound",
-        }  # fmt: skip
-
-    def to_dict(self) -> dict[str, Any]:
-        out = self._rates_dict()
-        return out if self.op_model is None else {**out, "op_model": self.op_model.to_dict()}
-
-    def _rates_dict(self) -> dict[str, Any]:
-        return {
-            "preset": self.preset, "kind": self.kind, "bandwidth_gbs": self.bandwidth_gbs, "launch_s": self.launch_s,
-            "host_per_kernel_s": self.host_per_kernel_s, "view_s": self.view_s, "overlap": self.overlap,
-            "memory": None if self.memory is None else self.memory.to_dict(), "source": self.source,
-            "accuracy": dict(self.accuracy),
-            "rates": {dtype: {k: r.to_dict() for k, r in table.items()} for dtype, table in self.rates.items()},
-        }  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
-        rates = {
-            dtype: {klass: ClassRates(**values) for klass, values in table.items()}
-            for dtype, table in data["rates"].items()
-        }
-        memory = data.get("memory")
-        return cls(
-            preset=data["preset"],
-            kind=data.get("kind", "cuda"),
-            bandwidth_gbs=float(data["bandwidth_gbs"]),
-            launch_s=float(data["launch_s"]),
-            host_per_kernel_s=float(data["host_per_kernel_s"]),
-            rates=rates,
-            accuracy=data.get("accuracy", {}),
-            source=data.get("source", ""),
-            overlap=float(data.get("overlap", 1.0)),
-            view_s=float(data.get("view_s", 0.0)),
-            memory=None if memory is None else MemoryCurve(**memory),
-            op_model=OpModel.from_dict(data["op_model"]) if data.get("op_model") else None,
-        )
-
-
-@cache
-def _shipped(preset: str) -> Calibration | None:
-    path = resources.files("graphprof.devices") / "calibration" / f"{preset}.json"
-    if not path.is_file():
-        return None
-    return Calibration.from_dict(json.loads(path.read_text()))
-
-
-def _with_learned(calibration: Calibration, learned: Sequence[Sequence[Any]]) -> Calibration:
-    """The calibration with the samples learned from the user's runs added as neighbours."""
-    if calibration.op_model is None or not learned:
-        return calibration
-    return replace(calibration, op_model=calibration.op_model.with_samples(Sample.from_list(row) for row in learned))
-
-
-def load_calibration(preset: str) -> Calibration | None:
-    """The calibration table of a hardware preset (``local``: the one ``graphprof calibrate`` wrote), or ``None``."""
-    if preset == "local":
-        from graphprof.devices.local import read_local
-
-        stored = read_local()
-        return (
-            None
-            if stored is None
-            else _with_learned(Calibration.from_dict(stored["calibration"]), stored.get("learned", ()))
-        )
-    return _shipped(preset)
-
-
 def kernel_seconds(op: Any, dtype: str, hardware: Hardware, calibration: Calibration) -> float:
     """Predicted device time of one kernel (an :class:`~graphprof.cost.result.OpRecord`), host floor excluded.
 
@@ -303,7 +130,7 @@ def kernel_seconds(op: Any, dtype: str, hardware: Hardware, calibration: Calibra
     flops = float(op.cost.flops * op.work_fraction)
     nbytes = float(op.cost.bytes_moved)
     compute = flops / (peak * rates.efficiency(reduction_depth(op.op, op.input_shapes)))
-    memory = calibration.memory_seconds(nbytes, hardware) / rates.memory_fraction
+    memory = calibration.memory_seconds(nbytes, hardware.bandwidth) / rates.memory_fraction
     bound = max(float(op.cost.flops) / peak, nbytes / hardware.bandwidth)
     return max(bound, rates.latency_s + max(compute, memory))
 

@@ -24,8 +24,8 @@ from torch import nn
 
 from graphprof.base.choices import Objective
 from graphprof.base.limits import require_count
-from graphprof.devices.hardware import Hardware
-from graphprof.devices.local import read_local, stale_reasons
+from graphprof.devices.hardware import Hardware, read_local_hardware
+from graphprof.devices.local import stale_reasons
 from graphprof.errors import InvalidInputError
 from graphprof.partition.costs import CostTable, measured_seconds, preset_seconds, shared_weights, table, unit_records
 from graphprof.partition.devices import Device, Links, as_devices, kinds_of, parse_links
@@ -78,14 +78,14 @@ def _measure(prepared: PreparedModel, threads: int, iters: int) -> Any:
         torch.set_num_threads(before)
 
 
-def _local_predictor(threads: int) -> tuple[Hardware | None, str]:
-    """The ``local`` preset when ``graphprof calibrate`` measured this CPU, with this torch, at ``threads``
-    threads (what each stage's process runs with: :func:`graphprof.devices.local.stale_reasons`), else
-    ``None``; and a line saying why the times are measured instead."""
-    stored = read_local()
+def _local_predictor(stored: Hardware | None, threads: int) -> tuple[Hardware | None, str]:
+    """``stored`` (the ``local`` preset as its file holds it, :func:`graphprof.devices.hardware.read_local_hardware`)
+    when ``graphprof calibrate`` measured this CPU, with this torch, at ``threads`` threads (what each stage's
+    process runs with: :func:`graphprof.devices.local.stale_reasons`), else ``None``; and a line saying why
+    the times are measured instead."""
     if stored is None:
         return None, "cpu stage times measured: no local calibration (`graphprof calibrate --threads N` predicts them)"
-    device = stored.get("device", {})
+    device = stored.measured or {}
     if device.get("threads") != threads:
         return None, (f"cpu stage times measured: the local calibration is of {device.get('threads')} thread(s), each stage "
                       f"runs {threads} (`graphprof calibrate --threads {threads}` predicts them)")  # fmt: skip
@@ -95,19 +95,26 @@ def _local_predictor(threads: int) -> tuple[Hardware | None, str]:
             None,
             f"cpu stage times measured: the local calibration is stale ({'; '.join(stale)}); run `graphprof calibrate` again",
         )
-    return Hardware(**stored["hardware"]), ""
+    return stored, ""
 
 
 def cost_table(
-    prepared: PreparedModel, devices: Sequence[Device], *, kv_len: int | None = None, threads: int = 1, iters: int = 10
+    prepared: PreparedModel,
+    devices: Sequence[Device],
+    *,
+    kv_len: int | None = None,
+    threads: int = 1,
+    iters: int = 10,
+    stored: Hardware | None = None,
 ) -> tuple[CostTable, Any]:
     """The per-unit cost table of ``prepared`` on every kind of ``devices``, and the profile it came from.
 
-    A ``cpu`` device's times are predicted by the local calibration when it was measured with the stages'
-    thread count, else measured here (the table's source says which, and why)."""
+    A ``cpu`` device's times are predicted by the local calibration ``stored`` (read by the caller:
+    :func:`graphprof.devices.hardware.read_local_hardware`) when it was measured with the stages' thread
+    count, else measured here (the table's source says which, and why)."""
     profile = prepared.profile()
     local = any(d.local for d in devices)
-    predictor, why = _local_predictor(threads) if local else (None, "")
+    predictor, why = _local_predictor(stored, threads) if local else (None, "")
     measurement = _measure(prepared, threads, iters) if local and predictor is None else None
     graph, _ = prepared.graph(detail=False, measurement=measurement)
     nodes = assign_nodes(graph, choose_units(prepared.model))
@@ -146,7 +153,8 @@ def plan_prepared(
     if not devs:
         raise InvalidInputError("no devices given (e.g. --devices orin-agx:2,rtx4090:1 or cpu:2)")
     links = links or Links()
-    costs, profile = cost_table(prepared, devs, kv_len=kv_len, threads=threads, iters=iters)
+    stored = read_local_hardware() if any(d.local for d in devs) else None  # the one read of the local calibration
+    costs, profile = cost_table(prepared, devs, kv_len=kv_len, threads=threads, iters=iters, stored=stored)
     kinds = kinds_of(devs)
     problem = problem_of(costs, devs, links)
     start = time.perf_counter()

@@ -1,9 +1,14 @@
-"""Renderers: pure functions of a :class:`~graphprof.cost.result.Profile` (and its roofline). They never change it.
+"""Renderers: pure functions of one result, a :class:`~graphprof.cost.result.Profile` with the roofline it
+carries (:attr:`~graphprof.cost.result.Profile.roofline`) among them. They never change it.
 
-``table`` builds the Rich terminal report, ``files`` the JSON and CSV text of a profile, ``sink`` the one way any result is written, ``compare`` the side-by-side
-comparison of several models, and ``plots`` the charts (matplotlib, imported only when a chart is drawn).
+``report`` builds the Rich terminal report from its sections (``tree``, ``layers``, ``summary``,
+``bottlenecks``; ``formatting`` is what their cells share), ``hardware`` the table of device presets,
+``files`` the JSON and CSV text of a profile, ``sink`` the one way any result is written, ``compare``
+the side-by-side comparison of several models, and ``plots`` the charts (matplotlib, imported only
+when a chart is drawn).
 """
 
+from graphprof.render.bottlenecks import render_bottlenecks
 from graphprof.render.compare import (
     ComparisonRow,
     ModelFailure,
@@ -13,21 +18,13 @@ from graphprof.render.compare import (
     render_comparison_csv,
 )
 from graphprof.render.files import profile_dict, render_csv, render_json
+from graphprof.render.formatting import format_count, format_percent, format_seconds
+from graphprof.render.hardware import render_hardware
+from graphprof.render.layers import render_layers, render_op_breakdown, render_top_layers
 from graphprof.render.plots import PLOT_KINDS, parse_plot_spec, render_layers_plot, render_roofline_plot, write_plot
-from graphprof.render.table import (
-    format_count,
-    format_percent,
-    format_seconds,
-    render_bottlenecks,
-    render_footer,
-    render_hardware,
-    render_layers,
-    render_op_breakdown,
-    render_report,
-    render_summary,
-    render_top_layers,
-    render_tree,
-)
+from graphprof.render.report import render_footer, render_report
+from graphprof.render.summary import render_summary
+from graphprof.render.tree import render_tree
 
 __all__ = [
     "PLOT_KINDS",

@@ -23,7 +23,7 @@ from graphprof.cost.result import SCHEMA_VERSION
 from graphprof.cost.roofline import DEFAULT_THRESHOLD
 from graphprof.devices.hardware import Hardware
 from graphprof.render.files import csv_text
-from graphprof.render.table import format_count, format_percent, format_seconds
+from graphprof.render.formatting import format_count, format_percent, format_seconds
 
 __all__ = [
     "COMPARISON_COLUMNS",

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.crosscheck.result import REASONS, CrossCheck, Explanation, OpCount, Status
-from graphprof.render.table import format_count
+from graphprof.render.formatting import format_count
 
 __all__ = [
     "summarize",

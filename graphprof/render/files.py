@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import Roofline, intensity_band
+from graphprof.cost.roofline import intensity_band
 from graphprof.render.common import profile_roofline
 
 __all__ = ["CSV_COLUMNS", "profile_dict", "render_json", "render_csv", "csv_text"]
@@ -32,9 +32,9 @@ CSV_COLUMNS = (
 )  # fmt: skip
 
 
-def profile_dict(profile: Profile, roofline: Roofline | None = None) -> dict[str, Any]:
-    """:meth:`Profile.to_dict` with the roofline's verdicts added (the fixed threshold when ``roofline`` is ``None``)."""
-    roofline = roofline if roofline is not None else profile_roofline(profile)
+def profile_dict(profile: Profile) -> dict[str, Any]:
+    """:meth:`Profile.to_dict` with the verdicts of the roofline it carries added (:attr:`Profile.roofline`)."""
+    roofline = profile_roofline(profile)
     data = profile.to_dict()
     for layer, verdict, row in zip(data["layers"], roofline.layers, profile.layers, strict=True):
         layer["output_shape"] = list(row.output_shapes[0]) if row.output_shapes else None
@@ -47,9 +47,9 @@ def profile_dict(profile: Profile, roofline: Roofline | None = None) -> dict[str
     return data
 
 
-def render_json(profile: Profile, roofline: Roofline | None = None) -> str:
+def render_json(profile: Profile) -> str:
     """The profile as JSON text (see the module docstring for the layout)."""
-    return json.dumps(profile_dict(profile, roofline), indent=2, allow_nan=False) + "\n"
+    return json.dumps(profile_dict(profile), indent=2, allow_nan=False) + "\n"
 
 
 def _cell(value: object) -> object:
@@ -71,9 +71,9 @@ def csv_text(columns: Iterable[str], rows: Iterable[Mapping[str, object]]) -> st
     return buffer.getvalue()
 
 
-def render_csv(profile: Profile, roofline: Roofline | None = None) -> str:
+def render_csv(profile: Profile) -> str:
     """One row per layer with :data:`CSV_COLUMNS`; ``output_shape`` is ``1x64x32x32`` (several joined by ``;``)."""
-    roofline = roofline if roofline is not None else profile_roofline(profile)
+    roofline = profile_roofline(profile)
     rows = []
     for row, verdict in zip(profile.layers, roofline.layers, strict=True):
         cost = row.cost

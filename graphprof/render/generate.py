@@ -18,7 +18,7 @@ from rich.text import Text
 
 from graphprof.base.limits import format_bytes
 from graphprof.generate.result import BlockCost, GenerationMeasurement, GenerationProfile, Latency
-from graphprof.render.table import format_count, format_seconds
+from graphprof.render.formatting import format_count, format_seconds
 
 __all__ = ["render_generation"]
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from graphprof.gnn.compare import EstimateComparison
 from graphprof.gnn.scaling import GraphScalingResult
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
-from graphprof.render.table import format_count, format_percent
+from graphprof.render.formatting import format_count, format_percent
 
 __all__ = ["render_comparison", "render_graph_scaling", "growth_word"]
 

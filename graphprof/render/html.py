@@ -24,7 +24,6 @@ from typing import Any
 
 from graphprof.base.choices import Mode
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import Roofline
 from graphprof.errors import MissingDependencyError
 from graphprof.render.common import profile_roofline
 from graphprof.render.escape import plotly_json
@@ -99,7 +98,8 @@ def _table(table_id: str, headers: Sequence[str], rows: Sequence[Sequence[tuple[
     return f"{search}<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _cards(profile: Profile, roofline: Roofline) -> str:
+def _cards(profile: Profile) -> str:
+    roofline = profile_roofline(profile)
     m = profile.measurement
     items = [
         ("params", _num(profile.total_params)), ("MACs", _num(profile.total_macs)), ("FLOPs", _num(profile.total_flops)),
@@ -126,9 +126,9 @@ def _shapes(shapes: Sequence[Sequence[int]]) -> str:
 
 def _tree(profile: Profile) -> str:
     """The module tree as nested ``<details>``: each module's summed cost and its output shape."""
-    from graphprof.render.table import _module_shapes
+    from graphprof.render.tree import module_shapes
 
-    shapes = _module_shapes(profile)
+    shapes = module_shapes(profile)
     children: dict[str, list[Any]] = defaultdict(list)
     for m in profile.modules:
         if m.path:
@@ -145,7 +145,8 @@ def _tree(profile: Profile) -> str:
     return f"<input placeholder='search the tree' oninput='searchTree(this)'><div class='tree' id='tree'>{body}</div>"
 
 
-def _layer_table(profile: Profile, roofline: Roofline) -> str:
+def _layer_table(profile: Profile) -> str:
+    roofline = profile_roofline(profile)
     measured = {t.name: t.time_us for t in profile.measurement.layers} if profile.measurement is not None else None
     headers = ["layer", "type", "MACs", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound", "predicted"] + (
         ["measured"] if measured is not None else []
@@ -201,10 +202,10 @@ def _axis(title: str, log: bool = True) -> dict[str, Any]:
     return axis
 
 
-def _hover(profile: Profile, roofline: Roofline) -> dict[str, list[str]]:
+def _hover(profile: Profile) -> dict[str, list[str]]:
     """Per module path: its FLOPs and intensity, and its times (lower bound, predicted, measured), the two
     lines under the layer's name in each point's hover (plain text: the page escapes it)."""
-    points = roofline_points(profile, roofline)
+    points = roofline_points(profile)
     seconds = {kind: {name: f / y for name, _, y, f in pts} for kind, pts in points.items()}
     out = {}
     for name, x, _, flops in points["lower bound"]:
@@ -213,7 +214,8 @@ def _hover(profile: Profile, roofline: Roofline) -> dict[str, list[str]]:
     return out
 
 
-def _roofline_caption(profile: Profile, roofline: Roofline) -> str:
+def _roofline_caption(profile: Profile) -> str:
+    roofline = profile_roofline(profile)
     hw = roofline.hardware
     assert hw is not None and roofline.peak_flops is not None and roofline.bandwidth is not None
     text = (f"Device: {hw.label}, {roofline.precision} peak {roofline.peak_flops / 1e12:.1f} TFLOP/s, "
@@ -233,12 +235,13 @@ def _roofline_caption(profile: Profile, roofline: Roofline) -> str:
     return f"<p class='muted' id='roofline-caption'>{html.escape(text)}</p>"
 
 
-def _roofline_chart(profile: Profile, roofline: Roofline) -> str:
+def _roofline_chart(profile: Profile) -> str:
+    roofline = profile_roofline(profile)
     if roofline.hardware is None or roofline.peak_flops is None or roofline.bandwidth is None:
         return "<p class='muted'>No device given (--hardware): no roof to draw.</p>"
-    hover = _hover(profile, roofline)
+    hover = _hover(profile)
     traces = []
-    for kind, points in roofline_points(profile, roofline).items():
+    for kind, points in roofline_points(profile).items():
         if points:
             names, xs, ys, _ = zip(*points, strict=True)
             marker = {"o": "circle", "s": "square", "^": "triangle-up"}[POINT_KINDS[kind]]
@@ -257,7 +260,7 @@ def _roofline_chart(profile: Profile, roofline: Roofline) -> str:
     data = plotly_json(traces)
     return (
         f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{plotly_json(layout)})</script>"
-        + _roofline_caption(profile, roofline)
+        + _roofline_caption(profile)
     )
 
 
@@ -305,15 +308,15 @@ def _graph_svg(profile: Profile, graph: Any) -> str:
     )
 
 
-def render_profile_html(profile: Profile, roofline: Roofline | None = None, *, graph: Any = None) -> str:
-    """The page of one profile (see the module docstring); ``graph`` is its module graph, drawn when given."""
-    roofline = roofline if roofline is not None else profile_roofline(profile)
+def render_profile_html(profile: Profile, *, graph: Any = None) -> str:
+    """The page of one profile (see the module docstring), with the roofline it carries; ``graph`` is its
+    module graph, drawn when given."""
     unsupported = "".join(f"<li>{html.escape(u.op)} x{u.count}</li>" for u in profile.unsupported) or "<li>none</li>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in profile.notes)
     body = (
-        _cards(profile, roofline) + "<h2>Module tree</h2>" + _tree(profile) + "<h2>Roofline</h2>" + _roofline_chart(profile, roofline)
+        _cards(profile) + "<h2>Module tree</h2>" + _tree(profile) + "<h2>Roofline</h2>" + _roofline_chart(profile)
         + "<h2>Activation memory</h2>" + _activation_chart(profile)
-        + "<h2>Layers</h2>" + _layer_table(profile, roofline) + "<h2>Aten ops</h2>" + _op_table(profile)
+        + "<h2>Layers</h2>" + _layer_table(profile) + "<h2>Aten ops</h2>" + _op_table(profile)
         + "<h2>Module graph</h2>" + _graph_svg(profile, graph) + f"<h2>Unsupported ops</h2><ul id='unsupported'>{unsupported}</ul>"
         + f"<h2>Notes</h2><ul>{notes}</ul>"
     )  # fmt: skip
@@ -396,7 +399,7 @@ def render_html(result: Any) -> str:
     from graphprof.scaling.result import Sweep
 
     if isinstance(result, Profile):
-        return render_profile_html(result, result.roofline)
+        return render_profile_html(result)
     if isinstance(result, Sweep):
         return render_sweep_html(result)
     if isinstance(result, Plan):

@@ -27,7 +27,7 @@ from rich.text import Text
 from graphprof.base.choices import Mode, Phase
 from graphprof.base.names import functional_op
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import LayerBound, Roofline, roofline_time
+from graphprof.cost.roofline import LayerBound, roofline_time
 from graphprof.measure.timing import NOISY_CV
 
 __all__ = [
@@ -39,10 +39,10 @@ __all__ = [
 ]
 
 
-def _by_layer(
-    profile: Profile, roofline: Roofline | None, seconds: Callable[[LayerBound], float | None]
-) -> dict[str, float]:
-    """``seconds(bound)`` summed per module path (``"(model)"`` for nodes at top level)."""
+def _by_layer(profile: Profile, seconds: Callable[[LayerBound], float | None]) -> dict[str, float]:
+    """``seconds(bound)`` of the roofline ``profile`` carries, summed per module path (``"(model)"`` for
+    nodes at top level); empty when it carries none."""
+    roofline = profile.roofline
     if roofline is None:
         return {}
     out: dict[str, float] = defaultdict(float)
@@ -53,23 +53,24 @@ def _by_layer(
     return dict(out)
 
 
-def estimated_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
+def estimated_layer_seconds(profile: Profile) -> dict[str, float]:
     """Roofline seconds per module path (``"(model)"`` for nodes at top level); empty without a device."""
-    if roofline is None or roofline.seconds is None:
+    if profile.roofline is None or profile.roofline.seconds is None:
         return {}
-    return _by_layer(profile, roofline, lambda bound: bound.seconds)
+    return _by_layer(profile, lambda bound: bound.seconds)
 
 
-def predicted_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
+def predicted_layer_seconds(profile: Profile) -> dict[str, float]:
     """Predicted seconds per module path, as :func:`estimated_layer_seconds`; empty without a calibration."""
-    return _by_layer(profile, roofline, lambda bound: bound.predicted_seconds)
+    return _by_layer(profile, lambda bound: bound.predicted_seconds)
 
 
-def forward_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
+def forward_layer_seconds(profile: Profile) -> dict[str, float]:
     """Roofline seconds of the *forward* per module path: what a measured forward is compared with.
 
     Equal to :func:`estimated_layer_seconds` in eval mode (no backward); in train mode it leaves the
     backward out. Empty without a device."""
+    roofline = profile.roofline
     if roofline is None or roofline.peak_flops is None or roofline.bandwidth is None:
         return {}
     out: dict[str, float] = defaultdict(float)
@@ -80,13 +81,13 @@ def forward_layer_seconds(profile: Profile, roofline: Roofline | None) -> dict[s
     return dict(out)
 
 
-def forward_predicted_seconds(profile: Profile, roofline: Roofline | None) -> dict[str, float]:
+def forward_predicted_seconds(profile: Profile) -> dict[str, float]:
     """Predicted seconds of the forward per module path (the forward's ops alone on the timeline); as
     :func:`predicted_layer_seconds` in eval mode, empty without a calibration. Read from the roofline
     (:attr:`Roofline.forward_predicted`, computed by :func:`graphprof.cost.roofline.classify`), never predicted here."""
     if profile.mode is not Mode.TRAIN:
-        return predicted_layer_seconds(profile, roofline)
-    return {} if roofline is None else dict(roofline.forward_predicted)
+        return predicted_layer_seconds(profile)
+    return {} if profile.roofline is None else dict(profile.roofline.forward_predicted)
 
 
 def _ms(stats: object) -> str:
@@ -110,8 +111,9 @@ def _estimated_text(profile: Profile) -> str:
     return text
 
 
-def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group:
-    """The measurement's summary, memory (measured beside estimated) and the per-layer table."""
+def render_measured(profile: Profile) -> Group:
+    """The measurement's summary, memory (measured beside estimated) and the per-layer table; the estimates
+    and predictions are those of the roofline ``profile`` carries (none without one)."""
     m = profile.measurement
     if m is None:
         return Group(Text("no measurement"))
@@ -153,7 +155,7 @@ def render_measured(profile: Profile, roofline: Roofline | None = None) -> Group
     for note in m.notes:
         lines.append(Text(f"note: {note}", style="dim"))
 
-    return Group(*lines, _layer_table(profile, roofline), _op_table(profile, roofline))
+    return Group(*lines, _layer_table(profile), _op_table(profile))
 
 
 def _utilization(m: Any) -> list[Text]:
@@ -209,23 +211,15 @@ def _us(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f} us"
 
 
-def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
+def _layer_table(profile: Profile) -> Table:
     """Per layer: lower bound, predicted (with a calibration), measured, their ratios; the layers whose
     prediction is furthest from the measurement (by the size of log(measured / predicted)) flagged."""
     m = profile.measurement
     assert m is not None
     # like for like: the layers are measured on forwards, so the estimate is of the forward (train mode too)
-    estimates = forward_layer_seconds(profile, roofline)
-    # a prediction is for the device it names: held against a run on another kind of device, it says nothing
-    same_kind = (
-        roofline is not None and roofline.hardware is not None and roofline.hardware.target == m.device.split(":")[0]
-    )
-    predictions = forward_predicted_seconds(profile, roofline) if same_kind else {}
-    where = roofline.hardware.name if roofline is not None and roofline.hardware is not None else None
-    title = f"Per layer: estimated{f' ({where} roofline)' if where else ''} vs measured (self time)"
-    if profile.mode is Mode.TRAIN:
-        title = f"Per layer, forward only: estimated forward{f' ({where} roofline)' if where else ''} vs measured forward (self time); the backward is timed for the whole model above"
-    table = Table(title=title, title_justify="left")
+    estimates = forward_layer_seconds(profile)
+    predictions = _forward_predictions(profile)
+    table = Table(title=_layer_title(profile), title_justify="left")
     columns = [("Layer", "left"), ("Type", "left"), ("Calls", "right"), ("Estimated", "right")]
     if predictions:
         columns.append(("Predicted", "right"))
@@ -235,14 +229,7 @@ def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
     columns.append(("Share", "right"))
     for col, justify in columns:
         table.add_column(col, justify=justify, no_wrap=col == "Layer")  # type: ignore[arg-type]
-    worst: set[str] = set()
-    if predictions:
-        misses = {
-            layer.name: abs(math.log(layer.time_us / (predictions[layer.name] * 1e6)))
-            for layer in m.layers
-            if predictions.get(layer.name) and layer.time_us > 0
-        }
-        worst = set(sorted(misses, key=lambda name: -misses[name])[:WORST_FLAGGED])
+    worst = _worst_predicted(m, predictions)
     total = m.layer_sum_us or 1.0
     for layer in m.layers:
         est = estimates.get(layer.name)
@@ -262,6 +249,46 @@ def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
             cells.append(_ratio(layer.time_us, pred_us))
         cells.append(f"{layer.time_us / total * 100:.1f}%")
         table.add_row(*cells)
+    table.add_row(*_total_cells(m, estimates, predictions), style="bold")
+    return table
+
+
+def _forward_predictions(profile: Profile) -> dict[str, float]:
+    """The forward's predicted seconds per layer, when the roofline ``profile`` carries is of the kind of
+    device the measurement ran on: a prediction held against a run on another kind says nothing."""
+    m = profile.measurement
+    roofline = profile.roofline
+    assert m is not None
+    same_kind = (
+        roofline is not None and roofline.hardware is not None and roofline.hardware.target == m.device.split(":")[0]
+    )
+    return forward_predicted_seconds(profile) if same_kind else {}
+
+
+def _layer_title(profile: Profile) -> str:
+    """The per-layer table's title: which device's roofline, and forward only in train mode."""
+    roofline = profile.roofline
+    where = roofline.hardware.name if roofline is not None and roofline.hardware is not None else None
+    title = f"Per layer: estimated{f' ({where} roofline)' if where else ''} vs measured (self time)"
+    if profile.mode is Mode.TRAIN:
+        title = f"Per layer, forward only: estimated forward{f' ({where} roofline)' if where else ''} vs measured forward (self time); the backward is timed for the whole model above"
+    return title
+
+
+def _worst_predicted(m: Any, predictions: dict[str, float]) -> set[str]:
+    """The :data:`WORST_FLAGGED` layers whose prediction is furthest from their measured time."""
+    if not predictions:
+        return set()
+    misses = {
+        layer.name: abs(math.log(layer.time_us / (predictions[layer.name] * 1e6)))
+        for layer in m.layers
+        if predictions.get(layer.name) and layer.time_us > 0
+    }
+    return set(sorted(misses, key=lambda name: -misses[name])[:WORST_FLAGGED])
+
+
+def _total_cells(m: Any, estimates: dict[str, float], predictions: dict[str, float]) -> list[str]:
+    """The TOTAL row: the summed estimate (and prediction) beside the summed measured self times."""
     est_total = sum(estimates.values()) * 1e6
     pred_total = sum(predictions.values()) * 1e6
     cells = ["TOTAL", "", "", _us(est_total) if estimates else "-"]
@@ -271,15 +298,15 @@ def _layer_table(profile: Profile, roofline: Roofline | None) -> Table:
     if predictions:
         cells.append(_ratio(m.layer_sum_us, pred_total))
     cells.append("100.0%")
-    table.add_row(*cells, style="bold")
-    return table
+    return cells
 
 
-def _op_table(profile: Profile, roofline: Roofline | None) -> Table:
+def _op_table(profile: Profile) -> Table:
     """Per aten op over the whole model: calls, the roofline estimate, the measured time of the calls a
     dispatch mode sees (their kernels below them included), the ratio; the longest first."""
     m = profile.measurement
     assert m is not None
+    roofline = profile.roofline
     estimated: dict[str, float] = defaultdict(float)
     if roofline is not None and roofline.peak_flops is not None and roofline.bandwidth is not None:
         for _, op in profile.iter_ops():

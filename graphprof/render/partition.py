@@ -19,8 +19,8 @@ from graphprof.base.choices import Objective
 from graphprof.base.limits import format_bytes
 from graphprof.partition.plan import Plan, Stage
 from graphprof.partition.run import PipelineRun
+from graphprof.render.formatting import format_count, format_seconds
 from graphprof.render.plots import _figure, _save
-from graphprof.render.table import format_count, format_seconds
 
 __all__ = ["render_plan", "render_runs", "plan_dict", "render_plan_plot"]
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.limits import format_bytes
-from graphprof.render.table import format_count
+from graphprof.render.formatting import format_count
 from graphprof.training.result import CheckpointPlan, MemoryPlan, RanksPlan, StepBreakdown
 
 __all__ = ["render_memory_plan", "render_checkpoint_plan", "render_ranks_plan", "render_plan_plot"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from graphprof.base.atomic import write_atomic
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import Bound, Roofline
+from graphprof.cost.roofline import Bound
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.render.common import profile_roofline
 from graphprof.render.measured import estimated_layer_seconds, predicted_layer_seconds
@@ -101,21 +101,23 @@ def _save(figure: Any, fmt: str) -> bytes:
 POINT_KINDS = {"lower bound": "o", "predicted": "s", "measured": "^"}
 
 
-def roofline_points(profile: Profile, roofline: Roofline) -> dict[str, list[tuple[str, float, float, int]]]:
+def roofline_points(profile: Profile) -> dict[str, list[tuple[str, float, float, int]]]:
     """Per layer (module path) and kind: ``(name, FLOPs/byte, achieved FLOP/s, FLOPs)``.
 
     ``lower bound``: FLOPs over the roofline time, on the roof by construction; ``predicted``: over the
     predicted time (a calibrated device); ``measured``: over the layer's measured self time (with a
-    measurement). Layers without FLOPs or bytes cannot sit on log axes and are left out.
+    measurement). Layers without FLOPs or bytes cannot sit on log axes and are left out. The times are
+    those of the roofline ``profile`` carries.
     """
+    roofline = profile_roofline(profile)
     flops: dict[str, int] = defaultdict(int)
     nbytes: dict[str, int] = defaultdict(int)
     for row, bound in zip(profile.layers, roofline.layers, strict=True):
         flops[row.module or "(model)"] += bound.flops
         nbytes[row.module or "(model)"] += bound.bytes
     seconds = {
-        "lower bound": estimated_layer_seconds(profile, roofline),
-        "predicted": predicted_layer_seconds(profile, roofline),
+        "lower bound": estimated_layer_seconds(profile),
+        "predicted": predicted_layer_seconds(profile),
         "measured": {t.name: t.time_us / 1e6 for t in profile.measurement.layers}
         if profile.measurement is not None
         else {},
@@ -129,7 +131,7 @@ def roofline_points(profile: Profile, roofline: Roofline) -> dict[str, list[tupl
     return points
 
 
-def render_roofline_plot(profile: Profile, roofline: Roofline | None = None, *, fmt: str = "png") -> bytes:
+def render_roofline_plot(profile: Profile, *, fmt: str = "png") -> bytes:
     """A roofline chart: every layer a point at its arithmetic intensity, under the device's roof.
 
     With a device, up to three points per layer (:func:`roofline_points`): the lower bound (on the roof
@@ -138,13 +140,13 @@ def render_roofline_plot(profile: Profile, roofline: Roofline | None = None, *, 
     follows the layer's FLOPs. Without a device, the y axis is the layer's FLOPs and the fixed threshold
     is drawn instead of a roof.
     """
-    roofline = roofline if roofline is not None else profile_roofline(profile)
+    roofline = profile_roofline(profile)
     figure = _figure(8.0, 5.5)
     axes = figure.add_subplot()
     device = roofline.hardware is not None and roofline.peak_flops is not None and roofline.bandwidth is not None
-    xs = _draw_device_points(axes, profile, roofline) if device else _draw_threshold_points(axes, roofline)
+    xs = _draw_device_points(axes, profile) if device else _draw_threshold_points(axes, profile)
     lo, hi = min(xs + [roofline.threshold]) / 4, max(xs + [roofline.threshold]) * 4
-    title, note = _draw_roof(axes, profile, roofline, lo, hi) if device else _draw_threshold(axes, profile, roofline)
+    title, note = _draw_roof(axes, profile, lo, hi) if device else _draw_threshold(axes, profile)
     skipped = sum(1 for layer in roofline.layers if not (layer.flops > 0 and layer.bytes > 0))
     if skipped:
         note += f"; {skipped} layers without FLOPs or bytes not shown"
@@ -159,8 +161,9 @@ def render_roofline_plot(profile: Profile, roofline: Roofline | None = None, *, 
     return _save(figure, fmt)
 
 
-def _draw_device_points(axes: Any, profile: Profile, roofline: Roofline) -> list[float]:
-    points = roofline_points(profile, roofline)
+def _draw_device_points(axes: Any, profile: Profile) -> list[float]:
+    roofline = profile_roofline(profile)
+    points = roofline_points(profile)
     total = max(1, roofline.total_flops)
     xs: list[float] = []
     for kind, marker in POINT_KINDS.items():
@@ -173,7 +176,8 @@ def _draw_device_points(axes: Any, profile: Profile, roofline: Roofline) -> list
     return xs or [roofline.threshold]
 
 
-def _draw_threshold_points(axes: Any, roofline: Roofline) -> list[float]:
+def _draw_threshold_points(axes: Any, profile: Profile) -> list[float]:
+    roofline = profile_roofline(profile)
     total = max(1, roofline.total_flops)
     xs: list[float] = []
     for bound in (Bound.COMPUTE, Bound.MEMORY):
@@ -186,7 +190,8 @@ def _draw_threshold_points(axes: Any, roofline: Roofline) -> list[float]:
     return xs or [roofline.threshold]
 
 
-def _draw_roof(axes: Any, profile: Profile, roofline: Roofline, lo: float, hi: float) -> tuple[str, str]:
+def _draw_roof(axes: Any, profile: Profile, lo: float, hi: float) -> tuple[str, str]:
+    roofline = profile_roofline(profile)
     assert roofline.hardware is not None and roofline.peak_flops is not None and roofline.bandwidth is not None
     peak, bandwidth = roofline.peak_flops / 1e12, roofline.bandwidth / 1e12
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
@@ -195,7 +200,7 @@ def _draw_roof(axes: Any, profile: Profile, roofline: Roofline, lo: float, hi: f
         roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"ridge point {roofline.threshold:.1f}"
     )
     axes.set_ylabel(f"achieved TFLOP/s ({roofline.precision})")
-    points = roofline_points(profile, roofline)
+    points = roofline_points(profile)
     if not points["predicted"] and not points["measured"]:
         note = (
             "only the lower bound is drawn (no calibration, no measurement): its points sit on the roof by construction"
@@ -205,7 +210,8 @@ def _draw_roof(axes: Any, profile: Profile, roofline: Roofline, lo: float, hi: f
     return f"Roofline of {profile.model_name} on {roofline.hardware.label}", note + "; area ~ FLOPs"
 
 
-def _draw_threshold(axes: Any, profile: Profile, roofline: Roofline) -> tuple[str, str]:
+def _draw_threshold(axes: Any, profile: Profile) -> tuple[str, str]:
+    roofline = profile_roofline(profile)
     axes.axvline(
         roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"fixed threshold {roofline.threshold:g}"
     )
@@ -214,11 +220,9 @@ def _draw_threshold(axes: Any, profile: Profile, roofline: Roofline) -> tuple[st
     return title, "no device: graphprof's default threshold, no roof; area ~ FLOPs"
 
 
-def render_layers_plot(
-    profile: Profile, roofline: Roofline | None = None, *, top: int = DEFAULT_PLOT_LAYERS, fmt: str = "png"
-) -> bytes:
+def render_layers_plot(profile: Profile, *, top: int = DEFAULT_PLOT_LAYERS, fmt: str = "png") -> bytes:
     """Horizontal bars of the ``top`` layers by FLOPs: FLOPs on the left, bytes moved on the right, coloured by verdict."""
-    roofline = roofline if roofline is not None else profile_roofline(profile)
+    roofline = profile_roofline(profile)
     ranked = sorted(
         (i for i, row in enumerate(profile.layers) if row.cost.flops > 0), key=lambda i: -profile.layers[i].cost.flops
     )[: max(1, top)]
@@ -247,9 +251,10 @@ def render_layers_plot(
 _RENDERERS: dict[str, Callable[..., bytes]] = {"roofline": render_roofline_plot, "layers": render_layers_plot}
 
 
-def write_plot(profile: Profile, spec: str | os.PathLike[str], roofline: Roofline | None = None) -> Path:
-    """Draw the chart ``spec`` names (see :func:`parse_plot_spec`) and write it atomically; returns its path."""
+def write_plot(profile: Profile, spec: str | os.PathLike[str]) -> Path:
+    """Draw the chart ``spec`` names (see :func:`parse_plot_spec`) of ``profile`` with the roofline it carries,
+    and write it atomically; returns its path."""
     kind, path = parse_plot_spec(os.fspath(spec))
-    data = _RENDERERS[kind](profile, roofline, fmt=path.suffix.lstrip(".").lower())
+    data = _RENDERERS[kind](profile, fmt=path.suffix.lstrip(".").lower())
     write_atomic(path, data)
     return path

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.limits import format_bytes
-from graphprof.render.table import format_count
+from graphprof.render.formatting import format_count
 from graphprof.sharding.result import ShardedProfile
 
 __all__ = ["render_sharded"]

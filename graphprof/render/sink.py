@@ -8,7 +8,7 @@ with :func:`graphprof.base.atomic.write_atomic`. :func:`plan_output` makes the s
 ==================  ========================================================  ===========
 kind                result                                                    formats
 ==================  ========================================================  ===========
-``profile``         :class:`~graphprof.cost.result.Profile`, :class:`ProfileResult`  json, csv
+``profile``         :class:`~graphprof.cost.result.Profile` (its roofline)    json, csv
 ``sweep``           :class:`graphprof.scaling.result.Sweep`                   json, csv
 ``compare``         :class:`ComparisonResult`                                 json, csv
 ``validate``        :class:`CrossCheckResult`                                 json, csv
@@ -45,7 +45,6 @@ __all__ = [
     "ComparisonResult",
     "CrossCheckResult",
     "OutputTarget",
-    "ProfileResult",
     "check_distinct",
     "choose_format",
     "plan_output",
@@ -74,7 +73,6 @@ _KNOWN = frozenset(f for formats in RESULT_FORMATS.values() for f in formats)
 #: A result's class (module and name: nothing is imported to look it up) -> its kind.
 _KINDS = {
     "graphprof.cost.result.Profile": "profile",
-    "graphprof.render.sink.ProfileResult": "profile",
     "graphprof.scaling.result.Sweep": "sweep",
     "graphprof.render.sink.ComparisonResult": "compare",
     "graphprof.render.sink.CrossCheckResult": "validate",
@@ -86,14 +84,6 @@ _KINDS = {
     "graphprof.training.result.MemoryPlan": "fits",
     "graphprof.training.result.RanksPlan": "fits-ranks",
 }
-
-
-@dataclass(frozen=True)
-class ProfileResult:
-    """A profile with the roofline it is to be written with (a preset's, a measured device's)."""
-
-    profile: Any
-    roofline: Any = None
 
 
 @dataclass(frozen=True)
@@ -214,12 +204,9 @@ def _json(data: Mapping[str, Any], kind: str) -> str:
 def _profile(fmt: str) -> Callable[[Any], str]:
     from graphprof.render.files import profile_dict, render_csv
 
-    def parts(r: Any) -> tuple[Any, Any]:
-        return (r.profile, r.roofline) if isinstance(r, ProfileResult) else (r, None)
-
     if fmt == "json":
-        return lambda r: _json(profile_dict(*parts(r)), "profile")
-    return lambda r: render_csv(*parts(r))
+        return lambda r: _json(profile_dict(r), "profile")
+    return render_csv
 
 
 def _sweep(fmt: str) -> Callable[[Any], str]:

@@ -21,8 +21,8 @@ from graphprof.base.choices import SweepAxis
 from graphprof.base.limits import format_bytes
 from graphprof.errors import OutputError
 from graphprof.render.files import csv_text
+from graphprof.render.formatting import format_count, format_seconds
 from graphprof.render.plots import PLOT_FORMATS, _figure, _save, require_matplotlib
-from graphprof.render.table import format_count, format_seconds
 from graphprof.scaling.result import METRICS, Sweep
 
 __all__ = ["check_sweep_plot", "render_sweep", "render_sweep_csv", "render_sweep_plot", "write_sweep_plot"]

@@ -24,7 +24,7 @@ def test_summary_says_dynamo_was_not_tried_and_why_never_failed():
     from rich.console import Console
 
     import graphprof
-    from graphprof.render.table import render_summary
+    from graphprof.render.summary import render_summary
 
     profile = graphprof.profile_model(torch.nn.Sequential(torch.nn.Linear(4, 4)), input_shape=(1, 4))
     profile = dataclasses.replace(

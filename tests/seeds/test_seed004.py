@@ -20,8 +20,8 @@ from graphprof.formulas.cost import Cost
 from graphprof.gnn.components import COMPONENTS, ComponentCosts
 from graphprof.gnn.scaling import GraphPoint, GraphScalingResult
 from graphprof.measure.timing import RuntimeStats
+from graphprof.render.formatting import format_percent
 from graphprof.render.graph_models import render_graph_scaling
-from graphprof.render.table import format_percent
 
 ROOT = Path(__file__).resolve().parents[2]
 

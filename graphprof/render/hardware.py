@@ -1,0 +1,75 @@
+"""The device presets as a table: dense peak TFLOP/s per dtype, bandwidth and ridge points, and their sources.
+
+A pure function of the presets: it returns a Rich renderable and prints nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from graphprof.devices.hardware import Hardware, hardware_aliases
+from graphprof.render.formatting import section_table
+
+__all__ = ["render_hardware"]
+
+
+def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> RenderableType:
+    """The device presets: dense peak TFLOP/s per dtype, bandwidth and ridge points; their sources below.
+
+    With ``detail`` (one device, usually), every listed precision gets its own ridge point.
+    """
+    table = section_table("Hardware presets (dense peaks, no sparsity)")
+    table.add_column("Name", overflow="fold")
+    table.add_column("Device", overflow="fold", max_width=28)
+    for precision in ("float32", "tf32", "float16", "bfloat16", "float8"):
+        table.add_column(
+            {"float32": "FP32", "tf32": "TF32", "float16": "FP16", "bfloat16": "BF16", "float8": "FP8"}[precision],
+            justify="right",
+            no_wrap=True,
+        )
+    table.add_column("GB/s", justify="right", overflow="fold")
+    table.add_column("Ridge", justify="right", overflow="fold")
+    for device in presets:
+        peaks = [_tflops(device.peak_tflops.get(p)) for p in ("float32", "tf32", "float16", "bfloat16", "float8")]
+        best = (
+            "bfloat16"
+            if "bfloat16" in device.peak_tflops
+            else "float16"
+            if "float16" in device.peak_tflops
+            else "float32"
+        )
+        ridge = f"{device.ridge_point('float32'):.0f} / {device.ridge_point(best):.0f}"
+        aliases = hardware_aliases(device.name)  # accepted too (partition's orin-agx): listed, never a surprise
+        name = device.name + (f" (or {', '.join(aliases)})" if aliases else "")
+        table.add_row(name, device.label, *peaks, f"{device.bandwidth_gbs:,.0f}", ridge)
+    lines: list[RenderableType] = [
+        table,
+        Text(
+            "TFLOP/s; Ridge = FLOPs/byte at FP32 / at BF16 (FP16 or FP32 where that is all the device lists)",
+            style="dim",
+        ),
+    ]
+    if detail:
+        for device in presets:
+            lines.append(Text(f"{device.name}: {device.label} ({device.kind})"))
+            for precision, tflops in device.peak_tflops.items():
+                lines.append(
+                    Text(
+                        f"  {precision:>8}: {tflops:g} TFLOP/s, ridge point {device.ridge_point(precision):.1f} FLOPs/byte"
+                    )
+                )
+    sources = Table.grid(padding=(0, 2))
+    sources.add_column(no_wrap=True)
+    sources.add_column(overflow="fold", style="dim")
+    for device in presets:
+        sources.add_row(device.name, device.source)
+    lines += [Text("Sources (details and URLs: graphprof/devices/hardware.py)", style="bold"), sources]
+    return Group(*lines)
+
+
+def _tflops(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
