@@ -98,13 +98,13 @@ __all__ = [
 if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: every name with its type
     from graphprof.base.inputs import InputSpec as InputSpec
     from graphprof.calibrate import calibrate as calibrate_device
+    from graphprof.cost.bounds import Bound as Bound
+    from graphprof.cost.bounds import Roofline as Roofline
     from graphprof.cost.result import LayerRow as LayerRow
     from graphprof.cost.result import ModuleRow as ModuleRow
     from graphprof.cost.result import OpRecord as OpRecord
     from graphprof.cost.result import Profile as Profile
     from graphprof.cost.result import UnsupportedOp as UnsupportedOp
-    from graphprof.cost.roofline import Bound as Bound
-    from graphprof.cost.roofline import Roofline as Roofline
     from graphprof.cost.roofline import classify as classify
     from graphprof.crosscheck import CrossCheck as CrossCheck
     from graphprof.crosscheck import crosscheck_model as crosscheck_model

@@ -13,8 +13,9 @@ import torch
 from graphprof.base.choices import OpStatus
 from graphprof.calibrate import fit as fit_module
 from graphprof.calibrate.local import LocalPreset, load_local, measure_default_hardware, preset_from_table
-from graphprof.calibrate.store import local_path, read_local, write_preset
+from graphprof.calibrate.store import write_preset
 from graphprof.devices.hardware import Hardware, get_hardware
+from graphprof.devices.local import local_path, read_local
 from graphprof.devices.predict import kernel_seconds, reduction_depth, steady_seconds, timeline
 from graphprof.devices.table import Calibration, ClassRates, MemoryCurve
 from graphprof.errors import InvalidInputError

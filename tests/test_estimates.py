@@ -44,8 +44,9 @@ from torch import nn  # noqa: E402
 
 import graphprof  # noqa: E402
 from graphprof.base.choices import Lowering  # noqa: E402
-from graphprof.cost.roofline import classify, op_class  # noqa: E402
+from graphprof.cost.roofline import classify  # noqa: E402
 from graphprof.devices.hardware import get_hardware  # noqa: E402
+from graphprof.devices.predict import op_class  # noqa: E402
 from graphprof.errors import InvalidInputError  # noqa: E402
 from graphprof.formulas.attention import causal_work_fraction  # noqa: E402
 from graphprof.run.lowering import parse_lowering  # noqa: E402

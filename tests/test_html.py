@@ -150,7 +150,7 @@ def test_sweep_and_compare_pages_open_offline(browser: Any, tmp_path: Path) -> N
     path.write_text(render_sweep_html(sweep))
     page, errors = _open(browser, path)
     assert errors == [] and page.evaluate("document.getElementById('growth').data.length") >= 3
-    from graphprof.render.compare import comparison_rows
+    from graphprof.compare.models import comparison_rows
 
     path = tmp_path / "c.html"
     path.write_text(render_compare_html(comparison_rows([graphprof.profile_model(_mlp(), input_shape=(1, 16))])))

@@ -98,7 +98,7 @@ def pages(tmp_path_factory: Any) -> dict[str, Path]:
     sweep = dataclasses.replace(
         sweep, model=PAYLOAD, notes=(PAYLOAD,), axis=SweepAxis.SET, key=PAYLOAD
     )  # a --set keyword
-    from graphprof.render.compare import comparison_rows
+    from graphprof.compare.models import comparison_rows
 
     texts = {
         "profile": render_profile_html(with_roofline(profile, get_hardware("h100")), graph=graph),

@@ -6,15 +6,9 @@ import pytest
 from torch import nn
 
 import graphprof
+from graphprof.cost.bounds import DEFAULT_THRESHOLD, Bound, classify_layer, ridge_point, roofline_time
 from graphprof.cost.result import LayerRow
-from graphprof.cost.roofline import (
-    DEFAULT_THRESHOLD,
-    Bound,
-    classify,
-    classify_layer,
-    ridge_point,
-    roofline_time,
-)
+from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import (
     HARDWARE,
     PRECISIONS,

@@ -233,7 +233,8 @@ def test_intensity_bands_as_seed_002_labels_them() -> None:
 def test_intensity_band_table_sums_and_agrees_with_the_fixed_threshold() -> None:
     from rich.console import Console
 
-    from graphprof.cost.roofline import Bound, classify, intensity_band
+    from graphprof.cost.bounds import Bound
+    from graphprof.cost.roofline import classify, intensity_band
     from graphprof.render.bottlenecks import render_intensity_bands
 
     model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 14 * 14, 10))

@@ -7,6 +7,6 @@
 """
 
 from graphprof.calibrate.local import LocalPreset, calibrate, load_local, measure_default_hardware
-from graphprof.calibrate.store import local_path
+from graphprof.devices.local import local_path
 
 __all__ = ["LocalPreset", "calibrate", "load_local", "local_path", "measure_default_hardware"]

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from graphprof.base.atomic import locked, write_atomic
-from graphprof.devices.local import FORMAT, LOCAL, local_path, missing_local_message, read_local, require_local
+from graphprof.devices.local import FORMAT, local_path
 from graphprof.errors import OutputError
 from graphprof.schemas import envelope
 
-__all__ = ["FORMAT", "LOCAL", "local_path", "read_local", "require_local", "write_preset", "missing_local_message"]
+__all__ = ["write_preset"]
 
 
 def write_preset(preset: dict[str, Any], path: Path | None = None) -> Path:

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graphprof.base.inputs import format_inputs
+from graphprof.cost.bounds import Bound
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import Bound, classify
+from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import Hardware
 
 __all__ = ["COMPARISON_COLUMNS", "ModelFailure", "ComparisonRow", "comparison_rows"]

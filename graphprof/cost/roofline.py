@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from graphprof.base.choices import Mode, Phase
 from graphprof.cost.bounds import (
     DEFAULT_THRESHOLD,
-    Bound,
     LayerBound,
     Roofline,
     classify_layer,
@@ -44,23 +43,12 @@ from graphprof.cost.bounds import (
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.opmodel import Interval
-from graphprof.devices.predict import kernel_seconds, op_class, predict_interval, predict_ops
-from graphprof.devices.table import Calibration, ClassRates
+from graphprof.devices.predict import predict_interval, predict_ops
+from graphprof.devices.table import Calibration
 
 __all__ = [
-    "DEFAULT_THRESHOLD",
-    "Bound",
-    "Calibration",
-    "ClassRates",
-    "LayerBound",
-    "op_class",
-    "kernel_seconds",
-    "Roofline",
     "classify",
     "with_roofline",
-    "classify_layer",
-    "ridge_point",
-    "roofline_time",
     "IntensityBand",
     "INTENSITY_BANDS",
     "intensity_band",

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from graphprof.base.choices import Lowering
 from graphprof.devices.local import LOCAL, learned_note, read_local, require_local
 from graphprof.devices.table import Calibration, shipped_calibration, with_learned
 from graphprof.errors import InvalidInputError
@@ -103,15 +104,15 @@ class Hardware:
             object.__setattr__(self, "measured", MappingProxyType(dict(self.measured)))
 
     @property
-    def target(self) -> str:
-        """``"cuda"`` for an NVIDIA GPU (costs follow the fused kernels it runs, see :mod:`graphprof.run.lowering`),
-        else ``"cpu"`` (the decomposition the profiling machine runs)."""
-        return "cuda" if self.label.startswith("NVIDIA") else "cpu"
+    def target(self) -> Lowering:
+        """``cuda`` for an NVIDIA GPU (costs follow the fused kernels it runs, see :mod:`graphprof.run.lowering`),
+        else ``cpu`` (the decomposition the profiling machine runs)."""
+        return Lowering.CUDA if self.label.startswith("NVIDIA") else Lowering.CPU
 
     @property
     def is_gpu(self) -> bool:
         """Whether profiling for this device uses the CUDA lowering."""
-        return self.target == "cuda"
+        return self.target is Lowering.CUDA
 
     @property
     def memory_bytes(self) -> int | None:

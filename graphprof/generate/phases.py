@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from graphprof.cost.bounds import LayerBound, classify_layer
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import LayerBound, classify, classify_layer
+from graphprof.cost.roofline import classify
 from graphprof.devices.hardware import Hardware
 from graphprof.formulas import Cost
 from graphprof.generate.blocks import group_rows

@@ -39,8 +39,8 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.names import called_op
+from graphprof.cost.bounds import roofline_time
 from graphprof.cost.count import op_record
-from graphprof.cost.roofline import roofline_time
 from graphprof.devices.hardware import Hardware
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import op_status

@@ -8,15 +8,9 @@ the side-by-side comparison of several models, and ``plots`` the charts (matplot
 when a chart is drawn).
 """
 
+from graphprof.compare.models import ComparisonRow, ModelFailure, comparison_rows
 from graphprof.render.bottlenecks import render_bottlenecks
-from graphprof.render.compare import (
-    ComparisonRow,
-    ModelFailure,
-    comparison_dict,
-    comparison_rows,
-    render_comparison,
-    render_comparison_csv,
-)
+from graphprof.render.compare import comparison_dict, render_comparison, render_comparison_csv
 from graphprof.render.files import profile_dict, render_csv, render_json
 from graphprof.render.formatting import format_count, format_percent, format_seconds
 from graphprof.render.hardware import render_hardware

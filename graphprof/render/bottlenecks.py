@@ -10,8 +10,9 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from graphprof.cost.bounds import Bound
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import INTENSITY_BANDS, Bound, intensity_band
+from graphprof.cost.roofline import INTENSITY_BANDS, intensity_band
 from graphprof.render.common import profile_roofline
 from graphprof.render.formatting import count_cell, format_percent, format_seconds, seconds_cell, section_table
 

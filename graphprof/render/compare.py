@@ -18,18 +18,14 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.limits import format_bytes
-from graphprof.compare.models import COMPARISON_COLUMNS, ComparisonRow, ModelFailure, comparison_rows
+from graphprof.compare.models import COMPARISON_COLUMNS, ComparisonRow
+from graphprof.cost.bounds import DEFAULT_THRESHOLD
 from graphprof.cost.result import SCHEMA_VERSION
-from graphprof.cost.roofline import DEFAULT_THRESHOLD
 from graphprof.devices.hardware import Hardware
 from graphprof.render.files import csv_text
 from graphprof.render.formatting import format_count, format_percent, format_seconds
 
 __all__ = [
-    "COMPARISON_COLUMNS",
-    "ModelFailure",
-    "ComparisonRow",
-    "comparison_rows",
     "render_comparison",
     "comparison_dict",
     "render_comparison_csv",

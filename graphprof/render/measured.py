@@ -26,8 +26,8 @@ from rich.text import Text
 
 from graphprof.base.choices import Mode, Phase
 from graphprof.base.names import functional_op
+from graphprof.cost.bounds import LayerBound, roofline_time
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import LayerBound, roofline_time
 from graphprof.measure.timing import NOISY_CV
 
 __all__ = [

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from graphprof.base.atomic import write_atomic
+from graphprof.cost.bounds import Bound
 from graphprof.cost.result import Profile
-from graphprof.cost.roofline import Bound
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.render.common import profile_roofline
 from graphprof.render.measured import estimated_layer_seconds, predicted_layer_seconds

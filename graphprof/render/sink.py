@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from graphprof.base.atomic import STDOUT, absolute_output, check_path, is_descriptor_path, means_stdout, write_atomic
+from graphprof.base.choices import OutputFormat
 from graphprof.errors import InvalidInputError, OutputError
 from graphprof.schemas import envelope
 
@@ -55,19 +56,12 @@ __all__ = [
 ]
 
 #: The formats each kind of result is written in; the first is the default (``--output -``).
-RESULT_FORMATS: Mapping[str, tuple[str, ...]] = {
-    "profile": ("json", "csv"),
-    "sweep": ("json", "csv"),
-    "compare": ("json", "csv"),
-    "validate": ("json", "csv"),
-    "generate": ("json",),
-    "partition": ("json",),
-    "graph-scaling": ("json",),
-    "graph-estimate": ("json",),
-    "shard": ("json",),
-    "fits": ("json",),
-    "fits-ranks": ("json",),
-}
+_BOTH = (OutputFormat.JSON, OutputFormat.CSV)
+_JSON = (OutputFormat.JSON,)
+RESULT_FORMATS: Mapping[str, tuple[OutputFormat, ...]] = {
+    "profile": _BOTH, "sweep": _BOTH, "compare": _BOTH, "validate": _BOTH, "generate": _JSON, "partition": _JSON,
+    "graph-scaling": _JSON, "graph-estimate": _JSON, "shard": _JSON, "fits": _JSON, "fits-ranks": _JSON,
+}  # fmt: skip
 _KNOWN = frozenset(f for formats in RESULT_FORMATS.values() for f in formats)
 
 #: A result's class (module and name: nothing is imported to look it up) -> its kind.
@@ -108,7 +102,7 @@ class OutputTarget:
     ``shown``, the path as the user wrote it (for ``wrote out.json``)."""
 
     path: Path
-    fmt: str
+    fmt: OutputFormat
     shown: str
     #: leave the host out (:mod:`graphprof.render.redact`): ``--redact``
     redact: bool = False
@@ -127,7 +121,7 @@ def result_kind(result: object) -> str:
     raise OutputError(f"graphprof cannot write a {type(result).__name__} to a file")
 
 
-def choose_format(path: str | os.PathLike[str], kind: str, fmt: str | None = None) -> str:
+def choose_format(path: str | os.PathLike[str], kind: str, fmt: str | None = None) -> OutputFormat:
     """The format ``kind`` is written in to ``path``: ``fmt``, else the suffix; one the kind lacks is refused.
 
     A kind with one format takes a file of any other suffix as that format (``plan.out``), but not a
@@ -144,7 +138,7 @@ def choose_format(path: str | os.PathLike[str], kind: str, fmt: str | None = Non
     else:
         chosen = suffix
     if chosen in formats:
-        return chosen
+        return OutputFormat(chosen)
     if fmt:
         raise OutputError(f"unknown output format {fmt!r} for {kind}: choose {' or '.join(formats)}")
     if chosen in _KNOWN:
@@ -201,48 +195,48 @@ def _json(data: Mapping[str, Any], kind: str) -> str:
     return json.dumps({**head, **body}, indent=2, allow_nan=False) + "\n"
 
 
-def _profile(fmt: str) -> Callable[[Any], str]:
+def _profile(fmt: OutputFormat) -> Callable[[Any], str]:
     from graphprof.render.files import profile_dict, render_csv
 
-    if fmt == "json":
+    if fmt is OutputFormat.JSON:
         return lambda r: _json(profile_dict(r), "profile")
     return render_csv
 
 
-def _sweep(fmt: str) -> Callable[[Any], str]:
+def _sweep(fmt: OutputFormat) -> Callable[[Any], str]:
     from graphprof.render.sweep import render_sweep_csv
 
-    return (lambda s: _json(s.to_dict(), "sweep")) if fmt == "json" else render_sweep_csv
+    return (lambda s: _json(s.to_dict(), "sweep")) if fmt is OutputFormat.JSON else render_sweep_csv
 
 
-def _compare(fmt: str) -> Callable[[Any], str]:
+def _compare(fmt: OutputFormat) -> Callable[[Any], str]:
     from graphprof.render.compare import comparison_dict, render_comparison_csv
 
-    if fmt == "json":
+    if fmt is OutputFormat.JSON:
         return lambda c: _json(comparison_dict(c.rows, c.hardware), "compare")
     return lambda c: render_comparison_csv(c.rows)
 
 
-def _validate(fmt: str) -> Callable[[Any], str]:
+def _validate(fmt: OutputFormat) -> Callable[[Any], str]:
     from graphprof.render.crosscheck import crosscheck_dict, render_csv
 
-    if fmt == "json":
+    if fmt is OutputFormat.JSON:
         return lambda c: _json(crosscheck_dict(c.results, c.tolerance), "validate")
     return lambda c: render_csv(c.results, c.tolerance)
 
 
-def _partition(fmt: str) -> Callable[[Any], str]:
+def _partition(fmt: OutputFormat) -> Callable[[Any], str]:
     from graphprof.render.partition import plan_dict
 
     return lambda report: _json(plan_dict(report.plan, report.runs), "partition")
 
 
-def _to_dict(kind: str) -> Callable[[str], Callable[[Any], str]]:
+def _to_dict(kind: str) -> Callable[[OutputFormat], Callable[[Any], str]]:
     return lambda fmt: lambda result: _json(result.to_dict(), kind)
 
 
 #: kind -> (format -> renderer), each imported when first used.
-_RENDERERS: Mapping[str, Callable[[str], Callable[[Any], str]]] = {
+_RENDERERS: Mapping[str, Callable[[OutputFormat], Callable[[Any], str]]] = {
     "profile": _profile,
     "sweep": _sweep,
     "compare": _compare,
@@ -267,7 +261,7 @@ def render_result(result: object, fmt: str | None = None, redact: bool = False) 
         return text
     from graphprof.render.redact import redact_json, redact_text
 
-    return redact_json(text) if chosen == "json" else redact_text(text)
+    return redact_json(text) if chosen is OutputFormat.JSON else redact_text(text)
 
 
 def write_result(
