@@ -63,17 +63,13 @@ def main(argv: list[str]) -> None:
         Path(plot).write_bytes(render_plan_plot(plan))
         print(f"wrote {plot}")
     chosen = {c.module for c in cp.chosen}
-    print(
-        f"{name} {shape}: unplanned peak {base.peak_bytes / 1e6:.1f} MB, budget {budget / 1e6:.1f} MB; solver: {cp.solver}"
-    )
+    print(f"{name} {shape}: unplanned peak {base.peak_bytes / 1e6:.1f} MB, budget {budget / 1e6:.1f} MB; solver: {cp.solver}")
     print(f"chosen ({len(chosen)}): {', '.join(sorted(chosen))}")
     torch.manual_seed(0)
     built = resolve_model(name, input_shape=shape, device="cpu")
     real = (built.model, tuple(built.args), dict(built.kwargs))
     plain = measure_step(*real, repeats=5)
-    planned = measure_step(
-        *real, wraps=(checkpointed(chosen),), repeats=10, recomputed=frozenset(chosen), cpu_time=threads == "1"
-    )
+    planned = measure_step(*real, wraps=(checkpointed(chosen),), repeats=10, recomputed=frozenset(chosen), cpu_time=threads == "1")
     print(
         f"unplanned peak: predicted {base.peak_bytes / 1e6:.1f} MB, measured {plain.peak_bytes / 1e6:.1f} MB ({base.peak_bytes / plain.peak_bytes - 1:+.2%})"
     )

@@ -20,11 +20,7 @@ from typing import Any
 
 import torch
 
-CAPTURES = {
-    "default": None,
-    "eager": ("eager",),
-    "dynamo": ("dynamo.export",),
-}
+CAPTURES = {"default": None, "eager": ("eager",), "dynamo": ("dynamo.export",)}
 
 LLAMA_8B = dict(
     hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,

@@ -23,14 +23,7 @@ from graphprof.models import resolve_model
 from graphprof.training import measure_step, plan_memory
 
 #: a CNN, a ViT, a small LLaMA (hf config), a BERT (4 layers), a graph model, and EfficientNet (depthwise convs)
-DEFAULT = [
-    "resnet18:8",
-    "vit_b_32:2",
-    "hf:llama:2",
-    "hf:bert-base?num_hidden_layers=4:2",
-    "pyg:gat?num_nodes=5000:1",
-    "efficientnet_b0:4",
-]
+DEFAULT = ["resnet18:8", "vit_b_32:2", "hf:llama:2", "hf:bert-base?num_hidden_layers=4:2", "pyg:gat?num_nodes=5000:1", "efficientnet_b0:4"]
 
 
 def bench(item: str) -> float:
@@ -51,9 +44,7 @@ def main(items: list[str]) -> None:
     print(f"load average {os.getloadavg()}; torch {torch.__version__}; memory figures do not depend on load")
     start = time.perf_counter()
     errors = [bench(item) for item in items]
-    print(
-        f"largest |error| {max(abs(e) for e in errors):.2%} over {len(errors)} models ({time.perf_counter() - start:.0f} s)"
-    )
+    print(f"largest |error| {max(abs(e) for e in errors):.2%} over {len(errors)} models ({time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

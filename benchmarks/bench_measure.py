@@ -31,12 +31,7 @@ def llama_decoder() -> torch.nn.Module:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        hidden_size=4096,
-        intermediate_size=11008,
-        num_hidden_layers=8,
-        num_attention_heads=32,
-        num_key_value_heads=32,
-        vocab_size=32000,
+        hidden_size=4096, intermediate_size=11008, num_hidden_layers=8, num_attention_heads=32, num_key_value_heads=32, vocab_size=32000
     )
     with torch.device("meta"):
         return LlamaForCausalLM(config).eval()

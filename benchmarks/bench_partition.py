@@ -78,9 +78,7 @@ def runs(iters: int) -> None:
     for model, target, options in cases:
         for spec in RUN_DEVICES:
             try:
-                report = partition_report(
-                    target, spec, objective="throughput", run=True, run_iters=iters, micro_batches=4, **options
-                )
+                report = partition_report(target, spec, objective="throughput", run=True, run_iters=iters, micro_batches=4, **options)
             except InvalidInputError as exc:  # e.g. three stages, one process each, on two cores
                 print(f"| {model} | {spec} | not run: {exc} |", flush=True)
                 continue

@@ -69,9 +69,7 @@ def _run_once(name: str, batch: int, iters: int, threads: int) -> dict[str, Any]
         return result
 
 
-def point(
-    name: str, batch: int, iters: int, threads: int, repeat: int, first: dict[tuple[str, int], float]
-) -> dict[str, object]:
+def point(name: str, batch: int, iters: int, threads: int, repeat: int, first: dict[tuple[str, int], float]) -> dict[str, object]:
     """One model at one batch, as a user runs it: ``repeat`` fresh ``graphprof --measure`` processes, one
     after the other, each after the load has fallen below 1.5. The prediction (with interval) and lower
     bound are the first's (every run predicts the same); the measured plain-forward mean is the median of
@@ -131,9 +129,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="the one-minute calibration")
     parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument(
-        "--repeat", type=int, default=2, help="fresh processes per point (the measured figure is their median)"
-    )
+    parser.add_argument("--repeat", type=int, default=2, help="fresh processes per point (the measured figure is their median)")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--wait", type=float, default=300.0)
     parser.add_argument("--output", type=Path, default=OUT)
@@ -151,10 +147,7 @@ def main() -> int:
     names = args.models.split(",")
     sampled = {m for m, _ in (*CALIBRATION_MODELS, *QUICK_MODELS)} & set(names)
     if sampled:
-        print(
-            f"refused: {sorted(sampled)} are sampled by the calibration; the benchmark holds out what it judges",
-            file=sys.stderr,
-        )
+        print(f"refused: {sorted(sampled)} are sampled by the calibration; the benchmark holds out what it judges", file=sys.stderr)
         return 2
     load = _load()
     start = time.perf_counter()
@@ -165,8 +158,7 @@ def main() -> int:
         for batch in (1, 8):
             try:
                 first[(name, batch)] = (
-                    classify(graphprof.profile_model(name, batch_size=batch), get_hardware("local")).predicted_seconds
-                    or 0.0
+                    classify(graphprof.profile_model(name, batch_size=batch), get_hardware("local")).predicted_seconds or 0.0
                 )
             except Exception:  # noqa: BLE001 - reported below, where the point fails
                 continue

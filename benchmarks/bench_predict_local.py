@@ -47,9 +47,7 @@ def row(name: str, batch: int, iters: int, warmup: int) -> dict[str, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads for calibration and runs (default: torch's)"
-    )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for calibration and runs (default: torch's)")
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--models", default=",".join(MODELS))

@@ -84,9 +84,7 @@ def main() -> None:
         best = min(r[0] for r in runs)
         print(f"| graphprof {' '.join(argv)} | {best:.2f} | {'yes' if runs[0][1] else 'no'} |")
     print()
-    print(
-        "| model | points | one profile_model s | prepare + all points s | ratio | MACs / first point | capture reused |"
-    )
+    print("| model | points | one profile_model s | prepare + all points s | ratio | MACs / first point | capture reused |")
     print("|---|---|---:|---:|---:|---|---|")
     for name, (key, values) in CASES.items():
         if quick:

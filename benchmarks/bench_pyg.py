@@ -52,9 +52,7 @@ def main() -> None:
     )  # fmt: skip
     r = json.loads(out.stdout.strip().splitlines()[-1])
     stages = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in r["timings"])
-    print(
-        "| model | nodes | edges | params | MACs | FLOPs | attention share | unsupported | capture | import | dry run | stages | load |"
-    )
+    print("| model | nodes | edges | params | MACs | FLOPs | attention share | unsupported | capture | import | dry run | stages | load |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
         f"| `{spec}` | {options.nodes:,} | {round(options.nodes * options.avg_degree):,} | {r['params']:,} | {r['macs']:,} | "

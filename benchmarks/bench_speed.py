@@ -136,9 +136,7 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | 
 
 
 def _python(code: str) -> list[float]:
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=ENV
-    ).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=ENV).stdout.split()
     return [float(v) for v in out[-2:]]
 
 
@@ -176,13 +174,7 @@ sys.stderr.write(f"@@{time.perf_counter() - t}\\n")
 
 def _after_imports(model: str, repeat: int = 3) -> float:
     def once() -> float:
-        done = subprocess.run(
-            [sys.executable, "-c", _AFTER_IMPORTS, "--model", model],
-            env=ENV,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        done = subprocess.run([sys.executable, "-c", _AFTER_IMPORTS, "--model", model], env=ENV, capture_output=True, text=True, check=True)
         return float(next(x for x in done.stderr.splitlines() if x.startswith("@@"))[2:])
 
     return min(once() for _ in range(repeat))
@@ -213,9 +205,7 @@ print(json.dumps({"wall": wall, "rss": peak, "grew": peak - base, "execution": p
 def part_pyg() -> None:
     load = _load()
     r = json.loads(
-        subprocess.run(
-            [sys.executable, "-c", _PYG], capture_output=True, text=True, check=True, env=ENV
-        ).stdout.splitlines()[-1]
+        subprocess.run([sys.executable, "-c", _PYG], capture_output=True, text=True, check=True, env=ENV).stdout.splitlines()[-1]
     )
     _report("pyg:gps 10,000 nodes", f"{r['wall']:.2f} s, peak RSS {r['grew'] / 2**20:.0f} MB above the process after its imports "
             f"({r['rss'] / 2**20:.0f} MB in all), {r['execution']} ({r['note'][:120]}) (goal <= 2 s, <= 200 MB, a dry run)", load)  # fmt: skip
@@ -239,9 +229,7 @@ print(wall, p.capture_method)
 
 def part_dynamo() -> None:
     load = _load()
-    out = subprocess.run(
-        [sys.executable, "-c", _DYNAMO], capture_output=True, text=True, check=True, env=ENV
-    ).stdout.split()
+    out = subprocess.run([sys.executable, "-c", _DYNAMO], capture_output=True, text=True, check=True, env=ENV).stdout.split()
     _report("small model FX cannot trace", f"{float(out[-2]):.2f} s, captured by {out[-1]} (goal <= 0.3 s)", load)
 
 
@@ -254,9 +242,7 @@ def part_zoo() -> None:
     failed = [
         n
         for n in names
-        if subprocess.run(
-            [sys.executable, "-m", "graphprof_cli.main", "--model", n], capture_output=True, env=ENV
-        ).returncode
+        if subprocess.run([sys.executable, "-m", "graphprof_cli.main", "--model", n], capture_output=True, env=ENV).returncode
     ]
     wall = time.perf_counter() - start
     _report(
@@ -266,14 +252,7 @@ def part_zoo() -> None:
     )
 
 
-PARTS = {
-    "llama": part_llama,
-    "fvcore": part_fvcore,
-    "cli": part_cli,
-    "pyg": part_pyg,
-    "dynamo": part_dynamo,
-    "zoo": part_zoo,
-}
+PARTS = {"llama": part_llama, "fvcore": part_fvcore, "cli": part_cli, "pyg": part_pyg, "dynamo": part_dynamo, "zoo": part_zoo}
 
 
 def main(argv: list[str]) -> None:
@@ -286,10 +265,7 @@ def main(argv: list[str]) -> None:
         chosen.append("zoo")
     import torch
 
-    print(
-        f"torch {torch.__version__}, {os.cpu_count()} cores, {torch.get_num_threads()} threads; load {_load():.2f}",
-        flush=True,
-    )
+    print(f"torch {torch.__version__}, {os.cpu_count()} cores, {torch.get_num_threads()} threads; load {_load():.2f}", flush=True)
     for part in chosen:
         if not _wait_quiet(wait):
             print(f"{part}: not run: the load stayed above {QUIET} for {wait:.0f} s ({_load():.2f})", flush=True)

@@ -106,9 +106,7 @@ def main(argv: list[str]) -> None:
     ordered = [results[i] for i in range(len(models))]
 
     stem = options.out / f"validate_{options.against}"
-    report = (
-        _summary(ordered, options.tolerance, seconds, options.jobs) + "\n" + render_markdown(ordered, options.tolerance)
-    )
+    report = _summary(ordered, options.tolerance, seconds, options.jobs) + "\n" + render_markdown(ordered, options.tolerance)
     write_atomic(stem.with_suffix(".md"), report)
     write_atomic(stem.with_suffix(".json"), render_json(ordered, options.tolerance))
     print(f"wrote {stem.with_suffix('.md')} and {stem.with_suffix('.json')} in {seconds / 60:.1f} min")

@@ -135,14 +135,7 @@ def measure() -> dict[str, Any]:
                     for k in (1024, 4096):
                         a = torch.randn(m, k, device=dev, dtype=dt)
                         b = torch.randn(k, n, device=dev, dtype=dt)
-                        add(
-                            "mm",
-                            [a, b],
-                            dt,
-                            2 * m * n * k,
-                            size(a, b) + m * n * a.element_size(),
-                            lambda a=a, b=b: a @ b,
-                        )
+                        add("mm", [a, b], dt, 2 * m * n * k, size(a, b) + m * n * a.element_size(), lambda a=a, b=b: a @ b)
             for batch, heads, seq, dim, causal in (
                 (1, 12, 197, 64, False), (64, 12, 197, 64, False), (8, 16, 1024, 64, False),
                 (1, 32, 2048, 64, True), (1, 32, 2048, 128, True), (1, 32, 8192, 128, True),
@@ -193,9 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--fit", type=Path, metavar="RECORDS.json", help="fit from recorded timings")
     mode.add_argument("--measure", type=Path, metavar="RECORDS.json", help="measure on this GPU, save the records, fit")
-    parser.add_argument(
-        "--out", type=Path, default=None, help="table path (default graphprof/devices/calibration/<preset>.json)"
-    )
+    parser.add_argument("--out", type=Path, default=None, help="table path (default graphprof/devices/calibration/<preset>.json)")
     args = parser.parse_args(argv)
     if args.measure is not None:
         raw = measure()

@@ -42,10 +42,7 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/capture_zoo.md")
     ns = parser.parse_args()
     names = _names(ns.filter, ns.all_scales)
-    lines = [
-        "| model | family | capture | run | seconds | MACs | unsupported ops | note |",
-        "|---|---|---|---|---:|---:|---|---|",
-    ]
+    lines = ["| model | family | capture | run | seconds | MACs | unsupported ops | note |", "|---|---|---|---|---:|---:|---|---|"]
     counts: dict[str, int] = {}
     start_all = time.perf_counter()
     out = Path(ns.out)

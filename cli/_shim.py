@@ -23,9 +23,7 @@ def run_cli(prefix: list[str] | None = None) -> None:
     main([*(prefix or []), *sys.argv[1:]])
 
 
-def print_profile(
-    model: Any, *, show_shapes: bool = False, input_shape: Any = None, model_name: str | None = None, **kwargs: Any
-) -> Any:
+def print_profile(model: Any, *, show_shapes: bool = False, input_shape: Any = None, model_name: str | None = None, **kwargs: Any) -> Any:
     """The seeds' Python API: profile, print the report, return the :class:`graphprof.Profile`."""
     from rich.console import Console
 

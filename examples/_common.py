@@ -17,9 +17,7 @@ def arguments(folder: bool = True) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     if folder:
-        parser.add_argument(
-            "folder", nargs="?", type=Path, help="where its files go (default: a fresh temporary folder)"
-        )
+        parser.add_argument("folder", nargs="?", type=Path, help="where its files go (default: a fresh temporary folder)")
     return parser.parse_args()
 
 
@@ -32,10 +30,7 @@ def out_dir() -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        print(
-            f"{Path(sys.argv[0]).name}: error: cannot use {str(path)!r} as the output folder: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
+        print(f"{Path(sys.argv[0]).name}: error: cannot use {str(path)!r} as the output folder: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(2)
     return path
 

@@ -13,9 +13,7 @@ arguments()  # --help: this docstring; the folder every example is handed (this 
 
 
 def model_factory(**kwargs):
-    return profiling.build_graph_model(
-        "graph_transformer", **{"hidden_dim": 32, "num_layers": 2, "num_heads": 4, **kwargs}
-    )
+    return profiling.build_graph_model("graph_transformer", **{"hidden_dim": 32, "num_layers": 2, "num_heads": 4, **kwargs})
 
 
 result = profiling.run_node_scaling(model_factory, num_nodes_list=[50, 100, 200], num_runs=3)

@@ -19,14 +19,9 @@ config = transformers.LlamaConfig(
     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
 )  # fmt: skip
 model = transformers.LlamaForCausalLM(config).eval()
-dry_inputs = {
-    "input_ids": torch.randint(0, config.vocab_size, (1, 8)),
-    "attention_mask": torch.ones(1, 8, dtype=torch.long),
-}
+dry_inputs = {"input_ids": torch.randint(0, config.vocab_size, (1, 8)), "attention_mask": torch.ones(1, 8, dtype=torch.long)}
 
-model.model = Profiler(
-    model.model, granularity="module", token_kwarg="input_ids", auto_profile=False, capture_ops=False
-)
+model.model = Profiler(model.model, granularity="module", token_kwarg="input_ids", auto_profile=False, capture_ops=False)
 base = out_dir() / "llama_profile"
 
 # Module-level graph

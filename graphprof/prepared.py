@@ -120,9 +120,7 @@ class PreparedModel(Session):
         call = self.resolve(spec)
         activations = profile_session(self, spec).peak_activation_bytes  # a dry run: does the real one fit?
         options = MeasureOptions(device, iters, warmup, layer_runs, trace_dir, optimizer, breakdown, seed, activations)
-        return measure_run(
-            self.model, call.args, call.kwargs, name=self.name, train=call.train, dtype=call.dtype, options=options
-        )
+        return measure_run(self.model, call.args, call.kwargs, name=self.name, train=call.train, dtype=call.dtype, options=options)
 
     @guard_user_code
     def graph(
@@ -155,9 +153,7 @@ class PreparedModel(Session):
         inputs' profile): :func:`graphprof.graph.onnx_export.export_onnx`. Needs a model with weights
         (``prepare(..., device="cpu")`` for a named model)."""
         with preserved_state(self.model):
-            return export_onnx(
-                self.model, self.args, self.kwargs, path, profile if profile is not None else self.profile()
-            )
+            return export_onnx(self.model, self.args, self.kwargs, path, profile if profile is not None else self.profile())
 
 
 @guard_user_code
@@ -181,13 +177,7 @@ def prepare(model_or_name: nn.Module | str, **options: Unpack[ModelOptions]) -> 
     return open_session(model_or_name, cls=PreparedModel, **options)
 
 
-def measure_model(
-    model_or_name: nn.Module | str,
-    *,
-    iters: int = 50,
-    warmup: int = 5,
-    **options: Unpack[ModelOptions],
-) -> Measurement:
+def measure_model(model_or_name: nn.Module | str, *, iters: int = 50, warmup: int = 5, **options: Unpack[ModelOptions]) -> Measurement:
     """A real run of a model: ``prepare(model_or_name, **options).measure(device=..., iters=..., warmup=...)``.
 
     ``device`` is where the model runs (CUDA when present, else the CPU); a named model is built there

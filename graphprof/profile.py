@@ -71,9 +71,7 @@ def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.
     notes.extend(n for n in (moe_note(rows, session.model),) if n)
     if run.trace.real_ops:
         ran = ", ".join(f"{op} x{n}" for op, n in run.trace.real_ops)
-        notes.append(
-            f"a dry run but for {ran}: ran on the input's real index values, because later shapes depend on them"
-        )
+        notes.append(f"a dry run but for {ran}: ran on the input's real index values, because later shapes depend on them")
     graph_params = sum(r.params for r in rows)
     total_params = sum(p.numel() for p in parameter_tensors(session.model))
     if graph_params != total_params and not isinstance(session.model, torch.jit.ScriptModule):
@@ -110,10 +108,7 @@ def build_profile(session: Session, run: SessionRun, call: RunCall) -> Profile:
         modules=tuple(modules),
         total_params=sum(p.numel() for p in params),
         trainable_params=sum(p.numel() for p in params if p.requires_grad),
-        param_bytes=sum(
-            p.numel() * (run_dtype.itemsize if run_dtype and p.is_floating_point() else p.element_size())
-            for p in params
-        ),
+        param_bytes=sum(p.numel() * (run_dtype.itemsize if run_dtype and p.is_floating_point() else p.element_size()) for p in params),
         buffer_bytes=sum(b.numel() * b.element_size() for b in session.model.buffers()),
         graph_params=sum(r.params for r in rows),
         input_bytes=run.trace.input_bytes,
@@ -179,10 +174,7 @@ class Comparison(list[ModelOutcome], NotebookDisplay):
 
 
 def compare_models(
-    models: Sequence[str | nn.Module],
-    *,
-    on_result: Callable[[ModelOutcome], None] | None = None,
-    **options: Any,
+    models: Sequence[str | nn.Module], *, on_result: Callable[[ModelOutcome], None] | None = None, **options: Any
 ) -> Comparison:
     """Profile each model with the same ``options`` (as :func:`profile_model` takes them).
 

@@ -97,9 +97,7 @@ class Profiler(nn.Module):
     def _pass(self, detail: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[GraphBuilder, Any]:
         if self.token_kwarg is not None and self.token_kwarg not in kwargs:
             given = ", ".join(kwargs) or "none"
-            raise InvalidInputError(
-                f"token_kwarg {self.token_kwarg!r} is not among the keyword arguments (given: {given})"
-            )
+            raise InvalidInputError(f"token_kwarg {self.token_kwarg!r} is not among the keyword arguments (given: {given})")
         builder = GraphBuilder(depth=self.depth, hardware=self.hardware, detail=detail)
         prepared = prepare(self.model, example_inputs=args, example_kwargs=kwargs, model_name=type(self.model).__name__)
         prepared.run([builder])

@@ -36,38 +36,15 @@ from graphprof.base.choices import Execution, Lowering, Method, Mode, WarmUp
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import materialize, resize_inputs
 from graphprof.base.options import ModelOptions, RunSpec, parse_shape
-from graphprof.capture.methods import (
-    CapturedGraph,
-    default_methods,
-    preserved_state,
-    slice_batch,
-    warm_up,
-    warm_up_reason,
-)
+from graphprof.capture.methods import CapturedGraph, default_methods, preserved_state, slice_batch, warm_up, warm_up_reason
 from graphprof.capture.plan import CapturePlan
-from graphprof.errors import (
-    CaptureError,
-    DataDependentError,
-    InvalidInputError,
-    ModelBuildError,
-    ShapePropagationError,
-    one_line,
-)
+from graphprof.errors import CaptureError, DataDependentError, InvalidInputError, ModelBuildError, ShapePropagationError, one_line
 from graphprof.models.family import CUSTOM
 from graphprof.run.events import Observer
 from graphprof.run.lowering import lowering_context, parse_lowering
 from graphprof.run.propagate import Trace, propagate
 
-__all__ = [
-    "Session",
-    "SessionRun",
-    "RunCall",
-    "open_session",
-    "build_model",
-    "BuiltModel",
-    "model_device",
-    "unwrap_model",
-]
+__all__ = ["Session", "SessionRun", "RunCall", "open_session", "build_model", "BuiltModel", "model_device", "unwrap_model"]
 
 #: Above this many input elements the warm-up materialises only the first sample of a placeholder batch.
 _WARM_UP_ELEMENTS = 1 << 24
@@ -161,20 +138,11 @@ class Session:
 
     # ---- inputs ------------------------------------------------------------------------------------
     def inputs(
-        self,
-        *,
-        batch_size: int | None = None,
-        input_shape: Sequence[int] | str | None = None,
-        seq_len: int | None = None,
+        self, *, batch_size: int | None = None, input_shape: Sequence[int] | str | None = None, seq_len: int | None = None
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The example inputs with another batch size, input shape or sequence length (nothing is built)."""
         return resize_inputs(
-            self.args,
-            self.kwargs,
-            batch_size=batch_size,
-            input_shape=parse_shape(input_shape),
-            seq_len=seq_len,
-            what=self.name,
+            self.args, self.kwargs, batch_size=batch_size, input_shape=parse_shape(input_shape), seq_len=seq_len, what=self.name
         )
 
     def resolve(self, spec: RunSpec) -> RunCall:
@@ -185,12 +153,7 @@ class Session:
         if spec.replaces_inputs:
             args, kwargs = spec.example_inputs or (), dict(spec.example_kwargs or {})
             sized = resize_inputs(
-                args,
-                kwargs,
-                batch_size=spec.batch_size,
-                input_shape=spec.input_shape,
-                seq_len=spec.seq_len,
-                what=self.name,
+                args, kwargs, batch_size=spec.batch_size, input_shape=spec.input_shape, seq_len=spec.seq_len, what=self.name
             )
             args, kwargs = sized
         else:
@@ -264,14 +227,7 @@ class Session:
             try:
                 modes = [lowering_context(self.lowering)]
                 trace = propagate(
-                    cap.graph,
-                    self.model,
-                    call.args,
-                    call.kwargs,
-                    train=call.train,
-                    dtype=call.dtype,
-                    observers=call.observers,
-                    modes=modes,
+                    cap.graph, self.model, call.args, call.kwargs, train=call.train, dtype=call.dtype, observers=call.observers, modes=modes
                 )
                 return cap, trace
             except DataDependentError as exc:
@@ -282,14 +238,7 @@ class Session:
         device = self.device
         real_args, real_kwargs = materialize(call.args, device), materialize(call.kwargs, device)
         trace = propagate(
-            cap.graph,
-            self.model,
-            real_args,
-            real_kwargs,
-            train=call.train,
-            dtype=call.dtype,
-            fake=False,
-            observers=call.observers,
+            cap.graph, self.model, real_args, real_kwargs, train=call.train, dtype=call.dtype, fake=False, observers=call.observers
         )
         return cap, trace
 
@@ -334,9 +283,7 @@ def unwrap_model(model: nn.Module) -> tuple[nn.Module, list[str]]:
     notes = []
     while True:
         if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
-            notes.append(
-                f"profiled the module inside {type(model).__name__} (its .module): the wrapper adds no arithmetic"
-            )
+            notes.append(f"profiled the module inside {type(model).__name__} (its .module): the wrapper adds no arithmetic")
             model = model.module
             continue
         inner, note = unwrap_compiled(model)
@@ -354,9 +301,7 @@ def open_session(model_or_name: nn.Module | str, *, cls: type[S] = Session, **op
     """
     unknown = sorted(set(options) - set(ModelOptions.__annotations__))
     if unknown:
-        raise TypeError(
-            f"unexpected keyword argument {unknown[0]!r} (the model options are: {', '.join(ModelOptions.__annotations__)})"
-        )
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r} (the model options are: {', '.join(ModelOptions.__annotations__)})")
     spec = RunSpec.of(
         batch_size=options.get("batch_size"), input_shape=options.get("input_shape"), example_inputs=options.get("example_inputs"),
         example_kwargs=options.get("example_kwargs"), dtype=options.get("dtype"), mode=options.get("mode", Mode.EVAL),
@@ -406,15 +351,11 @@ def build_model(
     reads values), or a module object with its example inputs or a meta placeholder of ``input_shape``."""
     from graphprof.models import family_traits, resolve_model, spec_family
 
-    spec = RunSpec.of(
-        batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs
-    )
+    spec = RunSpec.of(batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs)
     if isinstance(model_or_name, str):
         real = family_traits(spec_family(model_or_name)).needs_real_values
         with _float32_default():
-            r = resolve_model(
-                model_or_name, input_shape=spec.input_shape, batch_size=batch_size, device="cpu" if real else "meta"
-            )
+            r = resolve_model(model_or_name, input_shape=spec.input_shape, batch_size=batch_size, device="cpu" if real else "meta")
         args, kwargs = tuple(r.args), dict(r.kwargs)
         if spec.replaces_inputs:
             args, kwargs = tuple(example_inputs or ()), dict(example_kwargs or {})
@@ -423,9 +364,7 @@ def build_model(
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
     args, kwargs = _module_inputs(spec)
     on_meta = any(t.device.type == "meta" for t in model_or_name.parameters())
-    return BuiltModel(
-        type(model_or_name).__name__, model_or_name, args, kwargs, not on_meta and _reads_values(model_or_name)
-    )
+    return BuiltModel(type(model_or_name).__name__, model_or_name, args, kwargs, not on_meta and _reads_values(model_or_name))
 
 
 def _reads_values(model: nn.Module) -> bool:
@@ -489,12 +428,7 @@ def _module_inputs(spec: RunSpec) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 def _open_by_name(
-    spec_text: str,
-    spec: RunSpec,
-    options: _BuildOptions,
-    device: str | None,
-    allow_unsafe_load: bool,
-    proposals: int | None,
+    spec_text: str, spec: RunSpec, options: _BuildOptions, device: str | None, allow_unsafe_load: bool, proposals: int | None
 ) -> Any:
     """Build the named model on the meta device when its family allows it (no weights allocated, no
     init cost); when the dry run needs real values there, build it again on the CPU and run for real."""
@@ -547,11 +481,7 @@ def _open_module(options: _BuildOptions, built: _Built) -> Any:
     methods = options.methods or default_methods(module)
     warm = warm_up_reason(module, built.family, options.warm_up, methods)
     if warm is None and model_device(module).type != "meta":
-        why = (
-            "asked for (warm_up='never')"
-            if options.warm_up is WarmUp.NEVER
-            else "nothing in the model initialises lazily"
-        )
+        why = "asked for (warm_up='never')" if options.warm_up is WarmUp.NEVER else "nothing in the model initialises lazily"
         notes.append(f"no warm-up: {why}, so none of its arithmetic ran before the dry run")
     session = options.cls(
         built.name, built.family, module, built.args, built.kwargs, options.mode, options.dtype, methods, built.allow_real,

@@ -59,10 +59,7 @@ def main(argv: list[str]) -> int:
     for m in visits:
         returns += m in seen
         seen.add(m)
-    print(
-        f"visits {len(visits)}  modules crossed {len(seen)}  returns to a module already left {returns}",
-        file=sys.stderr,
-    )
+    print(f"visits {len(visits)}  modules crossed {len(seen)}  returns to a module already left {returns}", file=sys.stderr)
     return 0
 
 

@@ -51,9 +51,7 @@ def profiles() -> Iterator[dict[str, Any]]:
     measured = graphprof.cost.roofline.with_roofline(prepared.profile(), h100)
     import dataclasses
 
-    measured = dataclasses.replace(
-        measured, measurement=prepared.measure(device="cpu", iters=3, warmup=1, layer_runs=1)
-    )
+    measured = dataclasses.replace(measured, measurement=prepared.measure(device="cpu", iters=3, warmup=1, layer_runs=1))
     yield _doc(measured)
 
 
@@ -158,31 +156,14 @@ def _nested_required_dropped(node: Any, depth: int = 0) -> Any:
     """Keep ``required`` at the top level only: nested records carry maps (versions, timings, categories)
     whose keys vary from one model to another."""
     if isinstance(node, dict):
-        return {
-            k: _nested_required_dropped(v, depth + 1) for k, v in node.items() if not (k == "required" and depth > 0)
-        }
+        return {k: _nested_required_dropped(v, depth + 1) for k, v in node.items() if not (k == "required" and depth > 0)}
     if isinstance(node, list):
         return [_nested_required_dropped(v, depth + 1) for v in node]
     return node
 
 
 #: Counts, sizes and times: never negative, whatever the samples held.
-_NON_NEGATIVE = (
-    "macs",
-    "flops",
-    "bytes",
-    "params",
-    "calls",
-    "count",
-    "tokens",
-    "nodes",
-    "edges",
-    "runs",
-    "_s",
-    "_us",
-    "_ms",
-    "seconds",
-)
+_NON_NEGATIVE = ("macs", "flops", "bytes", "params", "calls", "count", "tokens", "nodes", "edges", "runs", "_s", "_us", "_ms", "seconds")
 #: Fields (and what they hold) that may be negative.
 _SIGNED = re.compile(r"differ|delta|error|adjust|residual|overhead|change|signed|ratio")
 #: Top-level fields a document may carry that the samples do not (each a JSON object when present).
@@ -206,9 +187,7 @@ def _tighten(node: Any, name: str = "") -> Any:
     if name == "mode" and out.get("type") == "string":
         out = {"enum": ["eval", "train"]}
     if name in ("layers", "modules") and isinstance(out.get("items"), dict) and "properties" in out["items"]:
-        key = (
-            "name" if "name" in out["items"]["properties"] else "path" if "path" in out["items"]["properties"] else None
-        )
+        key = "name" if "name" in out["items"]["properties"] else "path" if "path" in out["items"]["properties"] else None
         if key is not None:
             out["items"]["required"] = sorted(set(out["items"].get("required", [])) | {key})
     return out
@@ -242,9 +221,7 @@ def main(kinds: list[str]) -> None:
     for kind in kinds or list(SAMPLES):
         schema = make(kind)
         (OUT / f"{kind}.schema.json").write_text(json.dumps(schema, indent=1, sort_keys=False) + "\n")
-        print(
-            f"wrote {kind}.schema.json ({len(schema['properties'])} top-level fields, {len(schema['required'])} required)"
-        )
+        print(f"wrote {kind}.schema.json ({len(schema['properties'])} top-level fields, {len(schema['required'])} required)")
 
 
 if __name__ == "__main__":

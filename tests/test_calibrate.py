@@ -21,14 +21,7 @@ from graphprof.devices.table import Calibration, ClassRates, MemoryCurve
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import Cost
 
-HW = Hardware(
-    name="synthetic",
-    label="synthetic CPU",
-    kind="test",
-    peak_tflops={"float32": 0.1},
-    bandwidth_gbs=50.0,
-    source="test",
-)
+HW = Hardware(name="synthetic", label="synthetic CPU", kind="test", peak_tflops={"float32": 0.1}, bandwidth_gbs=50.0, source="test")
 TRUE_CURVE = MemoryCurve(near_gbs=50.0, far_gbs=5.0, cache_bytes=2**20)
 TRUE_MATMUL = ClassRates(compute_fraction=0.8, memory_fraction=1.0, latency_s=2e-6, half_depth=32.0)
 FLOOR = 1e-6
@@ -36,11 +29,7 @@ FLOOR = 1e-6
 
 def _op(op: str, shapes: list[list[int]], flops: float, nbytes: int) -> SimpleNamespace:
     return SimpleNamespace(
-        op=op,
-        input_shapes=shapes,
-        cost=Cost(flops=int(flops), bytes_read=nbytes),
-        work_fraction=1.0,
-        status=OpStatus.COUNTED,
+        op=op, input_shapes=shapes, cost=Cost(flops=int(flops), bytes_read=nbytes), work_fraction=1.0, status=OpStatus.COUNTED
     )
 
 
@@ -51,21 +40,11 @@ def synthetic_table(overlap: float) -> dict[str, Any]:
     records = []
     for numel in (1024, 16384, 2**18, 2**20, 2**22, 2**24):
         op = _op("aten.add", [[numel], [numel]], numel, 12 * numel)
-        records.append(
-            {"op": op.op, "shapes": op.input_shapes, "dtype": "float32", "flops": numel, "bytes": 12 * numel}
-        )
+        records.append({"op": op.op, "shapes": op.input_shapes, "dtype": "float32", "flops": numel, "bytes": 12 * numel})
     for m, k in ((1, 256), (64, 8), (64, 16), (64, 64), (128, 128), (256, 512), (512, 1024), (8, 4), (256, 32)):
         n = 256
         op = _op("aten.mm", [[m, k], [k, n]], 2 * m * n * k, 4 * (m * k + k * n + m * n))
-        records.append(
-            {
-                "op": op.op,
-                "shapes": op.input_shapes,
-                "dtype": "float32",
-                "flops": op.cost.flops,
-                "bytes": op.cost.bytes_moved,
-            }
-        )
+        records.append({"op": op.op, "shapes": op.input_shapes, "dtype": "float32", "flops": op.cost.flops, "bytes": op.cost.bytes_moved})
     for r in records:
         op = _op(r["op"], r["shapes"], r["flops"], r["bytes"])
         r["seconds"] = steady_seconds(FLOOR, kernel_seconds(op, "float32", HW, truth), overlap)
@@ -96,9 +75,7 @@ def test_overlap_limits() -> None:
     assert steady_seconds(host, 1e-3, 1.0) == pytest.approx(1e-3)
     assert steady_seconds(host, 1e-3, 0.0) == pytest.approx(1.01e-3)
     # a CPU adds, a GPU overlaps: 10 us + 5 us against max(10, 5) us
-    assert steady_seconds(host, 5e-6, 0.0) == pytest.approx(15e-6) and steady_seconds(host, 5e-6, 1.0) == pytest.approx(
-        10e-6
-    )
+    assert steady_seconds(host, 5e-6, 0.0) == pytest.approx(15e-6) and steady_seconds(host, 5e-6, 1.0) == pytest.approx(10e-6)
 
 
 @pytest.mark.parametrize("overlap", [0.0, 0.3, 0.7, 1.0])
@@ -131,13 +108,7 @@ def _preset(tmp_path: Path) -> LocalPreset:
     from graphprof.devices.local import cpu_model
 
     # made on this machine, with this thread count and this torch: a file that is current (else refused as stale)
-    info = {
-        "type": "cpu",
-        "name": cpu_model(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "measured_at": "now",
-    }
+    info = {"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__, "measured_at": "now"}
     return preset_from_table(table, info)
 
 
@@ -152,9 +123,7 @@ def test_preset_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert get_hardware("local") == preset.hardware
     # its peak is the fastest record's rate: no record beat the lower bound
     table = synthetic_table(0.0)
-    assert all(
-        r["flops"] / preset.hardware.peak_flops("float32") <= r["seconds"] * (1 + 1e-9) for r in table["records"]
-    )
+    assert all(r["flops"] / preset.hardware.peak_flops("float32") <= r["seconds"] * (1 + 1e-9) for r in table["records"])
     hardware, note = measure_default_hardware("cpu")
     assert hardware == preset.hardware and "local calibration" in note
 
@@ -201,9 +170,7 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
         return synthetic_table(0.0)
 
     monkeypatch.setattr(local, "measure_op_table", fake_table)
-    monkeypatch.setattr(
-        local, "zoo_samples", lambda models, progress=None, first_touch=None, passes=1: ([], [])
-    )  # no real model runs here
+    monkeypatch.setattr(local, "zoo_samples", lambda models, progress=None, first_touch=None, passes=1: ([], []))  # no real model runs here
     monkeypatch.setattr(local, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
     out = tmp_path / "preset.json"
     result = CliRunner().invoke(app, ["calibrate", "--output", str(out)])

@@ -61,10 +61,7 @@ def test_python_loop_falls_back_to_dynamo():
 def test_data_dependent_model_is_captured_eagerly_and_run_for_real():
     p = graphprof.profile_model(DataDependent(), input_shape=(1, 3, 8, 8))
     assert p.capture_method == "eager"
-    assert [m for m, _ in p.capture_attempts] == [
-        "fx.symbolic_trace",
-        "dynamo.export",
-    ]  # auto: FX, then Dynamo, then eager
+    assert [m for m, _ in p.capture_attempts] == ["fx.symbolic_trace", "dynamo.export"]  # auto: FX, then Dynamo, then eager
     assert p.execution in ("dry-run", "real")
     assert p.total_macs > 0
 
@@ -146,9 +143,7 @@ class SlicedWithResidual(SlicedLayers):
 def test_eager_first_where_dynamo_would_add_nothing() -> None:
     p = graphprof.profile_model(SlicedLayers(), input_shape=(4, 16))
     assert p.capture_method == "eager"
-    assert p.capture_attempts[1][0] == "dynamo.export" and p.capture_attempts[1][1].startswith(
-        "not tried: the eager capture"
-    )
+    assert p.capture_attempts[1][0] == "dynamo.export" and p.capture_attempts[1][1].startswith("not tried: the eager capture")
     assert p.total_macs == 2 * 4 * 16 * 16  # two Linear layers (16 // 8) on 4 rows
     # an add in the container's forward: Dynamo gives it a layer, so it is tried (and works here)
     q = graphprof.profile_model(SlicedWithResidual(), input_shape=(4, 16))

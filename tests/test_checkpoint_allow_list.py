@@ -40,8 +40,6 @@ def test_a_yolo_checkpoint_leaves_torchs_allow_list_as_found(tmp_path: Path) -> 
     path = tmp_path / "tiny_yolo.pt"
     torch.save({"model": model, "train_args": {"imgsz": 64}}, path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "YOLO_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", _ALLOW_LIST_PROBE, str(path)], capture_output=True, text=True, env=env, timeout=300
-    )
+    done = subprocess.run([sys.executable, "-c", _ALLOW_LIST_PROBE, str(path)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[-2] == "['torch'] 0 0"

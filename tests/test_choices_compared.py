@@ -106,8 +106,7 @@ def test_the_checker_sees_a_state_literal_and_spares_device_types(tmp_path: Path
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "choices.py").write_text(
-        "import enum\nclass Choice(str, enum.Enum):\n    pass\nclass Mode(Choice):\n    TRAIN = 'train'\n"
-        "    CUDA = 'cuda'\n"
+        "import enum\nclass Choice(str, enum.Enum):\n    pass\nclass Mode(Choice):\n    TRAIN = 'train'\n    CUDA = 'cuda'\n"
     )
     (pkg / "use.py").write_text(
         "def f(p, d):\n"

@@ -44,11 +44,7 @@ def test_input_shape_both_spellings(argv, tmp_path):
 
 
 def test_join_input_shape():
-    assert join_input_shape(["--input-shape", "1", "3", "8", "8", "--showshape"]) == [
-        "--input-shape",
-        "1,3,8,8",
-        "--showshape",
-    ]
+    assert join_input_shape(["--input-shape", "1", "3", "8", "8", "--showshape"]) == ["--input-shape", "1,3,8,8", "--showshape"]
     assert join_input_shape(["--input-shape", "1,3,8,8"]) == ["--input-shape", "1,3,8,8"]
 
 
@@ -87,11 +83,7 @@ def test_list_and_filter():
 @pytest.mark.parametrize(
     "script,args,expect",
     [
-        (
-            "cli/profile_graph_v2.py",
-            ["--model", "resnet18", "--input-shape", "1", "3", "64", "64"],
-            "fx.symbolic_trace",
-        ),
+        ("cli/profile_graph_v2.py", ["--model", "resnet18", "--input-shape", "1", "3", "64", "64"], "fx.symbolic_trace"),
         # the default view folds the module tree; --verbose (seed 002's per-layer flag) lists every layer
         ("cli/profile_graph.py", ["--model", "resnet18", "--input-shape", "1,3,64,64", "--verbose"], "layer4.1.conv2"),
         ("cli/discover_models.py", ["--filter", "mobilenet"], "mobilenet_v2"),
@@ -100,9 +92,7 @@ def test_list_and_filter():
 @pytest.mark.slow  # subprocesses running the seed scripts, about 25 s
 def test_seed_script_paths(script, args, expect):
     env = {**os.environ, "COLUMNS": "200"}  # a width that shows every name whole (narrower ones fold names over lines)
-    proc = subprocess.run(
-        [sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env
-    )
+    proc = subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     assert expect in proc.stdout
 

@@ -76,12 +76,7 @@ def test_sweep_calls_sweep_with_the_axis_and_values(monkeypatch: pytest.MonkeyPa
     assert result.exit_code == 2, result.output
     ((args, kwargs),) = calls
     assert args == ("resnet18", "batch", [1, 2, 4, 8])
-    assert (
-        kwargs["hardware"] == "h100"
-        and kwargs["mode"] == "train"
-        and kwargs["measure"] is False
-        and kwargs["key"] is None
-    )
+    assert kwargs["hardware"] == "h100" and kwargs["mode"] == "train" and kwargs["measure"] is False and kwargs["key"] is None
 
 
 def test_validate_calls_the_crosscheck_with_its_reference(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,9 +117,7 @@ def test_generate_calls_profile_generation(monkeypatch: pytest.MonkeyPatch) -> N
 
     calls: list[Any] = []
     monkeypatch.setattr(graphprof.generate, "profile_generation", _recorder(calls))
-    result = _invoke(
-        "generate", "--model", "hf:llama", "--prompt-len", "64", "--new-tokens", "8", "--kv-dtype", "float8"
-    )
+    result = _invoke("generate", "--model", "hf:llama", "--prompt-len", "64", "--new-tokens", "8", "--kv-dtype", "float8")
     assert result.exit_code == 2, result.output
     ((args, kwargs),) = calls
     assert args == ("hf:llama",) or kwargs.get("model") == "hf:llama"

@@ -15,11 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _run(code: str) -> subprocess.CompletedProcess[str]:
     env_path = f"{ROOT}:{ROOT / 'cli'}"
     return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"},
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"}
     )
 
 
@@ -73,10 +69,6 @@ def test_the_console_script_exits_with_the_commands_code() -> None:
     )
     assert ok.returncode == 0 and "alexnet" in ok.stdout.lower(), ok.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "graphprof_cli.main", "--model", "no-such-model"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
+        [sys.executable, "-m", "graphprof_cli.main", "--model", "no-such-model"], capture_output=True, text=True, cwd=ROOT, timeout=300
     )
     assert bad.returncode == 3 and bad.stderr.startswith("graphprof: error: unknown model")

@@ -28,9 +28,7 @@ def test_compare_two_models_to_json(tmp_path):
     assert "Model comparison on NVIDIA L4 24GB" in result.output
     assert "resnet18" in result.output and "squeezenet1_0" in result.output
     data = json.loads(out.read_text())
-    assert (
-        data["kind"] == "compare"
-    )  # the kind of its schema (graphprof/schemas/compare.schema.json) and data["hardware"]["name"] == "l4"
+    assert data["kind"] == "compare"  # the kind of its schema (graphprof/schemas/compare.schema.json) and data["hardware"]["name"] == "l4"
     first, second = data["models"]
     assert first["model"] == "resnet18" and second["model"] == "squeezenet1_0"
     assert first["params"] == 11_689_512

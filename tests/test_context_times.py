@@ -51,9 +51,7 @@ def test_a_profiler_that_costs_more_than_the_forward_scales_the_calls_down() -> 
 
 def test_a_fused_kernel_the_dry_run_sees_decomposed_pairs_with_nothing() -> None:
     # the real run's fast path (one fused call) against the dry run's bmm, softmax, bmm: the calls around pair
-    times = ContextTimes(
-        (("aten::addmm", 1e-3), ("aten::_native_multi_head_attention", 5e-3), ("aten::add", 1e-3)), 7e-3, 7e-3, 3
-    )
+    times = ContextTimes((("aten::addmm", 1e-3), ("aten::_native_multi_head_attention", 5e-3), ("aten::add", 1e-3)), 7e-3, 7e-3, 3)
     pairs = context_pairs(_profile("addmm", "bmm", "_softmax", "bmm", "add"), times)
     assert [op.op for op, _ in pairs] == ["aten.addmm", "aten.add"]
     assert [s for _, s in pairs] == pytest.approx([1e-3, 1e-3])
@@ -77,11 +75,7 @@ def test_repeated_configurations_are_fitted_once_with_their_weight() -> None:
     samples = [Sample("conv_dense", f, 1e-3, group="m"), Sample("conv_dense", f, 3e-3, group="m"), Sample("conv_dense", g, 5e-3, group="m"),
                Sample("conv_dense", f, 7e-3, group="n")]  # fmt: skip
     points, weight = distinct(samples)
-    assert [(p.features, p.seconds, p.group) for p in points] == [
-        (f, pytest.approx(2e-3), "m"),
-        (g, 5e-3, "m"),
-        (f, 7e-3, "n"),
-    ]
+    assert [(p.features, p.seconds, p.group) for p in points] == [(f, pytest.approx(2e-3), "m"), (g, 5e-3, "m"), (f, 7e-3, "n")]
     assert weight.tolist() == [2.0, 1.0, 1.0]
     # generic reads the first two features: f and g are one configuration of model m there
     assert distinct(samples, generic=True)[1].tolist() == [3.0, 1.0]
@@ -93,18 +87,13 @@ def test_the_first_touch_of_this_machine_is_measured_or_said_absent() -> None:
     touch = measure_first_touch(torch.device("cpu"))
     assert len(touch["ladder"]) == len(TOUCH_LADDER_MIB) and all(extra >= 0 for _, extra in touch["ladder"])
     if touch["limit_bytes"] is not None:  # glibc: between the smallest and the largest size timed, and a cost per byte
-        assert (
-            min(TOUCH_LADDER_MIB) * 2**20 / 2 <= touch["limit_bytes"] <= max(TOUCH_LADDER_MIB) * 2**20
-            and touch["per_byte_s"] > 0
-        )
+        assert min(TOUCH_LADDER_MIB) * 2**20 / 2 <= touch["limit_bytes"] <= max(TOUCH_LADDER_MIB) * 2**20 and touch["per_byte_s"] > 0
 
 
 def test_the_plain_forward_sees_the_dry_runs_calls_and_leaves_the_model_as_found() -> None:
     import graphprof
 
-    model = nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 16 * 16, 10)
-    )
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 16 * 16, 10))
     model.train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     x = torch.randn(2, 3, 16, 16)

@@ -36,14 +36,7 @@ from graphprof.crosscheck import (
 from graphprof.crosscheck.result import Adjustment
 from graphprof.errors import InvalidInputError, MissingDependencyError, ModelNotFoundError
 from graphprof.formulas import Cost
-from graphprof.render.crosscheck import (
-    describe,
-    render_comparison,
-    render_csv,
-    render_details,
-    render_json,
-    render_markdown,
-)
+from graphprof.render.crosscheck import describe, render_comparison, render_csv, render_details, render_json, render_markdown
 from graphprof_cli.main import app, join_input_shape
 from graphprof_cli.validate import DISAGREE_EXIT
 
@@ -128,13 +121,9 @@ def test_reference_keys_map_onto_groups():
 
 def test_left_out_probes_by_hand():
     # SDPA: batch 1 x 2 heads x 4 queries, 6 keys, E = Ev = 8: 8 rows x 6 x (8 + 8) = 768
-    assert LEFT_OUT["scaled_dot_product_attention"].counts([(1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 8)], [], FVCORE) == {
-        "matmul": 768
-    }
+    assert LEFT_OUT["scaled_dot_product_attention"].counts([(1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 8)], [], FVCORE) == {"matmul": 768}
     # nn.MultiheadAttention fused: 4 tokens, D = 16: projections 1 x (4 + 4 + 4 + 4) x 16 x 16 = 4096; products 2 x 4 x 4 x 16 = 512
-    assert LEFT_OUT["_native_multi_head_attention"].counts([(1, 4, 16), (1, 4, 16), (1, 4, 16)], [], FVCORE) == {
-        "matmul": 4608
-    }
+    assert LEFT_OUT["_native_multi_head_attention"].counts([(1, 4, 16), (1, 4, 16), (1, 4, 16)], [], FVCORE) == {"matmul": 4608}
     # conv, padding="same": 1 x 8 x 8 x 8 outputs x 3 x 3 x 3 = 13824, counted in conv
     conv = LEFT_OUT["_convolution_mode"].counts([(1, 3, 8, 8), (8, 3, 3, 3), (8,)], [(1, 8, 8, 8)], FVCORE)
     assert conv == {"conv": 13824}
@@ -297,9 +286,7 @@ def test_status_follows_the_tolerance():
     exact = _check(conv=GroupComparison("conv", 1000, 1000))
     assert exact.status(0.0) is Status.AGREES and exact.accuracy == 100.0
     explained = _check(
-        m=GroupComparison(
-            "matmul", 1100, 1000, explained=100, adjustments=(Adjustment("aten::x", 100, "left_out", "matmul", 1),)
-        )
+        m=GroupComparison("matmul", 1100, 1000, explained=100, adjustments=(Adjustment("aten::x", 100, "left_out", "matmul", 1),))
     )
     assert explained.status(1.0) is Status.EXPLAINED and explained.accuracy == pytest.approx(90.0)
     off = _check(conv=GroupComparison("conv", 1012, 1000))
@@ -346,9 +333,7 @@ def test_names_are_not_read_as_markup_or_emoji():
 def test_select_models():
     assert select_models(["resnet18,resnet50", "resnet18"]) == ["resnet18", "resnet50"]
     assert select_models([]) == ["resnet18"]
-    assert "resnet18" in select_models(family="classification") and "yolov8n" not in select_models(
-        family="classification"
-    )
+    assert "resnet18" in select_models(family="classification") and "yolov8n" not in select_models(family="classification")
     with pytest.raises(InvalidInputError, match="classification"):
         select_models(family="clasification")
     with pytest.raises(ModelNotFoundError, match="resnet18"):
@@ -392,13 +377,9 @@ def test_seed_script_path_with_parallel_jobs(tmp_path):
     out = tmp_path / "v.json"
     argv = ["--models", "resnet18,squeezenet1_1", "--input-shape", "1", "3", "32", "32", "--jobs", "2", "-o", str(out)]
     env = {**os.environ, "COLUMNS": "200"}  # whole names; narrower widths fold them
-    done = subprocess.run(
-        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
-    )
+    done = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (
-        "FLOP COMPARISON: Our Estimator vs fvcore" in done.stdout and "squeezenet1_1" in done.stdout
-    )  # the seed's labels
+    assert "FLOP COMPARISON: Our Estimator vs fvcore" in done.stdout and "squeezenet1_1" in done.stdout  # the seed's labels
     document = json.loads(out.read_text())
     assert [m["model"] for m in document["models"]] == ["resnet18", "squeezenet1_1"]  # input order, not finish order
     assert document["summary"]["agrees"] == 2

@@ -81,13 +81,9 @@ def _invoke(*args: str) -> Any:
     return CliRunner().invoke(app, join_input_shape(list(args)))
 
 
-def test_profile_with_the_local_preset_reads_its_file_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]
-) -> None:
+def test_profile_with_the_local_preset_reads_its_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]) -> None:
     path = _write(tmp_path, monkeypatch)
-    result = _invoke(
-        "--model", "resnet18", "--input-shape", "1,3,32,32", "--hardware", "local", "-o", str(tmp_path / "p.json")
-    )
+    result = _invoke("--model", "resnet18", "--input-shape", "1,3,32,32", "--hardware", "local", "-o", str(tmp_path / "p.json"))
     assert result.exit_code == 0, result.output
     assert reads == [str(path)], reads
     document = json.loads((tmp_path / "p.json").read_text())
@@ -96,9 +92,7 @@ def test_profile_with_the_local_preset_reads_its_file_once(
 
 
 @pytest.mark.slow  # a real measurement, about 4 s
-def test_a_measured_run_that_does_not_learn_reads_the_file_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]
-) -> None:
+def test_a_measured_run_that_does_not_learn_reads_the_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]) -> None:
     path = _write(tmp_path, monkeypatch)
     result = _invoke("--model", "resnet18", "--input-shape", "1,3,32,32", "--hardware", "local", "--measure",
                      "--iters", "1", "--warmup", "0", "--no-learn")  # fmt: skip
@@ -106,15 +100,11 @@ def test_a_measured_run_that_does_not_learn_reads_the_file_once(
     assert reads == [str(path)], reads
 
 
-def test_partition_on_the_local_cpu_reads_the_file_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]
-) -> None:
+def test_partition_on_the_local_cpu_reads_the_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]) -> None:
     threads = torch.get_num_threads()
     path = _write(tmp_path, monkeypatch, threads=threads)
     out = tmp_path / "plan.json"
-    result = _invoke(
-        "partition", "--model", "resnet18", "--devices", "cpu:1", "--threads", str(threads), "-o", str(out)
-    )
+    result = _invoke("partition", "--model", "resnet18", "--devices", "cpu:1", "--threads", str(threads), "-o", str(out))
     assert result.exit_code == 0, result.output
     assert reads == [str(path)], reads
     assert "predicted by the local calibration" in json.loads(out.read_text())["cost_table"]["time_source"]["cpu"]

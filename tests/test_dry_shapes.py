@@ -32,9 +32,7 @@ def _empty(shape: Any, dtype: torch.dtype = torch.float32, regime: str = "meta")
     return _FAKE.from_tensor(torch.empty(shape, dtype=dtype))
 
 
-def _meta(
-    shape: tuple[int, ...], dtype: torch.dtype = torch.float32, layout: str = "contiguous", regime: str = "meta"
-) -> torch.Tensor:
+def _meta(shape: tuple[int, ...], dtype: torch.dtype = torch.float32, layout: str = "contiguous", regime: str = "meta") -> torch.Tensor:
     x = _empty(shape, dtype, regime)
     if layout == "channels_last":
         return x.to(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
@@ -77,9 +75,7 @@ def test_batch_norms_equal_torch(regime: str, dtype: torch.dtype, shape: tuple[i
         assert _check(aten.native_batch_norm.default, (x, w, b, rm, rv, training, 0.1, 1e-5))
         assert _check(aten._native_batch_norm_legit.default, (x, w, b, rm, rv, training, 0.1, 1e-5))
         assert _check(aten._native_batch_norm_legit.no_stats, (x, w, b, True, 0.1, 1e-5))
-        assert (
-            dry_outputs(aten._native_batch_norm_legit.no_stats, (x, w, b, False, 0.1, 1e-5), {}) is None
-        )  # torch raises
+        assert dry_outputs(aten._native_batch_norm_legit.no_stats, (x, w, b, False, 0.1, 1e-5), {}) is None  # torch raises
         assert _check(aten._native_batch_norm_legit_no_training.default, (x, w, b, rm, rv, 0.1, 1e-5))
     w, b, rm, rv = _bn_args(x, True, regime)
     assert _check(aten._native_batch_norm_legit_functional.default, (x, w, b, rm, rv, True, 0.1, 1e-5))
@@ -87,12 +83,8 @@ def test_batch_norms_equal_torch(regime: str, dtype: torch.dtype, shape: tuple[i
 
 @pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(
-    ("shape", "normalized"), [((4, 7, 32), [32]), ((4, 7, 32), [7, 32]), ((32,), [32]), ((2, 3, 4, 8), [8])]
-)
-def test_layer_norm_equals_torch(
-    regime: str, dtype: torch.dtype, shape: tuple[int, ...], normalized: list[int]
-) -> None:
+@pytest.mark.parametrize(("shape", "normalized"), [((4, 7, 32), [32]), ((4, 7, 32), [7, 32]), ((32,), [32]), ((2, 3, 4, 8), [8])])
+def test_layer_norm_equals_torch(regime: str, dtype: torch.dtype, shape: tuple[int, ...], normalized: list[int]) -> None:
     x = _meta(shape, dtype, regime=regime)
     w = _empty(normalized, dtype, regime)
     assert _check(aten.native_layer_norm.default, (x, normalized, w, w, 1e-5))
@@ -118,12 +110,7 @@ def test_layouts_it_does_not_know_are_left_to_torch() -> None:
     y = _meta((2, 16, 5, 7), layout="transposed")
     assert dry_outputs(aten.native_batch_norm.default, (y, None, None, None, None, True, 0.1, 1e-5), {}) is None
     assert dry_outputs(aten.native_group_norm.default, (y, None, None, 2, 16, 35, 4, 1e-5), {}) is None
-    assert (
-        dry_outputs(
-            aten.native_batch_norm.default, (torch.empty(3, device="meta"), None, None, None, None, True, 0.1, 1e-5), {}
-        )
-        is None
-    )
+    assert dry_outputs(aten.native_batch_norm.default, (torch.empty(3, device="meta"), None, None, None, None, True, 0.1, 1e-5), {}) is None
 
 
 def test_under_a_fake_mode_the_outputs_are_fake_tensors_on_the_fake_device() -> None:
@@ -147,10 +134,7 @@ def _fake_check(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None 
         if got is None:
             return False
         want = func(*args, **kwargs)
-        got_t, want_t = (
-            (got,) if isinstance(got, torch.Tensor) else got,
-            (want,) if isinstance(want, torch.Tensor) else want,
-        )
+        got_t, want_t = ((got,) if isinstance(got, torch.Tensor) else got, (want,) if isinstance(want, torch.Tensor) else want)
         assert _fields(got_t) == _fields(want_t), func
         assert all(isinstance(t, FakeTensor) and t.fake_mode is _FAKE for t in got_t)
     return True
@@ -177,9 +161,7 @@ def test_convolutions_equal_torch(dtype: torch.dtype, layout: str, case: tuple[A
     x = _meta(xs, dtype, "channels_last" if layout == "channels_last" else "contiguous", "fake")
     w = _meta(ws, dtype, "channels_last" if layout == "weight_channels_last" else "contiguous", "fake")
     b = _empty(ws[0], dtype, "fake") if bias else None
-    assert _fake_check(
-        aten.convolution.default, (x, w, b, stride, padding, dilation, False, [0] * (len(xs) - 2), groups)
-    )
+    assert _fake_check(aten.convolution.default, (x, w, b, stride, padding, dilation, False, [0] * (len(xs) - 2), groups))
 
 
 def test_convolutions_torch_rejects_or_the_rule_does_not_know_go_to_torch() -> None:
@@ -194,26 +176,10 @@ def test_convolutions_torch_rejects_or_the_rule_does_not_know_go_to_torch() -> N
         assert dry_outputs(conv, (x, w, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1), {}) is None  # transposed
         assert dry_outputs(conv, (x[0], w, None, *rest), {}) is None  # unbatched
         assert (
-            dry_outputs(
-                conv,
-                (
-                    _empty((2, 3, 9), regime="fake"),
-                    _empty((8, 3, 3), regime="fake"),
-                    None,
-                    [1],
-                    [0],
-                    [1],
-                    False,
-                    [0],
-                    1,
-                ),
-                {},
-            )
+            dry_outputs(conv, (_empty((2, 3, 9), regime="fake"), _empty((8, 3, 3), regime="fake"), None, [1], [0], [1], False, [0], 1), {})
             is None
         )  # 1-d
-    assert (
-        dry_outputs(conv, (_empty((2, 3, 9, 9)), _empty((8, 3, 3, 3)), None, *rest), {}) is None
-    )  # meta: torch's meta kernel
+    assert dry_outputs(conv, (_empty((2, 3, 9, 9)), _empty((8, 3, 3, 3)), None, *rest), {}) is None  # meta: torch's meta kernel
 
 
 @pytest.mark.parametrize("layout", ("contiguous", "channels_last"))
@@ -223,9 +189,7 @@ def test_a_residual_add_equals_torch_and_anything_else_goes_to_torch(layout: str
     assert _fake_check(aten.add.Tensor, (x, y))
     with _FAKE:
         assert dry_outputs(aten.add.Tensor, (x, _empty((8, 5, 5), regime="fake")), {}) is None  # broadcast
-        assert (
-            dry_outputs(aten.add.Tensor, (x, _meta((2, 8, 5, 5), torch.float64, layout, "fake")), {}) is None
-        )  # promotion
+        assert dry_outputs(aten.add.Tensor, (x, _meta((2, 8, 5, 5), torch.float64, layout, "fake")), {}) is None  # promotion
         assert dry_outputs(aten.add.Tensor, (x, y), {"alpha": 2}) is None
         assert dry_outputs(aten.add.Tensor, (x, y, 2), {}) is None
         other = _meta((2, 8, 5, 5), layout="channels_last" if layout == "contiguous" else "contiguous", regime="fake")
@@ -264,14 +228,8 @@ def test_a_dry_run_counts_the_same_with_and_without_the_rules(train: bool, monke
     models = {
         "resnet18": (torchvision.models.resnet18(), (2, 3, 64, 64)),
         "resnet18 on meta": (on_meta, (2, 3, 64, 64)),
-        "vit": (
-            torchvision.models.VisionTransformer(32, 16, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64),
-            (1, 3, 32, 32),
-        ),
-        "gn": (
-            torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.GroupNorm(4, 8), torch.nn.ReLU()),
-            (2, 3, 16, 16),
-        ),
+        "vit": (torchvision.models.VisionTransformer(32, 16, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64), (1, 3, 32, 32)),
+        "gn": (torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.GroupNorm(4, 8), torch.nn.ReLU()), (2, 3, 16, 16)),
         # depthwise and grouped convolutions, in-place hardswish_ and relu_
         "mobilenet_v3_small": (torchvision.models.mobilenet_v3_small(), (2, 3, 64, 64)),
     }
@@ -313,9 +271,7 @@ def test_a_batch_norm_reading_constant_statistics_is_answered_and_one_writing_th
     with mode:
         x, w = torch.empty(2, 8, 5, 5), torch.empty(8)
         assert dry_outputs(aten.native_batch_norm.default, (x, w, w, rm, rv, False, 0.1, 1e-5), {}) is not None
-        assert (
-            dry_outputs(aten._native_batch_norm_legit_no_training.default, (x, w, w, rm, rv, 0.1, 1e-5), {}) is not None
-        )
+        assert dry_outputs(aten._native_batch_norm_legit_no_training.default, (x, w, w, rm, rv, 0.1, 1e-5), {}) is not None
         assert dry_outputs(aten._native_batch_norm_legit.default, (x, w, w, rm, rv, True, 0.1, 1e-5), {}) is None
         aten._native_batch_norm_legit.default(x, w, w, rm, rv, True, 0.1, 1e-5)
     assert rm.constant is None and rv.constant is None

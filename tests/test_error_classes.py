@@ -46,9 +46,7 @@ def test_a_custom_op_without_a_fake_kernel_is_profiled() -> None:
     assert [u.op for u in p.unsupported] == ["graphprof_tests.double"]  # named, never silently zero
 
 
-def test_measure_options_are_checked_without_measure_and_narrow_columns_ignored(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_measure_options_are_checked_without_measure_and_narrow_columns_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     from graphprof_cli.common import console
     from graphprof_cli.main import app
 

@@ -61,9 +61,7 @@ class _Sdpa(nn.Module):
         b, h, s, d = q.shape
         kv = q[:, : self.kv_heads]
         mask = torch.ones(s, s, dtype=torch.bool, device=q.device).tril() if self.mask else None
-        return nn.functional.scaled_dot_product_attention(
-            q, kv, kv, attn_mask=mask, is_causal=self.causal, enable_gqa=self.kv_heads != h
-        )
+        return nn.functional.scaled_dot_product_attention(q, kv, kv, attn_mask=mask, is_causal=self.causal, enable_gqa=self.kv_heads != h)
 
 
 def _ops(profile: graphprof.Profile) -> list[str]:

@@ -95,11 +95,7 @@ def test_what_the_metadata_does_not_describe_goes_to_torchs_converter() -> None:
 
 
 @pytest.mark.parametrize(
-    "device",
-    [
-        "cpu",
-        pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")),
-    ],
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))]
 )
 def test_a_dry_run_counts_the_same_with_the_converter(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every row, op record, byte and shape of a dry run, in eval and train mode (the backward reads the
@@ -116,8 +112,7 @@ def test_a_dry_run_counts_the_same_with_the_converter(device: str, monkeypatch: 
         if not shortcut:
             monkeypatch.setattr(fakes, "plain_dense", lambda t: False)
         runs[shortcut] = {
-            mode: graphprof.profile_model(model, input_shape=(2, 3, 64, 64), mode=mode).to_dict()
-            for mode in ("eval", "train")
+            mode: graphprof.profile_model(model, input_shape=(2, 3, 64, 64), mode=mode).to_dict() for mode in ("eval", "train")
         }
     for mode in ("eval", "train"):
         a, b = runs[True][mode], runs[False][mode]

@@ -70,28 +70,13 @@ def test_no_family_comparison_outside_models() -> None:
 def test_records_say_what_the_tables_said() -> None:
     real = {name for name, f in registry.FAMILIES.items() if f.needs_real_values}
     assert real == {"detection", "yolo", "pyg"}
-    assert {n for n, f in registry.FAMILIES.items() if f.dynamo_skip} == {
-        "detection",
-        "hf",
-        "yolo",
-        "timm",
-        "optical_flow",
-    }
+    assert {n for n, f in registry.FAMILIES.items() if f.dynamo_skip} == {"detection", "hf", "yolo", "timm", "optical_flow"}
     assert {n for n, f in registry.FAMILIES.items() if f.no_eager_trial} == {"pyg"}
     # no family needs a real forward before its dry run any more: YOLO's anchors are built by the dry run
     # itself (and put back by preserved_state), with the same counts
     assert {n for n, f in registry.FAMILIES.items() if f.warm_up} == set()
     images = {n for n, f in registry.FAMILIES.items() if f.image_input}
-    assert images == {
-        "classification",
-        "detection",
-        "segmentation",
-        "video",
-        "optical_flow",
-        "quantized",
-        "yolo",
-        "timm",
-    }
+    assert images == {"classification", "detection", "segmentation", "video", "optical_flow", "quantized", "yolo", "timm"}
     assert registry.library_family("transformers.models.llama.modeling_llama") == "hf"
     assert registry.library_family("torchvision.models.detection.faster_rcnn") == "detection"
     assert registry.library_family("torchvision.models.resnet") is None
@@ -112,9 +97,7 @@ TOY = Family("toy", needs_real_values=True, warm_up="toy models count their call
 
 def _toy_resolve(spec: str, request: Request) -> ResolvedModel:
     model = nn.Linear(4, 2).to(request.device)
-    return ResolvedModel(
-        name=spec, family=TOY.name, model=model, args=(torch.ones(1, 4, device=request.device),), kwargs={}
-    )
+    return ResolvedModel(name=spec, family=TOY.name, model=model, args=(torch.ones(1, 4, device=request.device),), kwargs={})
 
 
 TOY_SOURCE = Source(

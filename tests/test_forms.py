@@ -127,8 +127,7 @@ def test_cli_profiles_factories_that_return_wrapped_or_scripted_models(tmp_path,
     monkeypatch.syspath_prepend(str(tmp_path))
     for factory in ("data_parallel", "scripted"):
         result = CliRunner().invoke(
-            app,
-            ["--model", f"handed_over:{factory}", "--input-shape", "1,3,64,64", "--output", "-", "--format", "json"],
+            app, ["--model", f"handed_over:{factory}", "--input-shape", "1,3,64,64", "--output", "-", "--format", "json"]
         )
         assert result.exit_code == 0, result.output
         assert '"total_macs": 148557824' in result.output, factory

@@ -21,17 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import graphprof
 from graphprof.base.choices import OpStatus
 from graphprof.errors import FormulaRegistryError
-from graphprof.formulas import (
-    FORMULAS,
-    PER_ELEMENT_FLOPS,
-    ZERO,
-    ZERO_COST_OPS,
-    Cost,
-    TensorMeta,
-    op_cost,
-    op_status,
-    register,
-)
+from graphprof.formulas import FORMULAS, PER_ELEMENT_FLOPS, ZERO, ZERO_COST_OPS, Cost, TensorMeta, op_cost, op_status, register
 from graphprof.formulas import registry as registry_module
 
 aten = torch.ops.aten
@@ -230,9 +220,7 @@ def test_composite_ops_have_formulas_for_captured_graphs() -> None:
     assert linear(x, w, b, out=out) == Cost(macs=144, flops=324)
     matmul = registry_module.FORMULAS[aten.matmul]
     bmm_out = TensorMeta((2, 5, 3, 6), torch.float32)
-    assert (
-        matmul(TensorMeta((2, 1, 3, 4), torch.float32), TensorMeta((5, 4, 6), torch.float32), out=bmm_out).macs == 720
-    )
+    assert matmul(TensorMeta((2, 1, 3, 4), torch.float32), TensorMeta((5, 4, 6), torch.float32), out=bmm_out).macs == 720
 
 
 # ---- attention ------------------------------------------------------------------------------------------
@@ -268,12 +256,9 @@ def test_sdpa_gqa_counts_per_query_head() -> None:
 def test_sdpa_causal_counts_full_products() -> None:
     # causal masking is not halved: the convention of torch.utils.flop_counter and of the math path
     q = lambda: t(1, 8, 16, 32)  # noqa: E731
-    full = cost_of(
-        aten._scaled_dot_product_flash_attention_for_cpu, lambda: F.scaled_dot_product_attention(q(), q(), q())
-    )
+    full = cost_of(aten._scaled_dot_product_flash_attention_for_cpu, lambda: F.scaled_dot_product_attention(q(), q(), q()))
     causal = cost_of(
-        aten._scaled_dot_product_flash_attention_for_cpu,
-        lambda: F.scaled_dot_product_attention(q(), q(), q(), is_causal=True),
+        aten._scaled_dot_product_flash_attention_for_cpu, lambda: F.scaled_dot_product_attention(q(), q(), q(), is_causal=True)
     )
     assert causal == full
     assert causal.macs == 1 * 8 * 16 * 16 * 64  # 131072
@@ -330,9 +315,7 @@ def test_norms() -> None:
     # batch norm on 2 * 4 * 3 * 3 = 72 elements: inference x * scale + shift = 2 each; training 6 each
     x, stats, affine = lambda: t(2, 4, 3, 3), lambda: t(4), lambda: t(4)  # noqa: E731
     inference = cost_of(aten.native_batch_norm, lambda: F.batch_norm(x(), stats(), stats(), affine(), affine()))
-    training = cost_of(
-        aten.native_batch_norm, lambda: F.batch_norm(x(), stats(), stats(), affine(), affine(), training=True)
-    )
+    training = cost_of(aten.native_batch_norm, lambda: F.batch_norm(x(), stats(), stats(), affine(), affine(), training=True))
     assert (inference.flops, training.flops) == (144, 432)
     # group norm: 72 * 6 = 432
     assert cost_of(aten.native_group_norm, lambda: F.group_norm(t(2, 4, 3, 3), 2, t(4), t(4))).flops == 432
@@ -340,9 +323,7 @@ def test_norms() -> None:
 
 def test_softmax() -> None:
     # 3 * 7 = 21 elements, 5 each (max, subtract, exp, sum, divide): 105
-    assert cost_of(aten._softmax, lambda: F.softmax(t(3, 7), dim=-1)) == Cost(
-        flops=105, bytes_read=84, bytes_written=84
-    )
+    assert cost_of(aten._softmax, lambda: F.softmax(t(3, 7), dim=-1)) == Cost(flops=105, bytes_read=84, bytes_written=84)
 
 
 def test_norm_backward() -> None:
@@ -499,9 +480,7 @@ def test_flop_counter_mode_agrees(fn: Callable[[], Any]) -> None:
     assert counter.get_total_flops() == 2 * total(fn).macs
 
 
-@pytest.mark.parametrize(
-    "kernel", [aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_flash_attention]
-)
+@pytest.mark.parametrize("kernel", [aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_flash_attention])
 def test_flop_counter_mode_agrees_on_attention_kernels(kernel: torch._ops.OpOverloadPacket) -> None:
     # FlopCounterMode has no formula for the CPU kernel (_for_cpu: it counts 0), so compare on the
     # CUDA kernels' meta implementations

@@ -229,10 +229,7 @@ def test_hf_qwen2_windows_the_layers_from_max_window_layers_on() -> None:
 def test_hf_mistral_window_takes_w_over_l_off_the_per_token_figure() -> None:
     # the same 2 layers with and without a window of 256 over 1024 tokens: the model FLOPs per token differ by
     # the pairs the window drops, 4 heads x (64 + 64) MACs each, in both layers
-    profiles = [
-        graphprof.profile_model(f"hf:mistral-7b?{SMALL}&sliding_window={w}", input_shape=(1, 1024))
-        for w in (256, "none")
-    ]
+    profiles = [graphprof.profile_model(f"hf:mistral-7b?{SMALL}&sliding_window={w}", input_shape=(1, 1024)) for w in (256, "none")]
     windowed, causal = (p.per_token for p in profiles)
     assert windowed is not None and causal is not None
     dropped = 1024 * 1025 // 2 - _window_pairs(1024, 256)
@@ -248,9 +245,7 @@ def test_hf_gemma3_windows_five_layers_of_six() -> None:
     small = "num_hidden_layers=6&hidden_size=256&intermediate_size=512&num_attention_heads=4&num_key_value_heads=2"
     spec = f"hf:gemma-3-1b?{small}&head_dim=64&query_pre_attn_scalar=64&vocab_size=1000&sliding_window=256"
     ops = _attention_ops(graphprof.profile_model(spec, input_shape=(1, 1024)))
-    assert [op.op for op in ops] == ["higher_order.flex_attention"] * 5 + [
-        "aten._scaled_dot_product_flash_attention_for_cpu"
-    ]  # type: ignore[attr-defined]
+    assert [op.op for op in ops] == ["higher_order.flex_attention"] * 5 + ["aten._scaled_dot_product_flash_attention_for_cpu"]  # type: ignore[attr-defined]
     # useful: the window keeps 256 x 257 / 2 + 768 x 256 pairs of 1024^2 (about W/L); executed: query block i
     # visits key blocks i - 2 .. i (1, 2, then 3 of them): 1 + 2 + 6 x 3 = 21 of 64
     for op in ops[:5]:

@@ -88,9 +88,7 @@ def test_affine_sum_equals_every_step_profiled():
     pm = prepare_generation("hf:llama", spec)
     kv, path = kv_spec(pm.model.config), decoder_list(pm.model)
     traffic = KVTraffic(kv, path, 1, spec.kv_dtype)
-    every = exact_phase(
-        "decode_total", _decode_profiles(pm, spec, kv, path, list(range(32, 37))), spec.hardware, traffic
-    )
+    every = exact_phase("decode_total", _decode_profiles(pm, spec, kv, path, list(range(32, 37))), spec.hardware, traffic)
     summed = profile_generation("hf:llama", prompt_len=32, new_tokens=6, hardware="h100").decode_total
     assert summed is not None and summed.forwards == every.forwards == 5
     assert summed.total.cost == every.total.cost
@@ -151,20 +149,7 @@ def test_cli_generate_json():
     from graphprof_cli.main import app
 
     result = CliRunner().invoke(
-        app,
-        [
-            "generate",
-            "--model",
-            "hf:llama",
-            "--prompt-len",
-            "16",
-            "--new-tokens",
-            "3",
-            "--hardware",
-            "h100",
-            "--output",
-            "-",
-        ],
+        app, ["generate", "--model", "hf:llama", "--prompt-len", "16", "--new-tokens", "3", "--hardware", "h100", "--output", "-"]
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -182,9 +167,7 @@ def test_cli_generate_report():
 
     from graphprof_cli.main import app
 
-    result = CliRunner().invoke(
-        app, ["generate", "--model", "hf:llama", "--prompt-len", "16", "--new-tokens", "2", "--width", "160"]
-    )
+    result = CliRunner().invoke(app, ["generate", "--model", "hf:llama", "--prompt-len", "16", "--new-tokens", "2", "--width", "160"])
     assert result.exit_code == 0, result.output
     assert "KV cache per token" in result.stdout and "model.layers.0-3 (x4, each)" in result.stdout
 

@@ -21,9 +21,7 @@ def _fx_data_edges(model: nn.Module) -> int:
     """Edges between the computing nodes (and placeholders) of the model's symbolic_trace graph."""
     gm = torch.fx.symbolic_trace(model)
     return sum(
-        sum(1 for a in n.all_input_nodes if a.op != "get_attr")
-        for n in gm.graph.nodes
-        if n.op not in ("output", "get_attr", "placeholder")
+        sum(1 for a in n.all_input_nodes if a.op != "get_attr") for n in gm.graph.nodes if n.op not in ("output", "get_attr", "placeholder")
     )
 
 
@@ -143,12 +141,8 @@ def test_llama_detail_graph_crosses_both_residual_paths():
         # residual 1: the stream entering the layer + o_proj; residual 2: residual 1 + down_proj
         attn_add, mlp_add = detail.node(f"layers.{layer}:add"), detail.node(f"layers.{layer}:add_1")
         stream = "embed_tokens:embedding" if layer == 0 else "layers.0:add_1"
-        assert sorted(names[e.src] for e in detail.incoming(attn_add.id)) == sorted(
-            [stream, f"layers.{layer}.self_attn.o_proj:mm"]
-        )
-        assert sorted(names[e.src] for e in detail.incoming(mlp_add.id)) == sorted(
-            [attn_add.name, f"layers.{layer}.mlp.down_proj:mm"]
-        )
+        assert sorted(names[e.src] for e in detail.incoming(attn_add.id)) == sorted([stream, f"layers.{layer}.self_attn.o_proj:mm"])
+        assert sorted(names[e.src] for e in detail.incoming(mlp_add.id)) == sorted([attn_add.name, f"layers.{layer}.mlp.down_proj:mm"])
     assert detail.orphans() == [] and detail.components() == 1
     assert len(detail.edges) > len(detail.nodes)
 
@@ -189,20 +183,7 @@ def test_seed_module_granularity_groups_by_top_level_submodules(tmp_path, monkey
     prof = Profiler(torchvision.models.resnet18().eval(), granularity="module", auto_profile=False, measure=False)
     graph = prof.profile_once(torch.randn(1, 3, 224, 224))
     names = [n.name for n in graph.nodes]
-    assert names == [
-        "input",
-        "conv1",
-        "bn1",
-        "relu",
-        "maxpool",
-        "layer1",
-        "layer2",
-        "layer3",
-        "layer4",
-        "avgpool",
-        "flatten",
-        "fc",
-    ]
+    assert names == ["input", "conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4", "avgpool", "flatten", "fc"]
     stats = prof.graph.stats()
     printed = capsys.readouterr().out
     assert stats["nodes"] == 12 and "total_nodes: 12" in printed and "total_edges: 11" in printed  # a chain
@@ -213,9 +194,7 @@ def test_seed_module_granularity_groups_by_top_level_submodules(tmp_path, monkey
 def test_seed_llama_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = _tiny_llama("cpu")
-    model.model = Profiler(
-        model.model, granularity="module", token_kwarg="input_ids", auto_profile=False, capture_ops=False
-    )
+    model.model = Profiler(model.model, granularity="module", token_kwarg="input_ids", auto_profile=False, capture_ops=False)
     dry_inputs = {"input_ids": torch.randint(0, 128, (1, 8)), "attention_mask": torch.ones(1, 8, dtype=torch.long)}
     model.model.profile_once(**dry_inputs)
     model.model.export("llama_profile", module_include_edges=True, include_stats=True, overwrite_module=True)
@@ -265,10 +244,7 @@ def test_dot_output_is_accepted_by_graphviz(resnet_graphs, tmp_path):
     assert ">conv1</text>" in done.stdout and ">Conv2d</text>" in done.stdout and "\\n" not in done.stdout
     write_graph(graph, tmp_path / "g.svg")
     assert (tmp_path / "g.svg").read_text().lstrip().startswith("<?xml")
-    assert (
-        subprocess.run(["dot", "-Tsvg"], input=to_dot(detail), capture_output=True, text=True, check=False).returncode
-        == 0
-    )
+    assert subprocess.run(["dot", "-Tsvg"], input=to_dot(detail), capture_output=True, text=True, check=False).returncode == 0
 
 
 def test_svg_without_graphviz_says_how_to_install(resnet_graphs, tmp_path, monkeypatch):
@@ -302,9 +278,7 @@ def _connected(graph) -> None:
         # Dynamo export of yolov8n takes about 35 s on a busy 2-core machine: opt in with GRAPHPROF_SLOW=1
         pytest.param(
             ["dynamo.export"],
-            marks=pytest.mark.skipif(
-                not __import__("os").environ.get("GRAPHPROF_SLOW"), reason="slow: set GRAPHPROF_SLOW=1"
-            ),
+            marks=pytest.mark.skipif(not __import__("os").environ.get("GRAPHPROF_SLOW"), reason="slow: set GRAPHPROF_SLOW=1"),
         ),
     ],
 )
@@ -325,9 +299,7 @@ def test_yolov8n_graphs_are_connected(methods):
 
 @pytest.mark.slow  # a real run of a detection model, about 13 s
 def test_detection_model_eager_real_run_graph_is_connected():
-    pm = graphprof.prepare(
-        "fasterrcnn_mobilenet_v3_large_320_fpn", input_shape=(1, 3, 128, 128), methods=["eager"], device="cpu"
-    )
+    pm = graphprof.prepare("fasterrcnn_mobilenet_v3_large_320_fpn", input_shape=(1, 3, 128, 128), methods=["eager"], device="cpu")
     builder = GraphBuilder()
     pm.run([builder])
     graph = builder.module_graph()
@@ -377,11 +349,7 @@ def test_measured_times_on_module_graph_nodes():
     # a module called twice (layer1.0.relu, layer1.0.relu_1) shares its self time between its two nodes
     relu = layer["layer1.0.relu"]
     assert relu.calls == 2
-    assert (
-        graph.node("layer1.0.relu").measured_ms
-        == graph.node("layer1.0.relu_1").measured_ms
-        == pytest.approx(relu.cpu_us / 2e3)
-    )
+    assert graph.node("layer1.0.relu").measured_ms == graph.node("layer1.0.relu_1").measured_ms == pytest.approx(relu.cpu_us / 2e3)
     assert graph.node("layer1.0.conv1").measured_ms == pytest.approx(layer["layer1.0.conv1"].cpu_us / 1e3)
     # the residual `out += identity` runs aten::add_ inside layer1.0: that op's time, not the block's Python
     add = next(o for o in m.ops if o.layer == "layer1.0" and o.op == "aten::add_")
@@ -398,9 +366,7 @@ def test_measured_times_on_module_graph_nodes():
     assert conv.dispatched_cpu_us >= max(o.cpu_us for (layer, _), o in ops.items() if layer == "conv1")
     assert detail is not None
     assert detail.node("conv1:convolution").measured_ms == pytest.approx(conv.dispatched_cpu_us / 1e3)
-    assert detail.node("layer1.0.add:add").measured_ms == pytest.approx(
-        ops[("layer1.0", "aten::add_")].dispatched_cpu_us / 1e3
-    )
+    assert detail.node("layer1.0.add:add").measured_ms == pytest.approx(ops[("layer1.0", "aten::add_")].dispatched_cpu_us / 1e3)
     assert all(n.measured_ms is not None for n in detail.nodes if n.kind == "op")
     assert sum(n.measured_ms or 0.0 for n in detail.nodes) <= total_ms
     # folded at depth 1: layer1's node holds the self time of every layer inside it, and its own

@@ -83,13 +83,7 @@ def test_no_device_table_outside_hardware() -> None:
         if path.name == "hardware.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            items = (
-                node.keys
-                if isinstance(node, ast.Dict)
-                else node.elts
-                if isinstance(node, (ast.Tuple, ast.List, ast.Set))
-                else []
-            )
+            items = node.keys if isinstance(node, ast.Dict) else node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
             hits = {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)} & presets
             if len(hits) >= 2:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {sorted(hits)}")  # type: ignore[attr-defined]

@@ -32,9 +32,7 @@ for line in open("/proc/self/maps"):
 
 
 def _home_of_a_block(state: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, state], capture_output=True, text=True, check=True, timeout=120
-    )
+    done = subprocess.run([sys.executable, "-c", _PROBE, state], capture_output=True, text=True, check=True, timeout=120)
     return done.stdout.split()[-1]
 
 

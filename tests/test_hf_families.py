@@ -78,9 +78,7 @@ def test_deepseek_v2_lite_counts_six_routed_and_two_shared_experts() -> None:
     # per token and MoE layer: 6 of the 64 routed experts, the shared MLP, the router
     assert _experts_per_token(p, 1) == 6 * 3 * 2048 * 1408 + 3 * 2048 * 2816 + 2048 * 64 == 69_337_088
     # model FLOPs per token: about 2 x the 2.4B active parameters, and causal attention (128 x 129 / 2 pairs)
-    linear = (
-        27 * (2048 * 3072 + 2048 * 576 + 512 * 4096 + 2048 * 2048) + 3 * 2048 * 10944 + 26 * 69_337_088 + 2048 * 102400
-    )
+    linear = 27 * (2048 * 3072 + 2048 * 576 + 512 * 4096 + 2048 * 2048) + 3 * 2048 * 10944 + 26 * 69_337_088 + 2048 * 102400
     products = 27 * 16 * (192 + 128) * (128 * 129 // 2)
     t = p.per_token
     assert t is not None and t.model_forward == 2 * (linear + products / 128) == 4_920_450_048

@@ -68,9 +68,7 @@ def test_the_fused_kernels_are_named_where_the_reference_runs() -> None:
 def test_an_installed_fused_kernel_is_listed_and_refused_by_name() -> None:
     scan = FusedKernel("mamba_chunk_scan_combined", "mamba_ssm", "mamba2_chunk_scan", active=True)
     conv = FusedKernel("causal_conv1d_fn", "causal_conv1d", "causal_conv1d_fn", active=False)
-    assert (
-        kernel_notes([scan, conv])[1] == "fused kernels outside aten, not counted: mamba_ssm.mamba_chunk_scan_combined"
-    )
+    assert kernel_notes([scan, conv])[1] == "fused kernels outside aten, not counted: mamba_ssm.mamba_chunk_scan_combined"
     refuse_uncountable([conv], "hf:x")  # only the reference runs: nothing to refuse
     with pytest.raises(ModelBuildError, match=r"mamba_ssm\.mamba_chunk_scan_combined \(for mamba2_chunk_scan\)"):
         refuse_uncountable([scan, conv], "hf:x")
@@ -93,9 +91,7 @@ def test_a_dry_run_that_would_reach_an_installed_kernel_stops_naming_it(tmp_path
     package.mkdir(parents=True)
     for folder in (package, package.parent, package.parent.parent):
         (folder / "__init__.py").write_text("")
-    (package / "ssd_combined.py").write_text(
-        "def mamba_chunk_scan_combined(*args, **kwargs):\n    raise RuntimeError\n"
-    )
+    (package / "ssd_combined.py").write_text("def mamba_chunk_scan_combined(*args, **kwargs):\n    raise RuntimeError\n")
     paths = [str(tmp_path), os.environ.get("PYTHONPATH", ""), *sys.path]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, timeout=300)

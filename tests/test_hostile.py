@@ -350,9 +350,7 @@ files.write_atomic(sys.argv[1], "x" * 1000)
 def test_signal_during_write_leaves_no_temporary_file(tmp_path, sig):
     target = tmp_path / "p.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")])}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SLOW_WRITER, str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-    )
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdout.readline().strip() == b"writing"
     assert len(list(tmp_path.glob(".p.json.*.tmp"))) == 1  # the write is under way
     proc.send_signal(sig)
@@ -435,8 +433,7 @@ def test_validate_keeps_the_good_models(user):
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"),
-    [("--peak-tflops", "nan"), ("--peak-tflops", "inf"), ("--bandwidth-gbs", "-5"), ("--bandwidth-gbs", "0")],
+    ("flag", "value"), [("--peak-tflops", "nan"), ("--peak-tflops", "inf"), ("--bandwidth-gbs", "-5"), ("--bandwidth-gbs", "0")]
 )
 def test_device_figures_are_checked(user, flag, value):
     name, built = user

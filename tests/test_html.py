@@ -19,14 +19,9 @@ from graphprof.devices.hardware import get_hardware
 from graphprof.render.html import render_compare_html, render_profile_html, render_sweep_html
 
 pytest.importorskip("plotly", reason="the HTML report embeds plotly's script (the html extra)")
-playwright = pytest.importorskip(
-    "playwright.sync_api", reason="the browser tests drive Chromium with playwright (the test extra)"
-)
+playwright = pytest.importorskip("playwright.sync_api", reason="the browser tests drive Chromium with playwright (the test extra)")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (make install installs Debian's)"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (make install installs Debian's)")]
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -76,9 +71,7 @@ def _open(browser: Any, path: Path) -> tuple[Any, list[str]]:
 def measured_page(tmp_path_factory: Any) -> tuple[Path, Path, int]:
     pm = graphprof.prepare(_mlp(), example_inputs=(torch.randn(8, 16),))
     plain = pm.profile()
-    measured = dataclasses.replace(
-        plain, measurement=pm.measure(device="cpu", iters=3, warmup=1, layer_runs=1, breakdown=False)
-    )
+    measured = dataclasses.replace(plain, measurement=pm.measure(device="cpu", iters=3, warmup=1, layer_runs=1, breakdown=False))
     folder = tmp_path_factory.mktemp("html")
     graph, _ = pm.graph(detail=False)
     with_m, without = folder / "measured.html", folder / "dry.html"
@@ -88,9 +81,7 @@ def measured_page(tmp_path_factory: Any) -> tuple[Path, Path, int]:
     return with_m, without, sum(1 for layer in plain.layers if layer.cost.flops > 0 and layer.cost.bytes_moved > 0)
 
 
-def test_no_console_errors_and_the_roofline_holds_one_point_per_layer_and_kind(
-    browser: Any, measured_page: Any
-) -> None:
+def test_no_console_errors_and_the_roofline_holds_one_point_per_layer_and_kind(browser: Any, measured_page: Any) -> None:
     with_m, _, placed = measured_page
     page, errors = _open(browser, with_m)
     assert errors == []
@@ -120,9 +111,7 @@ def test_a_column_sort_reorders_rows(browser: Any, measured_page: Any) -> None:
     page, _ = _open(browser, with_m)
 
     def flops() -> list[float]:
-        return page.evaluate(
-            "[...document.querySelectorAll('#layers tbody tr')].map(r => parseFloat(r.cells[3].dataset.v))"
-        )
+        return page.evaluate("[...document.querySelectorAll('#layers tbody tr')].map(r => parseFloat(r.cells[3].dataset.v))")
 
     before = flops()
     assert before != sorted(before)  # the rows come in execution order
@@ -135,10 +124,7 @@ def test_a_column_sort_reorders_rows(browser: Any, measured_page: Any) -> None:
 def test_the_measured_column_appears_only_with_a_measurement(browser: Any, measured_page: Any) -> None:
     with_m, without, _ = measured_page
     page, _ = _open(browser, with_m)
-    assert (
-        "measured" in page.locator("#layers thead").inner_text()
-        and "measured forward" in page.locator("#cards").inner_text()
-    )
+    assert "measured" in page.locator("#layers thead").inner_text() and "measured forward" in page.locator("#cards").inner_text()
     page, errors = _open(browser, without)
     assert errors == [] and "measured" not in page.locator("#layers thead").inner_text()
     assert "measured" not in page.locator("#ops thead").inner_text()
@@ -159,28 +145,17 @@ def test_sweep_and_compare_pages_open_offline(browser: Any, tmp_path: Path) -> N
 
 
 # ---- the roofline a person can read, the activation plot, the notebook display (issue 33) ------------------
-def test_the_roofline_names_its_axes_with_units_and_says_the_device_and_the_load(
-    browser: Any, measured_page: Any
-) -> None:
+def test_the_roofline_names_its_axes_with_units_and_says_the_device_and_the_load(browser: Any, measured_page: Any) -> None:
     with_m, _, _ = measured_page
     page, errors = _open(browser, with_m)
     assert errors == []
-    titles = page.evaluate(
-        "[...document.querySelectorAll('#roofline .xtitle, #roofline .ytitle')].map(e => e.textContent)"
-    )
-    assert titles == [
-        "Arithmetic intensity (FLOP/byte)",
-        "Achieved throughput (TFLOP/s)",
-    ]  # drawn, not only in the data
+    titles = page.evaluate("[...document.querySelectorAll('#roofline .xtitle, #roofline .ytitle')].map(e => e.textContent)")
+    assert titles == ["Arithmetic intensity (FLOP/byte)", "Achieved throughput (TFLOP/s)"]  # drawn, not only in the data
     ticks = page.evaluate("[...document.querySelectorAll('#roofline .xtick text')].map(e => e.textContent)")
-    assert ticks and all(
-        t == "1" or t.startswith("10") for t in ticks
-    )  # one label per decade (1, 10, 10^k), never "5 2"
+    assert ticks and all(t == "1" or t.startswith("10") for t in ticks)  # one label per decade (1, 10, 10^k), never "5 2"
     caption = page.inner_text("#roofline-caption")
     assert "H100" in caption and "TFLOP/s" in caption and "Measured on cpu at load" in caption
-    hover = page.evaluate(
-        "document.getElementById('roofline').data.find(t => t.name == 'measured').customdata[0].join(' | ')"
-    )
+    hover = page.evaluate("document.getElementById('roofline').data.find(t => t.name == 'measured').customdata[0].join(' | ')")
     assert "FLOPs at" in hover and "measured" in hover and "lower bound" in hover
 
 

@@ -27,18 +27,9 @@ from graphprof.render.escape import plotly_json, script_json
 from graphprof.render.html import render_compare_html, render_profile_html, render_sweep_html
 
 pytest.importorskip("plotly", reason="the HTML report embeds plotly's script (the html extra)")
-playwright = pytest.importorskip(
-    "playwright.sync_api", reason="the browser tests drive Chromium with playwright (the test extra)"
-)
+playwright = pytest.importorskip("playwright.sync_api", reason="the browser tests drive Chromium with playwright (the test extra)")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-sync",
-]
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-sync"]
 
 #: No dots (a module name cannot hold one); every way out of the context it lands in.
 PAYLOAD = "</script><script>PWNED=1</script><img src=PWNEDIMG onerror=PWNED=2><!--'\"><b onmouseover=PWNED=3>"
@@ -95,9 +86,7 @@ def pages(tmp_path_factory: Any) -> dict[str, Path]:
     profile = dataclasses.replace(pm.profile(), model_name=PAYLOAD)
     graph, _ = pm.graph(detail=False)
     sweep = graphprof.sweep(nn.Linear(16, 16), "batch", [1, 2], input_shape=(1, 16))
-    sweep = dataclasses.replace(
-        sweep, model=PAYLOAD, notes=(PAYLOAD,), axis=SweepAxis.SET, key=PAYLOAD
-    )  # a --set keyword
+    sweep = dataclasses.replace(sweep, model=PAYLOAD, notes=(PAYLOAD,), axis=SweepAxis.SET, key=PAYLOAD)  # a --set keyword
     from graphprof.compare.models import comparison_rows
 
     texts = {

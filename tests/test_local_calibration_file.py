@@ -46,12 +46,7 @@ def test_a_damaged_local_calibration_is_one_line_exit_2(tmp_path: Path, monkeypa
 
     from graphprof.devices.local import cpu_model
 
-    device = {
-        "type": "cpu",
-        "name": cpu_model(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-    }  # current
+    device = {"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__}  # current
     calibration = get_hardware("h100").calibration
     assert calibration is not None
     shipped = LocalPreset(get_hardware("h100"), calibration, device)
@@ -111,9 +106,7 @@ def test_two_runs_learning_at_once_keep_both_runs_records(tmp_path: Path, monkey
 
 
 @pytest.mark.parametrize("seconds", [-1.0, 0.0, 1e30, 1e400])
-def test_damaged_learned_seconds_are_left_out_with_a_note(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds: float
-) -> None:
+def test_damaged_learned_seconds_are_left_out_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     """Records placed at the very configurations the prediction looks up (so a damaged one would move it)."""
     from test_opmodel import _write_local
 
@@ -133,9 +126,7 @@ def test_damaged_learned_seconds_are_left_out_with_a_note(
     roofline = classify(profile, get_hardware("local"))
     assert roofline.predicted_seconds == pytest.approx(clean)  # the damaged records changed nothing
     assert any(f"{refused} learned record(s)" in n and "damaged" in n for n in roofline.notes), roofline.notes
-    result = invoke(
-        "--model", "resnet18", "--input-shape", "1,3,32,32", "--hardware", "local", "--output", str(tmp_path / "o.json")
-    )
+    result = invoke("--model", "resnet18", "--input-shape", "1,3,32,32", "--hardware", "local", "--output", str(tmp_path / "o.json"))
     assert result.exit_code == 0, result.output
     out = json.loads((tmp_path / "o.json").read_text())
     assert "nan" not in json.dumps(out).lower()
@@ -150,9 +141,7 @@ def test_a_run_never_writes_damaged_seconds(tmp_path: Path, monkeypatch: pytest.
 
     path = _write_local(tmp_path, monkeypatch)
     bad = [Sample("linear", (1.0, 2.0), s, "run", "x") for s in (-1.0, 0.0, float("inf"), float("nan"), 1e30)]
-    monkeypatch.setattr(
-        learn, "samples_from_run", lambda *a, **k: [*bad, Sample("linear", (1.0, 2.0), 1e-4, "run", "x")]
-    )
+    monkeypatch.setattr(learn, "samples_from_run", lambda *a, **k: [*bad, Sample("linear", (1.0, 2.0), 1e-4, "run", "x")])
     profile = type("P", (), {"measurement": object(), "mode": learn.Mode.EVAL, "model_name": "m"})()
     assert learn.learn_from_run(profile, get_hardware("local")) == 1
     assert [row[2] for row in json.loads(path.read_text())["learned"]] == [1e-4]

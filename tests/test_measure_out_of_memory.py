@@ -17,28 +17,20 @@ def _capped(args: list[str], cap: int = 4_600_000_000) -> subprocess.CompletedPr
         pytest.skip("prlimit is not installed")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     return subprocess.run(
-        ["prlimit", f"--as={cap}", sys.executable, "-m", "graphprof_cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
+        ["prlimit", f"--as={cap}", sys.executable, "-m", "graphprof_cli.main", *args], capture_output=True, text=True, env=env, timeout=600
     )
 
 
 @pytest.mark.slow
 def test_measure_out_of_memory_is_exit_11_naming_the_batch() -> None:
-    done = _capped(
-        ["--model", "resnet50", "--batch-size", "64", "--measure", "--device", "cpu", "--iters", "2", "--warmup", "1"]
-    )
+    done = _capped(["--model", "resnet50", "--batch-size", "64", "--measure", "--device", "cpu", "--iters", "2", "--warmup", "1"])
     assert done.returncode == 11, done.stderr[-500:]
     assert "out of host memory" in done.stderr and "64x3x224x224" in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.slow
 def test_measured_sweep_keeps_its_points_when_memory_runs_out() -> None:
-    done = _capped(
-        ["sweep", "--model", "resnet18", "--batch", "1:256:x16", "--measure", "--device", "cpu", "--output", "-"]
-    )
+    done = _capped(["sweep", "--model", "resnet18", "--batch", "1:256:x16", "--measure", "--device", "cpu", "--output", "-"])
     assert done.returncode == 0, done.stderr[-500:]
     import json
 

@@ -124,8 +124,7 @@ def test_cli_measure_exit_reports_the_dry_run_and_exit_code_8(quitting: object) 
     from graphprof_cli.main import app
 
     result = CliRunner().invoke(
-        app,
-        ["--model", "quitting_models:quits", "--input-shape", "2,8", "--measure", "--device", "cpu", "--iters", "2"],
+        app, ["--model", "quitting_models:quits", "--input-shape", "2,8", "--measure", "--device", "cpu", "--iters", "2"]
     )
     assert result.exit_code == 8, result.output
     assert "Hierarchical graph profile" in result.stdout  # what was done is kept: the dry run's report
@@ -136,16 +135,7 @@ def test_cli_graph_exit_is_code_8_after_the_report(quitting: object, tmp_path: P
     from graphprof_cli.main import app
 
     target = tmp_path / "g.json"
-    args = [
-        "--model",
-        "quitting_models:quits_on_second_call",
-        "--input-shape",
-        "2,8",
-        "--graph",
-        str(target),
-        "--capture",
-        "eager",
-    ]
+    args = ["--model", "quitting_models:quits_on_second_call", "--input-shape", "2,8", "--graph", str(target), "--capture", "eager"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 8, result.output  # the graph pass is the model's second forward
     assert "Hierarchical graph profile" in result.stdout and not target.exists()

@@ -14,12 +14,7 @@ import torch
 import torchvision
 from toys import TINY_MODULE
 
-from graphprof.errors import (
-    DownloadUnavailableError,
-    InvalidInputError,
-    ModelBuildError,
-    ModelNotFoundError,
-)
+from graphprof.errors import DownloadUnavailableError, InvalidInputError, ModelBuildError, ModelNotFoundError
 from graphprof.models import ModelInfo, ResolvedModel, list_models, resolve_model
 from graphprof.models.torchvision_zoo import published_kwargs, torchvision_families
 from graphprof.models.yolo import _ultralytics_models_dir, yolo_architectures
@@ -315,9 +310,7 @@ def test_invalid_inputs_are_one_line_errors(spec, kwargs, message):
 
 def test_hf_options_and_their_errors():
     pytest.importorskip("transformers")
-    resolved = resolve_model(
-        "hf:llama?hidden_size=128&num_hidden_layers=2&num_attention_heads=2&num_key_value_heads=1", device="meta"
-    )
+    resolved = resolve_model("hf:llama?hidden_size=128&num_hidden_layers=2&num_attention_heads=2&num_key_value_heads=1", device="meta")
     config = resolved.model.config
     assert (config.hidden_size, config.num_hidden_layers, config.num_key_value_heads) == (128, 2, 1)
     with pytest.raises(InvalidInputError, match="hiden_size"):
@@ -330,9 +323,7 @@ def test_hf_options_and_their_errors():
 
 def test_hf_local_config_dir(tmp_path):
     transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, vocab_size=1000
-    )
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, vocab_size=1000)
     config.save_pretrained(tmp_path)
     resolved = resolve_model(f"hf:{tmp_path}?num_hidden_layers=2")
     assert type(resolved.model).__name__ == "LlamaForCausalLM"
@@ -364,9 +355,7 @@ def test_meta_device_where_the_family_allows_it():
 
 
 def test_unknown_name_suggests_close_ones():
-    with pytest.raises(
-        ModelNotFoundError, match=r"unknown model 'resnet19'; did you mean resnet18.*\(graphprof --list\)"
-    ):
+    with pytest.raises(ModelNotFoundError, match=r"unknown model 'resnet19'; did you mean resnet18.*\(graphprof --list\)"):
         resolve_model("resnet19")
     with pytest.raises(ModelNotFoundError, match="unknown model"):
         resolve_model("zzzzzz")
@@ -417,9 +406,7 @@ def test_local_ultralytics_checkpoint(tmp_path):
 def test_local_yaml_and_case(tmp_path):
     local = tmp_path / "my-yolov8s.yaml"
     local.write_text(yolo_architectures()["yolov8s"].path.read_text())
-    assert _count(resolve_model(str(local), device="meta").model) == _count(
-        resolve_model("YOLOv8s", device="meta").model
-    )
+    assert _count(resolve_model(str(local), device="meta").model) == _count(resolve_model("YOLOv8s", device="meta").model)
 
 
 def test_pickled_module_needs_an_input_shape(tmp_path):
@@ -501,9 +488,7 @@ def test_user_factory_errors(user_module):
         resolve_model(f"{user_module}:not_a_model", input_shape=(1, 8))
 
 
-@pytest.mark.parametrize(
-    ("attribute", "code", "words"), [("NoInput", 2, "forward()"), ("BadTree", 5, "tree walk refused")]
-)
+@pytest.mark.parametrize(("attribute", "code", "words"), [("NoInput", 2, "forward()"), ("BadTree", 5, "tree walk refused")])
 def test_a_user_model_that_cannot_run_is_one_line(user_module, attribute: str, code: int, words: str) -> None:
     """A ``forward(self)`` given --input-shape, a ``named_modules()`` that raises: one line naming it, no exit 70."""
     from typer.testing import CliRunner

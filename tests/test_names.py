@@ -184,16 +184,7 @@ def test_module_path_torch_export() -> None:
     calls = [n for n in program.graph.nodes if n.op == "call_function"]
     paths = [module_path(n) for n in calls]
     # torch.export lists the root as path "": ops of the root belong to no submodule.
-    assert paths == [
-        "stem",
-        "blocks.0.conv_dw",
-        "blocks.0.act",
-        "blocks.0",
-        "blocks.1.conv_dw",
-        "blocks.1.act",
-        "blocks.1",
-        None,
-    ]
+    assert paths == ["stem", "blocks.0.conv_dw", "blocks.0.act", "blocks.0", "blocks.1.conv_dw", "blocks.1.act", "blocks.1", None]
     assert [module_type(n) for n in calls][:4] == ["Conv2d", "Conv2d", "ReLU", "_Block"]
 
 

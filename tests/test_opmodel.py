@@ -28,9 +28,7 @@ def _truth(kind: str, flops: float) -> float:
     return LAW[kind] * flops**0.9 + 4e-6
 
 
-def _synthetic_model(
-    rng: random.Random, group: str, n: int, op_sd: float, model_sd: float
-) -> list[tuple[Sample, float]]:
+def _synthetic_model(rng: random.Random, group: str, n: int, op_sd: float, model_sd: float) -> list[tuple[Sample, float]]:
     """``n`` ops of one synthetic model: (sample with the measured seconds, true seconds). Each op's
     measurement is the truth times an op error (sd ``op_sd``) and the model's shared error (``model_sd``)."""
     shared = rng.gauss(0.0, model_sd)
@@ -38,13 +36,9 @@ def _synthetic_model(
     for _ in range(n):
         kind = rng.choice(KINDS)
         flops = 10 ** rng.uniform(4.0, 9.0)
-        features = op_features(
-            kind, flops, flops / rng.uniform(1, 40), [(1, 64, 28, 28), (64, 1, 3, 3)], [(1, 64, 28, 28)]
-        )
+        features = op_features(kind, flops, flops / rng.uniform(1, 40), [(1, 64, 28, 28), (64, 1, 3, 3)], [(1, 64, 28, 28)])
         truth = _truth(kind, flops)
-        out.append(
-            (Sample(kind, tuple(features), truth * math.exp(rng.gauss(0.0, op_sd) + shared), group=group), truth)
-        )
+        out.append((Sample(kind, tuple(features), truth * math.exp(rng.gauss(0.0, op_sd) + shared), group=group), truth))
     return out
 
 
@@ -89,9 +83,7 @@ def test_fit_recovers_known_laws_and_round_trips_as_json() -> None:
     errors = sorted(abs(math.log(p / truth)) for (p, _, _), (_, truth) in zip(predicted, fresh, strict=True))
     assert errors[len(errors) // 2] < 0.1  # median within ~10% of the truth, on configurations never sampled
     again = OpModel.from_dict(json.loads(json.dumps(model.to_dict())))  # plain data, no pickles
-    assert [t for t, _, _ in again.predict(_calls([s for s, _ in fresh]))] == pytest.approx(
-        [t for t, _, _ in predicted], rel=1e-3
-    )
+    assert [t for t, _, _ in again.predict(_calls([s for s, _ in fresh]))] == pytest.approx([t for t, _, _ in predicted], rel=1e-3)
 
 
 def test_whole_model_interval_covers_80_percent_of_synthetic_models() -> None:
@@ -163,9 +155,7 @@ def _write_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **device: Any)
 
 
 @pytest.mark.parametrize(("field", "value"), [("name", "Another CPU"), ("threads", 977), ("torch", "1.0.0")])
-def test_a_stale_local_file_is_refused_in_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value: Any
-) -> None:
+def test_a_stale_local_file_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value: Any) -> None:
     from typer.testing import CliRunner
 
     from graphprof.devices.hardware import get_hardware

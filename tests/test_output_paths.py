@@ -37,9 +37,7 @@ def test_output_and_graph_on_one_path_is_refused(tmp_path: Path) -> None:
 
     target = tmp_path / "x.json"
     result = CliRunner().invoke(app, ["--model", "alexnet", "--output", str(target), "--graph", str(target)])
-    assert (
-        result.exit_code == 2 and "two different names" in result.stderr and not target.exists()
-    )  # refused up front (issue 34, item 8)
+    assert result.exit_code == 2 and "two different names" in result.stderr and not target.exists()  # refused up front (issue 34, item 8)
 
 
 def test_graph_writes_are_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

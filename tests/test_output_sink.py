@@ -88,17 +88,7 @@ def test_plan_output_is_absolute_and_refuses_a_missing_folder(tmp_path: Path, mo
 def test_same_file_for_two_options_is_refused_up_front(factory: tuple[Path, Path, Path], tmp_path: Path) -> None:
     _, _, built = factory
     for other in ("--html", "--graph"):
-        result = invoke(
-            "--model",
-            "factory.py:marking",
-            "--input-shape",
-            "1",
-            "2",
-            "--output",
-            "x.json",
-            other,
-            str(tmp_path / "x.json"),
-        )
+        result = invoke("--model", "factory.py:marking", "--input-shape", "1", "2", "--output", "x.json", other, str(tmp_path / "x.json"))
         assert result.exit_code == InvalidInputError.exit_code == 2, result.output
         assert "both name" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not built.exists() and not (tmp_path / "x.json").exists()  # refused before the model was built
@@ -162,12 +152,8 @@ def test_graph_estimate_refuses_csv(tmp_path: Path) -> None:
 
 
 def test_sweep_and_compare_json_carry_timestamp_and_host(factory: tuple[Path, Path, Path], tmp_path: Path) -> None:
-    swept = invoke(
-        "sweep", "--model", "factory.py:marking", "--batch", "1,2", "--input-shape", "1", "2", "--output", "s.json"
-    )
-    compared = invoke(
-        "compare", "factory.py:marking", "factory.py:marking", "--input-shape", "1", "2", "--output", "c.json"
-    )
+    swept = invoke("sweep", "--model", "factory.py:marking", "--batch", "1,2", "--input-shape", "1", "2", "--output", "s.json")
+    compared = invoke("compare", "factory.py:marking", "factory.py:marking", "--input-shape", "1", "2", "--output", "c.json")
     for result, name in ((swept, "s.json"), (compared, "c.json")):
         assert result.exit_code == 0, result.output
         data = json.loads((tmp_path / name).read_text())
@@ -195,9 +181,7 @@ def _shell(command: str, cwd: Path) -> None:
 def test_dev_stdout_appends_for_graph_estimate(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
     log.write_text("earlier line\n")
-    _shell(
-        f"{sys.executable} -m graphprof_cli.main graph-estimate --model pyg:gcn --output /dev/stdout >> {log}", tmp_path
-    )
+    _shell(f"{sys.executable} -m graphprof_cli.main graph-estimate --model pyg:gcn --output /dev/stdout >> {log}", tmp_path)
     text = log.read_text()
     assert text.startswith("earlier line\n") and '"timestamp"' in text
 
@@ -208,10 +192,7 @@ def test_graph_through_a_link_to_stdout_appends(tmp_path: Path) -> None:
     (tmp_path / "factory.py").write_text(FACTORY.format(elsewhere=str(tmp_path), marker=str(tmp_path / "built")))
     log = tmp_path / "log.txt"
     log.write_text("earlier line\n")
-    _shell(
-        f"{sys.executable} -m graphprof_cli.main --model factory.py:marking --input-shape 1 2 --graph g.json >> {log}",
-        tmp_path,
-    )
+    _shell(f"{sys.executable} -m graphprof_cli.main --model factory.py:marking --input-shape 1 2 --graph g.json >> {log}", tmp_path)
     text = log.read_text()
     assert text.startswith("earlier line\n") and '"nodes"' in text and (tmp_path / "g.json").is_symlink()
 
@@ -235,9 +216,7 @@ except OutputError as exc:
 def test_a_write_past_the_file_size_limit_keeps_the_old_file(tmp_path: Path) -> None:
     target = tmp_path / "p.json"
     target.write_bytes(b'{"old": true}\n')
-    proc = subprocess.run(
-        [sys.executable, "-c", PARTIAL_WRITER, str(target)], capture_output=True, text=True, env=ENV, timeout=60
-    )
+    proc = subprocess.run([sys.executable, "-c", PARTIAL_WRITER, str(target)], capture_output=True, text=True, env=ENV, timeout=60)
     assert proc.returncode == 7, proc.stderr
     assert target.read_bytes() == b'{"old": true}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
 

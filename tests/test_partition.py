@@ -235,9 +235,7 @@ def test_cli_plan_and_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from graphprof_cli.main import app
 
     out = tmp_path / "plan.json"
-    result = CliRunner().invoke(
-        app, ["partition", "--model", "resnet18", "--devices", "orin-agx:2,rtx4090", "-o", str(out)]
-    )
+    result = CliRunner().invoke(app, ["partition", "--model", "resnet18", "--devices", "orin-agx:2,rtx4090", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "equal-layers" in result.output and "split points" in result.output
     data = json.loads(out.read_text())
@@ -255,11 +253,7 @@ def test_cli_help() -> None:
 
 @pytest.mark.parametrize(
     ("devices", "words"),
-    [
-        ("nosuch:1", "unknown hardware"),
-        ("rtx4090:0", "zero devices"),
-        ("rtx4090@0.001", "no plan fits: no device can hold layer"),
-    ],
+    [("nosuch:1", "unknown hardware"), ("rtx4090:0", "zero devices"), ("rtx4090@0.001", "no plan fits: no device can hold layer")],
 )
 def test_cli_bad_specs_one_line(devices: str, words: str) -> None:
     from typer.testing import CliRunner
@@ -280,18 +274,14 @@ def test_cli_bad_specs_one_line(devices: str, words: str) -> None:
 def test_run_matches_unsplit(model: str) -> None:
     from graphprof.partition.report import partition_report
 
-    report = partition_report(
-        model, "cpu:2", objective="throughput", iters=2, run=True, run_iters=1, micro_batches=2, compare=False
-    )
+    report = partition_report(model, "cpu:2", objective="throughput", iters=2, run=True, run_iters=1, micro_batches=2, compare=False)
     ((label, run),) = report.runs
     assert run.matches, run.max_abs_error
     assert len(run.stages) == len(report.plan.stages)
     assert all(s.measured_s > 0 and s.predicted_s for s in run.stages)
 
 
-def test_cpu_stage_times_are_predicted_only_by_a_calibration_of_the_stages_thread_count(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_cpu_stage_times_are_predicted_only_by_a_calibration_of_the_stages_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
     import torch

@@ -13,12 +13,7 @@ from graphprof.errors import InvalidInputError
 # ---- 10. partition: devices, the solver, threads and processes bounded ---------------------------------
 @pytest.mark.parametrize(
     ("spec", "why"),
-    [
-        ("h100:1000000000", "at most 1024"),
-        ("cpu:\u00b2", "whole number"),
-        ("h100@1e300", "memory"),
-        ("x=1e-320/1:1@1", "TFLOP/s"),
-    ],
+    [("h100:1000000000", "at most 1024"), ("cpu:\u00b2", "whole number"), ("h100@1e300", "memory"), ("x=1e-320/1:1@1", "TFLOP/s")],
 )
 def test_device_specs_are_bounded(spec: str, why: str) -> None:
     from graphprof.partition.devices import parse_devices
@@ -78,17 +73,11 @@ def test_partition_run_leaves_batchnorm_statistics_as_found() -> None:
     from graphprof.partition.report import partition_report
 
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3),
-        torch.nn.BatchNorm2d(8),
-        torch.nn.ReLU(),
-        torch.nn.Conv2d(8, 8, 3),
-        torch.nn.BatchNorm2d(8),
+        torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3), torch.nn.BatchNorm2d(8)
     )
     model.train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    partition_report(
-        model, "cpu:2", input_shape=(2, 3, 16, 16), iters=1, run=True, run_iters=1, micro_batches=2, compare=False
-    )
+    partition_report(model, "cpu:2", input_shape=(2, 3, 16, 16), iters=1, run=True, run_iters=1, micro_batches=2, compare=False)
     assert [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])] == []
     assert model.training
 
@@ -185,9 +174,7 @@ def test_partition_on_cpu_devices_to_stdout_fits_its_schema(tmp_path) -> None:
 
     (tmp_path / "four.py").write_text(FOUR_LAYERS)
     model = f"{tmp_path}/four.py:build"
-    result = CliRunner().invoke(
-        app, ["partition", "--model", model, "--input-shape", "8,1024", "--devices", "cpu:64", "--output", "-"]
-    )
+    result = CliRunner().invoke(app, ["partition", "--model", model, "--input-shape", "8,1024", "--devices", "cpu:64", "--output", "-"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     validate(data)
@@ -222,9 +209,7 @@ def test_a_run_whose_copies_of_the_model_would_not_fit_is_refused_before_any_pro
     import graphprof
     import graphprof.partition.run as run
 
-    prepared = graphprof.prepare(
-        torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)), input_shape=(2, 256)
-    )
+    prepared = graphprof.prepare(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256)), input_shape=(2, 256))
     weights = 2 * (256 * 256 + 256) * 4  # two linears, float32
     monkeypatch.setattr("graphprof.base.limits.available_memory", lambda: weights * 5)  # under 2 stages x 2 + 2 copies
     monkeypatch.setattr(run, "_spawn", lambda *a, **k: pytest.fail("a process started"))

@@ -15,9 +15,7 @@ from graphprof.training.checkpoint import candidate_blocks, solve_checkpoint
 from graphprof.training.step import checkpointed
 
 
-def _brute(
-    freed: list[int], saved: list[int], seconds: list[float], forward: int, backward: int, budget: int
-) -> float | None:
+def _brute(freed: list[int], saved: list[int], seconds: list[float], forward: int, backward: int, budget: int) -> float | None:
     best = None
     for pick in itertools.product((False, True), repeat=len(freed)):
         f = sum(x for x, p in zip(freed, pick, strict=True) if p)
@@ -52,8 +50,7 @@ class Chain(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(
-            nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 64))
-            for _ in range(6)
+            nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 64)) for _ in range(6)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -89,9 +86,7 @@ def test_the_plan_applied_to_a_real_step() -> None:
     model, shape = Chain(), (4096, 64)
     budget, cp = _planned(shape)
     assert cp.planned is not None
-    measured = measure_step(
-        model, (torch.randn(shape),), {}, wraps=(checkpointed({c.module for c in cp.chosen}),), repeats=1
-    )
+    measured = measure_step(model, (torch.randn(shape),), {}, wraps=(checkpointed({c.module for c in cp.chosen}),), repeats=1)
     assert abs(cp.planned.peak_bytes / measured.peak_bytes - 1) < 0.10
     assert measured.peak_bytes <= budget
 

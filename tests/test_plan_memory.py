@@ -46,9 +46,7 @@ def test_breakdowns_sum_and_phases_are_in_order() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("name", "batch"), [("resnet18", 4), ("hf:llama?num_hidden_layers=2", 2), ("pyg:gcn?num_nodes=2000", None)]
-)
+@pytest.mark.parametrize(("name", "batch"), [("resnet18", 4), ("hf:llama?num_hidden_layers=2", 2), ("pyg:gcn?num_nodes=2000", None)])
 def test_predicted_peak_within_ten_percent_of_the_allocator(name: str, batch: int | None) -> None:
     plan = plan_memory(name, batch_size=batch, foreach=False)
     torch.manual_seed(0)
@@ -109,18 +107,7 @@ def test_cli_plan_mistakes_are_one_line_and_exit_2(argv: list[str], says: str) -
 @pytest.mark.slow
 def test_cli_shard_fits_per_rank() -> None:
     result = CliRunner().invoke(
-        app,
-        [
-            "shard",
-            "--model",
-            "hf:llama?num_hidden_layers=2",
-            "fsdp:4",
-            "--fits",
-            "--hardware",
-            "h100",
-            "--width",
-            "160",
-        ],
+        app, ["shard", "--model", "hf:llama?num_hidden_layers=2", "fsdp:4", "--fits", "--hardware", "h100", "--width", "160"]
     )
     assert result.exit_code == 0, result.output
     assert "fsdp:4 per rank" in result.output and "estimated peak per rank" in result.output

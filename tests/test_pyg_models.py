@@ -72,11 +72,7 @@ def test_resolve_with_options_and_notes() -> None:
     r = resolve_model("pyg:gps?hidden_dim=32&num_layers=2&num_heads=4&ffn_dim=48&pe_dim=8&num_nodes=120&avg_degree=3")
     assert spec_family("pyg:gps") == "pyg" and r.family == "pyg"
     assert r.model.config.ffn_width == 48 and r.model.layers[0].gps.mlp[0].out_features == 48
-    assert (
-        tuple(r.args[0].shape) == (120, 16)
-        and tuple(r.args[1].shape) == (2, 360)
-        and tuple(r.kwargs["pe"].shape) == (120, 8)
-    )
+    assert tuple(r.args[0].shape) == (120, 16) and tuple(r.args[1].shape) == (2, 360) and tuple(r.kwargs["pe"].shape) == (120, 8)
     assert any("120 nodes, 360 edges" in note for note in r.notes)
 
 
@@ -156,9 +152,7 @@ def test_estimators_by_hand() -> None:
 
 
 def test_estimate_model_flops_is_the_sum_of_its_breakdown() -> None:
-    e = seed_estimate.estimate_model_flops(
-        num_nodes=500, num_edges=2500, hidden_dim=256, num_layers=6, num_heads=8, ffn_dim=512
-    )
+    e = seed_estimate.estimate_model_flops(num_nodes=500, num_edges=2500, hidden_dim=256, num_layers=6, num_heads=8, ffn_dim=512)
     assert e.total == sum(e.breakdown.values()) == 5_545_824_000  # 6 x 924,304,000 (see estimate.py)
     assert set(e.breakdown) >= {"attention", "ffn", "mpnn", "pe"}
 
@@ -178,9 +172,7 @@ def test_comparison_of_the_readme_graph_transformer() -> None:
     """The README's side-by-side: the seed's example arguments and the matching pyg:graph_transformer."""
     from graphprof.gnn.compare import compare_graph_model
 
-    c = compare_graph_model(
-        "pyg:graph_transformer?hidden_dim=256&num_layers=6&num_heads=8&ffn_dim=512&num_nodes=500&num_edges=2500"
-    )
+    c = compare_graph_model("pyg:graph_transformer?hidden_dim=256&num_layers=6&num_heads=8&ffn_dim=512&num_nodes=500&num_edges=2500")
     rows = {r.component: r for r in c.rows}
     assert c.estimated_total == 5_545_824_000
     assert rows["mpnn"].counted_flops == 0 and "attention along the edges" in rows["mpnn"].reason

@@ -50,9 +50,7 @@ def test_measured_cpu_runtime_per_point_with_mean_and_std() -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the shared machine: two threads stall each other under load
     try:
-        result = run_graph_scaling(
-            "pyg:gin?num_layers=2", "num_nodes", [100, 400, 1600], measure=True, num_runs=5, warmup_runs=1
-        )
+        result = run_graph_scaling("pyg:gin?num_layers=2", "num_nodes", [100, 400, 1600], measure=True, num_runs=5, warmup_runs=1)
     finally:
         torch.set_num_threads(threads)
     assert len(result.runtime_stats) == 3
@@ -67,8 +65,6 @@ def test_cli_node_sweep_prints_fits_per_component() -> None:
 
     from graphprof_cli.main import app
 
-    result = CliRunner().invoke(
-        app, ["sweep", "--model", "pyg:gps?num_layers=1&hidden_dim=32&num_heads=2", "--nodes", "100:800:x2"]
-    )
+    result = CliRunner().invoke(app, ["sweep", "--model", "pyg:gps?num_layers=1&hidden_dim=32&num_heads=2", "--nodes", "100:800:x2"])
     assert result.exit_code == 0, result.output
     assert "mpnn: exponent 1.00 (linear)" in result.output and "x² term" in result.output

@@ -34,9 +34,7 @@ def readme_commands(text: str) -> list[str]:
     commands: list[str] = []
     for line in lines:
         line = re.sub(r"\s+#\s.*$", "", line).strip()
-        commands += [
-            part for part in (p.strip() for p in line.split(";")) if re.match(r"(graphprof|python)(\s|$)", part)
-        ]
+        commands += [part for part in (p.strip() for p in line.split(";")) if re.match(r"(graphprof|python)(\s|$)", part)]
     return commands
 
 
@@ -54,22 +52,11 @@ def _run(command: str, folder: Path) -> subprocess.CompletedProcess[str]:
     checkout's CLI under this Python."""
     graphprof = f"{shlex.quote(sys.executable)} -m graphprof_cli.main"
     shell = re.sub(r"(^|\|\s*)graphprof(?=\s|$)", lambda m: m.group(1) + graphprof, command)
-    shell = re.sub(
-        r"^python (\S+\.py)", lambda m: f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / m.group(1)))}", shell
-    )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")]),
-        "XDG_CACHE_HOME": str(folder / "cache"),
-    }
+    shell = re.sub(r"^python (\S+\.py)", lambda m: f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / m.group(1)))}", shell)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")]), "XDG_CACHE_HOME": str(folder / "cache")}
     env.pop("GRAPHPROF_CAPTURE", None)
     return subprocess.run(
-        ["bash", "-c", f"set -eo pipefail; {shell}"],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
+        ["bash", "-c", f"set -eo pipefail; {shell}"], cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
     )
 
 

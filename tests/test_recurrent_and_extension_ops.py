@@ -235,9 +235,7 @@ def test_mixtral_moe_dry_run_counts_active_experts() -> None:
     )  # fmt: skip
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
-    p = graphprof.profile_model(
-        model, example_kwargs={"input_ids": torch.zeros(1, 16, dtype=torch.long, device="meta")}
-    )
+    p = graphprof.profile_model(model, example_kwargs={"input_ids": torch.zeros(1, 16, dtype=torch.long, device="meta")})
     assert p.execution == "dry-run"
     assert not p.unsupported
     grouped = [r for row in p.layers for r in row.ops if r.op == "aten._grouped_mm"]
@@ -254,12 +252,7 @@ def test_mixtral_moe_dry_run_counts_active_experts() -> None:
 def test_other_moe_families_count_routed_experts(kind: str) -> None:
     transformers = pytest.importorskip("transformers")
     common = dict(
-        hidden_size=64,
-        intermediate_size=128,
-        moe_intermediate_size=32,
-        num_attention_heads=4,
-        num_experts_per_tok=2,
-        vocab_size=1000,
+        hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_attention_heads=4, num_experts_per_tok=2, vocab_size=1000
     )
     if kind == "qwen2_moe":
         config = transformers.Qwen2MoeConfig(
@@ -273,9 +266,7 @@ def test_other_moe_families_count_routed_experts(kind: str) -> None:
         )  # fmt: skip
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
-    p = graphprof.profile_model(
-        model, example_kwargs={"input_ids": torch.zeros(1, 16, dtype=torch.long, device="meta")}
-    )
+    p = graphprof.profile_model(model, example_kwargs={"input_ids": torch.zeros(1, 16, dtype=torch.long, device="meta")})
     assert p.execution == "dry-run" and not p.unsupported
     grouped = [r for row in p.layers for r in row.ops if r.op == "aten._grouped_mm"]
     assert len(grouped) == 4  # gate_up and down in each of the two MoE layers

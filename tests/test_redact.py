@@ -92,9 +92,7 @@ def test_redact_leaves_the_host_out_of_traces_their_names_and_the_graph(at_home)
         assert _leaks(text) == [] and '"host_name"' not in text, trace.name
         assert _sanitized(os.environ["HOME"]) not in trace.name and _sanitized(os.getcwd()) not in trace.name
         assert json.loads(text)["traceName"] == trace.name
-    assert [Path(p).name for p in json.loads((at_home / "r.json").read_text())["runtime"]["traces"]] == [
-        t.name for t in traces
-    ]
+    assert [Path(p).name for p in json.loads((at_home / "r.json").read_text())["runtime"]["traces"]] == [t.name for t in traces]
     dot = (at_home / "g.dot").read_text()
     assert _leaks(dot) == [] and dot.startswith('digraph "<cwd>/m.py:build"'), dot.splitlines()[0]
     plain = invoke(*args, "--graph", "plain.dot")

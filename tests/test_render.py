@@ -28,15 +28,7 @@ from graphprof.cost.roofline import with_roofline
 from graphprof.devices.hardware import get_hardware
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.formulas import Cost
-from graphprof.render import (
-    parse_plot_spec,
-    profile_dict,
-    render_csv,
-    render_json,
-    render_report,
-    render_tree,
-    write_plot,
-)
+from graphprof.render import parse_plot_spec, profile_dict, render_csv, render_json, render_report, render_tree, write_plot
 from graphprof.render import plots as plots_module
 from graphprof.render.formatting import format_count, format_seconds
 from graphprof.render.layers import render_layers, render_top_layers
@@ -115,13 +107,7 @@ def test_golden_tiny_verbose(tiny):
 def test_report_fits_100_columns_and_has_every_section(resnet18, verbose):
     text = render_text(render_report(with_roofline(resnet18, get_hardware("a100")), show_shapes=True, verbose=verbose))
     assert max(len(line) for line in text.splitlines()) <= WIDTH
-    for section in (
-        "Hierarchical graph profile",
-        "Model summary",
-        "Operation breakdown",
-        "Bottleneck analysis",
-        "Top 10 layers",
-    ):
+    for section in ("Hierarchical graph profile", "Model summary", "Operation breakdown", "Bottleneck analysis", "Top 10 layers"):
         assert section in text
     assert ("Per-layer details" in text) is verbose
     assert "Roofline time (lower bound)" in text
@@ -212,9 +198,7 @@ def test_json_schema(resnet18):
         assert layer["bottleneck"] in ("compute-bound", "memory-bound", "none")
     assert sum(layer["flops"] for layer in data["layers"]) == data["total_flops"] == resnet18.total_flops
     assert sum(layer["memory"] for layer in data["layers"]) == data["total_memory"]
-    assert data["roofline"]["estimated_time_s"] == pytest.approx(
-        sum(layer["estimated_time_s"] for layer in data["layers"])
-    )
+    assert data["roofline"]["estimated_time_s"] == pytest.approx(sum(layer["estimated_time_s"] for layer in data["layers"]))
 
 
 def test_json_without_hardware_keeps_the_core(tiny):
@@ -300,9 +284,7 @@ def test_names_in_full_when_the_table_fits():
     class Deep(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.encoder_with_a_rather_long_module_name = nn.ModuleList(
-                nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(2)
-            )
+            self.encoder_with_a_rather_long_module_name = nn.ModuleList(nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(2))
 
         def forward(self, x):
             for block in self.encoder_with_a_rather_long_module_name:

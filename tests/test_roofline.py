@@ -9,14 +9,7 @@ import graphprof
 from graphprof.cost.bounds import DEFAULT_THRESHOLD, Bound, classify_layer, ridge_point, roofline_time
 from graphprof.cost.result import LayerRow
 from graphprof.cost.roofline import classify
-from graphprof.devices.hardware import (
-    HARDWARE,
-    PRECISIONS,
-    custom_hardware,
-    get_hardware,
-    list_hardware,
-    resolve_hardware,
-)
+from graphprof.devices.hardware import HARDWARE, PRECISIONS, custom_hardware, get_hardware, list_hardware, resolve_hardware
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import Cost
 

@@ -38,8 +38,6 @@ def test_lower_bound_on_the_roof_predicted_below_it() -> None:
 @pytest.mark.slow
 def test_measured_points_come_from_the_measured_layers() -> None:
     pm = graphprof.prepare(_mlp(), example_inputs=(torch.randn(32, 64),))
-    p = dataclasses.replace(
-        pm.profile(), measurement=pm.measure(device="cpu", iters=3, warmup=1, layer_runs=1, breakdown=False)
-    )
+    p = dataclasses.replace(pm.profile(), measurement=pm.measure(device="cpu", iters=3, warmup=1, layer_runs=1, breakdown=False))
     points = roofline_points(with_roofline(p, get_hardware("h100")))
     assert {name for name, *_ in points["measured"]} == {"0", "1", "2"}  # Linear, ReLU (one FLOP per element), Linear

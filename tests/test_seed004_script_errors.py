@@ -18,9 +18,7 @@ import torch
         (["--output", "nope/x.json"], 7, "does not exist"),  # an output error, as the main command's
     ],
 )
-def test_the_seed_script_says_one_line(
-    tmp_path: Path, monkeypatch, capsys, args: list[str], code: int, said: str
-) -> None:
+def test_the_seed_script_says_one_line(tmp_path: Path, monkeypatch, capsys, args: list[str], code: int, said: str) -> None:
     from graphprof_cli.seed_profile import main
 
     if "cuda" in args and torch.cuda.is_available():

@@ -70,12 +70,7 @@ def test_a_transformers_model_object_skips_dynamo_like_its_name() -> None:
     from graphprof.capture.methods import family_of
 
     cfg = LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=64,
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=64
     )
     with torch.device("meta"):
         model = LlamaForCausalLM(cfg)

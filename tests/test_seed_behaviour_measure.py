@@ -136,9 +136,7 @@ MALFORMED = {
     "string duration": json.dumps({"traceEvents": [_event(dur="5")]}),
     "no timestamp": json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "dur": 3}]}),
     "negative duration": json.dumps({"traceEvents": [_event(dur=-1)]}),
-    "integer too large": '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 0, "dur": '
-    + "9" * 400
-    + "}]}",
+    "integer too large": '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 0, "dur": ' + "9" * 400 + "}]}",
     "name not a string": json.dumps({"traceEvents": [_event(name=[1])]}),
     "not UTF-8": b"\xff\xfe\x00",
 }
@@ -207,9 +205,7 @@ def test_profile_graph_script_with_no_model_profiles_resnet18(tmp_path) -> None:
 
     script = Path(__file__).resolve().parents[1] / "cli" / "profile_graph.py"
     env = {**os.environ, "COLUMNS": "160"}
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
-    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "GRAPH PROFILE: resnet18" in done.stdout and "Usage" not in done.stdout  # the seed's own report
     for label in ("Strongly compute-bound", "Compute-bound", "Balanced", "Memory-bound"):
@@ -314,9 +310,7 @@ def test_measurement_header_names_threads_and_load_and_flags_noise(train_measure
     text = _text(render_measured(train_measured))
     assert f"{torch.get_num_threads()} torch threads" in text and "load " in text
     if m.host.loadavg is not None:
-        assert (
-            all(isinstance(x, float) for x in m.host.loadavg) and " ".join(f"{x:.2f}" for x in m.host.loadavg) in text
-        )
+        assert all(isinstance(x, float) for x in m.host.loadavg) and " ".join(f"{x:.2f}" for x in m.host.loadavg) in text
 
     def with_cv(cv: float):
         forward = dataclasses.replace(m.forward, mean=10.0, std=10.0 * cv)
@@ -337,9 +331,7 @@ def test_every_json_has_a_timestamp_and_the_host(train_measured) -> None:
     dry = json.loads(render_json(graphprof.profile_model(_Block(), input_shape=(1, 3, 8, 8))))
     assert dry["schema_version"] == SCHEMA_VERSIONS["profile"]
     stamp = datetime.datetime.fromisoformat(dry["timestamp"])
-    assert (
-        stamp.tzinfo is not None and abs((datetime.datetime.now(datetime.timezone.utc) - stamp).total_seconds()) < 600
-    )
+    assert stamp.tzinfo is not None and abs((datetime.datetime.now(datetime.timezone.utc) - stamp).total_seconds()) < 600
     assert dry["host"]["torch"] == torch.__version__ and dry["host"]["threads"] == torch.get_num_threads()
     assert {"cpu", "cores", "platform", "loadavg"} <= set(dry["host"])
     assert {layer["intensity_band"] for layer in dry["layers"]} <= {

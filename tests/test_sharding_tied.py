@@ -17,14 +17,7 @@ transformers = pytest.importorskip("transformers")
 
 def _gpt2(tied: bool, device: str = "cpu") -> torch.nn.Module:
     config = transformers.GPT2Config(
-        n_layer=2,
-        n_embd=64,
-        n_head=2,
-        vocab_size=1000,
-        n_positions=64,
-        tie_word_embeddings=tied,
-        bos_token_id=0,
-        eos_token_id=0,
+        n_layer=2, n_embd=64, n_head=2, vocab_size=1000, n_positions=64, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0
     )
     with torch.device(device):  # graphprof's catalogue builds on the meta device
         return transformers.GPT2LMHeadModel(config).eval()
@@ -50,9 +43,7 @@ def test_sharded_step_shards_match_a_real_fsdp2_wrap_to_the_byte(tied: bool) -> 
     spec = ShardSpec(fsdp=4)
     with fake_world(spec) as meshes:
         mesh = meshes.dp
-        step = run_sharded_step(
-            model, (), {"input_ids": ids}, sharding_wraps(spec, meshes, (), {"input_ids": ids}, "gpt2"), None
-        )
+        step = run_sharded_step(model, (), {"input_ids": ids}, sharding_wraps(spec, meshes, (), {"input_ids": ids}, "gpt2"), None)
         real = _gpt2(tied)
         for unit in shard_units(real):
             fully_shard(unit, mesh=mesh)

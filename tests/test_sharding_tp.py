@@ -22,9 +22,7 @@ class Blocks(nn.Module):
 
     def __init__(self, hidden: int = 256) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(
-            nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 64)) for _ in range(3)
-        )
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 64)) for _ in range(3))
         self.head = nn.Linear(64, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -52,11 +50,7 @@ def test_tp_per_rank_figures_by_hand(n: int) -> None:
     model = Blocks()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     p = shard_profile(model, f"tp:{n}", input_shape=(4, 64))
-    assert p.colwise == ("blocks.0.0", "blocks.1.0", "blocks.2.0") and p.rowwise == (
-        "blocks.0.2",
-        "blocks.1.2",
-        "blocks.2.2",
-    )
+    assert p.colwise == ("blocks.0.0", "blocks.1.0", "blocks.2.0") and p.rowwise == ("blocks.0.2", "blocks.1.2", "blocks.2.2")
     # per block: Linear(64, 256) column-wise holds 64*256/n weights and 256/n biases; Linear(256, 64) row-wise
     # 256*64/n weights and its 64 biases whole; the head's 650 replicated. tp:2: 3 * 16,576 + 650 = 50,378
     # elements = 201,512 B; tp:8: 3 * 4,192 + 650 = 13,226 = 52,904 B
@@ -66,9 +60,7 @@ def test_tp_per_rank_figures_by_hand(n: int) -> None:
     # all-reduces: each row-wise output in the forward, B * d * 4 bytes = 4 * 64 * 4 = 1,024 B, three times;
     # each column-wise input gradient in the backward, 1,024 B, in blocks 1 and 2 (block 0's input, x, needs none)
     assert (
-        (p.rank.all_reduce_bytes, p.rank.all_reduce_calls)
-        == (5 * 1_024, 5)
-        == (p.analytic.all_reduce_bytes, p.analytic.all_reduce_calls)
+        (p.rank.all_reduce_bytes, p.rank.all_reduce_calls) == (5 * 1_024, 5) == (p.analytic.all_reduce_bytes, p.analytic.all_reduce_calls)
     )
     assert p.rank.all_gather_bytes == p.rank.reduce_scatter_bytes == p.rank.unsharded_bytes == 0
     assert p.rank.flops == _flops(n)  # tp:2 1,137,464; tp:8 297,272
@@ -125,9 +117,7 @@ def test_shard_command_tp_and_its_json(tmp_path) -> None:
     from graphprof.schemas import validate
 
     path = tmp_path / "tp.json"
-    done = CliRunner().invoke(
-        app, ["shard", "--model", "hf:llama?num_hidden_layers=2", "tp:2", "--output", str(path), "--width", "160"]
-    )
+    done = CliRunner().invoke(app, ["shard", "--model", "hf:llama?num_hidden_layers=2", "tp:2", "--output", str(path), "--width", "160"])
     assert done.exit_code == 0, done.output
     assert "all-reduce per step" in done.output and "colwise: q_proj x2" in done.output
     data = json.loads(path.read_text())

@@ -280,8 +280,7 @@ def test_every_module_is_on_a_floor() -> None:
 def test_no_import_runs_from_a_lower_floor_to_a_higher_one() -> None:
     found = [e for e in upward_imports(import_graph()) if (e.source, e.target) not in UPWARD_ALLOWED]
     report = "\n".join(
-        f"  {e.source} (floor {floor_of(e.source)}) imports {e.target} (floor {floor_of(e.target)}) at {e.where}"
-        for e in found
+        f"  {e.source} (floor {floor_of(e.source)}) imports {e.target} (floor {floor_of(e.target)}) at {e.where}" for e in found
     )
     assert not found, f"{len(found)} upward import(s):\n{report}"
     assert len(UPWARD_ALLOWED) <= 2
@@ -301,13 +300,7 @@ def test_the_core_never_imports_the_seeds_compatibility() -> None:
 def test_renderers_consume_results_and_never_classify_predict_or_run() -> None:
     """A renderer reads a result (a profile carries its roofline); it never classifies, predicts or
     dry-runs again: no renderer imports the classifier, the predictor, or anything that runs a model."""
-    forbidden = (
-        "graphprof.devices.predict",
-        "graphprof.prepared",
-        "graphprof.profile",
-        "graphprof.session",
-        "graphprof.run.loop",
-    )
+    forbidden = ("graphprof.devices.predict", "graphprof.prepared", "graphprof.profile", "graphprof.session", "graphprof.run.loop")
     found = [e for e in import_graph() if e.source.startswith("graphprof.render") and e.target.startswith(forbidden)]
     for path in sorted((ROOT / "graphprof" / "render").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -371,9 +364,7 @@ def test_the_size_checkers_see_a_long_module_and_a_dispatch_mode(tmp_path: Path)
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "big.py").write_text("x = 1\n" * (MAX_MODULE + 1))
-    (pkg / "tap.py").write_text(
-        "from torch.utils._python_dispatch import TorchDispatchMode\nclass T(TorchDispatchMode):\n    pass\n"
-    )
+    (pkg / "tap.py").write_text("from torch.utils._python_dispatch import TorchDispatchMode\nclass T(TorchDispatchMode):\n    pass\n")
     assert long_modules((pkg,)) == [f"{_shown(pkg / 'big.py')}: {MAX_MODULE + 1} lines"]
     assert dispatch_modes((pkg,)) == ["pkg.tap.T"]
 

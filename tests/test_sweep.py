@@ -210,11 +210,7 @@ def test_out_of_memory_stops_the_sweep(monkeypatch):
 
 def test_measured_knee_from_rows(monkeypatch):
     times = {1: 1e-3, 2: 1e-3, 4: 1e-3, 8: 2e-3, 16: 4e-3}
-    monkeypatch.setattr(
-        sweep_module,
-        "_load_measure",
-        lambda: lambda pm, *, device, batch_size=None, **_: _Measured(times[batch_size], 1),
-    )
+    monkeypatch.setattr(sweep_module, "_load_measure", lambda: lambda pm, *, device, batch_size=None, **_: _Measured(times[batch_size], 1))
     s = sweep(make_mlp(), SweepAxis.BATCH, [1, 2, 4, 8, 16], input_shape=(1, 8), measure=True)
     assert s.knee() is not None and s.knee().value == 4
 
@@ -235,18 +231,7 @@ def test_csv_and_plot(tmp_path):
 def test_cli_sweep_set_json(factory_file, tmp_path):
     out = tmp_path / "s.json"
     result = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--model",
-            f"{factory_file}:make",
-            "--set",
-            "num_layers=1,2,4",
-            "--input-shape",
-            "1,8",
-            "-o",
-            str(out),
-        ],
+        app, ["sweep", "--model", f"{factory_file}:make", "--set", "num_layers=1,2,4", "--input-shape", "1,8", "-o", str(out)]
     )
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
@@ -276,18 +261,7 @@ def test_cli_bad_input_one_line(argv, code, message):
 @pytest.mark.slow  # a real measured sweep, about 6 s
 def test_cli_measured_sweep_on_the_cpu(tmp_path):
     out = tmp_path / "s.json"
-    argv = [
-        "sweep",
-        "--model",
-        "resnet18",
-        "--input-shape",
-        "1,3,32,32",
-        "--batch",
-        "1,2",
-        "--measure",
-        "--device",
-        "cpu",
-    ]
+    argv = ["sweep", "--model", "resnet18", "--input-shape", "1,3,32,32", "--batch", "1,2", "--measure", "--device", "cpu"]
     result = runner.invoke(app, [*argv, "-o", str(out)])
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())["rows"]

@@ -25,9 +25,7 @@ def test_unbounded_sweeps_are_refused_at_once(values: str) -> None:
 def test_sweep_output_paths_are_checked_first_and_dash_is_stdout(tmp_path: Path) -> None:
     from graphprof_cli.main import app
 
-    result = CliRunner().invoke(
-        app, ["sweep", "--model", "resnet18", "--batch", "1,2", "--output", str(tmp_path / "no" / "s.json")]
-    )
+    result = CliRunner().invoke(app, ["sweep", "--model", "resnet18", "--batch", "1,2", "--output", str(tmp_path / "no" / "s.json")])
     assert result.exit_code == 7 and "does not exist" in result.stderr
     result = CliRunner().invoke(app, ["sweep", "--model", "alexnet", "--batch", "1,2", "--output", "-"])
     assert result.exit_code == 0 and not Path("-").exists()
@@ -52,8 +50,6 @@ def test_a_plot_with_an_unknown_suffix_is_refused_before_the_sweep(tmp_path: Pat
 
     ran: list[object] = []
     monkeypatch.setattr(loop, "_run_points", lambda *a, **k: ran.append(a))
-    result = CliRunner().invoke(
-        app, ["sweep", "--model", "resnet18", "--batch", "1,2", "--plot", str(tmp_path / "sw.xyz")]
-    )
+    result = CliRunner().invoke(app, ["sweep", "--model", "resnet18", "--batch", "1,2", "--plot", str(tmp_path / "sw.xyz")])
     assert result.exit_code == 7 and "sw.xyz" in result.output, result.output
     assert ran == [] and "Traceback" not in result.output and not (tmp_path / "sw.xyz").exists()

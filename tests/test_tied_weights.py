@@ -93,10 +93,7 @@ def test_which_conversions_untie_and_keep_ties_around_each() -> None:
 
     meta = _resolve("gpt2", "meta").model
     cpu = _resolve("gpt2", "cpu").model
-    untie = {
-        "to_empty from meta": (meta, lambda m: m.to_empty(device="cpu")),
-        "to meta": (cpu, lambda m: m.to("meta")),
-    }
+    untie = {"to_empty from meta": (meta, lambda m: m.to_empty(device="cpu")), "to meta": (cpu, lambda m: m.to("meta"))}
     for what, (model, convert) in untie.items():
         assert not tied_groups(convert(_copy(model))), what
         _assert_tied_as(keep_ties(_copy(model), convert), model)
@@ -161,9 +158,7 @@ def test_a_build_on_the_meta_device_keeps_ties(cls: type[nn.Module]) -> None:
     _assert_tied_as(built, cls())
 
 
-def test_a_user_module_object_moved_to_the_meta_device_keeps_ties(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_user_module_object_moved_to_the_meta_device_keeps_ties(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     from graphprof.models import resolve_model
@@ -245,14 +240,7 @@ def test_planned_sharded_and_checkpointed_step_holds_each_tied_weight_once(name:
     assert {p.breakdown.parameters for p in plan.phases} == {_quarter_bytes(model) + buffers}
     step = build_model(f"hf:{name}?{SMALL[name]}", input_shape=(1, 16))
     blocks = {n for n, m in model.named_modules() if n.endswith("block.0") or n.endswith("h.0")}
-    wrapped = plan_step(
-        step,
-        dtype=None,
-        optimizer=Optimizer.ADAMW,
-        foreach=False,
-        shard=ShardSpec(fsdp=4),
-        wraps=(checkpointed(blocks),),
-    )
+    wrapped = plan_step(step, dtype=None, optimizer=Optimizer.ADAMW, foreach=False, shard=ShardSpec(fsdp=4), wraps=(checkpointed(blocks),))
     assert {p.breakdown.parameters for p in wrapped.phases} == {_quarter_bytes(model) + buffers}
 
 
@@ -348,10 +336,7 @@ def _planned_stage_params(name: str, split_points: list[str]) -> tuple[list[int]
     return [s.params for s in make_stages(problem, costs, devices, solution, kinds_of(devices))], costs
 
 
-@pytest.mark.parametrize(
-    ("name", "split_points"),
-    [("gpt2", ["transformer.h.1"]), ("t5-base", ["encoder.block.1", "decoder.block.0"])],
-)
+@pytest.mark.parametrize(("name", "split_points"), [("gpt2", ["transformer.h.1"]), ("t5-base", ["encoder.block.1", "decoder.block.0"])])
 def test_pipeline_stages_hold_a_tied_weight_as_pipelining_does(name: str, split_points: list[str]) -> None:
     r = _resolve(name, "cpu")
     r.model.config.use_cache = False  # pipeline() traces with torch.export, which takes no cache object out
@@ -372,17 +357,7 @@ def test_a_plan_counts_and_names_the_copy_a_later_stage_keeps(tmp_path: Any) -> 
 
     # 172,288 parameters (689 kB in float32) over devices of 600 kB: two stages, the LM head in the second
     out = tmp_path / "plan.json"
-    argv = [
-        "partition",
-        "--model",
-        f"hf:gpt2?{SMALL['gpt2']}",
-        "--devices",
-        "h100:3@0.0006",
-        "--input-shape",
-        "1,16",
-        "-o",
-        str(out),
-    ]
+    argv = ["partition", "--model", f"hf:gpt2?{SMALL['gpt2']}", "--devices", "h100:3@0.0006", "--input-shape", "1,16", "-o", str(out)]
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, result.output
     document = json.loads(out.read_text())
@@ -393,12 +368,7 @@ def test_a_plan_counts_and_names_the_copy_a_later_stage_keeps(tmp_path: Any) -> 
     assert first["params"] + last["params"] == 172_288 + embedding  # the last stage's own copy of the embedding
     assert last["weight_bytes"] >= 4 * embedding and last["fits"]
     assert document["cost_table"]["shared_weights"] == [
-        {
-            "names": ["transformer.wte.weight", "lm_head.weight"],
-            "units": [0, 6],
-            "params": embedding,
-            "weight_bytes": 4 * embedding,
-        }
+        {"names": ["transformer.wte.weight", "lm_head.weight"], "units": [0, 6], "params": embedding, "weight_bytes": 4 * embedding}
     ]
     note = "tied weights: transformer.wte.weight is lm_head.weight (64,000 parameters): held by stage 0, and stage 1 keeps a copy"
     assert any(n.startswith(note) for n in document["notes"])

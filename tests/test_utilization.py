@@ -25,9 +25,7 @@ class Timed:
 
 
 def _timed(forward_ms: float, step_ms: float | None = None) -> Timed:
-    return Timed(
-        types.SimpleNamespace(mean=forward_ms), None if step_ms is None else types.SimpleNamespace(mean=step_ms)
-    )
+    return Timed(types.SimpleNamespace(mean=forward_ms), None if step_ms is None else types.SimpleNamespace(mean=step_ms))
 
 
 def test_forward_mfu_by_hand() -> None:
@@ -47,9 +45,7 @@ def test_training_step_mfu_reads_the_peak_at_the_runs_dtype() -> None:
     h100 = get_hardware("h100")
     forward, step = utilization(profile, h100)
     assert step.model_flops == profile.total_flops and step.precision == "bfloat16"
-    assert step.mfu == pytest.approx(
-        profile.total_flops / 0.004 / 989.5e12
-    )  # the dense BF16 peak, not the sparse 1,979
+    assert step.mfu == pytest.approx(profile.total_flops / 0.004 / 989.5e12)  # the dense BF16 peak, not the sparse 1,979
     assert forward.mfu == pytest.approx(profile.forward.flops / 0.001 / 989.5e12)
     shown = with_utilization(profile, h100)
     text = " ".join(t.plain for t in _utilization(shown.measurement))
@@ -61,8 +57,6 @@ def test_causal_attention_hfu_is_below_mfu() -> None:
         def forward(self, q):  # type: ignore[no-untyped-def]
             return nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
 
-    profile = graphprof.profile_model(
-        Causal(), input_shape=(1, 4, 256, 64), target="cuda"
-    )  # a fused kernel skips masked tiles
+    profile = graphprof.profile_model(Causal(), input_shape=(1, 4, 256, 64), target="cuda")  # a fused kernel skips masked tiles
     (u,) = utilization(dataclasses.replace(profile, measurement=_timed(1.0)), custom_hardware(1.0, 100))
     assert u.executed_flops < u.model_flops and u.hfu < u.mfu

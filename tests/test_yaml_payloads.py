@@ -37,9 +37,7 @@ def test_a_whole_model_as_a_layer_is_refused(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_the_build_itself_is_restricted_when_the_check_misses_a_payload(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_build_itself_is_restricted_when_the_check_misses_a_payload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ultralytics' own restricted construction stops the nested activation even with graphprof's check off."""
     path, marker = _plant(tmp_path)
     monkeypatch.setattr(yolo, "check_yolo_yaml", lambda *a, **k: None)

@@ -18,9 +18,7 @@ class Blocks(nn.Module):
 
     def __init__(self, width: int = 64, hidden: int = 256, depth: int = 4, head: int | None = None) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(
-            nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, width)) for _ in range(depth)
-        )
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, width)) for _ in range(depth))
         self.head = None if head is None else nn.Linear(width, head)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

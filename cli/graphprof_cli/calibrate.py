@@ -71,20 +71,13 @@ def calibrate_command(
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output",
-            "-o",
-            parser=file_path,
-            metavar="<path>",
-            help="Where to write the preset (default: ~/.cache/graphprof/local.json).",
+            "--output", "-o", parser=file_path, metavar="<path>", help="Where to write the preset (default: ~/.cache/graphprof/local.json)."
         ),
     ] = None,
     threads: Annotated[
-        int | None,
-        typer.Option("--threads", min=1, help="torch threads while measuring (default: torch's own); recorded."),
+        int | None, typer.Option("--threads", min=1, help="torch threads while measuring (default: torch's own); recorded.")
     ] = None,
-    quick: Annotated[
-        bool, typer.Option("--quick", help="A one-minute calibration: fewer zoo models, batch 1 only.")
-    ] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="A one-minute calibration: fewer zoo models, batch 1 only.")] = False,
 ) -> None:
     """Measure this machine (matrix products, convolutions, bandwidth, per-op floor) and write the `local` preset."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -110,10 +110,6 @@ def request_from(cls: type[R], params: dict[str, Any]) -> R:
         if f.name not in params:
             continue
         value = params[f.name]
-        kinds = [
-            t
-            for t in (hints[f.name], *typing.get_args(hints[f.name]))
-            if isinstance(t, type) and issubclass(t, enum.Enum)
-        ]
+        kinds = [t for t in (hints[f.name], *typing.get_args(hints[f.name])) if isinstance(t, type) and issubclass(t, enum.Enum)]
         values[f.name] = kinds[0](value) if kinds and value is not None else value
     return cls(**values)

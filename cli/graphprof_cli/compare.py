@@ -66,11 +66,7 @@ def run_compare(
                     raise outcome.error
                 error = outcome.error
                 entries.append(
-                    ModelFailure(
-                        outcome.spec,
-                        f"internal error: {type(error).__name__}: {one_line(str(error), None)}",
-                        EXIT_INTERNAL,
-                    )
+                    ModelFailure(outcome.spec, f"internal error: {type(error).__name__}: {one_line(str(error), None)}", EXIT_INTERNAL)
                 )
     rows = comparison_rows(entries, device)
     console.print(render_comparison(rows, device, show_errors=False))

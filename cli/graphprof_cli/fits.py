@@ -41,8 +41,7 @@ def fits_command(
     peak_tflops: opt.PeakOption = None,
     bandwidth_gbs: opt.BandwidthOption = None,
     optimizer: Annotated[
-        Optimizer,
-        typer.Option("--optimizer", help="The optimizer whose state the step holds (as `graphprof shard --fits`)."),
+        Optimizer, typer.Option("--optimizer", help="The optimizer whose state the step holds (as `graphprof shard --fits`).")
     ] = Optimizer.ADAMW,
     memory_budget: opt.MemoryBudgetOption = None,
     output: opt.OutputOption = None,

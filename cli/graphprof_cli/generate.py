@@ -44,15 +44,9 @@ def generate_command(
     new_tokens: Annotated[int, typer.Option("--new-tokens", min=1, help="Tokens to generate.")] = 256,
     batch_size: opt.BatchSizeOption = None,
     dtype: opt.DtypeOption = None,
-    kv_dtype: Annotated[
-        str | None, typer.Option("--kv-dtype", help="The KV cache's dtype (default: --dtype, else bfloat16).")
-    ] = None,
+    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="The KV cache's dtype (default: --dtype, else bfloat16).")] = None,
     cache: Annotated[
-        KVCache,
-        typer.Option(
-            "--cache",
-            help="static (K/V written in place) or dynamic (transformers' DynamicCache, torch.cat each step).",
-        ),
+        KVCache, typer.Option("--cache", help="static (K/V written in place) or dynamic (transformers' DynamicCache, torch.cat each step).")
     ] = KVCache.STATIC,
     hardware: opt.HardwareOption = None,
     peak_tflops: opt.PeakOption = None,

@@ -20,27 +20,15 @@ from graphprof_cli import options as opt
 from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
 
-__all__ = [
-    "NodesOption",
-    "AvgDegreeOption",
-    "EdgesOption",
-    "graph_spec",
-    "is_graph_model",
-    "run_graph_sweep",
-    "graph_estimate_command",
-]
+__all__ = ["NodesOption", "AvgDegreeOption", "EdgesOption", "graph_spec", "is_graph_model", "run_graph_sweep", "graph_estimate_command"]
 
 PREFIX = "pyg:"
 
-NodesOption = Annotated[
-    str | None, typer.Option("--nodes", help="pyg: models: nodes of the synthetic graph (sweep: 100:5000:x2).")
-]
+NodesOption = Annotated[str | None, typer.Option("--nodes", help="pyg: models: nodes of the synthetic graph (sweep: 100:5000:x2).")]
 AvgDegreeOption = Annotated[
     float | None, typer.Option("--avg-degree", help="pyg: models: edges per node of the synthetic graph (default 5).")
 ]
-EdgesOption = Annotated[
-    int | None, typer.Option("--edges", help="pyg: models: exactly this many edges (instead of --avg-degree).")
-]
+EdgesOption = Annotated[int | None, typer.Option("--edges", help="pyg: models: exactly this many edges (instead of --avg-degree).")]
 
 
 def is_graph_model(model: str | None) -> bool:
@@ -61,15 +49,11 @@ def graph_spec(model: str | None, nodes: str | None, avg_degree: float | None, e
     if not given or model is None:
         return model
     if not is_graph_model(model):
-        raise InvalidInputError(
-            f"--nodes, --avg-degree and --edges apply to graph models (pyg:gps, pyg:gin...), not {model}"
-        )
+        raise InvalidInputError(f"--nodes, --avg-degree and --edges apply to graph models (pyg:gps, pyg:gin...), not {model}")
     spec = model
     for key, value in given.items():
         if key == "num_nodes" and not str(value).strip().isdigit():
-            raise InvalidInputError(
-                f"--nodes takes a whole number here (a range is for graphprof sweep), got {value!r}"
-            )
+            raise InvalidInputError(f"--nodes takes a whole number here (a range is for graphprof sweep), got {value!r}")
         spec = _with(spec, key, value)
     return spec
 
@@ -85,9 +69,7 @@ def run_graph_sweep(
     from graphprof.scaling import parse_values
     from graphprof_cli.output import emit, plan
 
-    target = run_guarded(
-        lambda: plan("graph-scaling", output, redact=redact), debug
-    )  # a bad path fails before the sweep
+    target = run_guarded(lambda: plan("graph-scaling", output, redact=redact), debug)  # a bad path fails before the sweep
 
     def run() -> Any:
         if (nodes is None) == (layers is None):
@@ -109,15 +91,11 @@ def run_graph_sweep(
 
 
 def graph_estimate_command(
-    model: Annotated[
-        str, typer.Option("--model", "-m", help="A graph model: pyg:graph_transformer, pyg:gps?hidden_dim=256...")
-    ],
+    model: Annotated[str, typer.Option("--model", "-m", help="A graph model: pyg:graph_transformer, pyg:gps?hidden_dim=256...")],
     nodes: NodesOption = None,
     avg_degree: AvgDegreeOption = None,
     edges: EdgesOption = None,
-    sparse_ratio: Annotated[
-        float, typer.Option("--sparse-ratio", help="The seed's share of node pairs its attention scores.")
-    ] = 1.0,
+    sparse_ratio: Annotated[float, typer.Option("--sparse-ratio", help="The seed's share of node pairs its attention scores.")] = 1.0,
     output: opt.OutputOption = None,
     width: opt.WidthOption = None,
     redact: opt.RedactOption = False,
@@ -129,9 +107,7 @@ def graph_estimate_command(
     from graphprof_cli.output import emit, plan
 
     spec = run_guarded(lambda: graph_spec(model, nodes, avg_degree, edges), debug) or model
-    target = run_guarded(
-        lambda: plan("graph-estimate", output, redact=redact), debug
-    )  # JSON only; a bad path fails before the work
+    target = run_guarded(lambda: plan("graph-estimate", output, redact=redact), debug)  # JSON only; a bad path fails before the work
     comparison = run_guarded(lambda: compare_graph_model(spec, sparse_ratio=sparse_ratio), debug)
     console = make_console(width, stderr=target is not None and target.to_stdout)
     console.print(render_comparison(comparison))

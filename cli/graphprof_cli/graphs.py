@@ -14,9 +14,7 @@ def check_graph_path(path: Path) -> None:
     from graphprof.graph.export import GRAPH_FORMATS, check_paths, text_paths
 
     if path.suffix.lower() not in GRAPH_FORMATS:
-        raise OutputError(
-            f"unknown graph format {path.suffix or '(none)'!r} for {path}; use one of {', '.join(GRAPH_FORMATS)}"
-        )
+        raise OutputError(f"unknown graph format {path.suffix or '(none)'!r} for {path}; use one of {', '.join(GRAPH_FORMATS)}")
     check_paths(text_paths(path) if path.suffix.lower() == ".txt" else [path], overwrite=True)
     if path.suffix.lower() in (".svg", ".png"):
         import shutil
@@ -24,6 +22,4 @@ def check_graph_path(path: Path) -> None:
         from graphprof.errors import MissingDependencyError
 
         if shutil.which("dot") is None:
-            raise MissingDependencyError(
-                f"writing {path.name} needs Graphviz's `dot` program; install Graphviz: apt-get install graphviz"
-            )
+            raise MissingDependencyError(f"writing {path.name} needs Graphviz's `dot` program; install Graphviz: apt-get install graphviz")

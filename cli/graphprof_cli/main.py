@@ -54,9 +54,7 @@ def _list_models(filter_text: str | None) -> None:
     from graphprof.models import list_models
 
     infos = run_guarded(lambda: list_models(filter_text))
-    table = Table(
-        title=f"{len(infos)} models" + (f" matching {filter_text!r}" if filter_text else ""), title_justify="left"
-    )
+    table = Table(title=f"{len(infos)} models" + (f" matching {filter_text!r}" if filter_text else ""), title_justify="left")
     table.add_column("Model", no_wrap=True)
     table.add_column("Family")
     table.add_column("Default input")
@@ -70,27 +68,18 @@ def profile(
     ctx: typer.Context,
     model: opt.ModelOption = None,
     list_: Annotated[bool, flag("--list", help="List the available models and exit.")] = False,
-    filter_: Annotated[
-        str | None, typer.Option("--filter", help="With --list: only models whose name or family contains this.")
-    ] = None,
+    filter_: Annotated[str | None, typer.Option("--filter", help="With --list: only models whose name or family contains this.")] = None,
     input_shape: opt.InputShapeOption = None,
     batch_size: opt.BatchSizeOption = None,
     dtype: opt.DtypeOption = None,
     mode: opt.ModeOption = Mode.EVAL,
     capture: opt.CaptureOption = Capture.AUTO,
     proposals: Annotated[
-        int | None,
-        typer.Option(
-            "--proposals", min=1, help="Two-stage detectors: proposals per image (default: the model's maximum)."
-        ),
+        int | None, typer.Option("--proposals", min=1, help="Two-stage detectors: proposals per image (default: the model's maximum).")
     ] = None,
     showshape: Annotated[bool, flag("--showshape", help="Show output shapes.")] = False,
-    verbose: Annotated[
-        bool, flag("--verbose", "-v", help="Unfold the whole tree; add per-layer and aten-op tables.")
-    ] = False,
-    depth: Annotated[
-        int | None, typer.Option("--depth", min=0, help="Fold the module tree at this depth (default: what fits).")
-    ] = None,
+    verbose: Annotated[bool, flag("--verbose", "-v", help="Unfold the whole tree; add per-layer and aten-op tables.")] = False,
+    depth: Annotated[int | None, typer.Option("--depth", min=0, help="Fold the module tree at this depth (default: what fits).")] = None,
     top: Annotated[int, typer.Option("--top", min=0, help="List this many layers by FLOPs (0: none).")] = 10,
     hardware: opt.HardwareOption = None,
     peak_tflops: opt.PeakOption = None,
@@ -100,9 +89,7 @@ def profile(
     allow_unsafe_load: opt.AllowUnsafeOption = False,
     plot: Annotated[
         list[str] | None,
-        typer.Option(
-            "--plot", help="Write a chart: roofline.png, layers.png, or KIND=PATH (repeatable; needs matplotlib)."
-        ),
+        typer.Option("--plot", help="Write a chart: roofline.png, layers.png, or KIND=PATH (repeatable; needs matplotlib)."),
     ] = None,
     width: opt.WidthOption = None,
     measure: opt.MeasureOption = False,
@@ -110,27 +97,17 @@ def profile(
     iters: opt.IterationsOption = 50,
     warmup: opt.WarmupOption = 5,
     trace: Annotated[
-        Path | None,
-        typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory."),
+        Path | None, typer.Option("--trace", help="With --measure: write a Chrome trace per profiled forward into this directory.")
     ] = None,
     no_learn: Annotated[
-        bool,
-        flag(
-            "--no-learn",
-            help="With --measure against --hardware local: do not add this run's op times to the local calibration.",
-        ),
+        bool, flag("--no-learn", help="With --measure against --hardware local: do not add this run's op times to the local calibration.")
     ] = False,
     optimizer: opt.OptimizerOption = Optimizer.SGD,
     graph: Annotated[
-        Path | None,
-        typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt."),
+        Path | None, typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt.")
     ] = None,
     fvcore: Annotated[
-        bool,
-        flag(
-            "--fvcore",
-            help="Also count with fvcore's FlopCountAnalysis and print the cross-check (as `graphprof validate`) first.",
-        ),
+        bool, flag("--fvcore", help="Also count with fvcore's FlopCountAnalysis and print the cross-check (as `graphprof validate`) first.")
     ] = False,
     html_path: opt.HtmlOption = None,
     nodes: NodesOption = None,
@@ -141,10 +118,7 @@ def profile(
     export_onnx: opt.ExportOnnxOption = None,
     debug: opt.DebugOption = False,
     version: Annotated[
-        bool,
-        typer.Option(
-            "--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version
-        ),
+        bool, typer.Option("--version", help="Show graphprof's version and exit.", metavar="", is_eager=True, callback=_version)
     ] = False,
 ) -> None:
     """Profile a model: graphprof --model resnet18 [--hardware h100] [--output p.json] [--plot roofline.png]."""
@@ -171,9 +145,7 @@ app.command("graph-estimate", cls=Command)(graph_estimate_command)
 
 
 @app.command("list", cls=Command)
-def list_command(
-    filter_: Annotated[str | None, typer.Option("--filter", help="Substring of name or family.")] = None,
-) -> None:
+def list_command(filter_: Annotated[str | None, typer.Option("--filter", help="Substring of name or family.")] = None) -> None:
     """List the available models (same as --list)."""
     _list_models(filter_)
 
@@ -228,9 +200,7 @@ def compare_command(
 
 
 @app.command("hardware", cls=Command)
-def hardware_command(
-    name: Annotated[str | None, typer.Argument(help="Show one preset in full (default: list them all).")] = None,
-) -> None:
+def hardware_command(name: Annotated[str | None, typer.Argument(help="Show one preset in full (default: list them all).")] = None) -> None:
     """List the device presets for --hardware: peak TFLOP/s per dtype, bandwidth, ridge point, source."""
     from graphprof_cli.compare import show_hardware
 

@@ -50,9 +50,7 @@ def run_measure(
     if redact and measurement.traces:
         from graphprof.render.redact import redact_trace
 
-        measurement = dataclasses.replace(
-            measurement, traces=tuple(str(redact_trace(p, model_name)) for p in measurement.traces)
-        )
+        measurement = dataclasses.replace(measurement, traces=tuple(str(redact_trace(p, model_name)) for p in measurement.traces))
     chosen, note = measure_hardware(hardware, device)
     if note is not None:  # which device the estimate is for, or that there is none (never chosen silently)
         measurement = dataclasses.replace(measurement, notes=(*measurement.notes, note))

@@ -52,19 +52,10 @@ __all__ = [
 
 ModelOption = Annotated[
     str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory.",
-    ),
+    typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory."),
 ]
 ModelRequired = Annotated[
-    str,
-    typer.Option(
-        "--model",
-        "-m",
-        help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory.",
-    ),
+    str, typer.Option("--model", "-m", help="torchvision name, YOLO yaml/.pt, hf:llama, timm:NAME, program.pt2, or package.module:factory.")
 ]
 InputShapeOption = Annotated[str | None, typer.Option("--input-shape", help="Input shape: 1 3 384 384 or 1,3,384,384.")]
 BatchSizeOption = Annotated[int | None, typer.Option("--batch-size", "-b", help="Override the batch dimension.")]
@@ -75,31 +66,17 @@ CaptureOption = Annotated[
 ]
 HardwareOption = Annotated[
     str | None,
-    typer.Option(
-        "--hardware",
-        help="Device preset for the roofline (see `graphprof hardware`; local after `graphprof calibrate`).",
-    ),
+    typer.Option("--hardware", help="Device preset for the roofline (see `graphprof hardware`; local after `graphprof calibrate`)."),
 ]
-PeakOption = Annotated[
-    float | None, typer.Option("--peak-tflops", help="Custom device: peak TFLOP/s (or override the preset's).")
-]
+PeakOption = Annotated[float | None, typer.Option("--peak-tflops", help="Custom device: peak TFLOP/s (or override the preset's).")]
 BandwidthOption = Annotated[
-    float | None,
-    typer.Option("--bandwidth-gbs", help="Custom device: memory bandwidth in GB/s (or override the preset's)."),
+    float | None, typer.Option("--bandwidth-gbs", help="Custom device: memory bandwidth in GB/s (or override the preset's).")
 ]
 OutputOption = Annotated[
     Path | None,
-    typer.Option(
-        "--output",
-        "-o",
-        parser=file_path,
-        metavar="<path>",
-        help="Also write a .json or .csv file; - writes it to stdout.",
-    ),
+    typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Also write a .json or .csv file; - writes it to stdout."),
 ]
-FormatOption = Annotated[
-    OutputFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")
-]
+FormatOption = Annotated[OutputFormat | None, typer.Option("--format", help="Format of --output (default: from its suffix).")]
 AllowUnsafeOption = Annotated[
     bool,
     flag(
@@ -110,17 +87,10 @@ AllowUnsafeOption = Annotated[
 ]
 DebugOption = Annotated[bool, flag("--debug", help="Show tracebacks.")]
 WidthOption = Annotated[
-    int | None,
-    typer.Option(
-        "--width", min=MIN_WIDTH, help="Report width in columns (default: the terminal's, else COLUMNS, else 160)."
-    ),
+    int | None, typer.Option("--width", min=MIN_WIDTH, help="Report width in columns (default: the terminal's, else COLUMNS, else 160).")
 ]
-MeasureOption = Annotated[
-    bool, flag("--measure", help="Also run the model for real: times, memory, per-layer measured vs estimated.")
-]
-DeviceOption = Annotated[
-    str | None, typer.Option("--device", help="With --measure: cpu or cuda (default: cuda when present).")
-]
+MeasureOption = Annotated[bool, flag("--measure", help="Also run the model for real: times, memory, per-layer measured vs estimated.")]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="With --measure: cpu or cuda (default: cuda when present).")]
 IterationsOption = Annotated[
     int, typer.Option("--iters", help="With --measure: at most this many timed iterations (stops early once stable).")
 ]
@@ -129,10 +99,7 @@ OptimizerOption = Annotated[Optimizer, typer.Option("--optimizer", help="With --
 HtmlOption = Annotated[
     Path | None,
     typer.Option(
-        "--html",
-        parser=file_path,
-        metavar="<path>",
-        help="Also write one self-contained HTML page (opens offline; needs plotly).",
+        "--html", parser=file_path, metavar="<path>", help="Also write one self-contained HTML page (opens offline; needs plotly)."
     ),
 ]
 RedactOption = Annotated[
@@ -145,8 +112,7 @@ RedactOption = Annotated[
 WarmUpOption = Annotated[
     WarmUp,
     typer.Option(
-        "--warm-up",
-        help="One real forward before the capture: auto (only a model that initialises lazily), always (seed 001's), never.",
+        "--warm-up", help="One real forward before the capture: auto (only a model that initialises lazily), always (seed 001's), never."
     ),
 ]
 ExportOnnxOption = Annotated[
@@ -157,9 +123,5 @@ ExportOnnxOption = Annotated[
     ),
 ]
 MemoryBudgetOption = Annotated[
-    str | None,
-    typer.Option(
-        "--memory-budget",
-        help="Choose which modules to recompute (activation checkpointing) to fit this, e.g. 40GB.",
-    ),
+    str | None, typer.Option("--memory-budget", help="Choose which modules to recompute (activation checkpointing) to fit this, e.g. 40GB.")
 ]

@@ -17,15 +17,11 @@ from graphprof_cli.options import InputShapeOption, RedactOption, file_path
 
 
 def partition_command(
-    model: Annotated[
-        str, typer.Option("--model", "-m", help="The model: resnet50, vit_b_16, hf:llama, hf:llama-3-8b.")
-    ],
+    model: Annotated[str, typer.Option("--model", "-m", help="The model: resnet50, vit_b_16, hf:llama, hf:llama-3-8b.")],
     devices: Annotated[
         str,
         typer.Option(
-            "--devices",
-            "-d",
-            help="Devices: orin-agx:2,rtx4090:1 (presets), cpu:3 (this machine), KIND:N@GB, NAME=TFLOPS/GBPS:N@GB.",
+            "--devices", "-d", help="Devices: orin-agx:2,rtx4090:1 (presets), cpu:3 (this machine), KIND:N@GB, NAME=TFLOPS/GBPS:N@GB."
         ),
     ],
     objective: Annotated[
@@ -39,31 +35,20 @@ def partition_command(
             help="Links: GBPS or GBPS/MS for every pair (default 1/1: 1 GB/s, 1 ms), A~B=GBPS/MS for one pair of kinds. Repeatable.",
         ),
     ] = None,
-    batch_size: Annotated[
-        int | None, typer.Option("--batch-size", "-b", help="Micro-batch size the costs are for.")
-    ] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Micro-batch size the costs are for.")] = None,
     input_shape: InputShapeOption = None,
-    dtype: Annotated[
-        str | None, typer.Option("--dtype", help="Count as this dtype: float32, float16, bfloat16.")
-    ] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="Count as this dtype: float32, float16, bfloat16.")] = None,
     kv_len: Annotated[
         int | None, typer.Option("--kv-len", help="KV cache positions per sample (default: the input length; 0: none).")
     ] = None,
     threads: Annotated[int, typer.Option("--threads", help="Threads per cpu process (measuring and --run).")] = 1,
-    run: Annotated[
-        bool, flag("--run", help="Run the plan (and the equal-layer split) on local gloo processes, one per stage.")
-    ] = False,
+    run: Annotated[bool, flag("--run", help="Run the plan (and the equal-layer split) on local gloo processes, one per stage.")] = False,
     micro_batches: Annotated[int, typer.Option("--micro-batches", help="Micro-batches per step of --run.")] = 4,
     iters: Annotated[int, typer.Option("--iters", help="Timed steps of --run.")] = 5,
     output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output", "-o", parser=file_path, metavar="<path>", help="Also write the plan (and runs) as JSON."
-        ),
+        Path | None, typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Also write the plan (and runs) as JSON.")
     ] = None,
-    plot: Annotated[
-        Path | None, typer.Option("--plot", help="Draw the stages along the model: partition.png (.svg, .pdf).")
-    ] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Draw the stages along the model: partition.png (.svg, .pdf).")] = None,
     redact: RedactOption = False,
     debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
 ) -> None:
@@ -82,9 +67,7 @@ def partition_command(
         if plot is not None:
             require_matplotlib()
             if plot.suffix.lstrip(".").lower() not in PLOT_FORMATS:
-                raise OutputError(
-                    f"cannot draw {str(plot)!r}: the picture's file must end in {', '.join('.' + f for f in PLOT_FORMATS)}"
-                )
+                raise OutputError(f"cannot draw {str(plot)!r}: the picture's file must end in {', '.join('.' + f for f in PLOT_FORMATS)}")
             check_path(plot)
         return plan("partition", output, redact=redact), absolute(plot)
 

@@ -32,12 +32,7 @@ def _resolved(req: ProfileRequest) -> ProfileRequest:
     distinct({"--output": req.output, "--html": req.html, "--graph": graphs if graph is not None else None,
               "--plot": [p.partition("=")[2] for p in plots]})  # fmt: skip
     return dataclasses.replace(
-        req,
-        plot=plots,
-        graph=graph,
-        html=absolute(req.html),
-        trace=absolute(req.trace),
-        export_onnx=absolute(req.export_onnx),
+        req, plot=plots, graph=graph, html=absolute(req.html), trace=absolute(req.trace), export_onnx=absolute(req.export_onnx)
     )
 
 
@@ -84,11 +79,7 @@ def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any
 
     device_hw, measuring, output = _check(req)
     # the target the costs are for: the device measured, else the hardware preset's kind
-    target = (
-        "cuda"
-        if measuring is not None and measuring.type == "cuda"
-        else (device_hw.target if device_hw is not None else None)
-    )
+    target = "cuda" if measuring is not None and measuring.type == "cuda" else (device_hw.target if device_hw is not None else None)
     with console.status(f"profiling {req.model} ...", spinner="dots"):
         prepared = graphprof.prepare(
             req.model, input_shape=req.input_shape, batch_size=req.batch_size, dtype=req.dtype, mode=req.mode.value,
@@ -99,9 +90,7 @@ def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any
     return prepared, result, device_hw, measuring, output
 
 
-def _measured(
-    req: ProfileRequest, console: Any, prepared: Any, result: Any, device_hw: Any, measuring: Any
-) -> tuple[Any, Any]:
+def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, device_hw: Any, measuring: Any) -> tuple[Any, Any]:
     """The real run beside the dry run; when it fails, the dry run's report is shown before the error."""
     from graphprof.cost.roofline import with_roofline
     from graphprof.errors import GraphprofError
@@ -116,13 +105,7 @@ def _measured(
             )  # fmt: skip
     except GraphprofError:
         console.print(
-            render_report(
-                with_roofline(result, device_hw),
-                show_shapes=req.showshape,
-                verbose=req.verbose,
-                depth=req.depth,
-                top=req.top,
-            )
+            render_report(with_roofline(result, device_hw), show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top)
         )
         raise
 
@@ -151,9 +134,7 @@ def run_profile(req: ProfileRequest) -> None:
     console = make_console(req.width, stderr=req.to_stdout)  # with --output -, stdout carries the file alone
     prepared, result, device_hw, measuring, target = run_guarded(lambda: _dry_run(req, console), req.debug)
     if measuring is not None:
-        result, device_hw = run_guarded(
-            lambda: _measured(req, console, prepared, result, device_hw, measuring), req.debug
-        )
+        result, device_hw = run_guarded(lambda: _measured(req, console, prepared, result, device_hw, measuring), req.debug)
     if req.fvcore:
         result = run_guarded(lambda: _crosschecked(req, console, result), req.debug)
     result = with_roofline(result, device_hw)  # classified once: every renderer below reads result.roofline
@@ -187,9 +168,7 @@ def _learn(req: ProfileRequest, console: Any, result: Any, device_hw: Any) -> No
 
     learned = run_guarded(lambda: learn_from_run(result, device_hw), req.debug)
     if learned:
-        console.print(
-            f"learned {learned} measured op records into the local calibration (--no-learn to skip)", highlight=False
-        )
+        console.print(f"learned {learned} measured op records into the local calibration (--no-learn to skip)", highlight=False)
 
 
 def check_html_path(path: Path) -> None:
@@ -239,7 +218,5 @@ def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofli
         from graphprof.render.redact import redact_text
 
         redact = redact_text if req.redact else None
-        for path in run_guarded(
-            lambda: write_graph(graphs[0], graph, detail=graphs[1], depth=req.depth, redact=redact), req.debug
-        ):
+        for path in run_guarded(lambda: write_graph(graphs[0], graph, detail=graphs[1], depth=req.depth, redact=redact), req.debug):
             console.print(f"wrote {path}" + (" (replacing the file that was there)" if path in existed else ""))

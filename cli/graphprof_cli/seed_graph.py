@@ -23,15 +23,10 @@ SEED_INPUT_SHAPE = "1,3,224,224"
 
 def build_parser(prog: str = "profile_graph.py") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Profile a model (seed 002's script, on graphprof); graphprof --model X takes graphprof's other options.",
+        prog=prog, description="Profile a model (seed 002's script, on graphprof); graphprof --model X takes graphprof's other options."
     )
-    parser.add_argument(
-        "--model", "-m", default="resnet18", help="a MODEL_REGISTRY key of this script, or any graphprof model name"
-    )
-    parser.add_argument(
-        "--input-shape", nargs="+", default=None, help="1,3,224,224 or 1 3 224 224 (default: the model's)"
-    )
+    parser.add_argument("--model", "-m", default="resnet18", help="a MODEL_REGISTRY key of this script, or any graphprof model name")
+    parser.add_argument("--input-shape", nargs="+", default=None, help="1,3,224,224 or 1 3 224 224 (default: the model's)")
     parser.add_argument("--output", "-o", default=None, help="write the seed's JSON here (- for stdout)")
     parser.add_argument("--verbose", "-v", action="store_true", help="detail every layer, not the top 10")
     return parser
@@ -47,10 +42,7 @@ def profile_seed_model(name: str, input_shape: str | None, registry: Mapping[str
 
 
 def main(
-    argv: Sequence[str] | None = None,
-    *,
-    registry: Mapping[str, Callable[[], Any]] | None = None,
-    prog: str = "profile_graph.py",
+    argv: Sequence[str] | None = None, *, registry: Mapping[str, Callable[[], Any]] | None = None, prog: str = "profile_graph.py"
 ) -> int:
     """Run the script; returns the exit code (0, or the :class:`~graphprof.errors.GraphprofError`'s)."""
     from graphprof.base.atomic import absolute_output, check_path, means_stdout, write_atomic
@@ -75,12 +67,7 @@ def main(
         out.write(seed_report(profile, verbose=args.verbose) + "\n")
         if target is not None:
             head = envelope(KIND)
-            text = (
-                json.dumps(
-                    {**head, **{k: v for k, v in stamped(seed_json(profile)).items() if k not in head}}, indent=2
-                )
-                + "\n"
-            )
+            text = json.dumps({**head, **{k: v for k, v in stamped(seed_json(profile)).items() if k not in head}}, indent=2) + "\n"
             sys.stdout.write(text) if means_stdout(target) else write_atomic(target, text)
     except GraphprofError as exc:
         sys.stderr.write(f"{prog}: error: {exc}\n")

@@ -28,27 +28,12 @@ KIND = "seed004-profile"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="profile_model.py", description="Profile a graph transformer (seed 004's script, on graphprof)."
-    )
-    parser.add_argument(
-        "--model", default="graph_transformer", help="gps, graph_transformer, gin, gat, gcn (or pyg:NAME)"
-    )
-    parser.add_argument(
-        "--dataset", default=None, help="karate (packaged with PyG), or peptides_func, zinc, cora... from --data-root"
-    )
-    parser.add_argument(
-        "--data-root", "--data_root", dest="data_root", default=None, help="a folder holding a copy of --dataset"
-    )
+    parser = argparse.ArgumentParser(prog="profile_model.py", description="Profile a graph transformer (seed 004's script, on graphprof).")
+    parser.add_argument("--model", default="graph_transformer", help="gps, graph_transformer, gin, gat, gcn (or pyg:NAME)")
+    parser.add_argument("--dataset", default=None, help="karate (packaged with PyG), or peptides_func, zinc, cora... from --data-root")
+    parser.add_argument("--data-root", "--data_root", dest="data_root", default=None, help="a folder holding a copy of --dataset")
     parser.add_argument("--profile", nargs="+", default=["runtime", "memory", "flops"], choices=PROFILES)
-    for name, default in (
-        ("hidden_dim", 64),
-        ("num_layers", 4),
-        ("num_heads", 4),
-        ("ffn_dim", 0),
-        ("pe_dim", 0),
-        ("num_nodes", 500),
-    ):
+    for name, default in (("hidden_dim", 64), ("num_layers", 4), ("num_heads", 4), ("ffn_dim", 0), ("pe_dim", 0), ("num_nodes", 500)):
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--avg_degree", type=float, default=5.0)
     parser.add_argument("--num_runs", type=int, default=20, help="timed runs per measurement (stops early once stable)")
@@ -64,9 +49,7 @@ def _graph(args: argparse.Namespace) -> Any:
 
     if args.dataset is not None:
         return load_graph(args.dataset, args.data_root)
-    return random_graph(
-        args.num_nodes, avg_degree=args.avg_degree, feature_dim=16, pe_dim=args.pe_dim, seed=args.seed
-    ).to_data()
+    return random_graph(args.num_nodes, avg_degree=args.avg_degree, feature_dim=16, pe_dim=args.pe_dim, seed=args.seed).to_data()
 
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:
@@ -103,18 +86,14 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _summary(report: dict[str, Any]) -> list[str]:
-    lines = [
-        f"parameters: {report['model_info']['total_parameters']:,} ({report['model_info']['parameter_memory_mb']:.2f} MB)"
-    ]
+    lines = [f"parameters: {report['model_info']['total_parameters']:,} ({report['model_info']['parameter_memory_mb']:.2f} MB)"]
     for name, stats in report.get("runtime", {}).items():
         lines.append(f"{name}: {stats['mean']:.2f} ± {stats['std']:.2f} ms ({stats['num_runs']} runs)" + _noise(stats))
     if "memory" in report:
         lines.append(f"peak memory (forward): {report['memory']['peak_mb']:.2f} MB on {report['memory']['device']}")
     flops = report.get("flops")
     if flops:
-        lines.append(
-            f"FLOPs: seed estimate {flops['total_gflops']:.3f} G, graphprof count {flops['counted_total_gflops']:.3f} G"
-        )
+        lines.append(f"FLOPs: seed estimate {flops['total_gflops']:.3f} G, graphprof count {flops['counted_total_gflops']:.3f} G")
         for name, estimated in flops["breakdown"].items():
             lines.append(
                 f"  {name}: estimate {estimated:.3f} G, count {flops['counted_breakdown'].get(name, 0.0):.3f} G; {flops['reasons'].get(name, '')}"
@@ -158,10 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not is_out_of_memory(exc):
             raise
         first = first_line(exc, 200)
-        print(
-            f"profile_model.py: error: out of memory at --num_nodes {args.num_nodes} ({first}); try fewer nodes",
-            file=sys.stderr,
-        )
+        print(f"profile_model.py: error: out of memory at --num_nodes {args.num_nodes} ({first}); try fewer nodes", file=sys.stderr)
         return MeasurementError.exit_code
     return 0
 

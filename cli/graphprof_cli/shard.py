@@ -83,8 +83,7 @@ def shard_command(
     width: opt.WidthOption = None,
     redact: opt.RedactOption = False,
     fits: Annotated[
-        bool,
-        flag("--fits", help="Plan the step instead: each phase's peak per rank by what holds it, against --hardware."),
+        bool, flag("--fits", help="Plan the step instead: each phase's peak per rank by what holds it, against --hardware.")
     ] = False,
     optimizer: Annotated[
         Optimizer, typer.Option("--optimizer", help="With --fits: the optimizer whose state each rank holds.")
@@ -128,12 +127,7 @@ def _run_ranks(req: ShardRequest) -> None:
 
     hardware, target = run_guarded(check, req.debug)
     console = make_console(req.width, stderr=target is not None and target.to_stdout)
-    options = {
-        "batch_size": req.batch_size,
-        "input_shape": req.input_shape,
-        "dtype": req.dtype,
-        "optimizer": req.optimizer,
-    }
+    options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype, "optimizer": req.optimizer}
     with console.status(f"finding how many ranks {req.model} needs ...", spinner="dots"):
         ranks = run_guarded(lambda: plan_ranks(req.model, hardware, **options), req.debug)
     console.print(render_ranks_plan(ranks))

@@ -37,9 +37,7 @@ def _axis(
     given = [(axis, text) for axis, text in options if text is not None]
     if len(given) != 1:
         named = ", ".join(f"--{n}" for n, _ in given) or "none"
-        raise InvalidInputError(
-            f"give exactly one axis: --batch, --resolution, --seq-len, --layers or --set (got {named})"
-        )
+        raise InvalidInputError(f"give exactly one axis: --batch, --resolution, --seq-len, --layers or --set (got {named})")
     axis, text = given[0]
     if axis is not SweepAxis.SET:
         return axis, text, None
@@ -55,28 +53,18 @@ def _graph_sweep_takes(given: dict[str, Any]) -> None:
 
     ignored = [option for option, value in given.items() if value is not None]
     if ignored:
-        raise InvalidInputError(
-            f"a graph sweep (--nodes or --layers of a pyg: model, eval mode, JSON) does not take {', '.join(ignored)}"
-        )
+        raise InvalidInputError(f"a graph sweep (--nodes or --layers of a pyg: model, eval mode, JSON) does not take {', '.join(ignored)}")
 
 
 def sweep_command(
-    model: Annotated[
-        str, typer.Option("--model", "-m", help="The model: resnet50, hf:llama, yolov8n, pkg.mod:factory.")
-    ],
+    model: Annotated[str, typer.Option("--model", "-m", help="The model: resnet50, hf:llama, yolov8n, pkg.mod:factory.")],
     batch: Annotated[str | None, typer.Option("--batch", help="Batch sizes: 1,2,4 or 1:256:x2.")] = None,
-    resolution: Annotated[
-        str | None, typer.Option("--resolution", help="Image sides (H = W): 224,320,448 (images and video).")
-    ] = None,
-    seq_len: Annotated[
-        str | None, typer.Option("--seq-len", help="Sequence lengths: 128:8192:x2 (transformers).")
-    ] = None,
+    resolution: Annotated[str | None, typer.Option("--resolution", help="Image sides (H = W): 224,320,448 (images and video).")] = None,
+    seq_len: Annotated[str | None, typer.Option("--seq-len", help="Sequence lengths: 128:8192:x2 (transformers).")] = None,
     layers: Annotated[
         str | None, typer.Option("--layers", help="Depths: 2,4,8,16 (hf: num_hidden_layers; a factory's num_layers).")
     ] = None,
-    set_: Annotated[
-        str | None, typer.Option("--set", help="A factory keyword and its values: width=32,64,128.")
-    ] = None,
+    set_: Annotated[str | None, typer.Option("--set", help="A factory keyword and its values: width=32,64,128.")] = None,
     measure: opt.MeasureOption = False,
     device: opt.DeviceOption = None,
     hardware: opt.HardwareOption = None,
@@ -84,9 +72,7 @@ def sweep_command(
     batch_size: opt.BatchSizeOption = None,
     dtype: opt.DtypeOption = None,
     mode: opt.ModeOption = Mode.EVAL,
-    plot: Annotated[
-        Path | None, typer.Option("--plot", help="Draw the metrics against the axis (log-log): sweep.png.")
-    ] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Draw the metrics against the axis (log-log): sweep.png.")] = None,
     output: opt.OutputOption = None,
     fmt: opt.FormatOption = None,
     nodes: NodesOption = None,
@@ -138,9 +124,7 @@ def sweep_command(
         "key": key, "measure": measure, "device": device, "hardware": hardware, "input_shape": input_shape,
         "batch_size": batch_size, "dtype": dtype, "mode": mode.value,
     }  # fmt: skip
-    show = functools.partial(
-        _show, target=target, plot=absolute(plot), html=absolute(html_path), debug=debug, redact=redact
-    )
+    show = functools.partial(_show, target=target, plot=absolute(plot), html=absolute(html_path), debug=debug, redact=redact)
     show(run_guarded(lambda: _run_sweep(model, axis, values, options, show), debug))
 
 

@@ -26,12 +26,8 @@ def model_name_of(path: Path) -> str:
 
 
 def trace_command(
-    file: Annotated[
-        Path, typer.Argument(help="A Chrome trace written by @capture_model or --measure --trace.", show_default=False)
-    ],
-    name: Annotated[
-        str | None, typer.Option("--name", help="Model name in the title (default: from the file name).")
-    ] = None,
+    file: Annotated[Path, typer.Argument(help="A Chrome trace written by @capture_model or --measure --trace.", show_default=False)],
+    name: Annotated[str | None, typer.Option("--name", help="Model name in the title (default: from the file name).")] = None,
     debug: Annotated[bool, flag("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Summarise a saved trace per layer: calls, total and average self time, input shape."""

@@ -21,31 +21,16 @@ DEFAULT_TOLERANCE = 1.0  # graphprof.crosscheck.DEFAULT_TOLERANCE; the library i
 
 
 def validate_command(
-    model: Annotated[
-        list[str] | None, typer.Option("--model", "-m", help="A model to check (repeatable; a comma list works too).")
-    ] = None,
-    models: Annotated[
-        str | None, typer.Option("--models", help="Comma-separated models: resnet18,resnet50,mobilenet_v2.")
-    ] = None,
-    all_: Annotated[
-        bool,
-        flag("--all", help="Every model graphprof lists (graphprof --list); with --family, every model of it."),
-    ] = False,
-    family: Annotated[
-        str | None, typer.Option("--family", help="Every model of a family: classification, yolo, hf, detection...")
-    ] = None,
+    model: Annotated[list[str] | None, typer.Option("--model", "-m", help="A model to check (repeatable; a comma list works too).")] = None,
+    models: Annotated[str | None, typer.Option("--models", help="Comma-separated models: resnet18,resnet50,mobilenet_v2.")] = None,
+    all_: Annotated[bool, flag("--all", help="Every model graphprof lists (graphprof --list); with --family, every model of it.")] = False,
+    family: Annotated[str | None, typer.Option("--family", help="Every model of a family: classification, yolo, hf, detection...")] = None,
     against: Annotated[
         Reference,
-        typer.Option(
-            "--against",
-            help="fvcore: FlopCountAnalysis (1 flop per MAC); torch: FlopCounterMode (contractions, 2 per MAC).",
-        ),
+        typer.Option("--against", help="fvcore: FlopCountAnalysis (1 flop per MAC); torch: FlopCounterMode (contractions, 2 per MAC)."),
     ] = Reference.FVCORE,
     tolerance: Annotated[
-        float,
-        typer.Option(
-            "--tolerance", min=0.0, help="Percent of the reference's count allowed after the explained differences."
-        ),
+        float, typer.Option("--tolerance", min=0.0, help="Percent of the reference's count allowed after the explained differences.")
     ] = DEFAULT_TOLERANCE,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Check models in this many parallel processes.")] = 1,
     input_shape: Annotated[
@@ -55,13 +40,7 @@ def validate_command(
     verbose: Annotated[bool, flag("--verbose", "-v", help="Also show each model's per-op comparison.")] = False,
     output: Annotated[
         Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            parser=file_path,
-            metavar="<path>",
-            help="Also write the comparison to a .json or .csv file.",
-        ),
+        typer.Option("--output", "-o", parser=file_path, metavar="<path>", help="Also write the comparison to a .json or .csv file."),
     ] = None,
     fmt: FormatOption = None,
     redact: RedactOption = False,
@@ -81,12 +60,8 @@ def validate_command(
     from graphprof_cli.common import run_guarded
     from graphprof_cli.output import emit, plan
 
-    names = run_guarded(
-        lambda: select_models([*(model or []), *([models] if models else [])], family=family, all_models=all_), debug
-    )
-    target = run_guarded(
-        lambda: plan("validate", output, fmt, redact), debug
-    )  # a bad path fails now, not after the checks
+    names = run_guarded(lambda: select_models([*(model or []), *([models] if models else [])], family=family, all_models=all_), debug)
+    target = run_guarded(lambda: plan("validate", output, fmt, redact), debug)  # a bad path fails now, not after the checks
     console = _console(stderr=target is not None and target.to_stdout)
     results: list[CrossCheck | None] = [None] * len(names)
 
@@ -100,17 +75,10 @@ def validate_command(
                     progress.update(task, description=f"{against.value}: {name}")
 
             for index, result in iter_crosschecks(
-                names,
-                against=against.value,
-                jobs=jobs,
-                input_shape=input_shape,
-                batch_size=batch_size,
-                on_start=started,
+                names, against=against.value, jobs=jobs, input_shape=input_shape, batch_size=batch_size, on_start=started
             ):
                 results[index] = result
-                progress.update(
-                    task, advance=1, description=f"{against.value}: {result.model} {result.status(tolerance).value}"
-                )
+                progress.update(task, advance=1, description=f"{against.value}: {result.model} {result.status(tolerance).value}")
 
     run_guarded(work, debug)
     done = [r for r in results if r is not None]

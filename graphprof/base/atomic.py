@@ -35,16 +35,7 @@ from pathlib import Path
 
 from graphprof.errors import GraphprofError, OutputError
 
-__all__ = [
-    "STDOUT",
-    "absolute_output",
-    "check_path",
-    "is_descriptor_path",
-    "locked",
-    "means_stdout",
-    "sigterm_raises",
-    "write_atomic",
-]
+__all__ = ["STDOUT", "absolute_output", "check_path", "is_descriptor_path", "locked", "means_stdout", "sigterm_raises", "write_atomic"]
 
 STDOUT = "-"
 """The output path that means standard output: the caller writes the rendered text there."""

@@ -47,9 +47,7 @@ class Choice(str, enum.Enum):
             return cls(value)
         except ValueError:
             what = _WHAT.get(cls.__name__, cls.__name__.lower())
-            raise InvalidInputError(
-                f"unknown {what} {value!r} (use one of: {', '.join(m.value for m in cls)})"
-            ) from None
+            raise InvalidInputError(f"unknown {what} {value!r} (use one of: {', '.join(m.value for m in cls)})") from None
 
 
 class Mode(Choice):
@@ -71,12 +69,7 @@ class Capture(Choice):
     @property
     def methods(self) -> tuple[str, ...] | None:
         """The methods for ``profile_model(methods=...)``; ``None`` means the model's default order."""
-        return {
-            "auto": None,
-            "fx": (Method.FX,),
-            "dynamo": (Method.DYNAMO,),
-            "eager": (Method.EAGER,),
-        }[self.value]
+        return {"auto": None, "fx": (Method.FX,), "dynamo": (Method.DYNAMO,), "eager": (Method.EAGER,)}[self.value]
 
 
 class Method(Choice):

@@ -94,8 +94,7 @@ def user_code(what: str) -> Iterator[None]:
         if isinstance(exc, ModelExitError) or not _recursion_in(exc):
             raise
         raise ModelBuildError(
-            f"{what} is nested too deeply: Python's limit of {sys.getrecursionlimit()} frames was reached "
-            "while building or running it"
+            f"{what} is nested too deeply: Python's limit of {sys.getrecursionlimit()} frames was reached while building or running it"
         ) from exc
     except Exception:
         raise

@@ -15,15 +15,7 @@ import torch
 
 from graphprof.errors import InvalidInputError
 
-__all__ = [
-    "INPUT_SEED",
-    "InputSpec",
-    "describe_inputs",
-    "format_inputs",
-    "resize_inputs",
-    "materialize",
-    "SEQUENCE_KEYS",
-]
+__all__ = ["INPUT_SEED", "InputSpec", "describe_inputs", "format_inputs", "resize_inputs", "materialize", "SEQUENCE_KEYS"]
 
 INPUT_SEED = 0
 """Seed of every example input: the same spec always gets the same numbers."""
@@ -51,9 +43,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def describe_inputs(
-    args: tuple[Any, ...], kwargs: dict[str, Any], run_dtype: torch.dtype | None = None
-) -> tuple[InputSpec, ...]:
+def describe_inputs(args: tuple[Any, ...], kwargs: dict[str, Any], run_dtype: torch.dtype | None = None) -> tuple[InputSpec, ...]:
     """Every tensor among ``args``/``kwargs``, named by where it goes."""
     specs: list[InputSpec] = []
 
@@ -131,9 +121,7 @@ def resize_inputs(
             raise InvalidInputError(f"sequence length must be positive, got {seq_len}")
         keys = [k for k in SEQUENCE_KEYS if isinstance(kwargs.get(k), torch.Tensor) and kwargs[k].dim() >= 2]
         if not keys:
-            raise InvalidInputError(
-                f"{what} has no sequence input ({', '.join(SEQUENCE_KEYS[:3])}, ...) to set a sequence length on"
-            )
+            raise InvalidInputError(f"{what} has no sequence input ({', '.join(SEQUENCE_KEYS[:3])}, ...) to set a sequence length on")
         kwargs = dict(kwargs)
         for k in keys:
             t = kwargs[k]
@@ -162,9 +150,7 @@ def _rebatch(value: Any, old: int, new: int) -> Any:
     return value
 
 
-def _reshape_first(
-    args: tuple[Any, ...], kwargs: dict[str, Any], shape: Shape, what: str
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _reshape_first(args: tuple[Any, ...], kwargs: dict[str, Any], shape: Shape, what: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
         raise InvalidInputError(f"input shape must be positive integers, got {shape}")
     if args and isinstance(args[0], list) and args[0] and isinstance(args[0][0], torch.Tensor):

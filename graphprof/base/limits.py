@@ -43,19 +43,12 @@ def require_fits(nbytes: float, what: str, *, budget: int | None = None) -> None
     limit = available_memory() if budget is None else budget
     if not math.isfinite(nbytes) or nbytes > limit:
         need = format_bytes(nbytes) if math.isfinite(nbytes) else "unbounded memory"
-        raise InvalidInputError(
-            f"{what} would need {need}, more than the {format_bytes(limit)} this machine has available"
-        )
+        raise InvalidInputError(f"{what} would need {need}, more than the {format_bytes(limit)} this machine has available")
 
 
 def require_count(value: float, what: str, *, low: int = 1, high: int) -> int:
     """``value`` as an integer in ``[low, high]``, else one clear error naming ``what`` and the bounds."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value != int(value)
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
         raise InvalidInputError(f"{what} must be a whole number from {low} to {high}, not {value!r}")
     if not low <= int(value) <= high:
         raise InvalidInputError(f"{what} must be from {low} to {high}, not {int(value)}")

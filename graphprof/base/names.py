@@ -65,15 +65,7 @@ _MANGLED_GETATTR_INDEX = re.compile(r"___(\d+)__")
 # A path component that is an index: ``0``, or ``0[1][2]`` once getattr indices are decoded.
 _INDEX_WORD = re.compile(r"^\d+(?:\[\d+\])*$")
 # Parameter and buffer names that end a mangled ``get_attr`` target, longest first.
-_LEAF_NAMES = (
-    "num_batches_tracked",
-    "in_proj_weight",
-    "in_proj_bias",
-    "running_mean",
-    "running_var",
-    "weight",
-    "bias",
-)
+_LEAF_NAMES = ("num_batches_tracked", "in_proj_weight", "in_proj_bias", "running_mean", "running_var", "weight", "bias")
 _ELLIPSIS = "..."
 
 

@@ -285,11 +285,7 @@ def measure_floors(dev: torch.device) -> dict[str, float]:
     sync = _sync_for(dev)
     one = torch.zeros(1, device=dev)
     blocks = 40
-    chain = (
-        nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU()) for _ in range(blocks)])
-        .to(dev)
-        .eval()
-    )
+    chain = nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU()) for _ in range(blocks)]).to(dev).eval()
     x = torch.randn(1, 16, device=dev)
     with torch.no_grad():
         floor = time_call(lambda: one + one, sync)
@@ -339,9 +335,7 @@ def measure_first_touch(dev: torch.device) -> dict[str, Any]:
     return {"limit_bytes": (ladder[paying - 1][0] * lower) ** 0.5, "per_byte_s": top, "ladder": table}
 
 
-def measure_op_table(
-    device: str | torch.device = "cpu", progress: Progress | None = None, full: bool | None = None
-) -> dict[str, Any]:
+def measure_op_table(device: str | torch.device = "cpu", progress: Progress | None = None, full: bool | None = None) -> dict[str, Any]:
     """Measure every benchmark of :func:`benchmarks` and the floors on ``device``: the raw op table.
 
     Returns ``{"floors": {...}, "records": [...]}`` (each record: label, main aten op, its input shapes,
@@ -355,10 +349,7 @@ def measure_op_table(
     total = len(grid) + 1
     if progress is not None:
         progress(0, total, "per-op floors")
-    floors: dict[str, Any] = {
-        **measure_floors(dev),
-        **({"first_touch": measure_first_touch(dev)} if dev.type == "cpu" else {}),
-    }
+    floors: dict[str, Any] = {**measure_floors(dev), **({"first_touch": measure_first_touch(dev)} if dev.type == "cpu" else {})}
     records: list[dict[str, Any]] = []
     skipped: list[str] = []
     for i, bench in enumerate(grid, start=1):
@@ -431,9 +422,7 @@ def kind_benchmarks(kinds: list[str], per_kind: int, seed: int = 0) -> list[Benc
     return [_kind_grid(kind, rng, torch.float32) for kind in kinds for _ in range(per_kind)]
 
 
-def measure_benchmarks(
-    grid: list[Benchmark], device: str | torch.device = "cpu", progress: Progress | None = None
-) -> list[dict[str, Any]]:
+def measure_benchmarks(grid: list[Benchmark], device: str | torch.device = "cpu", progress: Progress | None = None) -> list[dict[str, Any]]:
     """Records of ``grid`` (as :func:`measure_op_table`'s), a benchmark the device cannot run left out."""
     dev = torch.device(device)
     records = []

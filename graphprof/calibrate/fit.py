@@ -77,12 +77,7 @@ _HALF = torch.tensor([0.0, 2, 4, 8, 16, 32, 64, 128, 256, 512], dtype=_F64)[None
 
 
 def _fit_class(
-    records: Sequence[Mapping[str, Any]],
-    peak: float,
-    hardware: Hardware,
-    curve: MemoryCurve,
-    floor: float,
-    overlap: float,
+    records: Sequence[Mapping[str, Any]], peak: float, hardware: Hardware, curve: MemoryCurve, floor: float, overlap: float
 ) -> tuple[ClassRates, list[float]]:
     """(rates, relative error of each record) for one dtype and op class."""
     flops = torch.tensor([float(r["flops"]) for r in records], dtype=_F64)
@@ -98,9 +93,7 @@ def _fit_class(
     # ties (a parameter the records cannot pin down): the highest fractions, no latency, no depth effect
     loss = loss + 1e-6 * (-_CF.log() - _MF.log() + _LAT * 1e4 + (1 + _HALF).log())[..., 0]
     i, j, k, m = (int(x) for x in torch.unravel_index(torch.argmin(loss), loss.shape))
-    rates = ClassRates(
-        float(_CF.flatten()[i]), float(_MF.flatten()[j]), float(_LAT.flatten()[k]), float(_HALF.flatten()[m])
-    )
+    rates = ClassRates(float(_CF.flatten()[i]), float(_MF.flatten()[j]), float(_LAT.flatten()[k]), float(_HALF.flatten()[m]))
     errors = (pred[i, j, k, m] / seconds - 1.0).tolist()
     return rates, errors
 
@@ -123,18 +116,12 @@ def _accuracy(errors: list[tuple[float, Mapping[str, Any]]], dropped: list[str],
     }
 
 
-def fit_op_table(
-    table: Mapping[str, Any], hardware: Hardware, *, preset: str, kind: str, source: str = ""
-) -> Calibration:
+def fit_op_table(table: Mapping[str, Any], hardware: Hardware, *, preset: str, kind: str, source: str = "") -> Calibration:
     """Fit :class:`~graphprof.devices.table.Calibration` for ``hardware`` (its peaks and bandwidth) to ``table``."""
     floors = table["floors"]
     floor = float(floors["floor_s"])
     records = [r for r in table["records"] if r["seconds"] >= 0.5 * floor]
-    dropped = [
-        f"{r.get('label', r['op'])} {r['dtype']}: below half the floor (no kernel)"
-        for r in table["records"]
-        if r not in records
-    ]
+    dropped = [f"{r.get('label', r['op'])} {r['dtype']}: below half the floor (no kernel)" for r in table["records"] if r not in records]
     streaming = [r for r in records if r["op"] in STREAMING_OPS and r["dtype"] == "float32"]
     streaming = streaming or [r for r in records if r["op"] in STREAMING_OPS]
     overlap, curve = _fit_streaming(streaming, floor)
@@ -202,9 +189,5 @@ def records_from_opbench(raw: Mapping[str, Any]) -> dict[str, Any]:
         records.append({"label": f"{r['op']} {r['shapes']}", "op": _OPBENCH_OPS[r["op"]], "shapes": r["shapes"], "dtype": r["dtype"],
                         "flops": flops, "bytes": r["bytes"], "seconds": r["stream_s"]})  # fmt: skip
     ref = tiny.get("bfloat16") or next(iter(tiny.values()))
-    floors = {
-        "floor_s": ref["stream_s"],
-        "view_s": 0.0,
-        "host_per_kernel_s": raw.get("host_per_kernel_s") or ref["median_s"],
-    }
+    floors = {"floor_s": ref["stream_s"], "view_s": 0.0, "host_per_kernel_s": raw.get("host_per_kernel_s") or ref["median_s"]}
     return {"floors": floors, "records": records}

@@ -43,9 +43,7 @@ def _sklearn() -> Any:
     try:
         from sklearn import linear_model, model_selection
     except ImportError as exc:
-        raise InvalidInputError(
-            "fitting the latency models needs scikit-learn: pip install 'graphprof[predict]'"
-        ) from exc
+        raise InvalidInputError("fitting the latency models needs scikit-learn: pip install 'graphprof[predict]'") from exc
     return linear_model, model_selection
 
 
@@ -96,16 +94,11 @@ def distinct(samples: Sequence[Sample], generic: bool = False) -> tuple[list[Sam
         slot = merged.setdefault((s.kind, features, s.group, s.source), [0.0, 0])
         slot[0] += s.seconds
         slot[1] += 1
-    points = [
-        Sample(kind, features, total / n, source, group)
-        for (kind, features, group, source), (total, n) in merged.items()
-    ]
+    points = [Sample(kind, features, total / n, source, group) for (kind, features, group, source), (total, n) in merged.items()]
     return points, np.asarray([n for _, n in merged.values()], dtype=float)
 
 
-def _choose_k(
-    x: np.ndarray, y: np.ndarray, groups: list[str], weight: np.ndarray, k: int | None
-) -> tuple[int, np.ndarray]:
+def _choose_k(x: np.ndarray, y: np.ndarray, groups: list[str], weight: np.ndarray, k: int | None) -> tuple[int, np.ndarray]:
     """The neighbour count with the smallest held-out median |log error| (each configuration counted as
     often as it ran), or ``k`` when given; and its held-out errors."""
     choices = K_CHOICES if k is None else (k,)
@@ -127,22 +120,9 @@ def fit_kind(samples: Sequence[Sample], generic: bool = False, k: int | None = N
     best, err = _choose_k(x, y, groups, weight, k)
     model = _fit_linear(x, y, best, weight)
     smear = smearing(-np.asarray(model.residuals), weight=weight)  # Duan's: the residuals' scatter about the law
-    err = np.repeat(
-        err + smear, weight.astype(int)
-    )  # the held-out errors of the smeared predictions, for the quantiles
+    err = np.repeat(err + smear, weight.astype(int))  # the held-out errors of the smeared predictions, for the quantiles
     lo, hi = np.quantile(err, [0.1, 0.9])
-    return KindModel(
-        model.coef,
-        model.intercept,
-        model.mean,
-        model.scale,
-        best,
-        model.points,
-        model.residuals,
-        float(lo),
-        float(hi),
-        smear,
-    )
+    return KindModel(model.coef, model.intercept, model.mean, model.scale, best, model.points, model.residuals, float(lo), float(hi), smear)
 
 
 def _fit_kinds(samples: Sequence[Sample], ks: dict[str, int] | None = None) -> dict[str, KindModel]:
@@ -204,9 +184,7 @@ def held_out_summary(log_errors: dict[str, float]) -> dict[str, Any]:
     }
 
 
-def fit_op_model(
-    samples: Sequence[Sample], models: Sequence[str] = (), first_touch: FirstTouch | None = None
-) -> OpModel:
+def fit_op_model(samples: Sequence[Sample], models: Sequence[str] = (), first_touch: FirstTouch | None = None) -> OpModel:
     """Fit every kind with enough samples (and ``generic`` over all kernels); ``models`` names the sample
     groups that are whole models, held out one at a time for :attr:`OpModel.model_q`. ``first_touch``
     (measured, not fitted) is kept with them: the samples come without it."""
@@ -228,8 +206,5 @@ def fit_op_model(
 
 def worst_kinds(model: OpModel, n: int = 3) -> list[str]:
     """The ``n`` kinds whose held-out 80% band (``q_high - q_low``) is widest: where to sample next."""
-    ranked = sorted(
-        (k for k in model.kinds if k not in ("generic", "view")),
-        key=lambda k: model.kinds[k].q_low - model.kinds[k].q_high,
-    )
+    ranked = sorted((k for k in model.kinds if k not in ("generic", "view")), key=lambda k: model.kinds[k].q_low - model.kinds[k].q_high)
     return ranked[:n]

@@ -69,11 +69,7 @@ class LocalPreset:
     path: Path | None = None
 
     def to_dict(self, table: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        out = {
-            "hardware": self.hardware.to_dict(),
-            "calibration": self.calibration.to_dict(),
-            "device": dict(self.device),
-        }
+        out = {"hardware": self.hardware.to_dict(), "calibration": self.calibration.to_dict(), "device": dict(self.device)}
         return out if table is None else {**out, "table": dict(table)}
 
 
@@ -91,10 +87,7 @@ def _device_name(dev: torch.device) -> str:
 
 
 def zoo_samples(
-    models: tuple[tuple[str, int], ...],
-    progress: Progress | None = None,
-    first_touch: FirstTouch | None = None,
-    passes: int = 1,
+    models: tuple[tuple[str, int], ...], progress: Progress | None = None, first_touch: FirstTouch | None = None, passes: int = 1
 ) -> tuple[list[Sample], list[float]]:
     """Samples of each ``(zoo model, batch)``'s forward calls timed where they run (its plain forward
     profiled: :func:`graphprof.measure.context.context_times`, paired with its dry run), without the first
@@ -127,9 +120,7 @@ def zoo_samples(
     return samples, outside
 
 
-def _fit_adaptive(
-    table: Mapping[str, Any], zoo: tuple[list[Sample], list[float]], models: list[str], progress: Progress | None
-) -> OpModel:
+def _fit_adaptive(table: Mapping[str, Any], zoo: tuple[list[Sample], list[float]], models: list[str], progress: Progress | None) -> OpModel:
     """Fit, then sample more of the kinds whose held-out error is widest, and fit again."""
     touch = first_touch_of(table)
     samples = samples_from_table(table) + zoo[0]
@@ -152,9 +143,7 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None) 
     return _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"))
 
 
-def preset_from_table(
-    table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None
-) -> LocalPreset:
+def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None) -> LocalPreset:
     """The ``local`` preset of a measured op table: peaks and bandwidth from its fastest records, then the fit
     (which the hardware carries, as :func:`load_local` gives it)."""
     peaks: dict[str, float] = {}
@@ -204,9 +193,7 @@ def calibrate(
     try:
         if threads is not None:
             torch.set_num_threads(threads)
-        table = measure_op_table(
-            dev, progress=None if progress is None else (lambda d, t, w: progress(d, t, f"op grid: {w}"))
-        )
+        table = measure_op_table(dev, progress=None if progress is None else (lambda d, t, w: progress(d, t, f"op grid: {w}")))
         op_model = _op_model(table, quick, progress) if dev.type == "cpu" else None
         used_threads = torch.get_num_threads()
     finally:
@@ -229,9 +216,7 @@ def load_local(path: Path | None = None) -> LocalPreset | None:
     data = read_local(path)
     if data is None:
         return None
-    return LocalPreset(
-        local_hardware(data, path), Calibration.from_dict(data["calibration"]), data.get("device", {}), path
-    )
+    return LocalPreset(local_hardware(data, path), Calibration.from_dict(data["calibration"]), data.get("device", {}), path)
 
 
 def measure_default_hardware(device_type: str, device_name: str | None = None) -> tuple[Hardware | None, str]:
@@ -242,9 +227,7 @@ def measure_default_hardware(device_type: str, device_name: str | None = None) -
     """
     preset = load_local()
     if preset is not None:
-        same = preset.device.get("type") == device_type and (
-            device_type != "cuda" or preset.device.get("name") == device_name
-        )
+        same = preset.device.get("type") == device_type and (device_type != "cuda" or preset.device.get("name") == device_name)
         if same:
             threads = preset.device.get("threads")
             now = torch.get_num_threads() if device_type == "cpu" else threads
@@ -259,7 +242,4 @@ def measure_default_hardware(device_type: str, device_name: str | None = None) -
             matched,
             f"estimate and prediction: the {matched.name} preset, matched to {device_name} by name; `graphprof calibrate --device cuda` measures this GPU itself",
         )
-    return (
-        None,
-        missing_local_message() + " for an estimate and a predicted time on this device; --hardware picks a preset",
-    )
+    return (None, missing_local_message() + " for an estimate and a predicted time on this device; --hardware picks a preset")

@@ -137,7 +137,5 @@ def samples_from_table(table: Mapping[str, Any], group_prefix: str = "grid") -> 
         seconds = float(r["seconds"])
         if touch is not None:  # float32: 4 bytes an element
             seconds = _less(seconds, touch.of_outputs(4.0 * math.prod(shape) for shape in r.get("out_shapes", [])))
-        samples.append(
-            Sample(kind, tuple(features), seconds, "calibration", f"{group_prefix}:{r.get('label', r['op'])}")
-        )
+        samples.append(Sample(kind, tuple(features), seconds, "calibration", f"{group_prefix}:{r.get('label', r['op'])}"))
     return samples

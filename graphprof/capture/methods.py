@@ -221,9 +221,7 @@ def slice_batch(value: Any) -> Any:
     return value
 
 
-def warm_up_reason(
-    model: nn.Module, family: str, policy: WarmUp = WarmUp.AUTO, methods: tuple[Method, ...] = METHODS
-) -> str | None:
+def warm_up_reason(model: nn.Module, family: str, policy: WarmUp = WarmUp.AUTO, methods: tuple[Method, ...] = METHODS) -> str | None:
     """Why ``model`` needs one real forward before its dry run, or ``None`` when it does not.
 
     ``policy`` (:class:`~graphprof.base.choices.WarmUp`): ``auto`` decides as below; ``always`` gives every
@@ -251,9 +249,7 @@ def warm_up_reason(
         if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[misc]
             lazy = f"lazy modules take their shapes from the first input ({name!r} is a {type(module).__name__})"
             if policy is WarmUp.NEVER:
-                raise InvalidInputError(
-                    f"warm_up='never', but {lazy}: nothing can be counted before it; use auto or always"
-                )
+                raise InvalidInputError(f"warm_up='never', but {lazy}: nothing can be counted before it; use auto or always")
             reason = reason or lazy
             break
     if policy is WarmUp.NEVER:
@@ -331,9 +327,7 @@ def _symbolic_trace(model: nn.Module) -> torch.fx.GraphModule:
     return gm
 
 
-def _dynamo_export(
-    model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], static_shapes: bool
-) -> torch.fx.GraphModule:
+def _dynamo_export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], static_shapes: bool) -> torch.fx.GraphModule:
     """Dynamo's export at these inputs; ``static_shapes`` specialises every size to them (no symbolic sizes,
     none of their guards: pyg:gps at 2,000 nodes profiled in 1.9 s instead of 4.5 s at load 2.4, the same totals)."""
     import torch._dynamo
@@ -372,9 +366,7 @@ def capture_graph(
     for method in map(_method, methods):
         if method is Method.DYNAMO and any(why.startswith("RecursionError") for _, why in attempts):
             # a model that nests too deeply for symbolic tracing costs Dynamo minutes before it fails too
-            attempts.append(
-                (method, f"{NOT_TRIED}: the model nests too deeply to trace (symbolic tracing hit the recursion limit)")
-            )
+            attempts.append((method, f"{NOT_TRIED}: the model nests too deeply to trace (symbolic tracing hit the recursion limit)"))
             continue
         try:
             if method is Method.FX:

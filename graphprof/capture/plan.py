@@ -48,9 +48,7 @@ T = TypeVar("T")
 Attempt = tuple[str, str]
 
 #: Why ``auto`` took the eager capture without trying Dynamo.
-DYNAMO_ADDS_NOTHING = (
-    "the eager capture puts every op that costs anything in a leaf module, so Dynamo's graph would add nothing"
-)
+DYNAMO_ADDS_NOTHING = "the eager capture puts every op that costs anything in a leaf module, so Dynamo's graph would add nothing"
 
 
 @dataclass
@@ -75,9 +73,7 @@ class CapturePlan:
     timings: list[tuple[str, float]] = field(default_factory=list)
 
     @classmethod
-    def for_model(
-        cls, model: nn.Module, family: str, methods: tuple[Method, ...], *, static_shapes: bool = False
-    ) -> CapturePlan:
+    def for_model(cls, model: nn.Module, family: str, methods: tuple[Method, ...], *, static_shapes: bool = False) -> CapturePlan:
         """The plan for ``model`` of ``family`` with ``methods`` (the default order, or a forced one);
         ``static_shapes`` for a Dynamo export specialised to the inputs' sizes."""
         from graphprof.models.registry import family_traits
@@ -117,9 +113,7 @@ class CapturePlan:
         while self.methods:
             yield tuple(m for m in self.methods if m is not Method.DYNAMO) if self.trial else self.methods
 
-    def _try(
-        self, captured: CapturedGraph, run: Callable[[CapturedGraph, bool], T], leaves_only: Callable[[T], bool]
-    ) -> _Ran[T] | None:
+    def _try(self, captured: CapturedGraph, run: Callable[[CapturedGraph, bool], T], leaves_only: Callable[[T], bool]) -> _Ran[T] | None:
         """Run one captured graph; its result, or ``None`` after moving the plan on to the next round."""
         trial = self.trial and captured.method is Method.EAGER
         start = time.perf_counter()
@@ -147,10 +141,7 @@ class CapturePlan:
         later = self.methods[self.methods.index(captured.method) + 1 :]
         if isinstance(exc, DataDependentError) or not later:
             raise exc
-        self.attempts += [
-            *captured.attempts,
-            (captured.method.value, f"captured, but shape propagation failed: {one_line(exc)}"),
-        ]
+        self.attempts += [*captured.attempts, (captured.method.value, f"captured, but shape propagation failed: {one_line(exc)}")]
         self.methods, self.trial = later, False
 
     def _end_trial(self, captured: CapturedGraph) -> None:

@@ -71,10 +71,7 @@ def _breakdown(profile: Profile) -> list[str]:
             by_type[row.type][1] += row.cost.flops
     rows = sorted(by_type.items(), key=lambda kv: -kv[1][1])
     width = max((len(name) for name, _ in rows), default=0) + 1
-    return [
-        f"  {name + ':':<{width}}  {flops / total:.1%} ({ops} ops, {_scaled(flops, 'FLOPs')})"
-        for name, (ops, flops) in rows
-    ]
+    return [f"  {name + ':':<{width}}  {flops / total:.1%} ({ops} ops, {_scaled(flops, 'FLOPs')})" for name, (ops, flops) in rows]
 
 
 def _bottlenecks(profile: Profile) -> list[str]:

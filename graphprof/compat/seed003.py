@@ -66,11 +66,7 @@ def _debug_trace(path: Path, model_name: str) -> None:
 def _switch_state(enabled: bool | None) -> str:
     if enabled is not None:
         return f"profiling {'on' if enabled else 'off'} (enabled={enabled})"
-    on = [
-        name
-        for name in (CAPTURE_ENV, CHISEL_ENV)
-        if os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-    ]
+    on = [name for name in (CAPTURE_ENV, CHISEL_ENV) if os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")]
     if on:
         return f"profiling on ({on[0]}={os.environ[on[0]]})"
     return f"profiling off: a pass-through (set {CHISEL_ENV}=1, or run under `chisel python ...`)"
@@ -92,9 +88,7 @@ def capture_model(model_name: str | None = None, *args: Any, summary: bool = Tru
             if summary:
                 print_trace_summary(path, name)
 
-        debug(
-            f"@capture_model on {getattr(cls, '__name__', cls)!r} as {name!r}: {_switch_state(options.get('enabled'))}"
-        )
+        debug(f"@capture_model on {getattr(cls, '__name__', cls)!r} as {name!r}: {_switch_state(options.get('enabled'))}")
         switches = (CAPTURE_ENV, CHISEL_ENV)
         return _native_capture_model(name, *args, on_trace=on_trace, switches=switches, **options)(cls)
 

@@ -115,12 +115,7 @@ class ScalingExperiment(_SweepExperiment):
         **options: Any,
     ) -> None:
         super().__init__(model_factory, device, **options)
-        self.graph_options: dict[str, Any] = {
-            "avg_degree": avg_degree,
-            "num_nodes": num_nodes,
-            "measure": measure,
-            "num_runs": num_runs,
-        }
+        self.graph_options: dict[str, Any] = {"avg_degree": avg_degree, "num_nodes": num_nodes, "measure": measure, "num_runs": num_runs}
         self.graph_results: dict[str, GraphScalingResult] = {}
 
     def run_node_scaling(self, num_nodes_list: Sequence[int] = (100, 500, 1000, 2000)) -> GraphScalingResult:

@@ -25,14 +25,7 @@ from graphprof.base.limits import require_count
 from graphprof.errors import InvalidInputError
 from graphprof.gnn.estimate import FLOPsEstimator, check_sparse_ratio
 from graphprof.gnn.scaling import GraphScalingResult, ModelSource, run_graph_scaling
-from graphprof.measure.memory import (
-    get_memory_breakdown,
-    memory_stats,
-    peak_during,
-    reset_resident_peak,
-    resident_now,
-    resident_peak,
-)
+from graphprof.measure.memory import get_memory_breakdown, memory_stats, peak_during, reset_resident_peak, resident_now, resident_peak
 from graphprof.measure.result import MemoryStats
 from graphprof.measure.run import resolve_device
 from graphprof.measure.timing import (
@@ -86,20 +79,14 @@ class RuntimeProfiler:
     weights and the optimizer's state).
     """
 
-    def __init__(
-        self, model: nn.Module, device: torch.device | str | None = None, num_runs: int = 100, warmup_runs: int = 10
-    ) -> None:
+    def __init__(self, model: nn.Module, device: torch.device | str | None = None, num_runs: int = 100, warmup_runs: int = 10) -> None:
         self.model = model
         self.device = None if device is None else _torch_device(device)
         self.num_runs = require_count(num_runs, "num_runs", high=_MOST)
         self.warmup_runs = require_count(warmup_runs, "warmup_runs", low=0, high=_MOST)
 
     def _options(self) -> dict[str, Any]:
-        return {
-            "num_runs": self.num_runs,
-            "warmup_runs": self.warmup_runs,
-            **({"device": self.device} if self.device is not None else {}),
-        }
+        return {"num_runs": self.num_runs, "warmup_runs": self.warmup_runs, **({"device": self.device} if self.device is not None else {})}
 
     def profile_forward(self, batch: Any) -> RuntimeStats:
         return profile_forward(self.model, _on(batch, self.device), **self._options())
@@ -113,10 +100,7 @@ class RuntimeProfiler:
         return profile_training_step(self.model, _on(batch, self.device), optimizer, loss_fn, **self._options())
 
     def profile_all(
-        self,
-        batch: Any,
-        optimizer: torch.optim.Optimizer | None = None,
-        loss_fn: Callable[..., torch.Tensor] | None = None,
+        self, batch: Any, optimizer: torch.optim.Optimizer | None = None, loss_fn: Callable[..., torch.Tensor] | None = None
     ) -> dict[str, RuntimeStats]:
         """``{"forward", "backward"}`` and, with an optimizer, ``"training_step"``."""
         results = {"forward": self.profile_forward(batch), "backward": self.profile_backward(batch, loss_fn)}
@@ -133,9 +117,7 @@ def _torch_device(device: object) -> torch.device:
     """``device`` as a :class:`torch.device`; a name torch does not know, or CUDA without a GPU, is
     :class:`InvalidInputError` (:func:`graphprof.measure.run.resolve_device`)."""
     if not isinstance(device, (str, torch.device)):
-        raise InvalidInputError(
-            f"device must be a name such as 'cpu' or 'cuda', or a torch.device, not {type(device).__name__}"
-        )
+        raise InvalidInputError(f"device must be a name such as 'cpu' or 'cuda', or a torch.device, not {type(device).__name__}")
     return resolve_device(device)
 
 
@@ -228,9 +210,7 @@ def _measured(fn: Callable[[], Any], device: torch.device) -> MemoryStats:
     if device.type == "cpu":
         _note_cpu_peak(peak)
     now = memory_stats(device)
-    return MemoryStats(
-        peak_bytes=peak, allocated_bytes=now.allocated_bytes, reserved_bytes=reserved, device=str(device)
-    )
+    return MemoryStats(peak_bytes=peak, allocated_bytes=now.allocated_bytes, reserved_bytes=reserved, device=str(device))
 
 
 def reset_memory_stats(device: torch.device | str | None = None) -> None:
@@ -259,9 +239,7 @@ def get_peak_memory(device: torch.device | str | None = None) -> float:
     return (_note_cpu_peak(max(peak, _cpu_transient_peak(peak))) if dev.type == "cpu" else peak) / _MB
 
 
-def profile_memory_usage(
-    fn: Callable[..., Any], *args: Any, device: torch.device | str | None = None, **kwargs: Any
-) -> MemoryStats:
+def profile_memory_usage(fn: Callable[..., Any], *args: Any, device: torch.device | str | None = None, **kwargs: Any) -> MemoryStats:
     """Peak memory while ``fn(*args, **kwargs)`` runs on ``device`` (CPU by default), as
     :class:`MemoryStats`: what was live before plus the most ``fn`` added (see :class:`MemoryProfiler`)."""
     dev = _torch_device(device) if device is not None else torch.device("cpu")
@@ -282,22 +260,16 @@ def set_seed(seed: int) -> None:
     np.random.seed(seed)
 
 
-def estimate_attention_memory(
-    num_nodes: int, num_heads: int, hidden_dim: int, batch_size: int = 1, dtype_bytes: int = 4
-) -> float:
+def estimate_attention_memory(num_nodes: int, num_heads: int, hidden_dim: int, batch_size: int = 1, dtype_bytes: int = 4) -> float:
     """MB of one dense attention layer's tensors: scores and softmax (2 x B h N²) and Q, K, V, output (4 x B N d).
 
     >>> round(estimate_attention_memory(1000, 8, 256), 2)   # (2*8*1000**2 + 4*1000*256) * 4 / 2**20 = 68,096,000 B
     64.94
     """
     num_nodes, num_heads, hidden_dim = (
-        require_count(v, k, low=0, high=_MOST)
-        for k, v in (("num_nodes", num_nodes), ("num_heads", num_heads), ("hidden_dim", hidden_dim))
+        require_count(v, k, low=0, high=_MOST) for k, v in (("num_nodes", num_nodes), ("num_heads", num_heads), ("hidden_dim", hidden_dim))
     )
-    batch_size, dtype_bytes = (
-        require_count(batch_size, "batch_size", high=_MOST),
-        require_count(dtype_bytes, "dtype_bytes", high=16),
-    )
+    batch_size, dtype_bytes = (require_count(batch_size, "batch_size", high=_MOST), require_count(dtype_bytes, "dtype_bytes", high=16))
     elements = 2 * batch_size * num_heads * num_nodes**2 + 4 * batch_size * num_nodes * hidden_dim
     return elements * dtype_bytes / _MB
 
@@ -314,11 +286,7 @@ def estimate_pe_storage(
     """
     num_nodes, node_pe_dim, relative_pe_buckets = (
         require_count(v, k, low=0, high=_MOST)
-        for k, v in (
-            ("num_nodes", num_nodes),
-            ("node_pe_dim", node_pe_dim),
-            ("relative_pe_buckets", relative_pe_buckets),
-        )
+        for k, v in (("num_nodes", num_nodes), ("node_pe_dim", node_pe_dim), ("relative_pe_buckets", relative_pe_buckets))
     )
     sparse_ratio, dtype_bytes = check_sparse_ratio(sparse_ratio), require_count(dtype_bytes, "dtype_bytes", high=16)
     pairs = num_nodes * num_nodes
@@ -328,16 +296,12 @@ def estimate_pe_storage(
     return {"node_pe": node, "relative_pe_dense": dense, "relative_pe_sparse": sparse, "total": node + sparse}
 
 
-def profile_pe_computation(
-    pe_transform: Callable[[Any], Any], data: Any, num_runs: int = 10, warmup_runs: int = 1
-) -> RuntimeStats:
+def profile_pe_computation(pe_transform: Callable[[Any], Any], data: Any, num_runs: int = 10, warmup_runs: int = 1) -> RuntimeStats:
     """Time a PE precompute (a PyG transform such as ``AddLaplacianEigenvectorPE``) on copies of ``data``, in ms."""
     copy = getattr(data, "clone", None)
     if not callable(copy):
         raise InvalidInputError(f"profile_pe_computation needs a PyG Data (with .clone()), got {type(data).__name__}")
-    return benchmark_function(
-        pe_transform, num_runs=num_runs, warmup_runs=warmup_runs, setup=lambda: (copy(),), min_runs=num_runs
-    )
+    return benchmark_function(pe_transform, num_runs=num_runs, warmup_runs=warmup_runs, setup=lambda: (copy(),), min_runs=num_runs)
 
 
 def run_node_scaling(
@@ -354,13 +318,7 @@ def run_node_scaling(
     ``measure`` (the default, as the seed), the forward on the CPU, mean ± std ms per point."""
     _cpu_only(device)
     return run_graph_scaling(
-        model_factory,
-        "num_nodes",
-        list(num_nodes_list),
-        avg_degree=avg_degree,
-        measure=measure,
-        num_runs=num_runs,
-        **options,
+        model_factory, "num_nodes", list(num_nodes_list), avg_degree=avg_degree, measure=measure, num_runs=num_runs, **options
     )
 
 
@@ -377,23 +335,13 @@ def run_layer_scaling(
     """``model_factory(num_layers=L)`` for each depth, on one graph of ``num_nodes`` nodes."""
     _cpu_only(device)
     return run_graph_scaling(
-        model_factory,
-        "num_layers",
-        list(num_layers_list),
-        num_nodes=num_nodes,
-        measure=measure,
-        num_runs=num_runs,
-        **options,
+        model_factory, "num_layers", list(num_layers_list), num_nodes=num_nodes, measure=measure, num_runs=num_runs, **options
     )
 
 
 def run_pe_scaling(
     model_factory: ModelSource,
-    pe_configs: Sequence[dict[str, Any]] = (
-        {"name": "lap", "dim": 16},
-        {"name": "rwse", "dim": 16},
-        {"name": "none", "dim": 0},
-    ),
+    pe_configs: Sequence[dict[str, Any]] = ({"name": "lap", "dim": 16}, {"name": "rwse", "dim": 16}, {"name": "none", "dim": 0}),
     num_nodes: int = 500,
     device: torch.device | str | None = None,
     *,
@@ -417,18 +365,14 @@ def run_pe_scaling(
 
 def _cpu_only(device: torch.device | str | None) -> None:
     if device is not None and _torch_device(device).type != "cpu":
-        raise InvalidInputError(
-            f"graph scaling measures on the CPU here; got device {device!r} (a GPU run: graphprof sweep --measure)"
-        )
+        raise InvalidInputError(f"graph scaling measures on the CPU here; got device {device!r} (a GPU run: graphprof sweep --measure)")
 
 
 def generate_scaling_graphs(
     num_nodes_list: Sequence[int], avg_degree: float = DEFAULT_DEGREE, feature_dim: int = 16, seed: int = 42
 ) -> list[Any]:
     """One synthetic PyG ``Data`` per node count (:func:`graphprof.models.graphs.random_graph`, deterministic)."""
-    return [
-        g.to_data() for g in generate_graphs(num_nodes_list, avg_degree=avg_degree, feature_dim=feature_dim, seed=seed)
-    ]
+    return [g.to_data() for g in generate_graphs(num_nodes_list, avg_degree=avg_degree, feature_dim=feature_dim, seed=seed)]
 
 
 def _hardware() -> dict[str, Any]:
@@ -469,9 +413,7 @@ def profile_report(
         },
     }
     if "runtime" in profiles:
-        runtime = RuntimeProfiler(model, device, num_runs=num_runs, warmup_runs=2).profile_all(
-            batch, optimizer=optimizer
-        )
+        runtime = RuntimeProfiler(model, device, num_runs=num_runs, warmup_runs=2).profile_all(batch, optimizer=optimizer)
         report["runtime"] = {k: _stats(v) for k, v in runtime.items()}
     if "memory" in profiles:
         peak = MemoryProfiler(model, device).profile_forward(batch)

@@ -152,9 +152,7 @@ class Roofline:
                 "layers": len(layers),
                 "flops": sum(layer.flops for layer in layers),
                 "flops_share": self.flops_share(bound),
-                "estimated_time_s": None
-                if self.hardware is None
-                else sum((layer.seconds or 0.0 for layer in layers), 0.0),
+                "estimated_time_s": None if self.hardware is None else sum((layer.seconds or 0.0 for layer in layers), 0.0),
                 "time_share": self.time_share(bound),
             }
         return {

@@ -20,15 +20,7 @@ from graphprof.cost.tokens import TOKEN_INPUTS, TokenFlops, token_flops
 from graphprof.formulas import Cost
 from graphprof.schemas import SCHEMA_VERSIONS
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "OpRecord",
-    "LayerRow",
-    "ModuleRow",
-    "UnsupportedOp",
-    "Profile",
-    "cost_dict",
-]
+__all__ = ["SCHEMA_VERSION", "OpRecord", "LayerRow", "ModuleRow", "UnsupportedOp", "Profile", "cost_dict"]
 
 #: Version of the dictionary layout produced by :meth:`Profile.to_dict` (and so of the JSON file).
 #: 2.2 (additive): ``timestamp`` and ``host`` in every file, a dry run's too; ``host.threads`` and

@@ -32,27 +32,14 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from graphprof.base.choices import Mode, Phase
-from graphprof.cost.bounds import (
-    DEFAULT_THRESHOLD,
-    LayerBound,
-    Roofline,
-    classify_layer,
-    ridge_point,
-    roofline_time,
-)
+from graphprof.cost.bounds import DEFAULT_THRESHOLD, LayerBound, Roofline, classify_layer, ridge_point, roofline_time
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.opmodel import Interval
 from graphprof.devices.predict import predict_interval, predict_ops
 from graphprof.devices.table import Calibration
 
-__all__ = [
-    "classify",
-    "with_roofline",
-    "IntensityBand",
-    "INTENSITY_BANDS",
-    "intensity_band",
-]
+__all__ = ["classify", "with_roofline", "IntensityBand", "INTENSITY_BANDS", "intensity_band"]
 
 
 def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: float | None = None) -> Roofline:
@@ -103,9 +90,7 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
     )
 
 
-def _predicted(
-    profile: Profile, hardware: Hardware | None, calibration: Calibration | None
-) -> tuple[list[float | None], Interval | None]:
+def _predicted(profile: Profile, hardware: Hardware | None, calibration: Calibration | None) -> tuple[list[float | None], Interval | None]:
     """Predicted seconds per layer (``None`` each without a calibration) and the model's 80% interval."""
     if calibration is None or hardware is None:
         return [None] * len(profile.layers), None
@@ -117,17 +102,13 @@ def _predicted(
     return predicted, predict_interval([op for _, op in ops], profile.dtype, hardware, calibration)
 
 
-def _forward_predicted(
-    profile: Profile, hardware: Hardware | None, calibration: Calibration | None
-) -> tuple[tuple[str, float], ...]:
+def _forward_predicted(profile: Profile, hardware: Hardware | None, calibration: Calibration | None) -> tuple[tuple[str, float], ...]:
     """Predicted seconds of the forward's ops alone on the timeline, per module path (train mode only)."""
     if profile.mode is not Mode.TRAIN or calibration is None or hardware is None:
         return ()
     ops = [(row.module or "(model)", op) for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD]
     out: dict[str, float] = defaultdict(float)
-    for (layer, _), seconds in zip(
-        ops, predict_ops([op for _, op in ops], profile.dtype, hardware, calibration), strict=True
-    ):
+    for (layer, _), seconds in zip(ops, predict_ops([op for _, op in ops], profile.dtype, hardware, calibration), strict=True):
         out[layer] += seconds
     return tuple(out.items())
 

@@ -25,14 +25,7 @@ from graphprof.base.choices import Reference
 from graphprof.crosscheck.conventions import CONVENTIONS, FVCORE, LEFT_OUT, TORCH, Convention
 from graphprof.crosscheck.references import ReferenceCounts, count_with_fvcore, count_with_torch
 from graphprof.crosscheck.result import CrossCheck, Explanation, GroupComparison, OpCount, Status
-from graphprof.crosscheck.run import (
-    DEFAULT_MODEL,
-    DEFAULT_TOLERANCE,
-    crosscheck_model,
-    crosscheck_models,
-    iter_crosschecks,
-    select_models,
-)
+from graphprof.crosscheck.run import DEFAULT_MODEL, DEFAULT_TOLERANCE, crosscheck_model, crosscheck_models, iter_crosschecks, select_models
 from graphprof.errors import ReferenceFailedError
 
 __all__ = [

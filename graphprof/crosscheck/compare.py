@@ -37,12 +37,7 @@ def _order(group: str) -> tuple[int, str]:
 
 
 def compare_counts(
-    profile: Profile,
-    counts: ReferenceCounts,
-    convention: Convention,
-    *,
-    family: str = "",
-    seconds: float = 0.0,
+    profile: Profile, counts: ReferenceCounts, convention: Convention, *, family: str = "", seconds: float = 0.0
 ) -> CrossCheck:
     """One :class:`CrossCheck` from graphprof's ``profile`` and the reference's ``counts`` of the same model and input."""
     ours = graphprof_groups(profile, convention)
@@ -56,12 +51,9 @@ def compare_counts(
     groups = []
     for group in sorted(set(ours) | set(theirs) | set(adjustments), key=_order):
         graphprof_ops = tuple(
-            OpCount(op, value, calls, group)
-            for op, (calls, value) in sorted(ours.get(group, {}).items(), key=lambda kv: -kv[1][1])
+            OpCount(op, value, calls, group) for op, (calls, value) in sorted(ours.get(group, {}).items(), key=lambda kv: -kv[1][1])
         )
-        reference_ops = tuple(
-            sorted((OpCount(o.op, o.count, o.calls, group) for o in theirs.get(group, [])), key=lambda o: -o.count)
-        )
+        reference_ops = tuple(sorted((OpCount(o.op, o.count, o.calls, group) for o in theirs.get(group, [])), key=lambda o: -o.count))
         explained = tuple(sorted(adjustments.get(group, []), key=lambda a: -abs(a.amount)))
         comparison = GroupComparison(
             group=group,

@@ -103,9 +103,7 @@ CONV_OPS: Final[frozenset[str]] = frozenset(
     )
 )  # fmt: skip
 
-_BATCH_NORM_TRAINING_OPS = frozenset(
-    {"aten._batch_norm_with_update", "aten._batch_norm_with_update_functional", "aten.instance_norm"}
-)
+_BATCH_NORM_TRAINING_OPS = frozenset({"aten._batch_norm_with_update", "aten._batch_norm_with_update_functional", "aten.instance_norm"})
 _BATCH_NORM_INFERENCE_OPS = frozenset({"aten._native_batch_norm_legit_no_training", "aten._batch_norm_no_update"})
 _BATCH_NORM_OPS = _BATCH_NORM_TRAINING_OPS | _BATCH_NORM_INFERENCE_OPS | {
     "aten.native_batch_norm", "aten._native_batch_norm_legit", "aten._native_batch_norm_legit_functional",

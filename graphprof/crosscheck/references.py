@@ -116,9 +116,7 @@ def _key(reason: str, group: str, name: str, negative: bool = False) -> str:
     return f"{_PROBE_PREFIX}{reason}:{group}:{name}:{'-' if negative else '+'}"
 
 
-def _fvcore_probe(
-    name: str, calls: Counter[str], unmeasured: Counter[str]
-) -> Callable[[list[Any], list[Any]], Counter[str]]:
+def _fvcore_probe(name: str, calls: Counter[str], unmeasured: Counter[str]) -> Callable[[list[Any], list[Any]], Counter[str]]:
     probe = LEFT_OUT[name]
 
     def handle(inputs: list[Any], outputs: list[Any]) -> Counter[str]:
@@ -207,9 +205,7 @@ def count_with_fvcore(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str,
         analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
         # ``_op_handles`` is where set_op_handle keeps the handles; fvcore has no public getter
         handles = dict(getattr(analysis, "_op_handles", {}))
-        probes = {
-            f"aten::{n}": _fvcore_probe(n, calls, unmeasured) for n in FVCORE_LEFT_OUT if f"aten::{n}" not in handles
-        }
+        probes = {f"aten::{n}": _fvcore_probe(n, calls, unmeasured) for n in FVCORE_LEFT_OUT if f"aten::{n}" not in handles}
         for name, exact, reason in (("einsum", _exact_einsum, "estimated"), ("matmul", _exact_matmul, "broadcast")):
             if f"aten::{name}" in handles:
                 probes[f"aten::{name}"] = _fvcore_measured(name, handles[f"aten::{name}"], exact, reason, calls)
@@ -218,9 +214,7 @@ def count_with_fvcore(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str,
             by_operator = analysis.by_operator()
             unsupported = analysis.unsupported_ops()
         except Exception as exc:
-            raise ReferenceFailedError(
-                f"fvcore could not trace the model: {type(exc).__name__}: {one_line(exc, 200)}"
-            ) from exc
+            raise ReferenceFailedError(f"fvcore could not trace the model: {type(exc).__name__}: {one_line(exc, 200)}") from exc
 
     counted: list[OpCount] = []
     measured: Counter[tuple[str, str, str]] = Counter()
@@ -230,18 +224,13 @@ def count_with_fvcore(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str,
             measured[(reason, group, name)] += round(value) * (-1 if sign == "-" else 1)
         else:
             counted.append(OpCount(key, round(value)))
-    adjustments = [
-        Adjustment(f"aten::{name}", value, reason, group, calls[name])
-        for (reason, group, name), value in measured.items()
-    ]
+    adjustments = [Adjustment(f"aten::{name}", value, reason, group, calls[name]) for (reason, group, name), value in measured.items()]
     return ReferenceCounts(
         reference="fvcore",
         version=getattr(fvcore, "__version__", "?"),
         counted=tuple(counted),
         adjustments=tuple(adjustments),
-        unsupported=tuple(
-            OpCount(op, 0, n) for op, n in sorted((unsupported + unmeasured).items(), key=lambda kv: -kv[1])
-        ),
+        unsupported=tuple(OpCount(op, 0, n) for op, n in sorted((unsupported + unmeasured).items(), key=lambda kv: -kv[1])),
     )
 
 
@@ -304,21 +293,15 @@ def count_with_torch(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
             with torch.no_grad(), counter:
                 model(*args, **kwargs)
         except Exception as exc:
-            raise ReferenceFailedError(
-                f"the model failed under FlopCounterMode: {type(exc).__name__}: {one_line(exc, 200)}"
-            ) from exc
+            raise ReferenceFailedError(f"the model failed under FlopCounterMode: {type(exc).__name__}: {one_line(exc, 200)}") from exc
     probed = {op_name(p) for p in probes}
     counted = [
         OpCount(str(packet), int(value))
         for packet, value in counter.get_flop_counts().get("Global", {}).items()
         if str(packet) not in probed
     ]
-    adjustments = [
-        Adjustment(f"aten.{name}", value, "left_out", group, calls[name]) for (group, name), value in measured.items()
-    ]
-    return ReferenceCounts(
-        reference="torch", version=torch.__version__, counted=tuple(counted), adjustments=tuple(adjustments)
-    )
+    adjustments = [Adjustment(f"aten.{name}", value, "left_out", group, calls[name]) for (group, name), value in measured.items()]
+    return ReferenceCounts(reference="torch", version=torch.__version__, counted=tuple(counted), adjustments=tuple(adjustments))
 
 
 REFERENCES: dict[str, Callable[[nn.Module, tuple[Any, ...], dict[str, Any]], ReferenceCounts]] = {

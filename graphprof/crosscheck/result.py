@@ -204,12 +204,7 @@ class CrossCheck:
 
     def explanations(self) -> tuple[Explanation, ...]:
         """Every named cause of the difference, largest first: the reference's adjustments, then disagreeing groups."""
-        causes = [
-            Explanation(a.reason, a.op, a.amount, g.group, a.calls)
-            for g in self.groups
-            for a in g.adjustments
-            if a.amount
-        ]
+        causes = [Explanation(a.reason, a.op, a.amount, g.group, a.calls) for g in self.groups for a in g.adjustments if a.amount]
         causes += [Explanation("unexplained", g.group, g.unexplained, g.group) for g in self.groups if g.unexplained]
         return tuple(sorted(causes, key=lambda e: (e.kind == "unexplained", -abs(e.amount))))
 

@@ -30,14 +30,7 @@ from graphprof.crosscheck.result import CrossCheck
 from graphprof.errors import InvalidInputError, one_line
 from graphprof.prepared import prepare
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "DEFAULT_TOLERANCE",
-    "crosscheck_model",
-    "select_models",
-    "iter_crosschecks",
-    "crosscheck_models",
-]
+__all__ = ["DEFAULT_MODEL", "DEFAULT_TOLERANCE", "crosscheck_model", "select_models", "iter_crosschecks", "crosscheck_models"]
 
 DEFAULT_MODEL = "resnet18"
 """The model checked when none is named (the seed tool's default)."""
@@ -139,9 +132,7 @@ def _check_one(spec: str, against: str, input_shape: tuple[int, ...] | None, bat
     try:
         return crosscheck_model(spec, against=against, input_shape=input_shape, batch_size=batch_size)
     except Exception as exc:  # any failure of one model is that model's row, never the batch's end
-        return CrossCheck(
-            model=spec, reference=against, error=one_line(exc, 160, with_type=True), seconds=time.perf_counter() - start
-        )
+        return CrossCheck(model=spec, reference=against, error=one_line(exc, 160, with_type=True), seconds=time.perf_counter() - start)
 
 
 def _init_worker(threads: int) -> None:
@@ -177,10 +168,7 @@ def iter_crosschecks(
     workers = min(jobs, len(models))
     threads = max(1, (os.cpu_count() or 1) // workers)
     pool = ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker,
-        initargs=(threads,),
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(threads,)
     )
     try:
         futures: dict[Future[CrossCheck], int] = {}
@@ -197,9 +185,7 @@ def iter_crosschecks(
                     result = future.result()
                 except Exception as exc:  # the worker died (killed, out of memory): this model's row says so
                     result = CrossCheck(
-                        model=models[index],
-                        reference=reference,
-                        error=f"worker process failed: {one_line(exc, 160, with_type=True)}",
+                        model=models[index], reference=reference, error=f"worker process failed: {one_line(exc, 160, with_type=True)}"
                     )
                 yield index, result
     finally:

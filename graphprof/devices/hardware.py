@@ -325,9 +325,7 @@ def get_hardware(name: str) -> Hardware:
         return HARDWARE[key]
     close = difflib.get_close_matches(key, list(HARDWARE) + list(_ALIASES), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise InvalidInputError(
-        f"unknown hardware {name!r}{hint} (presets: {', '.join(HARDWARE)}, local; `graphprof hardware` lists them)"
-    )
+    raise InvalidInputError(f"unknown hardware {name!r}{hint} (presets: {', '.join(HARDWARE)}, local; `graphprof hardware` lists them)")
 
 
 def local_hardware(data: Mapping[str, Any], path: Path | None = None) -> Hardware:
@@ -372,19 +370,14 @@ def custom_hardware(peak_tflops: float, bandwidth_gbs: float, name: str = "custo
     )
 
 
-def resolve_hardware(
-    name: str | None = None, *, peak_tflops: float | None = None, bandwidth_gbs: float | None = None
-) -> Hardware | None:
+def resolve_hardware(name: str | None = None, *, peak_tflops: float | None = None, bandwidth_gbs: float | None = None) -> Hardware | None:
     """The device the options describe: a preset (optionally with figures overridden), a custom device, or none.
 
     ``resolve_hardware()`` is ``None`` (the roofline then uses the seeds' fixed threshold);
     ``resolve_hardware("h100")`` the preset; ``resolve_hardware(peak_tflops=100, bandwidth_gbs=1000)`` a
     custom device, which needs both figures.
     """
-    for label, value in (
-        ("--peak-tflops (peak_tflops)", peak_tflops),
-        ("--bandwidth-gbs (bandwidth_gbs)", bandwidth_gbs),
-    ):
+    for label, value in (("--peak-tflops (peak_tflops)", peak_tflops), ("--bandwidth-gbs (bandwidth_gbs)", bandwidth_gbs)):
         if value is not None:
             _check_figure(label, value)
     if name is not None:

@@ -82,14 +82,10 @@ def read_local(path: Path | None = None) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(), parse_constant=_no_constant)
     except (OSError, ValueError) as exc:
-        raise InvalidInputError(
-            f"the local calibration {path} is unreadable ({exc}); run `graphprof calibrate` again"
-        ) from exc
+        raise InvalidInputError(f"the local calibration {path} is unreadable ({exc}); run `graphprof calibrate` again") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT or not {"hardware", "calibration"} <= set(data):
         raise InvalidInputError(f"the local calibration {path} is of another version; run `graphprof calibrate` again")
-    problem = _fields(data["hardware"], "hardware", _HARDWARE) or _fields(
-        data["calibration"], "calibration", _CALIBRATION
-    )
+    problem = _fields(data["hardware"], "hardware", _HARDWARE) or _fields(data["calibration"], "calibration", _CALIBRATION)
     problem = problem or _rates(data["calibration"]["rates"])
     if problem:
         raise InvalidInputError(f"the local calibration {path} is damaged: {problem}; run `graphprof calibrate` again")
@@ -130,11 +126,7 @@ def stale_reasons(device: Mapping[str, Any], threads: int | None = None) -> list
 
     from graphprof.devices.local import cpu_model
 
-    now = {
-        "name": cpu_model(),
-        "threads": torch.get_num_threads() if threads is None else threads,
-        "torch": torch.__version__,
-    }
+    now = {"name": cpu_model(), "threads": torch.get_num_threads() if threads is None else threads, "torch": torch.__version__}
     return [f"{key} {device.get(key)!r}, this run {value!r}" for key, value in now.items() if device.get(key) != value]
 
 
@@ -143,9 +135,7 @@ def check_current(device: object, path: Path | None = None) -> None:
     count or with another torch: its times are not this run's. ``device`` is the file's ``device`` part (what
     was measured). A CUDA calibration is not checked here."""
     if not isinstance(device, Mapping):
-        raise InvalidInputError(
-            f"the local calibration {path or local_path()} records no device; run `graphprof calibrate` again"
-        )
+        raise InvalidInputError(f"the local calibration {path or local_path()} records no device; run `graphprof calibrate` again")
     if device.get("type", "cpu") != "cpu":
         return
     stale = stale_reasons(device)
@@ -193,11 +183,7 @@ def _fields(part: object, name: str, spec: dict[str, tuple[tuple[type, ...], boo
 def _rates(rates: dict[str, Any]) -> str | None:
     for dtype, table in rates.items():
         for klass, values in table.items() if isinstance(table, dict) else [("?", table)]:
-            ok = (
-                isinstance(values, dict)
-                and set(values) <= _RATE_FIELDS
-                and set(values) >= _RATE_FIELDS - {"half_depth"}
-            )
+            ok = isinstance(values, dict) and set(values) <= _RATE_FIELDS and set(values) >= _RATE_FIELDS - {"half_depth"}
             if not ok or any(isinstance(v, bool) or not isinstance(v, _NUMBER) for v in values.values()):
                 return f"calibration.rates.{dtype}.{klass} is not {{{', '.join(sorted(_RATE_FIELDS))}: numbers}}"
     return None
@@ -267,11 +253,7 @@ def _driver() -> str | None:
         return None
     try:
         out = subprocess.run(
-            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=10, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return None

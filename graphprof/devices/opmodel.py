@@ -78,9 +78,7 @@ IN_CONTEXT, ALONE = 1.0, 0.0
 #: The z-score of the 10% and 90% quantiles of a normal: an 80% interval is +-1.2816 sigma.
 Z80 = 1.2815515655446004
 
-_CONV = frozenset(
-    {"convolution", "_convolution", "conv2d", "conv1d", "conv3d", "cudnn_convolution", "mkldnn_convolution"}
-)
+_CONV = frozenset({"convolution", "_convolution", "conv2d", "conv1d", "conv3d", "cudnn_convolution", "mkldnn_convolution"})
 _LINEAR = frozenset({"mm", "addmm", "linear", "mv", "addmv", "dot", "_int_mm"})
 _BMM = frozenset({"bmm", "baddbmm", "addbmm", "matmul"})
 _NORM = frozenset({
@@ -397,9 +395,7 @@ def independent_interval(seconds: Sequence[float], q_low: Sequence[float], q_hig
     var = sum((t * (hi - lo) / (2 * Z80)) ** 2 for t, lo, hi in zip(seconds, q_low, q_high, strict=True))
     rel = math.sqrt(var) / total
     # q = log(pred / measured): the truth is pred * exp(-q), so the interval flips the quantiles
-    return Interval(
-        total * math.exp(-mid - Z80 * rel), total * math.exp(-mid + Z80 * rel), method="independent per-op errors"
-    )
+    return Interval(total * math.exp(-mid - Z80 * rel), total * math.exp(-mid + Z80 * rel), method="independent per-op errors")
 
 
 @dataclass(frozen=True)
@@ -424,9 +420,7 @@ class OpModel:
             return kind, self.kinds[kind]
         return ("generic", self.kinds["generic"]) if "generic" in self.kinds else None
 
-    def predict(
-        self, calls: Sequence[tuple[str, Sequence[float], Sequence[float]]]
-    ) -> list[tuple[float, float, float]]:
+    def predict(self, calls: Sequence[tuple[str, Sequence[float], Sequence[float]]]) -> list[tuple[float, float, float]]:
         """(seconds, q_low, q_high) of each ``(kind, features, generic features)`` call, batched per kind."""
         out: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * len(calls)
         by_kind: dict[str, list[int]] = {}

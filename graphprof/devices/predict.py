@@ -56,9 +56,7 @@ __all__ = [
 ]
 
 _MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "matmul", "linear", "_int_mm"})
-_CONV = frozenset(
-    {"convolution", "_convolution", "conv2d", "conv1d", "conv3d", "cudnn_convolution", "convolution_backward"}
-)
+_CONV = frozenset({"convolution", "_convolution", "conv2d", "conv1d", "conv3d", "cudnn_convolution", "convolution_backward"})
 _NORM = frozenset({
     "native_layer_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
     "native_group_norm", "_fused_rms_norm", "rms_norm", "layer_norm", "batch_norm", "group_norm",
@@ -167,9 +165,7 @@ def timeline(demands: Iterable[tuple[float, float]], overlap: float) -> list[flo
     return shares
 
 
-def _op_model_seconds(
-    ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel
-) -> list[tuple[float, float, float]]:
+def _op_model_seconds(ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel) -> list[tuple[float, float, float]]:
     """(seconds, q_low, q_high) of each call from the kind models (never below the call's roofline bound),
     plus the first touch of its large outputs where the model measured it."""
     calls = [call_of(op) for op in ops]
@@ -179,9 +175,7 @@ def _op_model_seconds(
     peak = hardware.peak_flops(dtype)
     for (i, _), (t, lo, hi) in zip(known, predicted, strict=True):
         op = ops[i]
-        bound = max(
-            float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth
-        )
+        bound = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth)
         out[i] = (max(t, bound), lo, hi)
     # the first touch of large outputs: every aten call's, one without a kind's included
     return [(t + model.extra_seconds(op), lo, hi) for op, (t, lo, hi) in zip(ops, out, strict=True)]
@@ -192,9 +186,7 @@ def predict_interval(ops: Sequence[Any], dtype: str, hardware: Hardware, calibra
     if calibration.op_model is None:
         return None
     parts = _op_model_seconds(ops, dtype, hardware, calibration.op_model)
-    return calibration.op_model.interval(
-        [t for t, _, _ in parts], [lo for _, lo, _ in parts], [hi for _, _, hi in parts]
-    )
+    return calibration.op_model.interval([t for t, _, _ in parts], [lo for _, lo, _ in parts], [hi for _, _, hi in parts])
 
 
 def predict_ops(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> list[float]:
@@ -203,10 +195,7 @@ def predict_ops(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration:
     if calibration.op_model is not None:
         return [t for t, _, _ in _op_model_seconds(ops, dtype, hardware, calibration.op_model)]
     demands = [
-        (
-            host_seconds(op, calibration),
-            0.0 if op.status is OpStatus.ZERO_COST else kernel_seconds(op, dtype, hardware, calibration),
-        )
+        (host_seconds(op, calibration), 0.0 if op.status is OpStatus.ZERO_COST else kernel_seconds(op, dtype, hardware, calibration))
         for op in ops
     ]
     return timeline(demands, calibration.overlap)

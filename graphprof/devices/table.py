@@ -141,10 +141,7 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
-        rates = {
-            dtype: {klass: ClassRates(**values) for klass, values in table.items()}
-            for dtype, table in data["rates"].items()
-        }
+        rates = {dtype: {klass: ClassRates(**values) for klass, values in table.items()} for dtype, table in data["rates"].items()}
         memory = data.get("memory")
         return cls(
             preset=data["preset"],

@@ -66,14 +66,7 @@ from graphprof.formulas import (  # noqa: F401
 )
 from graphprof.formulas.cost import ZERO, Cost, TensorMeta
 from graphprof.formulas.rates import PER_ELEMENT_FLOPS, FlopRate
-from graphprof.formulas.registry import (
-    FORMULAS,
-    ZERO_COST_OPS,
-    op_cost,
-    op_status,
-    register,
-    register_formula,
-)
+from graphprof.formulas.registry import FORMULAS, ZERO_COST_OPS, op_cost, op_status, register, register_formula
 
 __all__ = [
     "Cost",

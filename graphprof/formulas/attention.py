@@ -46,14 +46,7 @@ CAUSAL_TILE = 128
 
 
 def attention_cost(
-    batch_heads: int,
-    q_len: int,
-    kv_len: int,
-    qk_dim: int,
-    v_dim: int,
-    *,
-    masked: bool = False,
-    dropout: bool = False,
+    batch_heads: int, q_len: int, kv_len: int, qk_dim: int, v_dim: int, *, masked: bool = False, dropout: bool = False
 ) -> Cost:
     """Both products of ``batch_heads`` attention heads, with their softmax, mask and dropout FLOPs."""
     scores = batch_heads * q_len * kv_len
@@ -75,9 +68,7 @@ def _bhld_cost(query: TensorMeta, key: TensorMeta, value: TensorMeta, masked: bo
     return attention_cost(*_bhld_sizes(query, key, value), masked=masked, dropout=dropout_p > 0)
 
 
-def attention_backward_cost(
-    batch_heads: int, q_len: int, kv_len: int, qk_dim: int, v_dim: int, *, dropout: bool = False
-) -> Cost:
+def attention_backward_cost(batch_heads: int, q_len: int, kv_len: int, qk_dim: int, v_dim: int, *, dropout: bool = False) -> Cost:
     """Backward of ``batch_heads`` attention heads (see the module docstring)."""
     scores = batch_heads * q_len * kv_len
     macs = scores * (3 * qk_dim + 2 * v_dim)
@@ -98,15 +89,7 @@ def sequence_sizes(
 
 
 @register(aten._scaled_dot_product_flash_attention)
-def sdpa_flash_cost(
-    query: TensorMeta,
-    key: TensorMeta,
-    value: TensorMeta,
-    *args: Any,
-    dropout_p: float = 0.0,
-    out: Any,
-    **_: Any,
-) -> Cost:
+def sdpa_flash_cost(query: TensorMeta, key: TensorMeta, value: TensorMeta, *args: Any, dropout_p: float = 0.0, out: Any, **_: Any) -> Cost:
     # (query, key, value, dropout_p, is_causal, return_debug_mask); the .quantized overload puts three
     # descale tensors before dropout_p, so take the first float after the tensors
     dropout_p = next((a for a in args if isinstance(a, float)), dropout_p)
@@ -140,9 +123,7 @@ for _packet in (
     register(_packet)(by_name(_packet, _sdpa_cost))
 
 
-def _sdpa_backward_cost(
-    query: TensorMeta, key: TensorMeta, value: TensorMeta, dropout_p: Any = 0.0, *, out: Any, **_: Any
-) -> Cost:
+def _sdpa_backward_cost(query: TensorMeta, key: TensorMeta, value: TensorMeta, dropout_p: Any = 0.0, *, out: Any, **_: Any) -> Cost:
     dropout = isinstance(dropout_p, float) and dropout_p > 0
     return attention_backward_cost(*_bhld_sizes(query, key, value), dropout=dropout)
 
@@ -212,9 +193,7 @@ for _packet, _body in (
     register(_packet)(by_name(_packet, _body))
 
 
-def multi_head_attention_cost(
-    batch: int, q_len: int, kv_len: int, embed_dim: int, num_heads: int, *, masked: bool
-) -> Cost:
+def multi_head_attention_cost(batch: int, q_len: int, kv_len: int, embed_dim: int, num_heads: int, *, masked: bool) -> Cost:
     """nn.MultiheadAttention end to end: q / k / v in-projections, both products, output projection.
 
     Each projection is a (tokens x D) @ (D x D) product with a bias add per output element.
@@ -246,9 +225,7 @@ def native_multi_head_attention_cost(
 ) -> Cost:
     # the inference fast path of nn.MultiheadAttention (batch_first, eval, no grad)
     batch = math.prod(query.shape[:-2])
-    cost = multi_head_attention_cost(
-        batch, query.shape[-2], key.shape[-2], embed_dim, num_head, masked=mask is not None
-    )
+    cost = multi_head_attention_cost(batch, query.shape[-2], key.shape[-2], embed_dim, num_head, masked=mask is not None)
     weights = out[1] if isinstance(out, (tuple, list)) else None
     if need_weights and average_attn_weights and weights is not None:
         # averaging the returned weights over heads: an add per score, a divide per averaged weight

@@ -35,14 +35,7 @@ def _mask(output_mask: Sequence[bool] | None, n: int) -> list[bool]:
 
 
 def _conv_backward_cost(
-    grad_output: TensorMeta,
-    input: TensorMeta,
-    weight: TensorMeta,
-    transposed: bool,
-    output_mask: Sequence[bool],
-    *,
-    out: Any,
-    **_: Any,
+    grad_output: TensorMeta, input: TensorMeta, weight: TensorMeta, transposed: bool, output_mask: Sequence[bool], *, out: Any, **_: Any
 ) -> Cost:
     want_input, want_weight, want_bias = _mask(output_mask, 3)
     forward_macs = conv_macs(input, weight, grad_output, transposed)
@@ -50,8 +43,7 @@ def _conv_backward_cost(
     bias_adds = grad_output.numel if want_bias else 0
     # grad_input needs the weight, grad_weight the input, grad_bias only grad_output
     read, written = io_bytes(
-        [grad_output, weight if want_input else None, input if want_weight else None],
-        [t for t in out if isinstance(t, TensorMeta)],
+        [grad_output, weight if want_input else None, input if want_weight else None], [t for t in out if isinstance(t, TensorMeta)]
     )
     return Cost(macs=macs, flops=2 * macs + bias_adds, bytes_read=read, bytes_written=written)
 
@@ -182,8 +174,7 @@ def rms_norm_backward_cost(
     want_input, want_weight = _mask(output_mask, 2)
     n = input.numel
     return Cost(
-        flops=want_input * flops_of("rms_norm_backward_input", n_input=n)
-        + want_weight * flops_of("rms_norm_backward_weight", n_input=n)
+        flops=want_input * flops_of("rms_norm_backward_input", n_input=n) + want_weight * flops_of("rms_norm_backward_weight", n_input=n)
     )
 
 
@@ -203,9 +194,7 @@ register(aten.glu_backward)(per_input_and_output("glu_backward"))
 
 
 @register(aten.gelu_backward)
-def gelu_backward_cost(
-    grad_output: TensorMeta, self: TensorMeta, *, approximate: str = "none", out: Any, **_: Any
-) -> Cost:
+def gelu_backward_cost(grad_output: TensorMeta, self: TensorMeta, *, approximate: str = "none", out: Any, **_: Any) -> Cost:
     name = "gelu_tanh_backward" if approximate == "tanh" else "gelu_backward"
     return Cost(flops=flops_of(name, n_output=first(out).numel))
 
@@ -273,12 +262,8 @@ register(
     aten._upsample_nearest_exact3d_backward,
 )(_per_grad_output("upsample_nearest_backward"))  # fmt: skip
 register(aten.upsample_linear1d_backward)(_per_grad_output("upsample_linear_backward"))
-register(aten.upsample_bilinear2d_backward, aten._upsample_bilinear2d_aa_backward)(
-    _per_grad_output("upsample_bilinear_backward")
-)
-register(aten.upsample_bicubic2d_backward, aten._upsample_bicubic2d_aa_backward)(
-    _per_grad_output("upsample_bicubic_backward")
-)
+register(aten.upsample_bilinear2d_backward, aten._upsample_bilinear2d_aa_backward)(_per_grad_output("upsample_bilinear_backward"))
+register(aten.upsample_bicubic2d_backward, aten._upsample_bicubic2d_aa_backward)(_per_grad_output("upsample_bicubic_backward"))
 register(aten.upsample_trilinear3d_backward)(_per_grad_output("upsample_trilinear_backward"))
 register(
     aten.reflection_pad1d_backward, aten.reflection_pad2d_backward, aten.reflection_pad3d_backward,
@@ -290,13 +275,7 @@ register(aten.unfold_backward)(_per_grad_output("add"))  # overlapping windows a
 
 @register(aten.grid_sampler_2d_backward, aten.grid_sampler_3d_backward)
 def grid_sampler_backward_cost(
-    grad_output: TensorMeta,
-    input: TensorMeta,
-    grid: TensorMeta,
-    interpolation_mode: int = 0,
-    *args: Any,
-    out: Any,
-    **_: Any,
+    grad_output: TensorMeta, input: TensorMeta, grid: TensorMeta, interpolation_mode: int = 0, *args: Any, out: Any, **_: Any
 ) -> Cost:
     # recompute the weights per grid point; per grad_output element, scatter into grad_input and
     # accumulate grad_grid, each about one forward interpolation
@@ -314,16 +293,12 @@ register(aten.select_backward, aten.slice_backward, aten.diagonal_backward)(elem
 
 
 @register(aten.nll_loss_backward, aten.nll_loss2d_backward)
-def nll_loss_backward_cost(
-    grad_output: TensorMeta, self: TensorMeta, target: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
+def nll_loss_backward_cost(grad_output: TensorMeta, self: TensorMeta, target: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
     return Cost(flops=flops_of("nll_loss_backward", n_input=target.numel))
 
 
 @register(aten.smooth_l1_loss_backward, aten.huber_loss_backward)
-def smooth_l1_loss_backward_cost(
-    grad_output: TensorMeta, self: TensorMeta, target: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
+def smooth_l1_loss_backward_cost(grad_output: TensorMeta, self: TensorMeta, target: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
     return Cost(flops=flops_of("smooth_l1_loss_backward", n_input=self.numel))
 
 
@@ -335,15 +310,11 @@ def binary_cross_entropy_backward_cost(
 
 
 @register(aten._cdist_backward)
-def cdist_backward_cost(
-    grad: TensorMeta, x1: TensorMeta, x2: TensorMeta, p: float, cdist: TensorMeta, *, out: Any, **_: Any
-) -> Cost:
+def cdist_backward_cost(grad: TensorMeta, x1: TensorMeta, x2: TensorMeta, p: float, cdist: TensorMeta, *, out: Any, **_: Any) -> Cost:
     # the gradient of x1 only (autograd calls it again with x1 and x2 swapped for x2's)
     return Cost(flops=flops_of("cdist_backward", n_input=cdist.numel * x1.shape[-1], n_output=cdist.numel))
 
 
 @register(aten.mse_loss_backward)
-def mse_loss_backward_cost(
-    grad_output: TensorMeta, self: TensorMeta, target: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
+def mse_loss_backward_cost(grad_output: TensorMeta, self: TensorMeta, target: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
     return Cost(flops=flops_of("mse_loss_backward", n_input=self.numel))

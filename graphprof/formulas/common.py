@@ -34,10 +34,7 @@ def io_bytes(reads: list[TensorMeta | None], writes: list[TensorMeta | None]) ->
 
     Reads count the storage each tensor addresses (a broadcast dimension once), writes the dense size.
     """
-    return (
-        sum(t.addressed_nbytes for t in reads if t is not None),
-        sum(t.nbytes for t in writes if t is not None),
-    )
+    return (sum(t.addressed_nbytes for t in reads if t is not None), sum(t.nbytes for t in writes if t is not None))
 
 
 def elementwise(name: str) -> Callable[..., Cost]:

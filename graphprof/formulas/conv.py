@@ -37,9 +37,7 @@ def conv_macs(input: TensorMeta, weight: TensorMeta, out: TensorMeta, transposed
     return (input.numel if transposed else out.numel) * per_element
 
 
-def conv_cost(
-    input: TensorMeta, weight: TensorMeta, bias: TensorMeta | None, out: TensorMeta, transposed: bool
-) -> Cost:
+def conv_cost(input: TensorMeta, weight: TensorMeta, bias: TensorMeta | None, out: TensorMeta, transposed: bool) -> Cost:
     """MACs of the convolution, plus 1 FLOP per output element for a bias."""
     return contraction(conv_macs(input, weight, out, transposed), 0 if bias is None else out.numel)
 
@@ -61,9 +59,7 @@ def convolution_cost(
 
 
 @register(aten.conv1d, aten.conv2d, aten.conv3d)
-def conv_nd_cost(
-    input: TensorMeta, weight: TensorMeta, bias: TensorMeta | None = None, *args: Any, out: TensorMeta, **_: Any
-) -> Cost:
+def conv_nd_cost(input: TensorMeta, weight: TensorMeta, bias: TensorMeta | None = None, *args: Any, out: TensorMeta, **_: Any) -> Cost:
     # CompositeImplicit (reaches dispatch as aten.convolution); registered for graphs captured above it
     return conv_cost(input, weight, bias, out, transposed=False)
 
@@ -77,21 +73,13 @@ def conv_transpose_nd_cost(
 
 
 @register(aten.mkldnn_convolution)
-def mkldnn_convolution_cost(
-    self: TensorMeta, weight: TensorMeta, bias: TensorMeta | None, *args: Any, out: TensorMeta, **_: Any
-) -> Cost:
+def mkldnn_convolution_cost(self: TensorMeta, weight: TensorMeta, bias: TensorMeta | None, *args: Any, out: TensorMeta, **_: Any) -> Cost:
     return conv_cost(self, weight, bias, out, transposed=False)
 
 
 def _slow_conv(transposed: bool) -> Formula:  # a formula factory
     def formula(
-        self: TensorMeta,
-        weight: TensorMeta,
-        kernel_size: Any,
-        bias: TensorMeta | None = None,
-        *args: Any,
-        out: TensorMeta,
-        **_: Any,
+        self: TensorMeta, weight: TensorMeta, kernel_size: Any, bias: TensorMeta | None = None, *args: Any, out: TensorMeta, **_: Any
     ) -> Cost:
         # the CPU's unfolded (im2col) kernels: (self, weight, kernel_size, bias, ...)
         return conv_cost(self, weight, bias, out, transposed=transposed)
@@ -100,13 +88,9 @@ def _slow_conv(transposed: bool) -> Formula:  # a formula factory
     return formula
 
 
-register(
-    aten._slow_conv2d_forward,
-    aten.slow_conv3d_forward,
-    aten._conv_depthwise2d,
-    aten.slow_conv_dilated2d,
-    aten.slow_conv_dilated3d,
-)(_slow_conv(transposed=False))
+register(aten._slow_conv2d_forward, aten.slow_conv3d_forward, aten._conv_depthwise2d, aten.slow_conv_dilated2d, aten.slow_conv_dilated3d)(
+    _slow_conv(transposed=False)
+)
 register(aten.slow_conv_transpose2d, aten.slow_conv_transpose3d)(_slow_conv(transposed=True))
 
 
@@ -116,7 +100,5 @@ def cudnn_convolution_cost(self: TensorMeta, weight: TensorMeta, *args: Any, out
 
 
 @register(aten.cudnn_convolution_transpose)
-def cudnn_convolution_transpose_cost(
-    self: TensorMeta, weight: TensorMeta, *args: Any, out: TensorMeta, **_: Any
-) -> Cost:
+def cudnn_convolution_transpose_cost(self: TensorMeta, weight: TensorMeta, *args: Any, out: TensorMeta, **_: Any) -> Cost:
     return conv_cost(self, weight, None, out, transposed=True)

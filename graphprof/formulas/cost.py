@@ -42,10 +42,7 @@ class Cost:
         if not isinstance(other, Cost):
             return NotImplemented
         return Cost(
-            self.macs + other.macs,
-            self.flops + other.flops,
-            self.bytes_read + other.bytes_read,
-            self.bytes_written + other.bytes_written,
+            self.macs + other.macs, self.flops + other.flops, self.bytes_read + other.bytes_read, self.bytes_written + other.bytes_written
         )
 
     def __radd__(self, other: object) -> Cost:
@@ -118,7 +115,4 @@ class TensorMeta:
             return self.nnz * (self.dtype.itemsize + 16)
         if self.stride is None or len(self.stride) != len(self.shape) or 0 in self.shape:
             return self.nbytes
-        return (
-            math.prod(size for size, step in zip(self.shape, self.stride, strict=True) if step != 0)
-            * self.dtype.itemsize
-        )
+        return math.prod(size for size, step in zip(self.shape, self.stride, strict=True) if step != 0) * self.dtype.itemsize

@@ -37,14 +37,7 @@ from graphprof.formulas.attention import attention_backward_cost, attention_cost
 from graphprof.formulas.cost import Cost, TensorMeta
 from graphprof.formulas.registry import register, register_summary
 
-__all__ = [
-    "FlexBlocks",
-    "flex_blocks",
-    "summarise_flex",
-    "flex_fractions",
-    "flex_attention_cost",
-    "flex_attention_backward_cost",
-]
+__all__ = ["FlexBlocks", "flex_blocks", "summarise_flex", "flex_fractions", "flex_attention_cost", "flex_attention_backward_cost"]
 
 #: The block-mask argument's position among the operator's arguments.
 _BLOCK_MASK_POSITION = {flex_attention: 4, flex_attention_backward: 9}
@@ -93,9 +86,7 @@ def _block_pairs(visit: torch.Tensor, indices: torch.Tensor, q_len: int, kv_len:
     return int((rows * cols * visit).sum())
 
 
-def _kept_in_partial(
-    visit: torch.Tensor, indices: torch.Tensor, mask_mod: Any, q_len: int, kv_len: int, bq: int, bkv: int
-) -> int:
+def _kept_in_partial(visit: torch.Tensor, indices: torch.Tensor, mask_mod: Any, q_len: int, kv_len: int, bq: int, bkv: int) -> int:
     """Pairs the mask function keeps inside the visited partial blocks (evaluated on their indices)."""
     where = visit.nonzero()  # (P, ndim): batch, head, q block, slot
     if where.shape[0] == 0:
@@ -156,9 +147,7 @@ def _unknown(block_mask: tuple[Any, ...]) -> FlexBlocks:
     return FlexBlocks(q_len, kv_len, heads, pairs, pairs, exact=False)
 
 
-def summarise_flex(
-    args: tuple[Any, ...], kwargs: dict[str, Any], position: int
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def summarise_flex(args: tuple[Any, ...], kwargs: dict[str, Any], position: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``args`` with the block mask at ``position`` replaced by its :class:`FlexBlocks` (once)."""
     if len(args) <= position or not isinstance(args[position], tuple):
         return args, kwargs
@@ -205,6 +194,4 @@ def flex_attention_backward_cost(
     grad_out: TensorMeta | None, *args: Any, out: Any, **_: Any,
 ) -> Cost:  # fmt: skip
     # recompute Q K^T, dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q: L x S x (3 E + 2 E_v) per head
-    return attention_backward_cost(
-        math.prod(query.shape[:-2]), query.shape[-2], key.shape[-2], query.shape[-1], value.shape[-1]
-    )
+    return attention_backward_cost(math.prod(query.shape[:-2]), query.shape[-2], key.shape[-2], query.shape[-1], value.shape[-1])

@@ -45,9 +45,7 @@ def mm_cost(self: TensorMeta, mat2: TensorMeta, *, out: TensorMeta, **_: Any) ->
 
 
 @register(aten.addmm)
-def addmm_cost(
-    self: TensorMeta, mat1: TensorMeta, mat2: TensorMeta, *, beta: Any = 1, alpha: Any = 1, out: TensorMeta, **_: Any
-) -> Cost:
+def addmm_cost(self: TensorMeta, mat1: TensorMeta, mat2: TensorMeta, *, beta: Any = 1, alpha: Any = 1, out: TensorMeta, **_: Any) -> Cost:
     return contraction(_stored(mat1) * mat2.shape[1], _scaled_add(out, beta, alpha))
 
 
@@ -92,14 +90,7 @@ def bmm_cost(self: TensorMeta, mat2: TensorMeta, *, out: TensorMeta, **_: Any) -
 
 @register(aten.baddbmm, aten.addbmm)
 def baddbmm_cost(
-    self: TensorMeta,
-    batch1: TensorMeta,
-    batch2: TensorMeta,
-    *,
-    beta: Any = 1,
-    alpha: Any = 1,
-    out: TensorMeta,
-    **_: Any,
+    self: TensorMeta, batch1: TensorMeta, batch2: TensorMeta, *, beta: Any = 1, alpha: Any = 1, out: TensorMeta, **_: Any
 ) -> Cost:
     # b * m * k * n MACs; for addbmm the sum over the batch is part of the accumulation into one (m, n) output
     b, m, k = batch1.shape
@@ -113,9 +104,7 @@ def mv_cost(self: TensorMeta, vec: TensorMeta, *, out: TensorMeta, **_: Any) -> 
 
 
 @register(aten.addmv)
-def addmv_cost(
-    self: TensorMeta, mat: TensorMeta, vec: TensorMeta, *, beta: Any = 1, alpha: Any = 1, out: TensorMeta, **_: Any
-) -> Cost:
+def addmv_cost(self: TensorMeta, mat: TensorMeta, vec: TensorMeta, *, beta: Any = 1, alpha: Any = 1, out: TensorMeta, **_: Any) -> Cost:
     m, k = mat.shape
     return contraction(m * k, _scaled_add(out, beta, alpha))
 
@@ -126,9 +115,7 @@ def dot_cost(self: TensorMeta, tensor: TensorMeta, *, out: TensorMeta, **_: Any)
 
 
 @register(aten.linear)
-def linear_cost(
-    input: TensorMeta, weight: TensorMeta, bias: TensorMeta | None = None, *, out: TensorMeta, **_: Any
-) -> Cost:
+def linear_cost(input: TensorMeta, weight: TensorMeta, bias: TensorMeta | None = None, *, out: TensorMeta, **_: Any) -> Cost:
     # every input row (input.numel / in_features of them) meets out_features weight rows of in_features
     in_features = weight.shape[-1]
     out_features = weight.shape[0] if weight.ndim == 2 else 1

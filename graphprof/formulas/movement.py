@@ -46,9 +46,7 @@ register(
 
 # Functionalised graphs replace views by copying twins (view_copy, permute_copy...): real copies.
 _VIEW_COPIES = [
-    p
-    for p in (getattr(aten, f"{name}_copy", None) for name in VIEW_OP_NAMES if name != "lift_fresh")
-    if isinstance(p, OpOverloadPacket)
+    p for p in (getattr(aten, f"{name}_copy", None) for name in VIEW_OP_NAMES if name != "lift_fresh") if isinstance(p, OpOverloadPacket)
 ]
 register(*_VIEW_COPIES)(elementwise("copy"))
 
@@ -144,21 +142,13 @@ def _scatter_in_place(self: TensorMeta, touched: int, sources: list[TensorMeta |
     touched_bytes = touched * self.itemsize
     read, _ = io_bytes(sources, [])
     if accumulate:
-        return Cost(
-            flops=flops_of("add", n_output=touched), bytes_read=read + touched_bytes, bytes_written=touched_bytes
-        )
+        return Cost(flops=flops_of("add", n_output=touched), bytes_read=read + touched_bytes, bytes_written=touched_bytes)
     return Cost(bytes_read=read, bytes_written=touched_bytes)
 
 
 def _index_put(in_place: bool) -> Formula:  # a formula factory
     def formula(
-        self: TensorMeta,
-        indices: list[TensorMeta | None],
-        values: TensorMeta,
-        accumulate: bool = False,
-        *args: Any,
-        out: Any,
-        **_: Any,
+        self: TensorMeta, indices: list[TensorMeta | None], values: TensorMeta, accumulate: bool = False, *args: Any, out: Any, **_: Any
     ) -> Cost:
         if in_place:
             touched = indexed_elements(self, list(indices))
@@ -180,24 +170,18 @@ def _tensor_or_none(value: Any) -> TensorMeta | None:
 
 
 @register(aten.scatter_)
-def scatter_inplace_cost(
-    self: TensorMeta, dim: int, index: TensorMeta, src: Any, *, reduce: str | None = None, out: Any, **_: Any
-) -> Cost:
+def scatter_inplace_cost(self: TensorMeta, dim: int, index: TensorMeta, src: Any, *, reduce: str | None = None, out: Any, **_: Any) -> Cost:
     # src is a tensor or a scalar value; reduce="add" / "multiply" accumulates
     return _scatter_in_place(self, index.numel, [index, _tensor_or_none(src)], accumulate=reduce is not None)
 
 
 @register(aten.scatter_add_, aten.scatter_reduce_)
-def scatter_add_inplace_cost(
-    self: TensorMeta, dim: int, index: TensorMeta, src: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
+def scatter_add_inplace_cost(self: TensorMeta, dim: int, index: TensorMeta, src: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
     return _scatter_in_place(self, index.numel, [index, src], accumulate=True)
 
 
 def _index_source(accumulate: bool) -> Formula:  # a formula factory
-    def formula(
-        self: TensorMeta, dim: int, index: TensorMeta, source: TensorMeta, *args: Any, out: Any, **_: Any
-    ) -> Cost:
+    def formula(self: TensorMeta, dim: int, index: TensorMeta, source: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
         # source's slices land on the indexed slices of self: added (index_add_) or copied (index_copy_)
         return _scatter_in_place(self, source.numel, [index, source], accumulate=accumulate)
 
@@ -210,33 +194,25 @@ register(aten.index_copy_)(_index_source(accumulate=False))
 
 
 @register(aten.index_fill_)
-def index_fill_inplace_cost(
-    self: TensorMeta, dim: int, index: TensorMeta, value: Any, *args: Any, out: Any, **_: Any
-) -> Cost:
+def index_fill_inplace_cost(self: TensorMeta, dim: int, index: TensorMeta, value: Any, *args: Any, out: Any, **_: Any) -> Cost:
     # fills index.numel slices of self along dim
     slice_numel = self.numel // self.shape[dim] if self.ndim else 1
     return _scatter_in_place(self, index.numel * slice_numel, [index, _tensor_or_none(value)], accumulate=False)
 
 
 @register(aten.scatter)
-def scatter_cost(
-    self: TensorMeta, dim: int, index: TensorMeta, src: Any, *, reduce: str | None = None, out: Any, **_: Any
-) -> Cost:
+def scatter_cost(self: TensorMeta, dim: int, index: TensorMeta, src: Any, *, reduce: str | None = None, out: Any, **_: Any) -> Cost:
     # functional: a copy of self, then the scatter (generic bytes); reduce= accumulates
     return Cost(flops=flops_of("add", n_output=index.numel) if reduce is not None else 0)
 
 
 @register(aten.scatter_add, aten.scatter_reduce)
-def scatter_add_cost(
-    self: TensorMeta, dim: int, index: TensorMeta, src: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
+def scatter_add_cost(self: TensorMeta, dim: int, index: TensorMeta, src: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
     return Cost(flops=flops_of("add", n_output=index.numel))
 
 
 @register(aten.index_add)
-def index_add_cost(
-    self: TensorMeta, dim: int, index: TensorMeta, source: TensorMeta, *args: Any, out: Any, **_: Any
-) -> Cost:
+def index_add_cost(self: TensorMeta, dim: int, index: TensorMeta, source: TensorMeta, *args: Any, out: Any, **_: Any) -> Cost:
     return Cost(flops=flops_of("add", n_output=source.numel))
 
 

@@ -29,13 +29,7 @@ def layer_norm_flops(input: TensorMeta, weight: TensorMeta | None, bias: TensorM
     return flops_of("layer_norm", n_input=n) + affine
 
 
-@register(
-    aten.native_batch_norm,
-    aten._native_batch_norm_legit_functional,
-    aten.cudnn_batch_norm,
-    aten.miopen_batch_norm,
-    aten.batch_norm,
-)
+@register(aten.native_batch_norm, aten._native_batch_norm_legit_functional, aten.cudnn_batch_norm, aten.miopen_batch_norm, aten.batch_norm)
 def batch_norm_cost(
     input: TensorMeta,
     weight: TensorMeta | None,
@@ -96,9 +90,7 @@ def group_norm_cost(input: TensorMeta, num_groups: int, *args: Any, out: Any, **
 
 
 @register(aten._fused_rms_norm, aten.rms_norm)
-def rms_norm_cost(
-    input: TensorMeta, normalized_shape: Any, weight: TensorMeta | None = None, *args: Any, out: Any, **_: Any
-) -> Cost:
+def rms_norm_cost(input: TensorMeta, normalized_shape: Any, weight: TensorMeta | None = None, *args: Any, out: Any, **_: Any) -> Cost:
     n = input.numel
     return Cost(flops=flops_of("rms_norm", n_input=n) + (weight is not None) * flops_of("mul", n_output=n))
 

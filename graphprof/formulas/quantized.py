@@ -82,6 +82,4 @@ def dequantize_cost(self: Any, *args: Any, out: Any, **_: Any) -> Cost:
 def quantized_max_pool_cost(self: TensorMeta, kernel_size: Any, *args: Any, out: Any, **_: Any) -> Cost:
     result = first(out)
     dims = len(self.shape) - 2
-    return Cost(
-        flops=flops_of("max_pool", n_input=result.numel * window_size(kernel_size, dims), n_output=result.numel)
-    )
+    return Cost(flops=flops_of("max_pool", n_input=result.numel * window_size(kernel_size, dims), n_output=result.numel))

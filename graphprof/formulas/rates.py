@@ -59,9 +59,7 @@ ONE_OP_NAMES = (
 #: Real FLOPs per complex element of the arithmetic ops (a complex output; the table's 1 is for real ones):
 #: ``(a+bi) + (c+di)``: two adds; ``(a+bi)(c+di) = (ac-bd) + (ad+bc)i``: four multiplies and two adds;
 #: ``(a+bi)/(c+di) = ((ac+bd) + (bc-ad)i) / (c^2+d^2)``: six multiplies, three adds and two divides.
-COMPLEX_FLOPS: Final[Mapping[str, int]] = MappingProxyType(
-    {"add": 2, "sub": 2, "rsub": 2, "neg": 2, "mul": 6, "div": 11}
-)
+COMPLEX_FLOPS: Final[Mapping[str, int]] = MappingProxyType({"add": 2, "sub": 2, "rsub": 2, "neg": 2, "mul": 6, "div": 11})
 
 PER_ELEMENT_FLOPS: Final[Mapping[str, FlopRate]] = MappingProxyType({
     # ---- element-wise arithmetic and logic: per output element ------------------------------------

@@ -71,9 +71,7 @@ def _tokens(input: TensorMeta) -> int:
     return input.numel // input.shape[-1] if input.ndim > 1 else 1
 
 
-def rnn_stack_cost(
-    kind: str, tokens: int, hidden_size: int, layer_directions: int, weights: Sequence[TensorMeta | None]
-) -> Cost:
+def rnn_stack_cost(kind: str, tokens: int, hidden_size: int, layer_directions: int, weights: Sequence[TensorMeta | None]) -> Cost:
     """Cost of ``layer_directions`` recurrent layer-directions over ``tokens`` tokens.
 
     ``weights`` are all the layer-directions' parameters: 2-D ones are matrices (one product per token),
@@ -122,9 +120,7 @@ def _stack_forward(
     return rnn_stack_cost(_MODES[mode][0], tokens, hidden_size, layer_directions, weight)
 
 
-def _layer_weights(
-    w_ih: TensorMeta, w_hh: TensorMeta, b_ih: TensorMeta, b_hh: TensorMeta, has_biases: bool
-) -> list[TensorMeta]:
+def _layer_weights(w_ih: TensorMeta, w_hh: TensorMeta, b_ih: TensorMeta, b_hh: TensorMeta, has_biases: bool) -> list[TensorMeta]:
     # oneDNN's one layer, one direction: the two bias slots hold placeholders when has_biases is false
     return [w_ih, w_hh, *((b_ih, b_hh) if has_biases else ())]
 
@@ -226,9 +222,7 @@ for _kind in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
 
 
 def _fused_cell(kind: str) -> Formula:  # a body factory, for by_name
-    def body(
-        input_gates: TensorMeta, input_bias: TensorMeta | None = None, hidden_bias: TensorMeta | None = None, **_: Any
-    ) -> Cost:
+    def body(input_gates: TensorMeta, input_bias: TensorMeta | None = None, hidden_bias: TensorMeta | None = None, **_: Any) -> Cost:
         # the gate products were separate mm calls (input_gates is their (rows, G H) result): the cell's work
         # without its matrices, that is the gate sum, the biases and the element-wise work
         hidden = input_gates.shape[-1] // GATES[kind]

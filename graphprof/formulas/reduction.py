@@ -103,9 +103,7 @@ def cdist_cost(x1: TensorMeta, x2: TensorMeta, *args: Any, out: TensorMeta, **_:
 
 
 @register(aten.nll_loss_forward, aten.nll_loss2d_forward)
-def nll_loss_cost(
-    self: TensorMeta, target: TensorMeta, weight: TensorMeta | None = None, *args: Any, out: Any, **_: Any
-) -> Cost:
+def nll_loss_cost(self: TensorMeta, target: TensorMeta, weight: TensorMeta | None = None, *args: Any, out: Any, **_: Any) -> Cost:
     # per target: gather -log p and add it (a class weight multiplies it: +1); mean: divide per output
     per_target = flops_of("nll_loss", n_input=target.numel) + (0 if weight is None else target.numel)
     return Cost(flops=per_target + flops_of("nll_loss", n_output=first(out).numel))

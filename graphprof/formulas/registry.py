@@ -105,10 +105,7 @@ ZERO_COST_OPS: Final[frozenset[OpOverloadPacket]] = frozenset(
     # prim.device / prim.layout / prim.dtype: metadata queries issued by Python-level code.
     + _packets(torch.ops.prim, ("device", "layout", "dtype"))
     # record_function markers (torch.profiler, Hugging Face models) reach dispatch as these ops.
-    + _packets(
-        torch.ops.profiler,
-        ("_record_function_enter", "_record_function_enter_new", "_record_function_exit"),
-    )
+    + _packets(torch.ops.profiler, ("_record_function_enter", "_record_function_enter_new", "_record_function_exit"))
 )
 """Ops known to compute nothing and move no data: views and aliases, metadata queries, uninitialised
 allocations (``empty*``), runtime assertions and profiler markers. Factories that *initialise* memory
@@ -142,13 +139,9 @@ _resolved: dict[Any, Any] = {}
 def _check_key(packet: object) -> OpKey:
     if not isinstance(packet, (OpOverloadPacket, HigherOrderOperator)):
         hint = " (register the packet, e.g. aten.mm, not aten.mm.default)" if isinstance(packet, OpOverload) else ""
-        raise FormulaRegistryError(
-            f"cost formulas are keyed by OpOverloadPacket; got {packet!r} of type {type(packet).__name__}{hint}"
-        )
+        raise FormulaRegistryError(f"cost formulas are keyed by OpOverloadPacket; got {packet!r} of type {type(packet).__name__}{hint}")
     if packet in _FORMULAS:
-        raise FormulaRegistryError(
-            f"{packet} already has a cost formula ({_FORMULAS[packet].__qualname__}); register each op once"
-        )
+        raise FormulaRegistryError(f"{packet} already has a cost formula ({_FORMULAS[packet].__qualname__}); register each op once")
     if packet in ZERO_COST_OPS:
         raise FormulaRegistryError(f"{packet} is a zero-cost op; it cannot also have a cost formula")
     return packet
@@ -218,9 +211,7 @@ def _packet_for_user(op: Any) -> OpOverloadPacket:
         packet = getattr(getattr(torch.ops, namespace), name.partition(".")[0], None)
         if isinstance(packet, OpOverloadPacket):
             return packet
-    raise FormulaRegistryError(
-        f"register_formula() needs an op (torch.ops.ns.name, a custom_op or 'ns::name'); got {op!r}"
-    )
+    raise FormulaRegistryError(f"register_formula() needs an op (torch.ops.ns.name, a custom_op or 'ns::name'); got {op!r}")
 
 
 def register_formula(op: Any, formula: Formula) -> None:
@@ -252,9 +243,7 @@ def register_formula(op: Any, formula: Formula) -> None:
     def checked(*args: Any, out: Any, **kwargs: Any) -> Cost:
         cost = formula(*args, out=out, **kwargs)
         if not isinstance(cost, Cost):
-            raise FormulaRegistryError(
-                f"the formula registered for {packet} returned {type(cost).__name__}, not a graphprof Cost"
-            )
+            raise FormulaRegistryError(f"the formula registered for {packet} returned {type(cost).__name__}, not a graphprof Cost")
         return cost
 
     checked.__name__ = checked.__qualname__ = getattr(formula, "__qualname__", "user_formula")
@@ -365,9 +354,7 @@ def _to_meta(value: Any, seen: set[int], total: list[int], read: bool = True) ->
     return value
 
 
-def op_cost(
-    func: OpOverload | HigherOrderOperator, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
-) -> Cost | None:
+def op_cost(func: OpOverload | HigherOrderOperator, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Cost | None:
     """The cost of one aten call, as seen in ``__torch_dispatch__``.
 
     ``args``/``kwargs``/``out`` may hold real, meta or fake tensors (or their :class:`TensorMeta`),

@@ -43,17 +43,13 @@ GRID_MODES_3D = ("upsample_trilinear", "upsample_nearest", "upsample_bicubic")
 
 
 @register(aten.grid_sampler_2d, aten.grid_sampler_3d, aten.grid_sampler)
-def grid_sampler_cost(
-    input: TensorMeta, grid: TensorMeta, interpolation_mode: int = 0, *args: Any, out: Any, **_: Any
-) -> Cost:
+def grid_sampler_cost(input: TensorMeta, grid: TensorMeta, interpolation_mode: int = 0, *args: Any, out: Any, **_: Any) -> Cost:
     # per grid point: unnormalise the coordinates and compute the weights; per output: interpolate
     dims = grid.shape[-1]
     modes = GRID_MODES_2D if dims == 2 else GRID_MODES_3D
     points = grid.numel // dims
     result = first(out)
-    return Cost(
-        flops=flops_of("grid_sample", n_input=points) + flops_of(modes[interpolation_mode], n_output=result.numel)
-    )
+    return Cost(flops=flops_of("grid_sample", n_input=points) + flops_of(modes[interpolation_mode], n_output=result.numel))
 
 
 @register(aten.affine_grid_generator)

@@ -52,9 +52,7 @@ def sparse_addmm_cost(
     self: TensorMeta, mat1: TensorMeta, mat2: TensorMeta, *, beta: Any = 1, alpha: Any = 1, out: TensorMeta, **_: Any
 ) -> Cost:
     # beta * self + alpha * (mat1 @ mat2): the product, then an add per output element (and the scalings)
-    extra = (
-        (0 if beta == 0 else out.numel) + (out.numel if beta not in (0, 1) else 0) + (out.numel if alpha != 1 else 0)
-    )
+    extra = (0 if beta == 0 else out.numel) + (out.numel if beta not in (0, 1) else 0) + (out.numel if alpha != 1 else 0)
     return contraction(_sparse_product(mat1, mat2), extra)
 
 

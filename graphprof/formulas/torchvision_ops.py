@@ -49,14 +49,7 @@ for _packet in (torchvision_ops.roi_align, torchvision_ops._roi_align_backward):
 
 @register(torchvision_ops.deform_conv2d)
 def deform_conv2d_cost(
-    input: TensorMeta,
-    weight: TensorMeta,
-    offset: TensorMeta,
-    mask: TensorMeta,
-    bias: TensorMeta,
-    *args: Any,
-    out: TensorMeta,
-    **_: Any,
+    input: TensorMeta, weight: TensorMeta, offset: TensorMeta, mask: TensorMeta, bias: TensorMeta, *args: Any, out: TensorMeta, **_: Any
 ) -> Cost:
     # a convolution over bilinearly sampled (and, with use_mask, modulated) input columns
     use_mask = bool(args[-1]) if args and isinstance(args[-1], bool) else False

@@ -76,9 +76,7 @@ def _kv_dtype(value: str | torch.dtype | None, run: torch.dtype) -> torch.dtype:
     return parse_dtype(value) or run
 
 
-def _spec(
-    prompt_len: Any, new_tokens: Any, batch_size: Any, dtype: Any, kv_dtype: Any, cache: Any, hardware: Any
-) -> GenerationSpec:
+def _spec(prompt_len: Any, new_tokens: Any, batch_size: Any, dtype: Any, kv_dtype: Any, cache: Any, hardware: Any) -> GenerationSpec:
     run = parse_dtype(dtype) or DEFAULT_DTYPE
     try:
         kind = KVCache(cache)
@@ -123,9 +121,7 @@ def _decode_profiles(
     out = []
     for context in contexts:
         profile = profile_decode(pm, context=context, batch=spec.batch, kind=spec.cache, kv_dtype=spec.dtype)
-        profile = reprice_kv(
-            profile, layers_path, kv, context=context, new=1, batch=spec.batch, run=spec.dtype, kv=spec.kv_dtype
-        )
+        profile = reprice_kv(profile, layers_path, kv, context=context, new=1, batch=spec.batch, run=spec.dtype, kv=spec.kv_dtype)
         out.append((context, profile))
     return out
 
@@ -175,9 +171,7 @@ def _latency(prefill: Phase, total: Phase | None, batch: int, pick: str) -> Late
     return Latency(ttft_s=ttft, tpot_s=tpot, tokens_per_s=rate, total_s=ttft + (steps_s or 0.0))
 
 
-def _fit(
-    pm: PreparedModel, prefill: Profile, spec: GenerationSpec, kv: KVCacheSpec, memory_bytes: int | None
-) -> MemoryFit | None:
+def _fit(pm: PreparedModel, prefill: Profile, spec: GenerationSpec, kv: KVCacheSpec, memory_bytes: int | None) -> MemoryFit | None:
     if spec.hardware is None:
         return None
     capacity = device_memory(spec.hardware, memory_bytes)
@@ -199,9 +193,7 @@ def _notes(spec: GenerationSpec, how: str, fit: MemoryFit | None, hardware: Hard
         "the prefill gives the first new token; each decode step one more; the last token never enters the cache",
     ]
     if spec.kv_dtype != spec.dtype:
-        notes.append(
-            "the dry run keeps the cache in the compute dtype; its reads and writes are re-priced at the KV dtype"
-        )
+        notes.append("the dry run keeps the cache in the compute dtype; its reads and writes are re-priced at the KV dtype")
     if hardware is not None and fit is None:
         notes.append(f"will it fit: no memory figure for {hardware.label} (pass memory_bytes)")
     return tuple(notes)
@@ -232,18 +224,9 @@ def profile_generation(
     kv = kv_spec(pm.model.config)
     layers_path = decoder_list(pm.model)
     traffic = KVTraffic(kv, layers_path, spec.batch, spec.kv_dtype)
-    prefill_profile = profile_prefill(
-        pm, prompt=spec.prompt_len, batch=spec.batch, kind=spec.cache, kv_dtype=spec.dtype
-    )
+    prefill_profile = profile_prefill(pm, prompt=spec.prompt_len, batch=spec.batch, kind=spec.cache, kv_dtype=spec.dtype)
     prefill_profile = reprice_kv(
-        prefill_profile,
-        layers_path,
-        kv,
-        context=0,
-        new=spec.prompt_len,
-        batch=spec.batch,
-        run=spec.dtype,
-        kv=spec.kv_dtype,
+        prefill_profile, layers_path, kv, context=0, new=spec.prompt_len, batch=spec.batch, run=spec.dtype, kv=spec.kv_dtype
     )
     prefill = single_phase("prefill", prefill_profile, spec.hardware, traffic, context=0, new=spec.prompt_len)
     first, last, total, how = _decode(pm, spec, kv, traffic)

@@ -82,9 +82,7 @@ class AffineDecode:
         return _plus(scale(self.base.total, steps), scale(slope, steps * (steps - 1) // 2))
 
     def row_total(self, index: int, steps: int) -> Cost:
-        return _plus(
-            scale(self.base.layers[index].cost, steps), scale(self.row_slopes[index], steps * (steps - 1) // 2)
-        )
+        return _plus(scale(self.base.layers[index].cost, steps), scale(self.row_slopes[index], steps * (steps - 1) // 2))
 
 
 def _check_same_graph(a: Profile, b: Profile) -> None:
@@ -98,8 +96,7 @@ def _check_same_graph(a: Profile, b: Profile) -> None:
 def _slopes(a: Profile, b: Profile) -> tuple[tuple[Cost, ...], tuple[tuple[Cost, ...], ...]]:
     rows = tuple(minus(rb.cost, ra.cost) for ra, rb in zip(a.layers, b.layers, strict=True))
     ops = tuple(
-        tuple(minus(ob.cost, oa.cost) for oa, ob in zip(ra.ops, rb.ops, strict=True))
-        for ra, rb in zip(a.layers, b.layers, strict=True)
+        tuple(minus(ob.cost, oa.cost) for oa, ob in zip(ra.ops, rb.ops, strict=True)) for ra, rb in zip(a.layers, b.layers, strict=True)
     )
     return rows, ops
 
@@ -114,9 +111,7 @@ def fit_affine(first: Profile, context: int, next_: Profile, far: Profile, far_c
     extra = far_context - context
     for index, row in enumerate(far.layers):
         if row.cost != fitted.row_cost(index, far_context):
-            raise NotAffineError(
-                f"{row.name}: its cost at context {far_context} is off the line through {context} and {context + 1}"
-            )
+            raise NotAffineError(f"{row.name}: its cost at context {far_context} is off the line through {context} and {context + 1}")
         base_ops = first.layers[index].ops
         for op, base_op, slope in zip(row.ops, base_ops, op_slopes[index], strict=True):
             if op.cost != _plus(base_op.cost, scale(slope, extra)):

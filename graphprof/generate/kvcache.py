@@ -60,12 +60,7 @@ class KVCacheSpec:
         return self.bytes_per_token(dtype) * tokens * batch
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "layers": self.layers,
-            "kv_heads": self.kv_heads,
-            "head_dim": self.head_dim,
-            "attention_heads": self.attention_heads,
-        }
+        return {"layers": self.layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim, "attention_heads": self.attention_heads}
 
 
 def _text_config(config: Any) -> Any:
@@ -82,15 +77,8 @@ def kv_spec(config: Any) -> KVCacheSpec:
     131072
     """
     text = _text_config(config)
-    layers, heads, hidden = (
-        getattr(text, k, None) for k in ("num_hidden_layers", "num_attention_heads", "hidden_size")
-    )
-    if not (
-        isinstance(layers, int)
-        and isinstance(heads, int)
-        and isinstance(hidden, int)
-        and min(layers, heads, hidden) > 0
-    ):
+    layers, heads, hidden = (getattr(text, k, None) for k in ("num_hidden_layers", "num_attention_heads", "hidden_size"))
+    if not (isinstance(layers, int) and isinstance(heads, int) and isinstance(hidden, int) and min(layers, heads, hidden) > 0):
         raise InvalidInputError(
             f"{type(config).__name__} names no layers / attention heads / hidden size: not a decoder graphprof can cache"
         )
@@ -103,9 +91,7 @@ def _cache_classes() -> Any:
     try:
         import transformers
     except ImportError as exc:  # pragma: no cover - the hf extra
-        raise MissingDependencyError(
-            f"profiling generation needs transformers: pip install 'graphprof[hf]' ({exc})"
-        ) from exc
+        raise MissingDependencyError(f"profiling generation needs transformers: pip install 'graphprof[hf]' ({exc})") from exc
     return transformers
 
 
@@ -123,8 +109,7 @@ def make_cache(config: Any, kind: KVCache, *, context: int, step: int, batch: in
         if context == 0:
             return transformers.DynamicCache(config=config)
         data = [
-            (torch.empty(shape, dtype=dtype, device="meta"), torch.empty(shape, dtype=dtype, device="meta"))
-            for _ in range(spec.layers)
+            (torch.empty(shape, dtype=dtype, device="meta"), torch.empty(shape, dtype=dtype, device="meta")) for _ in range(spec.layers)
         ]
         return transformers.DynamicCache(ddp_cache_data=data, config=config)
     cache = transformers.StaticCache(config=config, max_cache_len=context + step)

@@ -42,9 +42,7 @@ class _Clock:
         return scores
 
 
-def _model(
-    model: nn.Module | str, batch: int, prompt: int, device: torch.device, dtype: torch.dtype
-) -> tuple[nn.Module, str]:
+def _model(model: nn.Module | str, batch: int, prompt: int, device: torch.device, dtype: torch.dtype) -> tuple[nn.Module, str]:
     if isinstance(model, str):
         from graphprof.models import resolve_model
 
@@ -149,9 +147,7 @@ def host_hardware(device: str | torch.device | None) -> Hardware:
     raise AssertionError("unreachable: the cpu preset exists")  # pragma: no cover
 
 
-def with_measurement(
-    model: nn.Module | str, *, device: str | None = None, runs: int = 3, **options: Any
-) -> GenerationProfile:
+def with_measurement(model: nn.Module | str, *, device: str | None = None, runs: int = 3, **options: Any) -> GenerationProfile:
     """:func:`~graphprof.generate.profile_generation` (``options``; hardware defaulting to
     :func:`host_hardware`) with a real ``generate()`` of the same model, dtype, cache and sizes beside it."""
     from graphprof.generate.estimate import profile_generation

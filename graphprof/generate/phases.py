@@ -44,16 +44,12 @@ class KVTraffic:
         )
 
 
-def _seconds(
-    bounds: Sequence[LayerBound], rows: Sequence[int], pick: Callable[[LayerBound], float | None]
-) -> float | None:
+def _seconds(bounds: Sequence[LayerBound], rows: Sequence[int], pick: Callable[[LayerBound], float | None]) -> float | None:
     values = [pick(bounds[i]) for i in rows]
     return None if any(v is None for v in values) else sum(v or 0.0 for v in values)
 
 
-def _block(
-    name: str, cost: Cost, kv: tuple[int, int], threshold: float, lower: float | None, predicted: float | None
-) -> BlockCost:
+def _block(name: str, cost: Cost, kv: tuple[int, int], threshold: float, lower: float | None, predicted: float | None) -> BlockCost:
     bound = classify_layer(cost.flops, cost.bytes_moved, threshold)
     return BlockCost(name, cost, kv[0], kv[1], bound, lower, predicted)
 
@@ -66,9 +62,7 @@ def _total(blocks: Sequence[BlockCost], threshold: float) -> BlockCost:
     return _block("total", cost, kv, threshold, lower, predicted)
 
 
-def single_phase(
-    name: str, profile: Profile, hardware: Hardware | None, kv: KVTraffic, *, context: int, new: int
-) -> Phase:
+def single_phase(name: str, profile: Profile, hardware: Hardware | None, kv: KVTraffic, *, context: int, new: int) -> Phase:
     """One forward as a phase: ``context`` tokens cached before it, ``new`` tokens per sequence added."""
     roofline = classify(profile, hardware)
     blocks = tuple(
@@ -85,9 +79,7 @@ def single_phase(
     return Phase(name, context, new, 1, blocks, _total(blocks, roofline.threshold))
 
 
-def _row_times(
-    fit: AffineDecode, hardware: Hardware | None, steps: int
-) -> tuple[list[float | None], list[float | None], float]:
+def _row_times(fit: AffineDecode, hardware: Hardware | None, steps: int) -> tuple[list[float | None], list[float | None], float]:
     """Each row's lower-bound and predicted time summed over ``steps`` steps, and the threshold.
 
     The lower bound is a sum over ops, so only the rows whose cost grows with the context are classified
@@ -126,14 +118,7 @@ def summed_phase(name: str, fit: AffineDecode, hardware: Hardware | None, kv: KV
     for b in group_rows(fit.base, kv.layers_path):
         cost = sum((fit.row_total(i, steps) for i in b.rows), Cost())
         blocks.append(
-            _block(
-                b.name,
-                cost,
-                kv.of(b.name, read_tokens, steps),
-                threshold,
-                _sum_rows(lower, b.rows),
-                _sum_rows(predicted, b.rows),
-            )
+            _block(b.name, cost, kv.of(b.name, read_tokens, steps), threshold, _sum_rows(lower, b.rows), _sum_rows(predicted, b.rows))
         )
     return Phase(name, fit.base_context, 1, steps, tuple(blocks), _total(blocks, threshold))
 

@@ -39,15 +39,7 @@ def _shifted(row: LayerRow, extra: Cost) -> LayerRow:
 
 
 def reprice_kv(
-    profile: Profile,
-    layers_path: str,
-    spec: KVCacheSpec,
-    *,
-    context: int,
-    new: int,
-    batch: int,
-    run: torch.dtype,
-    kv: torch.dtype,
+    profile: Profile, layers_path: str, spec: KVCacheSpec, *, context: int, new: int, batch: int, run: torch.dtype, kv: torch.dtype
 ) -> Profile:
     """``profile`` with each decoder layer's cache traffic at ``kv`` instead of ``run`` (see the module docstring)."""
     if kv == run or not layers_path:

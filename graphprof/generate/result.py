@@ -92,12 +92,7 @@ class Latency:
     total_s: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "ttft_s": self.ttft_s,
-            "tpot_s": self.tpot_s,
-            "tokens_per_s": self.tokens_per_s,
-            "total_s": self.total_s,
-        }
+        return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "tokens_per_s": self.tokens_per_s, "total_s": self.total_s}
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,7 @@ def _ids(batch: int, length: int) -> torch.Tensor:
     return torch.zeros((batch, length), dtype=torch.long, device="meta")
 
 
-def prefill_kwargs(
-    pm: PreparedModel, *, prompt: int, batch: int, kind: KVCache, kv_dtype: torch.dtype
-) -> dict[str, Any]:
+def prefill_kwargs(pm: PreparedModel, *, prompt: int, batch: int, kind: KVCache, kv_dtype: torch.dtype) -> dict[str, Any]:
     """The keyword inputs of the prefill forward."""
     config = pm.model.config
     kwargs: dict[str, Any] = {
@@ -57,9 +55,7 @@ def prefill_kwargs(
     return kwargs
 
 
-def decode_kwargs(
-    pm: PreparedModel, *, context: int, batch: int, kind: KVCache, kv_dtype: torch.dtype
-) -> dict[str, Any]:
+def decode_kwargs(pm: PreparedModel, *, context: int, batch: int, kind: KVCache, kv_dtype: torch.dtype) -> dict[str, Any]:
     """The keyword inputs of one decode step over a cache of ``context`` tokens."""
     config = pm.model.config
     return {

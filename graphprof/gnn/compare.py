@@ -111,9 +111,7 @@ def reasons(arch: str | None, num_nodes: int, num_edges: int, pe_type: str) -> d
     return rows
 
 
-def compare_estimate(
-    profile: Profile, model: Any, estimate: FLOPsEstimate, num_nodes: int, num_edges: int
-) -> EstimateComparison:
+def compare_estimate(profile: Profile, model: Any, estimate: FLOPsEstimate, num_nodes: int, num_edges: int) -> EstimateComparison:
     """``estimate`` beside ``profile``'s count (of ``model`` on a graph of ``num_nodes``, ``num_edges``)."""
     counted = component_costs(profile, model)
     arch = getattr(model, "arch", None)
@@ -121,12 +119,7 @@ def compare_estimate(
     why = reasons(arch, num_nodes, num_edges, pe_type)
     names = [*estimate.breakdown, *(k for k in counted.forward if k not in estimate.breakdown)]
     rows = tuple(
-        ComponentRow(
-            name,
-            int(estimate.breakdown.get(name, 0)),
-            counted.flops(name) if name in counted.forward else 0,
-            why.get(name, ""),
-        )
+        ComponentRow(name, int(estimate.breakdown.get(name, 0)), counted.flops(name) if name in counted.forward else 0, why.get(name, ""))
         for name in names
     )
     return EstimateComparison(profile.model_name, num_nodes, num_edges, rows, estimate, counted)
@@ -139,9 +132,7 @@ def compare_graph_model(spec: str, **estimate_overrides: Any) -> EstimateCompari
     from graphprof.prepared import prepare
 
     if not str(spec).strip().lower().startswith(PREFIX):
-        raise InvalidInputError(
-            f"graph-estimate compares a graph model (pyg:gps, pyg:gin...) with the seed's estimate, not {spec!r}"
-        )
+        raise InvalidInputError(f"graph-estimate compares a graph model (pyg:gps, pyg:gin...) with the seed's estimate, not {spec!r}")
     if "sparse_ratio" in estimate_overrides:
         check_sparse_ratio(estimate_overrides["sparse_ratio"])
 

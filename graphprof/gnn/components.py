@@ -51,10 +51,7 @@ class ComponentCosts:
         return self.forward[component].flops
 
     def to_dict(self) -> dict[str, dict[str, int]]:
-        return {
-            name: {"macs": c.macs, "flops": c.flops, "bytes": c.bytes_read + c.bytes_written}
-            for name, c in self.forward.items()
-        }
+        return {name: {"macs": c.macs, "flops": c.flops, "bytes": c.bytes_read + c.bytes_written} for name, c in self.forward.items()}
 
 
 def _pyg_kind(module: nn.Module) -> str | None:

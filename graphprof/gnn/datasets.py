@@ -57,9 +57,7 @@ def check_processed(root: Path, name: str) -> None:
         if path.is_file() and path.parent.name == "processed":
             refusal = restricted_load_refusal(path)
             if refusal:
-                raise UnsafeLoadError(
-                    f"dataset {name}: {path} would run code as PyG loads it ({refusal}); {ALLOW_HINT}"
-                )
+                raise UnsafeLoadError(f"dataset {name}: {path} would run code as PyG loads it ({refusal}); {ALLOW_HINT}")
 
 
 def load_graph(name: str, root: str | Path | None = None, index: int = 0, *, allow_unsafe_load: bool = False) -> Any:

@@ -95,9 +95,7 @@ def estimate_ffn_flops(hidden_dim: int, ffn_dim: int, num_nodes: int) -> int:
     )
 
 
-def estimate_mpnn_flops(
-    num_nodes: int, num_edges: int, in_features: int, out_features: int, mpnn_type: str = "gin"
-) -> int:
+def estimate_mpnn_flops(num_nodes: int, num_edges: int, in_features: int, out_features: int, mpnn_type: str = "gin") -> int:
     """One message-passing layer (see the module docstring for each type; ``"none"`` is 0)."""
     n, e, a, b = num_nodes, num_edges, in_features, out_features
     kind = mpnn_type.lower()
@@ -173,9 +171,7 @@ class FLOPsEstimator:
         if not isinstance(model, nn.Module):
             from graphprof.models.base import a_type
 
-            raise InvalidInputError(
-                f"FLOPsEstimator needs an nn.Module (a pyg: graph model or your own), not {a_type(model)}"
-            )
+            raise InvalidInputError(f"FLOPsEstimator needs an nn.Module (a pyg: graph model or your own), not {a_type(model)}")
         self.model = model
         self.hyperparameters = {**_read_hyperparameters(model), **hyperparameters}
 

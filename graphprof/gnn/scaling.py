@@ -181,9 +181,7 @@ def _point(
         feature_dim=graph.feature_dim or feature_dim_of(model), pe_dim=pe_dim, seed=graph.seed,
     )  # fmt: skip
     args, kwargs = graph_args(g)
-    runtime = (
-        _timed(model, _Call(args, kwargs) if kwargs else args, runs) if measure else None
-    )  # before the dry run (see below)
+    runtime = _timed(model, _Call(args, kwargs) if kwargs else args, runs) if measure else None  # before the dry run (see below)
     profile = profile_model(model, example_inputs=args, example_kwargs=kwargs, model_name=name)
     point = GraphPoint(value, g.num_nodes, g.num_edges, profile.total_params, component_costs(profile, model), runtime)
     return point, profile, name

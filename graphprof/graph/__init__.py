@@ -7,12 +7,4 @@ from graphprof.graph.export import write_graph
 from graphprof.graph.measured import with_measured_times
 from graphprof.graph.model import GRAPH_SCHEMA_VERSION, Graph, GraphEdge, GraphNode
 
-__all__ = [
-    "GRAPH_SCHEMA_VERSION",
-    "Graph",
-    "GraphEdge",
-    "GraphNode",
-    "GraphBuilder",
-    "with_measured_times",
-    "write_graph",
-]
+__all__ = ["GRAPH_SCHEMA_VERSION", "Graph", "GraphEdge", "GraphNode", "GraphBuilder", "with_measured_times", "write_graph"]

@@ -260,9 +260,7 @@ class GraphBuilder(Observer):
                     acc.node.params += p.numel()
         return acc
 
-    def _module_op(
-        self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any
-    ) -> None:
+    def _module_op(self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any) -> None:
         layer = event.layer
         if layer is not None and self._is_node_layer(layer):
             key = self._layer_key(layer)
@@ -305,9 +303,7 @@ class GraphBuilder(Observer):
             return producer.name, t.numel()
         return cast("tuple[str, int] | None", self.param_alias.get(t))
 
-    def _detail_op(
-        self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any
-    ) -> None:
+    def _detail_op(self, event: OpEvent, through: bool, ins: list[torch.Tensor], outs: list[torch.Tensor], record: Any) -> None:
         producers = event.producers or (None,) * len(ins)
         params = [self._param_of(t, p) for t, p in zip(ins, producers, strict=True)]
         if through:
@@ -327,9 +323,7 @@ class GraphBuilder(Observer):
         self.anonymous[base] = n + 1
         name = base if n == 0 else f"{base}_{n}"
         key = ("op", event.index)
-        acc = self.ops.node(
-            key, name, "op", called_op(op_name(event.func)), layer.module if layer is not None else None
-        )
+        acc = self.ops.node(key, name, "op", called_op(op_name(event.func)), layer.module if layer is not None else None)
         acc.node.output_shapes = tuple(tuple(int(s) for s in t.shape) for t in outs)
         for param in params:
             if param is not None and param[0] not in self.detail_params:

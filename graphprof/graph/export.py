@@ -77,8 +77,7 @@ def to_text(graph: Graph, *, include_edges: bool = True, include_stats: bool = T
     for n in graph.nodes:
         shapes = ",".join(_shape(s) for s in n.output_shapes) or "-"
         lines.append(
-            f"{n.id}\t{n.name}\t{n.type}\t{n.params}\t{n.macs}\t{n.flops}\t{n.bytes}\t"
-            f"{_ms(n.estimated_ms)}\t{_ms(n.measured_ms)}\t{shapes}"
+            f"{n.id}\t{n.name}\t{n.type}\t{n.params}\t{n.macs}\t{n.flops}\t{n.bytes}\t{_ms(n.estimated_ms)}\t{_ms(n.measured_ms)}\t{shapes}"
         )
     if include_edges:
         lines.append("[edges]")
@@ -166,9 +165,7 @@ def write_graph(
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in GRAPH_FORMATS:
-        raise OutputError(
-            f"unknown graph format {path.suffix or '(none)'!r} for {path}; use one of {', '.join(GRAPH_FORMATS)}"
-        )
+        raise OutputError(f"unknown graph format {path.suffix or '(none)'!r} for {path}; use one of {', '.join(GRAPH_FORMATS)}")
     if suffix == ".txt":
         module_path, detail_path = text_paths(path)
         targets = [module_path] + ([detail_path] if detail is not None else [])

@@ -70,15 +70,11 @@ def with_measured_times(graph: Graph, measurement: Any) -> Graph:
         for op in measurement.ops:
             if op.dispatched_calls:
                 kind = functional_op(op.op.removeprefix("aten::"))
-                nodes = [
-                    n for n in by_module.get(_fold(op.layer), []) if functional_op(n.type.removeprefix("aten.")) == kind
-                ]
+                nodes = [n for n in by_module.get(_fold(op.layer), []) if functional_op(n.type.removeprefix("aten.")) == kind]
                 share(nodes, op.dispatched_time_us)
         return _with(graph, measured)
 
-    folds = (
-        {n.name for n in graph.nodes if n.kind == "module" and n.name == n.module} if graph.depth is not None else set()
-    )
+    folds = {n.name for n in graph.nodes if n.kind == "module" and n.name == n.module} if graph.depth is not None else set()
     unfolded: set[str] = set()  # layers whose own ops go to the function nodes of their module
     for layer in measurement.layers:
         owner = _owner(layer.name, folds)

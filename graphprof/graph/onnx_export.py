@@ -49,14 +49,7 @@ _KINDS: dict[str, tuple[tuple[str, ...], dict[str, int]]] = {
     "matrix product": (
         ("Gemm", "MatMul"),
         # nn.MultiheadAttention's fused inference path: in-projection, scores, weighted values, out-projection
-        {
-            "aten.addmm": 1,
-            "aten.mm": 1,
-            "aten.bmm": 1,
-            "aten.baddbmm": 1,
-            "aten.matmul": 1,
-            "aten._native_multi_head_attention": 4,
-        },
+        {"aten.addmm": 1, "aten.mm": 1, "aten.bmm": 1, "aten.baddbmm": 1, "aten.matmul": 1, "aten._native_multi_head_attention": 4},
     ),
 }
 #: attention kernels: each is two matrix products in ONNX (q @ k^T, then the weights @ v)
@@ -159,9 +152,7 @@ def _quiet_exporter() -> Iterator[None]:
         yield
 
 
-def export_onnx(
-    model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], path: Path | str, profile: Profile
-) -> OnnxExport:
+def export_onnx(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], path: Path | str, profile: Profile) -> OnnxExport:
     """Write ``model`` (called as ``model(*args, **kwargs)``) to the ONNX file ``path`` and check the graph's
     convolutions and matrix products against ``profile``'s recorded calls (see the module docstring).
 
@@ -186,16 +177,13 @@ def export_onnx(
         with _quiet_exporter():
             torch.onnx.export(model, real_args, str(path), kwargs=real_kwargs, dynamo=True, verbose=False)
     except Exception as exc:  # the exporter's failures are many and unrelated; each named in one line
-        raise CaptureError(
-            f"torch.onnx.export failed for {type(model).__name__}: {one_line(exc, 400, with_type=True)}"
-        ) from exc
+        raise CaptureError(f"torch.onnx.export failed for {type(model).__name__}: {one_line(exc, 400, with_type=True)}") from exc
     finally:
         model.train(training)
     opset, op_types = onnx_op_types(path)
     ours = _graphprof_counts(profile)
     checks = tuple(
-        OpCountCheck(kind, onnx_ops, sum(op_types.get(t, 0) for t in onnx_ops), ours[kind])
-        for kind, (onnx_ops, _) in _KINDS.items()
+        OpCountCheck(kind, onnx_ops, sum(op_types.get(t, 0) for t in onnx_ops), ours[kind]) for kind, (onnx_ops, _) in _KINDS.items()
     )
     data = path.with_name(path.name + ".data")
     return OnnxExport(path, (path, data) if data.exists() else (path,), opset, op_types, checks)

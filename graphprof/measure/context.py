@@ -98,9 +98,7 @@ def context_times(
     The model is left as found: a model elsewhere (another device, the meta device) runs as a seeded copy.
     """
     if min(runs, timed) < 1 or warmup < 0:
-        raise MeasurementError(
-            f"runs and timed must be at least 1 and warmup at least 0, got {runs}, {timed}, {warmup}"
-        )
+        raise MeasurementError(f"runs and timed must be at least 1 and warmup at least 0, got {runs}, {timed}, {warmup}")
     if kwargs and args:
         raise MeasurementError("context_times takes positional or keyword inputs, not both")
     dev = resolve_device(device)

@@ -184,11 +184,7 @@ def _kernels_below(event: Any) -> float:
 def kernel_busy_us(events: Iterable[Any]) -> float:
     """Time at least one GPU kernel was running: the union of the kernels' intervals (microseconds); the
     layer ranges the profiler mirrors on the GPU's timeline are not kernels."""
-    spans = sorted(
-        (e.time_range.start, e.time_range.end)
-        for e in events
-        if _is_kernel(e) and e.time_range.end > e.time_range.start
-    )
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events if _is_kernel(e) and e.time_range.end > e.time_range.start)
     busy, end = 0.0, float("-inf")
     for start, stop in spans:
         if stop <= end:

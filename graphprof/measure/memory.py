@@ -182,10 +182,7 @@ _MEMTRACKER_KEYS = {
 
 
 def tracked_breakdown(
-    model: nn.Module,
-    step: Callable[[], Any],
-    device: torch.device | str,
-    optimizer: torch.optim.Optimizer | None = None,
+    model: nn.Module, step: Callable[[], Any], device: torch.device | str, optimizer: torch.optim.Optimizer | None = None
 ) -> MemoryBreakdown:
     """Run ``step()`` twice under MemTracker (the first fills lazy state such as optimizer moments) and
     return the second run's peak, by category."""
@@ -201,14 +198,10 @@ def tracked_breakdown(
     dev = torch.device(device)
     key = next((d for d in snapshot if torch.device(d).type == dev.type), None)
     found = {
-        _MEMTRACKER_KEYS.get(str(k).rsplit(".", 1)[-1], "other"): int(v)
-        for k, v in (snapshot.get(key) or {}).items()
-        if str(k) != "Total"
+        _MEMTRACKER_KEYS.get(str(k).rsplit(".", 1)[-1], "other"): int(v) for k, v in (snapshot.get(key) or {}).items() if str(k) != "Total"
     }
     values = {c: found.get(c, 0) for c in CATEGORIES}
-    return MemoryBreakdown(
-        **values, peak=sum(values.values()), device=str(dev), source="torch.distributed._tools.mem_tracker.MemTracker"
-    )
+    return MemoryBreakdown(**values, peak=sum(values.values()), device=str(dev), source="torch.distributed._tools.mem_tracker.MemTracker")
 
 
 def get_memory_breakdown(
@@ -226,11 +219,7 @@ def get_memory_breakdown(
     The model is left as found: gradients are put back, and with an optimizer the step runs on a copy of
     the model and the optimizer's state is restored.
     """
-    dev = (
-        torch.device(device)
-        if device is not None
-        else next((p.device for p in model.parameters()), torch.device("cpu"))
-    )
+    dev = torch.device(device) if device is not None else next((p.device for p in model.parameters()), torch.device("cpu"))
     saved_opt = copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None
     saved_params = {p: p.detach().clone() for p in model.parameters()} if optimizer is not None else {}
 

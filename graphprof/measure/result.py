@@ -14,15 +14,7 @@ from graphprof.base.choices import Mode, Optimizer
 from graphprof.devices.local import Host
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
 
-__all__ = [
-    "OUTSIDE",
-    "LayerTime",
-    "OpTime",
-    "MemoryStats",
-    "MemoryBreakdown",
-    "MeasuredMemory",
-    "Measurement",
-]
+__all__ = ["OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Measurement"]
 
 
 #: Name of the pseudo-layer that collects profiler events outside every layer range.
@@ -48,13 +40,7 @@ class LayerTime:
         return self.kernel_us if self.kernel_us is not None else self.cpu_us
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "type": self.type,
-            "calls": self.calls,
-            "cpu_us": self.cpu_us,
-            "kernel_us": self.kernel_us,
-        }
+        return {"name": self.name, "type": self.type, "calls": self.calls, "cpu_us": self.cpu_us, "kernel_us": self.kernel_us}
 
 
 @dataclass(frozen=True)

@@ -82,9 +82,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if dev.type not in ("cpu", "cuda"):
         raise InvalidInputError(f"measuring on {dev.type!r} is not supported (use cpu or cuda)")
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidInputError(
-            "--device cuda: no CUDA GPU is available on this machine (torch.cuda.is_available() is False)"
-        )
+        raise InvalidInputError("--device cuda: no CUDA GPU is available on this machine (torch.cuda.is_available() is False)")
     return dev
 
 
@@ -112,14 +110,10 @@ def _state_bytes(model: nn.Module, dtype: torch.dtype | None) -> int:
 
 def _tensor_bytes(tree: Any) -> int:
     """Bytes of the tensors in a nested structure (inputs, an optimizer's state)."""
-    return sum(
-        t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)
-    )
+    return sum(t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor))
 
 
-def materialized(
-    model: nn.Module, device: torch.device, dtype: torch.dtype | None, seed: int
-) -> tuple[nn.Module, str | None]:
+def materialized(model: nn.Module, device: torch.device, dtype: torch.dtype | None, seed: int) -> tuple[nn.Module, str | None]:
     """A module on ``device`` in ``dtype`` to run: ``model`` itself when it is already there, else a copy.
 
     A model on the meta device has no values: the copy gets seeded ones (normal(0, 0.02) for floating
@@ -127,10 +121,7 @@ def materialized(
     weights. Tied parameters stay one parameter in the copy (:func:`graphprof.base.tied.keep_ties`).
     """
     tensors = [*model.parameters(), *model.buffers()]
-    on_device = all(
-        t.device == device or (device.type == "cuda" and t.device.type == "cuda" and device.index is None)
-        for t in tensors
-    )
+    on_device = all(t.device == device or (device.type == "cuda" and t.device.type == "cuda" and device.index is None) for t in tensors)
     right_dtype = dtype is None or all(t.dtype == dtype for t in tensors if t.is_floating_point())
     if tensors and on_device and right_dtype:
         return model, None
@@ -170,9 +161,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
     ``RuntimeError`` ("DefaultCPUAllocator: can't allocate memory")."""
     if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
         return True
-    return isinstance(exc, RuntimeError) and (
-        "can't allocate memory" in str(exc) or "out of memory" in str(exc).lower()
-    )
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in str(exc) or "out of memory" in str(exc).lower())
 
 
 def _run_failed(exc: BaseException, dev: torch.device, what: str) -> MeasurementError:
@@ -337,19 +326,12 @@ def _model_times(
     if train:
         times.backward = profile_backward(module, batch, num_runs=n, warmup_runs=warm, device=dev)
         opt = _optimizer(options.optimizer, [p for p in work.parameters() if p.requires_grad])
-        times.training_step = profile_training_step(
-            module, batch, opt, num_runs=n, warmup_runs=warm, restore=work is model, device=dev
-        )
+        times.training_step = profile_training_step(module, batch, opt, num_runs=n, warmup_runs=warm, restore=work is model, device=dev)
     return times
 
 
 def _layer_times(
-    work: nn.Module,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    dev: torch.device,
-    name: str,
-    options: MeasureOptions,
+    work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dev: torch.device, name: str, options: MeasureOptions
 ) -> tuple[tuple[LayerTime, ...], tuple[OpTime, ...], RuntimeStats, float | None, tuple[str, ...]]:
     """``layer_runs`` forwards on the run loop with :class:`LayerRanges` under ``torch.profiler`` (a
     Chrome trace each when asked): mean layer and op times, the instrumented forward, the GPU's busy time."""
@@ -426,11 +408,7 @@ def _memory(
         if mem_opt is not None:
             one_step()  # optimizer state exists before the measured step, as in a training loop
         # live before the measured step: weights, buffers, inputs and (train) the optimizer's state
-        resident = (
-            _state_bytes(work, None)
-            + _tensor_bytes((args, kwargs))
-            + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
-        )
+        resident = _state_bytes(work, None) + _tensor_bytes((args, kwargs)) + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
         run_peak, reserved = peak_during(one_step, dev)
         tracked = _breakdown(work, one_step, dev, mem_opt, notes) if options.breakdown else None
     finally:
@@ -450,9 +428,7 @@ def _memory(
     )
 
 
-def _breakdown(
-    work: nn.Module, step: Any, dev: torch.device, opt: torch.optim.Optimizer | None, notes: list[str]
-) -> Any:
+def _breakdown(work: nn.Module, step: Any, dev: torch.device, opt: torch.optim.Optimizer | None, notes: list[str]) -> Any:
     try:
         return tracked_breakdown(work, step, dev, opt)
     except Exception as exc:  # MemTracker is private API: its failure costs the breakdown only

@@ -207,9 +207,7 @@ def call_model(model: nn.Module, batch: Any) -> Any:
 
 def default_loss(output: Any, target: Any = None) -> torch.Tensor:
     """Sum of every floating-point output that requires grad (the run loop's backward seed, as a loss)."""
-    leaves = [
-        t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad
-    ]
+    leaves = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
     if not leaves:
         raise InvalidInputError("no output of the model requires grad, so there is no backward pass to time")
     return sum((t.float().sum() for t in leaves), torch.zeros((), device=leaves[0].device))
@@ -338,12 +336,7 @@ class ProfilingContext:
     """
 
     def __init__(
-        self,
-        model: nn.Module,
-        disable_dropout: bool = True,
-        eval_mode: bool = True,
-        seed: int | None = None,
-        deterministic: bool = False,
+        self, model: nn.Module, disable_dropout: bool = True, eval_mode: bool = True, seed: int | None = None, deterministic: bool = False
     ) -> None:
         self.model = model
         self.disable_dropout = disable_dropout

@@ -183,9 +183,7 @@ class _Capture:
         if key not in self.warned:
             self.warned.add(key)
             warnings.warn(
-                f"@capture_model({self.name!r}): {message}; the forward runs unprofiled",
-                TraceWarning,
-                stacklevel=_caller_level(),
+                f"@capture_model({self.name!r}): {message}; the forward runs unprofiled", TraceWarning, stacklevel=_caller_level()
             )
 
     def __call__(self, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -320,9 +318,7 @@ def _number(event: dict[str, Any], key: str) -> float:
         with contextlib.suppress(OverflowError):  # an integer too large for a float
             number = float(value)
     if not 0 <= number <= _MAX_US:  # also refuses NaN
-        raise _Malformed(
-            f"an event {str(event.get('name', '?'))[:60]!r} has {key}={repr(value)[:40]}, not a number of microseconds >= 0"
-        )
+        raise _Malformed(f"an event {str(event.get('name', '?'))[:60]!r} has {key}={repr(value)[:40]}, not a number of microseconds >= 0")
     return number
 
 
@@ -344,11 +340,7 @@ def _load_spans(trace_file: str | os.PathLike[str]) -> list[tuple[dict[str, Any]
         raise _Malformed("no traceEvents list")
     spans = []
     for e in events:
-        if (
-            isinstance(e, dict)
-            and e.get("ph") == "X"
-            and e.get("cat") in ("cpu_op", "user_annotation", "python_function")
-        ):
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "python_function"):
             if not isinstance(e.get("name", ""), str):
                 raise _Malformed(f"an event has a name that is not a string: {e.get('name')!r:.60}")
             if e.get("cat") != "python_function" or e["name"].startswith(MODULE_FRAME_PREFIX):
@@ -366,9 +358,7 @@ def _layer_ranges(spans: list[tuple[dict[str, Any], float, float]]) -> list[tupl
     ops = [s for s in spans if s[0].get("cat") != "python_function"]
     if any(e.get("name", "").startswith(RANGE_PREFIX) for e, _, _ in ops):
         return ops  # graphprof's ranges name the layers by path; the frames would count every call twice
-    renamed = [
-        ({**e, "name": RANGE_PREFIX + e["name"][len(MODULE_FRAME_PREFIX) :]}, start, dur) for e, start, dur in frames
-    ]
+    renamed = [({**e, "name": RANGE_PREFIX + e["name"][len(MODULE_FRAME_PREFIX) :]}, start, dur) for e, start, dur in frames]
     return ops + renamed
 
 
@@ -382,9 +372,7 @@ def _layer_stats(spans: list[tuple[dict[str, Any], float, float]]) -> dict[str, 
     stats: dict[str, dict[str, Any]] = {}
 
     def entry(layer: str) -> dict[str, Any]:
-        return stats.setdefault(
-            layer, {"total_time_us": 0.0, "call_count": 0, "shapes": set(), "operations": set(), "input_shape": None}
-        )
+        return stats.setdefault(layer, {"total_time_us": 0.0, "call_count": 0, "shapes": set(), "operations": set(), "input_shape": None})
 
     # a sweep per thread: a stack of open spans; each span's self time = its duration minus its children's
     stack: list[tuple[int, float, str, bool]] = []  # (index, end, owning layer, is a layer range)

@@ -61,9 +61,7 @@ class Utilization:
 
 
 def _executed(profile: Profile, phase: Phase | None) -> int:
-    return round(
-        sum(op.cost.flops * op.work_fraction for _, op in profile.iter_ops() if phase is None or op.phase is phase)
-    )
+    return round(sum(op.cost.flops * op.work_fraction for _, op in profile.iter_ops() if phase is None or op.phase is phase))
 
 
 def utilization(profile: Profile, hardware: Hardware) -> tuple[Utilization, ...]:
@@ -75,11 +73,7 @@ def utilization(profile: Profile, hardware: Hardware) -> tuple[Utilization, ...]
     peak, precision = hardware.peak_for(profile.dtype)
     tokens = profile.per_token
     forward = round(tokens.model_forward * tokens.tokens) if tokens is not None else profile.forward.flops
-    spans = [
-        Utilization(
-            "forward", m.forward.mean / 1e3, forward, _executed(profile, Phase.FORWARD), peak, precision, hardware.label
-        )
-    ]
+    spans = [Utilization("forward", m.forward.mean / 1e3, forward, _executed(profile, Phase.FORWARD), peak, precision, hardware.label)]
     if m.training_step is not None and profile.backward.flops:
         step = round(tokens.model_train * tokens.tokens) if tokens is not None else profile.total_flops
         spans.append(
@@ -101,6 +95,4 @@ def with_utilization(profile: Profile, hardware: Hardware | None) -> Profile:
     against ``hardware`` (unchanged without a measurement or a device)."""
     if profile.measurement is None or hardware is None:
         return profile
-    return dataclasses.replace(
-        profile, measurement=dataclasses.replace(profile.measurement, utilization=utilization(profile, hardware))
-    )
+    return dataclasses.replace(profile, measurement=dataclasses.replace(profile.measurement, utilization=utilization(profile, hardware)))

@@ -18,16 +18,7 @@ import torch
 from graphprof.base.inputs import INPUT_SEED
 from graphprof.errors import InvalidInputError, ModelNotFoundError
 
-__all__ = [
-    "ModelInfo",
-    "ResolvedModel",
-    "format_shape",
-    "effective_shape",
-    "random_tensor",
-    "random_token_ids",
-    "a_type",
-    "unknown_model",
-]
+__all__ = ["ModelInfo", "ResolvedModel", "format_shape", "effective_shape", "random_tensor", "random_token_ids", "a_type", "unknown_model"]
 
 
 @dataclass(frozen=True)
@@ -76,12 +67,7 @@ def format_shape(shape: Sequence[int]) -> str:
 
 
 def effective_shape(
-    default: Sequence[int],
-    input_shape: Sequence[int] | None,
-    batch_size: int | None,
-    *,
-    layout: str | None,
-    model: str,
+    default: Sequence[int], input_shape: Sequence[int] | None, batch_size: int | None, *, layout: str | None, model: str
 ) -> tuple[int, ...]:
     """The input shape to build: ``input_shape`` (else ``default``) with ``batch_size`` as its first dim.
 
@@ -95,9 +81,7 @@ def effective_shape(
     if input_shape is not None:
         if layout is not None and len(shape) != len(layout.split(",")):
             rank = len(layout.split(","))
-            raise InvalidInputError(
-                f"input shape for {model} must be {layout} ({rank} numbers), got {format_shape(shape) or '()'}"
-            )
+            raise InvalidInputError(f"input shape for {model} must be {layout} ({rank} numbers), got {format_shape(shape) or '()'}")
         if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
             raise InvalidInputError(f"input shape must be positive integers, got {shape}")
     if batch_size is not None:
@@ -128,8 +112,7 @@ def unknown_model(spec: str, names: Sequence[str]) -> ModelNotFoundError:
     close = difflib.get_close_matches(spec.lower(), names, n=3, cutoff=0.6)
     if not close:
         return ModelNotFoundError(
-            f"unknown model '{spec}' (graphprof --list shows the names; a .yaml, a local .pt, "
-            "hf:llama or package.module:factory also work)"
+            f"unknown model '{spec}' (graphprof --list shows the names; a .yaml, a local .pt, hf:llama or package.module:factory also work)"
         )
     suggestion = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
     return ModelNotFoundError(f"unknown model '{spec}'; did you mean {suggestion}? (graphprof --list)")

@@ -55,9 +55,7 @@ def _state_on_meta() -> Iterator[None]:
     registered under several names (tied) becomes one meta parameter, not one per name."""
     moved: WeakIdKeyDictionary = WeakIdKeyDictionary()  # the builder's parameter -> its meta twin
 
-    def parameter_hook(
-        module: torch.nn.Module, name: str, param: torch.nn.Parameter | None
-    ) -> torch.nn.Parameter | None:
+    def parameter_hook(module: torch.nn.Module, name: str, param: torch.nn.Parameter | None) -> torch.nn.Parameter | None:
         if param is None or param.is_meta:
             return None
         if param not in moved:
@@ -97,9 +95,7 @@ def _raise_for(exc: Exception, what: str) -> NoReturn:
     raise ModelBuildError(f"could not build {what}: {type(exc).__name__}: {exc}") from exc
 
 
-def build_module(
-    make: Callable[[], object], device: torch.device, what: str
-) -> tuple[torch.nn.Module, tuple[str, ...]]:
+def build_module(make: Callable[[], object], device: torch.device, what: str) -> tuple[torch.nn.Module, tuple[str, ...]]:
     """Call ``make`` so that its module lands on ``device``; return it with notes about how.
 
     ``what`` names the model in error messages. Failures become :class:`ModelBuildError` (or

@@ -68,9 +68,7 @@ def _pickle_problems(name: str, data: bytes) -> list[str]:
 
 def _unpickled(name: str) -> bool:
     """Whether ``torch.export.load`` passes member ``name`` to ``torch.load`` (see the module docstring)."""
-    return "/data/sample_inputs/" in name or (
-        name.endswith(".pt") and ("/data/weights/" in name or "/data/constants/" in name)
-    )
+    return "/data/sample_inputs/" in name or (name.endswith(".pt") and ("/data/weights/" in name or "/data/constants/" in name))
 
 
 def check_sizes(archive: zipfile.ZipFile, spec: str) -> None:
@@ -124,12 +122,7 @@ _NOISY_LOGGERS = ("torch._export.serde.serialize", "torch.export", "torch.export
 
 def _saved_inputs(saved: Any, spec: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The program's saved ``(args, kwargs)``, checked: a crafted file may save anything there."""
-    ok = (
-        isinstance(saved, tuple)
-        and len(saved) == 2
-        and isinstance(saved[0], (tuple, list))
-        and isinstance(saved[1], dict)
-    )
+    ok = isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], (tuple, list)) and isinstance(saved[1], dict)
     if not ok:
         raise ModelBuildError(f"{spec}: its saved example inputs are a {type(saved).__name__}, not (args, kwargs)")
     return tuple(saved[0]), dict(saved[1])
@@ -168,9 +161,5 @@ FAMILY = Family("exported")
 
 #: ``path/to/model.pt2``; its family is known only once the file is read.
 SOURCE = Source(
-    "exported",
-    claims=lambda spec: spec.lower().endswith(SUFFIX),
-    resolve=resolve_pt2,
-    family_of=lambda spec: None,
-    families=(FAMILY,),
+    "exported", claims=lambda spec: spec.lower().endswith(SUFFIX), resolve=resolve_pt2, family_of=lambda spec: None, families=(FAMILY,)
 )

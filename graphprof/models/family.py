@@ -101,11 +101,7 @@ class Source:
 
     @classmethod
     def prefixed(
-        cls,
-        family: Family,
-        prefix: str,
-        build: Callable[..., ResolvedModel],
-        list_models: Callable[[], Sequence[ModelInfo]],
+        cls, family: Family, prefix: str, build: Callable[..., ResolvedModel], list_models: Callable[[], Sequence[ModelInfo]]
     ) -> Source:
         """The source of one family's ``prefix``-ed specs (``hf:llama``), each built by
         ``build(spec, input_shape=..., batch_size=..., device=...)`` (:attr:`Request.shape_options`)."""

@@ -118,9 +118,7 @@ def random_graph(
     target = torch.device(device)
     if target.type == "meta":
         pe = torch.empty(n, pe_dim, device=target) if pe_dim else None
-        return SyntheticGraph(
-            torch.empty(n, feature_dim, device=target), torch.empty(2, e, dtype=torch.long, device=target), pe
-        )
+        return SyntheticGraph(torch.empty(n, feature_dim, device=target), torch.empty(2, e, dtype=torch.long, device=target), pe)
     if n == 1 and e:
         raise InvalidInputError("a graph of one node has no edges without self-loops; use 0 edges or more nodes")
     require_fits(graph_bytes(n, e, feature_dim, pe_dim), f"a graph of {n:,} nodes and {e:,} edges")
@@ -150,11 +148,7 @@ def graph_args(graph: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 def generate_graphs(
-    num_nodes_list: Sequence[int],
-    *,
-    avg_degree: float = DEFAULT_DEGREE,
-    feature_dim: int = DEFAULT_FEATURES,
-    seed: int = 42,
+    num_nodes_list: Sequence[int], *, avg_degree: float = DEFAULT_DEGREE, feature_dim: int = DEFAULT_FEATURES, seed: int = 42
 ) -> list[SyntheticGraph]:
     """One :func:`random_graph` per node count, each drawn from ``seed``."""
     return [random_graph(n, avg_degree=avg_degree, feature_dim=feature_dim, seed=seed) for n in num_nodes_list]

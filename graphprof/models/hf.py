@@ -41,13 +41,7 @@ from urllib.parse import parse_qsl
 
 import torch
 
-from graphprof.errors import (
-    DownloadUnavailableError,
-    InvalidInputError,
-    MissingDependencyError,
-    ModelBuildError,
-    ModelNotFoundError,
-)
+from graphprof.errors import DownloadUnavailableError, InvalidInputError, MissingDependencyError, ModelBuildError, ModelNotFoundError
 from graphprof.models.base import ModelInfo, ResolvedModel, effective_shape, format_shape, random_token_ids
 from graphprof.models.device import build_module
 from graphprof.models.family import Family, Source
@@ -224,7 +218,7 @@ _AUTO_CLASS = MappingProxyType(
 _ATTENTION_NOTES = MappingProxyType(
     {
         ATTENTION: "sdpa; on a dry run causal and sliding-window layers follow the mask's structure from the config "
-        "(graphprof.models.hf_attention)",
+        "(graphprof.models.hf_attention)"
     }
 )
 IMAGE_SIZE = 224
@@ -234,9 +228,7 @@ DECODER_LEN = 64
 
 def list_hf() -> list[ModelInfo]:
     """One :class:`ModelInfo` per catalogue entry; imports no transformers."""
-    return [
-        ModelInfo(name=f"{PREFIX}{name}", family="hf", default_input=_input_text(cfg)) for name, cfg in PRESETS.items()
-    ]
+    return [ModelInfo(name=f"{PREFIX}{name}", family="hf", default_input=_input_text(cfg)) for name, cfg in PRESETS.items()]
 
 
 def _input_text(config: Mapping[str, Any]) -> str:
@@ -300,9 +292,7 @@ def _local_dir(target: str, spec: str) -> Path:
         raise ModelNotFoundError(f"{spec}: no directory {path}")
     close = difflib.get_close_matches(target.lower(), list(PRESETS), n=3)
     hint = f"did you mean {', '.join(PREFIX + c for c in close)}? " if close else ""
-    raise ModelNotFoundError(
-        f"unknown model '{spec}'; {hint}(known: {', '.join(PREFIX + p for p in PRESETS)}, or hf:/path/to/config_dir)"
-    )
+    raise ModelNotFoundError(f"unknown model '{spec}'; {hint}(known: {', '.join(PREFIX + p for p in PRESETS)}, or hf:/path/to/config_dir)")
 
 
 def _apply_options(config: Any, options: dict[str, Any], spec: str) -> None:
@@ -312,9 +302,7 @@ def _apply_options(config: Any, options: dict[str, Any], spec: str) -> None:
         try:
             setattr(config, name, value)
         except Exception as exc:  # transformers' configs validate their fields as they are set
-            raise InvalidInputError(
-                f"{spec}: {type(config).__name__} rejects {name}={value!r}: {' '.join(str(exc).split())}"
-            ) from exc
+            raise InvalidInputError(f"{spec}: {type(config).__name__} rejects {name}={value!r}: {' '.join(str(exc).split())}") from exc
 
 
 def _make_config(transformers: ModuleType, target: str, options: dict[str, Any], spec: str) -> tuple[Any, str]:
@@ -345,13 +333,9 @@ def _model_builder(transformers: ModuleType, config: Any, attention: str) -> Any
 
     def make() -> torch.nn.Module:
         if auto_class is not None:
-            return cast(
-                torch.nn.Module, getattr(transformers, auto_class).from_config(config, attn_implementation=attention)
-            )
+            return cast(torch.nn.Module, getattr(transformers, auto_class).from_config(config, attn_implementation=attention))
         try:
-            return cast(
-                torch.nn.Module, transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention)
-            )
+            return cast(torch.nn.Module, transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention))
         except ValueError as exc:
             if "Unrecognized configuration class" not in str(exc):
                 raise
@@ -369,16 +353,11 @@ def _inputs(config: Any, shape: tuple[int, ...], device: torch.device) -> tuple[
         return {"pixel_values": _floats(size, device)}, f"pixel_values {format_shape(size)}"
     vocab_size = getattr(config, "vocab_size", None)
     if not isinstance(vocab_size, int) or vocab_size <= 0:
-        raise ModelBuildError(
-            f"{getattr(config, 'name_or_path', kind)}: its config has no vocab_size; graphprof feeds hf models input_ids"
-        )
+        raise ModelBuildError(f"{getattr(config, 'name_or_path', kind)}: its config has no vocab_size; graphprof feeds hf models input_ids")
     decoder = (batch, min(DECODER_LEN, shape[1]))
     if kind == "whisper":
         size = (batch, config.num_mel_bins, AUDIO_FRAMES)
-        inputs = {
-            "input_features": _floats(size, device),
-            "decoder_input_ids": random_token_ids(decoder, vocab_size, device),
-        }
+        inputs = {"input_features": _floats(size, device), "decoder_input_ids": random_token_ids(decoder, vocab_size, device)}
         return inputs, f"input_features {format_shape(size)}, decoder_input_ids {format_shape(decoder)}"
     ids = random_token_ids(shape, vocab_size, device)
     if getattr(config, "is_encoder_decoder", False):
@@ -393,9 +372,7 @@ def _floats(size: tuple[int, ...], device: torch.device) -> torch.Tensor:
     return torch.randn(size, generator=torch.Generator().manual_seed(0)).to(device)
 
 
-def _build(
-    transformers: ModuleType, config: Any, device: torch.device, name: str
-) -> tuple[torch.nn.Module, tuple[str, ...], str]:
+def _build(transformers: ModuleType, config: Any, device: torch.device, name: str) -> tuple[torch.nn.Module, tuple[str, ...], str]:
     """The model with the structured attention of :mod:`graphprof.models.hf_attention` (SDPA on a real
     run), else plain ``sdpa``, else ``eager`` where the model has neither."""
     register_attention()
@@ -404,23 +381,13 @@ def _build(
             model, notes = build_module(_model_builder(transformers, config, attention), device, name)
             return model, notes, attention
         except (ModelBuildError, ValueError) as exc:
-            if (
-                "attn" not in str(exc).lower()
-                and "attention" not in str(exc).lower()
-                and "sdpa" not in str(exc).lower()
-            ):
+            if "attn" not in str(exc).lower() and "attention" not in str(exc).lower() and "sdpa" not in str(exc).lower():
                 raise
     model, notes = build_module(_model_builder(transformers, config, "eager"), device, name)
     return model, notes, "eager"
 
 
-def resolve_hf(
-    spec: str,
-    *,
-    input_shape: Sequence[int] | None,
-    batch_size: int | None,
-    device: torch.device,
-) -> ResolvedModel:
+def resolve_hf(spec: str, *, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device) -> ResolvedModel:
     """Build ``hf:<preset or dir>[?options]`` with random weights, and ``input_ids`` for it."""
     target, _, query = spec[len(PREFIX) :].partition("?")
     if not target:

@@ -105,9 +105,7 @@ def _eager_of(module: torch.nn.Module) -> Any:
     return own
 
 
-def _real(
-    module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Any, **kwargs: Any
-) -> Any:
+def _real(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Any, **kwargs: Any) -> Any:
     if kwargs.get("softcap") is not None:
         return _eager_of(module)(module, query, key, value, mask, **kwargs)
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -120,9 +118,7 @@ def _identity(score: torch.Tensor, b: Any, h: Any, q: Any, kv: Any) -> torch.Ten
     return score
 
 
-def _flex(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, window: int | None, scaling: Any, softcap: Any
-) -> torch.Tensor:
+def _flex(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, window: int | None, scaling: Any, softcap: Any) -> torch.Tensor:
     """The ``flex_attention`` operator itself: torch's Python wrapper refuses the meta device a model built
     without weights runs on; the operator's FakeTensor kernel gives the output's shape (forward only)."""
     from torch._higher_order_ops.flex_attention import flex_attention

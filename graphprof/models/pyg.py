@@ -115,9 +115,7 @@ def split_options(options: Mapping[str, Any], spec: str) -> tuple[GraphModelConf
         value = getattr(config, name)
         low = 0 if name in ("pe_dim", "ffn_dim") else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise InvalidInputError(
-                f"{spec}: {name} must be {'a non-negative' if low == 0 else 'a positive'} integer, got {value!r}"
-            )
+            raise InvalidInputError(f"{spec}: {name} must be {'a non-negative' if low == 0 else 'a positive'} integer, got {value!r}")
     dropout = config.dropout
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:  # NaN fails too
         raise InvalidInputError(f"{spec}: dropout must be a number from 0 to below 1, got {dropout!r}")
@@ -170,11 +168,7 @@ class _GPSLayer(nn.Module):
         if config.ffn_width != 2 * d:  # GPSConv's FFN is Linear(d, 2d), ReLU, Dropout, Linear(2d, d), Dropout
             width = config.ffn_width
             self.gps.mlp = nn.Sequential(
-                nn.Linear(d, width),
-                nn.ReLU(),
-                nn.Dropout(config.dropout),
-                nn.Linear(width, d),
-                nn.Dropout(config.dropout),
+                nn.Linear(d, width), nn.ReLU(), nn.Dropout(config.dropout), nn.Linear(width, d), nn.Dropout(config.dropout)
             )
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor | None = None) -> torch.Tensor:
@@ -203,9 +197,7 @@ class GraphModel(nn.Module):
         if arch not in ARCHITECTURES:
             raise ModelNotFoundError(f"unknown graph model {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
         if arch in ("gps", "graph_transformer", "gat") and config.hidden_dim % config.num_heads:
-            raise InvalidInputError(
-                f"{arch}: hidden_dim {config.hidden_dim} is not divisible by num_heads {config.num_heads}"
-            )
+            raise InvalidInputError(f"{arch}: hidden_dim {config.hidden_dim} is not divisible by num_heads {config.num_heads}")
         pyg = import_pyg()
         self.arch = arch
         self.config = config
@@ -215,11 +207,7 @@ class GraphModel(nn.Module):
         self.head = nn.Linear(config.hidden_dim, config.out_dim)
 
     def forward(
-        self,
-        x: Any,
-        edge_index: torch.Tensor | None = None,
-        batch: torch.Tensor | None = None,
-        pe: torch.Tensor | None = None,
+        self, x: Any, edge_index: torch.Tensor | None = None, batch: torch.Tensor | None = None, pe: torch.Tensor | None = None
     ) -> torch.Tensor:
         if edge_index is None:  # a PyG Data/Batch
             (x, edge_index), kwargs = graph_args(x)
@@ -243,22 +231,15 @@ def build_graph_model(arch: str = "gps", **options: Any) -> GraphModel:
 
 def list_pyg() -> list[ModelInfo]:
     """The ``pyg:`` models, without importing PyG."""
-    return [
-        ModelInfo(f"{PREFIX}{name}", "pyg", f"graph {DEFAULT_NODES} nodes x degree {DEFAULT_DEGREE:g}")
-        for name in ARCHITECTURES
-    ]
+    return [ModelInfo(f"{PREFIX}{name}", "pyg", f"graph {DEFAULT_NODES} nodes x degree {DEFAULT_DEGREE:g}") for name in ARCHITECTURES]
 
 
-def resolve_pyg(
-    spec: str, *, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device
-) -> ResolvedModel:
+def resolve_pyg(spec: str, *, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device) -> ResolvedModel:
     """Build ``pyg:<arch>[?options]`` with random weights and a synthetic graph for it."""
     target, _, query = spec[len(PREFIX) :].partition("?")
     arch = target.strip().lower()
     if arch not in ARCHITECTURES:
-        raise ModelNotFoundError(
-            f"unknown graph model '{spec}'; choose one of {', '.join(PREFIX + a for a in ARCHITECTURES)}"
-        )
+        raise ModelNotFoundError(f"unknown graph model '{spec}'; choose one of {', '.join(PREFIX + a for a in ARCHITECTURES)}")
     if input_shape is not None or batch_size not in (None, 1):
         raise InvalidInputError(
             f"{spec} takes a graph: set its size with num_nodes/avg_degree (--nodes, --avg-degree), not an input shape or batch"

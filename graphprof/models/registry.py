@@ -34,16 +34,7 @@ from graphprof.models.device import parse_device
 from graphprof.models.family import CUSTOM, Family, Request, Source
 from graphprof.models.offline import network_blocked
 
-__all__ = [
-    "SOURCES",
-    "FAMILIES",
-    "list_models",
-    "resolve_model",
-    "spec_family",
-    "family_traits",
-    "library_family",
-    "CHECKPOINT_SUFFIXES",
-]
+__all__ = ["SOURCES", "FAMILIES", "list_models", "resolve_model", "spec_family", "family_traits", "library_family", "CHECKPOINT_SUFFIXES"]
 
 CHECKPOINT_SUFFIXES = yolo.CHECKPOINT_SUFFIXES
 

@@ -41,9 +41,7 @@ def _import_timm() -> ModuleType:
     return timm
 
 
-def resolve_timm(
-    spec: str, *, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device
-) -> ResolvedModel | None:
+def resolve_timm(spec: str, *, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device) -> ResolvedModel | None:
     """Build ``timm:<name>`` with random weights and an image batch for it; ``None`` when ``<name>`` is
     not a timm model but an attribute of the ``timm`` package (a user's factory spec)."""
     from graphprof.models.hf import parse_options
@@ -62,13 +60,8 @@ def resolve_timm(
     shape = effective_shape((1, *chw), input_shape, batch_size, layout="N,C,H,W", model=spec)
     model, build_notes = build_module(lambda: timm.create_model(name, pretrained=False, **options), device, spec)
     called = "".join(f", {k}={v!r}" for k, v in options.items())
-    notes = (
-        f"built with timm.create_model({name!r}, pretrained=False{called}): no weights (random init)",
-        *build_notes,
-    )
-    return ResolvedModel(
-        name=spec, family="timm", model=model.eval(), args=(random_tensor(shape, device),), notes=notes
-    )
+    notes = (f"built with timm.create_model({name!r}, pretrained=False{called}): no weights (random init)", *build_notes)
+    return ResolvedModel(name=spec, family="timm", model=model.eval(), args=(random_tensor(shape, device),), notes=notes)
 
 
 #: timm's image models.

@@ -58,11 +58,7 @@ _FAMILY_MODULES: tuple[tuple[str, str], ...] = (
 # The resize size of each detection model's GeneralizedRCNNTransform (``model.transform.min_size[-1]``,
 # checked in the tests): a square image of this side passes through the transform unchanged.
 _DETECTION_SIZE_DEFAULT = 800
-_DETECTION_SIZE = {
-    "fasterrcnn_mobilenet_v3_large_320_fpn": 320,
-    "ssd300_vgg16": 300,
-    "ssdlite320_mobilenet_v3_large": 320,
-}
+_DETECTION_SIZE = {"fasterrcnn_mobilenet_v3_large_320_fpn": 320, "ssd300_vgg16": 300, "ssdlite320_mobilenet_v3_large": 320}
 
 # torchvision's RAFT examples resize frame pairs to 520x960; RAFT needs H and W divisible by 8.
 _OPTICAL_FLOW_SIZE = (520, 960)
@@ -223,8 +219,7 @@ def _notes(name: str, family: str, kwargs: dict[str, Any]) -> list[str]:
     if family == "quantized":
         backend = kwargs["backend"]
         notes.append(
-            f"quantized for the {backend} engine, observers calibrated on random data; "
-            f"sets torch.backends.quantized.engine = {backend!r}"
+            f"quantized for the {backend} engine, observers calibrated on random data; sets torch.backends.quantized.engine = {backend!r}"
         )
     return notes
 
@@ -262,12 +257,7 @@ def at_most_proposals(model: torch.nn.Module, proposals: int | None) -> list[str
 
 
 def resolve_torchvision(
-    name: str,
-    *,
-    input_shape: Sequence[int] | None,
-    batch_size: int | None,
-    device: torch.device,
-    proposals: int | None = None,
+    name: str, *, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device, proposals: int | None = None
 ) -> ResolvedModel:
     """Build torchvision model ``name`` (a name of :func:`torchvision_families`) and its example input.
 
@@ -298,14 +288,7 @@ def resolve_torchvision(
     notes.extend(proposal_notes)
     if plan.form == "images" and input_shape is None and batch_size is None:
         notes.append(f"input: 1 image {format_shape(shape[1:])}, the model's own resize size")
-    return ResolvedModel(
-        name=name,
-        family=family,
-        model=model,
-        args=plan.make(shape, device),
-        kwargs={},
-        notes=(*notes, *build_notes),
-    )
+    return ResolvedModel(name=name, family=family, model=model, args=plan.make(shape, device), kwargs={}, notes=(*notes, *build_notes))
 
 
 def _quietly(make: Callable[[], torch.nn.Module]) -> Callable[[], torch.nn.Module]:

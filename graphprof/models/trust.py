@@ -41,15 +41,7 @@ ALLOW_HINT = "pass --allow-unsafe-load (allow_unsafe_load=True) only if you trus
 
 # Globals an ultralytics checkpoint legitimately names besides its own classes (ultralytics' allow-list
 # decides; these are only left out of the names an error message shows as suspicious).
-_EXPECTED_PREFIXES = (
-    "ultralytics.",
-    "torch.",
-    "torchvision.",
-    "numpy.",
-    "pathlib.",
-    "collections.",
-    "builtins.getattr",
-)
+_EXPECTED_PREFIXES = ("ultralytics.", "torch.", "torchvision.", "numpy.", "pathlib.", "collections.", "builtins.getattr")
 
 
 def _names(names: Sequence[str], limit: int = 3) -> str:
@@ -117,9 +109,7 @@ def load_pickle(path: Path, spec: str, *, allow_unsafe_load: bool, tasks: Module
             loaded = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:  # a legacy-format file naming something outside the allow-list
         first = one_line(exc, 200)
-        raise UnsafeLoadError(
-            f"{spec}: the safe loader (weights_only=True) refused it ({first}); {ALLOW_HINT}"
-        ) from exc
+        raise UnsafeLoadError(f"{spec}: the safe loader (weights_only=True) refused it ({first}); {ALLOW_HINT}") from exc
     return loaded, ["loaded with torch.load(weights_only=True)"]
 
 
@@ -127,13 +117,9 @@ def _load_ultralytics(path: Path, spec: str, needed: list[str], tasks: ModuleTyp
     if tasks is None:
         from graphprof.errors import MissingDependencyError
 
-        raise MissingDependencyError(
-            f"{spec} is an ultralytics checkpoint: pip install 'graphprof[yolo]' (ultralytics)"
-        )
+        raise MissingDependencyError(f"{spec} is an ultralytics checkpoint: pip install 'graphprof[yolo]' (ultralytics)")
     if not getattr(getattr(tasks, "_SafeLoad", None), "SUPPORTED", False):
-        raise UnsafeLoadError(
-            f"{spec}: this ultralytics has no restricted checkpoint loader (upgrade it); {ALLOW_HINT}"
-        )
+        raise UnsafeLoadError(f"{spec}: this ultralytics has no restricted checkpoint loader (upgrade it); {ALLOW_HINT}")
     if path.suffix.lower() != ".pt":
         raise UnsafeLoadError(f"{spec}: ultralytics' restricted loader reads .pt files only (rename it); {ALLOW_HINT}")
     suspicious = [name for name in needed if not name.startswith(_EXPECTED_PREFIXES)]
@@ -145,9 +131,7 @@ def _load_ultralytics(path: Path, spec: str, needed: list[str], tasks: ModuleTyp
     except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
         named = f" (it names {_names(suspicious)})" if suspicious else ""
         first = one_line(exc, 160)
-        raise UnsafeLoadError(
-            f"{spec}: ultralytics' restricted loader refused it{named} ({first}); {ALLOW_HINT}"
-        ) from exc
+        raise UnsafeLoadError(f"{spec}: ultralytics' restricted loader refused it{named} ({first}); {ALLOW_HINT}") from exc
     return loaded
 
 

@@ -93,9 +93,7 @@ def _import_target(target: str, spec: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if target == missing or target.startswith(missing + "."):
-            raise ModelNotFoundError(
-                f"{spec}: no module named {missing!r} (looked in the current directory and sys.path)"
-            ) from exc
+            raise ModelNotFoundError(f"{spec}: no module named {missing!r} (looked in the current directory and sys.path)") from exc
         raise ModelBuildError(f"{spec}: importing {target} failed: no module named {missing!r}") from exc
     except Exception as exc:
         raise ModelBuildError(f"{spec}: importing {target} failed: {type(exc).__name__}: {exc}") from exc
@@ -122,20 +120,12 @@ def _attribute(module: ModuleType, dotted: str, spec: str, target: str) -> Any:
         return found
     key = key.removesuffix("]").strip().strip("'\"")
     if not isinstance(found, Mapping) or key not in found:
-        known = (
-            ", ".join(sorted(map(str, found))) if isinstance(found, Mapping) else f"not a mapping but {a_type(found)}"
-        )
+        known = ", ".join(sorted(map(str, found))) if isinstance(found, Mapping) else f"not a mapping but {a_type(found)}"
         raise ModelNotFoundError(f"{spec}: {target}'s {path} has no entry {key!r} ({known})")
     return found[key]
 
 
-def resolve_user(
-    spec: str,
-    *,
-    input_shape: Sequence[int] | None,
-    batch_size: int | None,
-    device: torch.device,
-) -> ResolvedModel:
+def resolve_user(spec: str, *, input_shape: Sequence[int] | None, batch_size: int | None, device: torch.device) -> ResolvedModel:
     """Import ``target:attribute``, build the model it names, and a ``randn`` input of ``input_shape``."""
     from graphprof.models.hf import parse_options
 
@@ -160,14 +150,7 @@ def resolve_user(
         raise ModelBuildError(f"{spec} is {a_type(obj)}, neither an nn.Module nor a callable that builds one")
     _check_usable(model, spec)
     model.eval()
-    return ResolvedModel(
-        name=spec,
-        family="user",
-        model=model,
-        args=(random_tensor(shape, device),),
-        kwargs={},
-        notes=tuple(notes),
-    )
+    return ResolvedModel(name=spec, family="user", model=model, args=(random_tensor(shape, device),), kwargs={}, notes=tuple(notes))
 
 
 def _check_usable(model: torch.nn.Module, spec: str) -> None:
@@ -177,9 +160,7 @@ def _check_usable(model: torch.nn.Module, spec: str) -> None:
         for _ in model.named_modules():
             pass
     except Exception as exc:  # noqa: BLE001 - any failure of the user's override is the model's, named
-        raise ModelBuildError(
-            f"{spec}: listing its submodules (named_modules()) failed: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise ModelBuildError(f"{spec}: listing its submodules (named_modules()) failed: {type(exc).__name__}: {exc}") from exc
     try:
         signature = inspect.signature(model.forward)
     except (TypeError, ValueError):  # a builtin or C forward: nothing to check

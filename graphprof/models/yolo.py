@@ -45,15 +45,7 @@ from graphprof.errors import (
     ModelBuildError,
     ModelNotFoundError,
 )
-from graphprof.models.base import (
-    ModelInfo,
-    ResolvedModel,
-    a_type,
-    effective_shape,
-    format_shape,
-    random_tensor,
-    unknown_model,
-)
+from graphprof.models.base import ModelInfo, ResolvedModel, a_type, effective_shape, format_shape, random_tensor, unknown_model
 from graphprof.models.device import build_module
 from graphprof.models.family import Family, Request, Source
 from graphprof.models.trust import check_yolo_yaml, load_pickle, restricted_build
@@ -176,9 +168,7 @@ def _architectures_of(path: Path, *, expand_scales: bool = True) -> Iterator[Yol
     if expand_scales and scales and not _scale_of(stem):
         # a letter that ultralytics would not read back from the name (rtdetr-resnet50 + "l") is no name
         named = [(re.sub(r"(\d+)", rf"\g<1>{scale}", stem, count=1), scale) for scale in scales]
-        expanded = [
-            YoloArchitecture(name, path, scale, task, head) for name, scale in named if _scale_of(name) == scale
-        ]
+        expanded = [YoloArchitecture(name, path, scale, task, head) for name, scale in named if _scale_of(name) == scale]
         if expanded:
             yield from expanded
             return
@@ -205,9 +195,7 @@ def yolo_architectures() -> dict[str, YoloArchitecture]:
 def list_yolo() -> list[ModelInfo]:
     """One :class:`ModelInfo` per packaged YOLO architecture and scale; imports no ultralytics."""
     return [
-        ModelInfo(
-            name=a.name, family="yolo", default_input=format_shape((1, 3, a.image_size, a.image_size)), task=a.task
-        )
+        ModelInfo(name=a.name, family="yolo", default_input=format_shape((1, 3, a.image_size, a.image_size)), task=a.task)
         for a in yolo_architectures().values()
     ]
 
@@ -270,9 +258,7 @@ def _model_class(tasks: ModuleType, arch: YoloArchitecture) -> type[torch.nn.Mod
         class_name = _TASK_MODEL_CLASS[arch.task]
     cls = getattr(tasks, class_name, None)
     if cls is None:
-        raise ModelBuildError(
-            f"{arch.name} needs ultralytics.nn.tasks.{class_name}, which this ultralytics lacks; upgrade it"
-        )
+        raise ModelBuildError(f"{arch.name} needs ultralytics.nn.tasks.{class_name}, which this ultralytics lacks; upgrade it")
     return cast("type[torch.nn.Module]", cls)
 
 
@@ -321,12 +307,7 @@ def resolve_yolo(arch: YoloArchitecture, request: Request) -> ResolvedModel:
     model, build_notes = build_module(make, device, arch.name)
     model.eval()
     return ResolvedModel(
-        name=arch.name,
-        family="yolo",
-        model=model,
-        args=(random_tensor(shape, device),),
-        kwargs={},
-        notes=(*notes, *build_notes),
+        name=arch.name, family="yolo", model=model, args=(random_tensor(shape, device),), kwargs={}, notes=(*notes, *build_notes)
     )
 
 
@@ -342,9 +323,7 @@ def missing_checkpoint(spec: str) -> DownloadUnavailableError:
     """The error for a ``.pt`` that is not on disk: graphprof never fetches weights."""
     path = Path(spec)
     stem = path.name[: -len(path.suffix)]
-    message = (
-        f"{spec} is not on disk and graphprof never downloads weights; pass a local path (--model /path/to/{path.name})"
-    )
+    message = f"{spec} is not on disk and graphprof never downloads weights; pass a local path (--model /path/to/{path.name})"
     if stem.lower() in yolo_architectures():
         message += f" or the architecture's yaml (--model {stem}.yaml)"
     return DownloadUnavailableError(message)
@@ -366,9 +345,7 @@ def _checkpoint_path(spec: str) -> Path:
         info = path.stat()
     except FileNotFoundError:
         if path.is_symlink():
-            raise ModelNotFoundError(
-                f"{spec} is a symbolic link to {os.readlink(path)!r}, which does not exist"
-            ) from None
+            raise ModelNotFoundError(f"{spec} is a symbolic link to {os.readlink(path)!r}, which does not exist") from None
         raise missing_checkpoint(spec) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -393,9 +370,7 @@ def load_checkpoint(spec: str, request: Request) -> ResolvedModel:
         arch = _packaged_architecture_of(path)
         if arch is not None:
             resolved = resolve_yolo(arch, dataclasses.replace(request, allow_unsafe_load=False))
-            note = (
-                f"{spec} is not on disk (graphprof never downloads weights): built from the packaged {arch.name}.yaml"
-            )
+            note = f"{spec} is not on disk (graphprof never downloads weights): built from the packaged {arch.name}.yaml"
             return dataclasses.replace(resolved, notes=(note, *resolved.notes))
     path = _checkpoint_path(spec)
     tasks = _import_tasks() if importlib.util.find_spec("ultralytics") is not None else None
@@ -425,14 +400,11 @@ def load_checkpoint(spec: str, request: Request) -> ResolvedModel:
         model, family, default = loaded, "user", None
     else:
         raise ModelBuildError(
-            f"{spec} holds {a_type(loaded)} (a state dict?), not a model; "
-            "pass a factory instead (--model package.module:make_model)"
+            f"{spec} holds {a_type(loaded)} (a state dict?), not a model; pass a factory instead (--model package.module:make_model)"
         )
     if default is None:
         if input_shape is None:
-            raise InvalidInputError(
-                f"{spec} holds a bare nn.Module with no default input; pass --input-shape (input_shape=...)"
-            )
+            raise InvalidInputError(f"{spec} holds a bare nn.Module with no default input; pass --input-shape (input_shape=...)")
         shape = effective_shape(input_shape, input_shape, batch_size, layout=None, model=name)
     else:
         shape = effective_shape(default, input_shape, batch_size, layout="N,C,H,W", model=name)
@@ -440,9 +412,7 @@ def load_checkpoint(spec: str, request: Request) -> ResolvedModel:
     if device.type != "cpu":
         model = model.to(device)
         notes.append(f"loaded on CPU, then moved to {device.type}")
-    return ResolvedModel(
-        name=name, family=family, model=model, args=(random_tensor(shape, device),), kwargs={}, notes=tuple(notes)
-    )
+    return ResolvedModel(name=name, family=family, model=model, args=(random_tensor(shape, device),), kwargs={}, notes=tuple(notes))
 
 
 #: ultralytics' YOLO models. The detect head reads its ``stride`` buffer with ``.item()`` (FakeTensors made
@@ -492,9 +462,7 @@ CHECKPOINT = Source(
     families=(FAMILY,),
 )
 #: ``yolov8n-seg.yaml``, ``my.yaml``: a YOLO yaml, packaged with ultralytics or local.
-YAML = Source(
-    "yolo-yaml", claims=yaml_suffix, resolve=_resolve_yaml, family_of=lambda spec: FAMILY.name, families=(FAMILY,)
-)
+YAML = Source("yolo-yaml", claims=yaml_suffix, resolve=_resolve_yaml, family_of=lambda spec: FAMILY.name, families=(FAMILY,))
 #: ``yolov8n``, ``yolo11s-pose``: a packaged YOLO yaml by name.
 BY_NAME = Source(
     "yolo",

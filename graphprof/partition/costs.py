@@ -76,12 +76,7 @@ class SharedWeight:
     weight_bytes: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "names": list(self.names),
-            "units": list(self.units),
-            "params": self.params,
-            "weight_bytes": self.weight_bytes,
-        }
+        return {"names": list(self.names), "units": list(self.units), "params": self.params, "weight_bytes": self.weight_bytes}
 
 
 @dataclass(frozen=True)
@@ -112,9 +107,7 @@ class CostTable:
 def kv_cache_bytes(module: nn.Module, batch: int, kv_len: int, itemsize: int) -> int:
     """KV cache a module's attention layers keep: keys and values of ``kv_len`` positions per sample."""
     width = sum(
-        m.out_features
-        for name, m in module.named_modules()
-        if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in ("k_proj", "v_proj")
+        m.out_features for name, m in module.named_modules() if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in ("k_proj", "v_proj")
     )
     return batch * kv_len * width * itemsize
 
@@ -141,15 +134,11 @@ def shared_weights(model: nn.Module, nodes: UnitNodes, profile: Profile) -> tupl
         if len(held) > 1:
             units = tuple(sorted(held))
             params = model.get_parameter(group[0]).numel()
-            found.append(
-                SharedWeight(tuple(held[u] for u in units), units, params, round(params * _bytes_per_param(profile)))
-            )
+            found.append(SharedWeight(tuple(held[u] for u in units), units, params, round(params * _bytes_per_param(profile))))
     return tuple(found)
 
 
-def unit_records(
-    graph: Graph, nodes: UnitNodes, model: nn.Module, profile: Profile, kv: tuple[int, int] | None
-) -> tuple[Unit, ...]:
+def unit_records(graph: Graph, nodes: UnitNodes, model: nn.Module, profile: Profile, kv: tuple[int, int] | None) -> tuple[Unit, ...]:
     """One :class:`Unit` per unit; ``kv`` is ``(batch, kv_len)`` for a model with a KV cache, else ``None``."""
     per_param = _bytes_per_param(profile)
     itemsize = max(1, round(per_param))
@@ -174,9 +163,7 @@ def unit_records(
         module = model.get_submodule(name)
         buffers = sum(b.numel() * b.element_size() for b in module.buffers())
         kv_bytes = kv_cache_bytes(module, kv[0], kv[1], itemsize) if kv is not None else 0
-        units.append(
-            Unit(name, count[u], params[u], round(params[u] * per_param) + buffers, activation[u], kv_bytes, flops[u])
-        )
+        units.append(Unit(name, count[u], params[u], round(params[u] * per_param) + buffers, activation[u], kv_bytes, flops[u]))
     return tuple(units)
 
 
@@ -189,9 +176,7 @@ def _by_unit(graph: Graph, nodes: UnitNodes, per_node: Mapping[int, float]) -> l
     return totals
 
 
-def preset_seconds(
-    profile: Profile, graph: Graph, nodes: UnitNodes, hardware: Hardware
-) -> tuple[tuple[float, ...], str]:
+def preset_seconds(profile: Profile, graph: Graph, nodes: UnitNodes, hardware: Hardware) -> tuple[tuple[float, ...], str]:
     """Seconds per unit on ``hardware`` (predicted where it has a calibration table, else the roofline
     lower bound) and the name of that source."""
     roofline = classify(profile, hardware)

@@ -28,17 +28,7 @@ from dataclasses import dataclass, field
 from graphprof.devices.hardware import Hardware, custom_hardware, get_hardware, host_memory_bytes
 from graphprof.errors import InvalidInputError
 
-__all__ = [
-    "FIGURE_RANGE",
-    "LOCAL_CPU",
-    "MAX_COUNT",
-    "Device",
-    "Links",
-    "as_devices",
-    "parse_devices",
-    "parse_links",
-    "kinds_of",
-]
+__all__ = ["FIGURE_RANGE", "LOCAL_CPU", "MAX_COUNT", "Device", "Links", "as_devices", "parse_devices", "parse_links", "kinds_of"]
 
 #: The device kind that means "a process on this machine" (times measured here, not predicted).
 LOCAL_CPU = "cpu"
@@ -123,15 +113,11 @@ def _memory(kind: str, hardware: Hardware | None, mem: str | None, item: str, lo
 def as_devices(devices: object) -> tuple[Device, ...]:
     """``devices`` as the API takes them: a spec (``"cpu:2"`` or its items, parsed) or :class:`Device` records; anything
     else (``42``) is one :class:`InvalidInputError`, not a ``TypeError`` from deep inside."""
-    if isinstance(devices, str) or (
-        isinstance(devices, Sequence) and devices and all(isinstance(d, str) for d in devices)
-    ):
+    if isinstance(devices, str) or (isinstance(devices, Sequence) and devices and all(isinstance(d, str) for d in devices)):
         return parse_devices(devices)
     if isinstance(devices, Sequence) and devices and all(isinstance(d, Device) for d in devices):
         return tuple(devices)
-    raise InvalidInputError(
-        f"devices must be a spec such as 'orin-agx:2,rtx4090:1' or 'cpu:2', or Device records, not {devices!r:.60}"
-    )
+    raise InvalidInputError(f"devices must be a spec such as 'orin-agx:2,rtx4090:1' or 'cpu:2', or Device records, not {devices!r:.60}")
 
 
 def parse_devices(spec: str | Sequence[str]) -> tuple[Device, ...]:
@@ -153,9 +139,7 @@ def parse_devices(spec: str | Sequence[str]) -> tuple[Device, ...]:
         if m["tflops"] is not None:
             if m["mem"] is None:
                 raise InvalidInputError(f"device spec {item!r}: a custom device needs its memory, {item}@GB")
-            hardware = custom_hardware(
-                _number(m["tflops"], "TFLOP/s", item), _number(m["gbps"], "GB/s", item), name=kind
-            )
+            hardware = custom_hardware(_number(m["tflops"], "TFLOP/s", item), _number(m["gbps"], "GB/s", item), name=kind)
         elif kind == LOCAL_CPU:
             hardware = None
         else:
@@ -196,9 +180,7 @@ class Links:
         return {
             "bandwidth_bytes_per_s": self.bandwidth,
             "latency_s": self.latency,
-            "pairs": {
-                "~".join(sorted(k)): {"bandwidth_bytes_per_s": b, "latency_s": t} for k, (b, t) in self.pairs.items()
-            },
+            "pairs": {"~".join(sorted(k)): {"bandwidth_bytes_per_s": b, "latency_s": t} for k, (b, t) in self.pairs.items()},
         }
 
 
@@ -216,9 +198,7 @@ def _figures(text: str, item: str) -> tuple[float, float | None]:
     return bandwidth, latency * 1e-3
 
 
-def parse_links(
-    specs: Sequence[str] = (), kinds: Sequence[str] = (), *, gbps: float = 1.0, latency_ms: float = 1.0
-) -> Links:
+def parse_links(specs: Sequence[str] = (), kinds: Sequence[str] = (), *, gbps: float = 1.0, latency_ms: float = 1.0) -> Links:
     """Links from ``--link`` items: ``GBPS[/MS]`` sets the default, ``A~B=GBPS[/MS]`` one pair of kinds."""
     default = (gbps * 1e9, latency_ms * 1e-3)
     given: dict[frozenset[str], tuple[float, float | None]] = {}
@@ -236,7 +216,5 @@ def parse_links(
             )
         given[ends] = (bandwidth, latency)
     # a pair given without a latency takes the default one, wherever the default was given
-    pairs = {
-        ends: (bandwidth, default[1] if latency is None else latency) for ends, (bandwidth, latency) in given.items()
-    }
+    pairs = {ends: (bandwidth, default[1] if latency is None else latency) for ends, (bandwidth, latency) in given.items()}
     return Links(default[0], default[1], pairs)

@@ -217,12 +217,7 @@ def _bounds_equal_params(params: Sequence[int], parts: int) -> list[int]:
 
 
 def _baseline(
-    name: str,
-    bounds: Sequence[int],
-    problem: Problem,
-    table: CostTable,
-    devices: Sequence[Device],
-    kinds: Sequence[str],
+    name: str, bounds: Sequence[int], problem: Problem, table: CostTable, devices: Sequence[Device], kinds: Sequence[str]
 ) -> Baseline:
     index = {k: n for n, k in enumerate(kinds)}
     stages = [(i, j, index[d.kind]) for (i, j), d in zip(zip(bounds, bounds[1:], strict=False), devices, strict=False)]
@@ -238,6 +233,4 @@ def equal_layers(problem: Problem, table: CostTable, devices: Sequence[Device], 
 def equal_params(problem: Problem, table: CostTable, devices: Sequence[Device], kinds: Sequence[str]) -> Baseline:
     """Balanced parameter counts (DeepSpeed's default) on the first ``min(devices, units)`` devices."""
     parts = min(len(devices), len(table.units))
-    return _baseline(
-        "equal-params", _bounds_equal_params([u.params for u in table.units], parts), problem, table, devices, kinds
-    )
+    return _baseline("equal-params", _bounds_equal_params([u.params for u in table.units], parts), problem, table, devices, kinds)

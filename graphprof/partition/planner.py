@@ -58,10 +58,7 @@ def _kv_shape(prepared: PreparedModel, kv_len: int | None) -> tuple[int, int] | 
     """``(batch, positions)`` of the KV cache: the first input's batch and length (or ``kv_len``)."""
     if kv_len == 0 or not any(n.rsplit(".", 1)[-1] in ("k_proj", "v_proj") for n, _ in prepared.model.named_modules()):
         return None
-    first = next(
-        (t for t in torch.utils._pytree.tree_leaves((prepared.args, prepared.kwargs)) if isinstance(t, torch.Tensor)),
-        None,
-    )
+    first = next((t for t in torch.utils._pytree.tree_leaves((prepared.args, prepared.kwargs)) if isinstance(t, torch.Tensor)), None)
     if first is None or first.dim() < 2:
         return None
     return int(first.shape[0]), int(kv_len if kv_len is not None else first.shape[1])
@@ -91,10 +88,7 @@ def _local_predictor(stored: Hardware | None, threads: int) -> tuple[Hardware | 
                       f"runs {threads} (`graphprof calibrate --threads {threads}` predicts them)")  # fmt: skip
     stale = stale_reasons(device, threads)
     if stale:
-        return (
-            None,
-            f"cpu stage times measured: the local calibration is stale ({'; '.join(stale)}); run `graphprof calibrate` again",
-        )
+        return (None, f"cpu stage times measured: the local calibration is stale ({'; '.join(stale)}); run `graphprof calibrate` again")
     return stored, ""
 
 
@@ -124,17 +118,13 @@ def cost_table(
         device = next(d for d in devices if d.kind == kind)
         if device.hardware is None and predictor is not None:
             seconds[kind], _ = preset_seconds(profile, graph, nodes, predictor)
-            sources[kind] = (
-                f"{kind}: predicted by the local calibration ({threads} thread(s), the plain forward's ops in place)"
-            )
+            sources[kind] = f"{kind}: predicted by the local calibration ({threads} thread(s), the plain forward's ops in place)"
         elif device.hardware is None and measurement is not None:
             seconds[kind], sources[kind] = measured_seconds(graph, nodes, measurement.forward.mean / 1e3)
             sources[kind] += f"; {why}"
         elif device.hardware is not None:
             seconds[kind], sources[kind] = preset_seconds(profile, graph, nodes, device.hardware)
-    return table(
-        units, cut_bytes(graph, nodes), seconds, sources, shared_weights(prepared.model, nodes, profile)
-    ), profile
+    return table(units, cut_bytes(graph, nodes), seconds, sources, shared_weights(prepared.model, nodes, profile)), profile
 
 
 def plan_prepared(
@@ -222,9 +212,7 @@ def partition(
     """
     devs = as_devices(devices)
     prepared = prepare_for(model_or_name, devs, batch_size=batch_size, dtype=dtype, **prepare_options)
-    return plan_prepared(
-        prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters
-    )
+    return plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
 
 
 def _cores_note(devices: Sequence[Device], threads: int) -> list[str]:
@@ -250,8 +238,6 @@ def _shared_notes(costs: CostTable, stages: Sequence[Stage]) -> list[str]:
         if not copies:
             notes.append(f"{tied}: held once, by stage {first}")
             continue
-        which = (
-            f"stage {copies[0]} keeps a copy" if len(copies) == 1 else f"stages {', '.join(copies)} keep a copy each"
-        )
+        which = f"stage {copies[0]} keeps a copy" if len(copies) == 1 else f"stages {', '.join(copies)} keep a copy each"
         notes.append(f"{tied}: held by stage {first}, and {which} as torch.distributed.pipelining builds the stages")
     return notes

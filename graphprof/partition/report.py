@@ -60,16 +60,12 @@ def partition_report(
         require_count(kv_len, "the KV cache length (--kv-len)", low=0, high=10**9)
     devs = as_devices(devices)
     prepared = prepare_for(model_or_name, devs, weights=run, batch_size=batch_size, dtype=dtype, **prepare_options)
-    plan = plan_prepared(
-        prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters
-    )
+    plan = plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
     if not run:
         return PartitionReport(plan)
     options = {"micro_batches": micro_batches, "iters": run_iters, "threads": threads}
     runs = [("plan", run_split(prepared, plan.split_points, predicted=_predicted(plan.stages), **options))]
     if compare:
         equal = next(b for b in plan.baselines if b.name == "equal-layers")
-        runs.append(
-            ("equal-layers", run_split(prepared, equal.split_points, predicted=_predicted(equal.stages), **options))
-        )
+        runs.append(("equal-layers", run_split(prepared, equal.split_points, predicted=_predicted(equal.stages), **options)))
     return PartitionReport(plan, tuple(runs))

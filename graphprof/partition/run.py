@@ -126,9 +126,7 @@ def _free_port() -> int:
 
 
 def _chunk(value: Any, micro_batches: int) -> Any:
-    return torch.utils._pytree.tree_map(
-        lambda t: t.chunk(micro_batches)[0] if isinstance(t, torch.Tensor) else t, value
-    )
+    return torch.utils._pytree.tree_map(lambda t: t.chunk(micro_batches)[0] if isinstance(t, torch.Tensor) else t, value)
 
 
 @dataclass(frozen=True)
@@ -159,9 +157,7 @@ def _compiled_stages() -> Any:
     return _disable_interpreter()
 
 
-def _alone(
-    module: nn.Module, inputs: tuple[tuple[Any, ...], dict[str, Any]], rank: int, world: int, iters: int
-) -> float:
+def _alone(module: nn.Module, inputs: tuple[tuple[Any, ...], dict[str, Any]], rank: int, world: int, iters: int) -> float:
     """Median forward of this stage on one micro-batch while the other stages wait at a barrier."""
     import torch.distributed as dist
 
@@ -195,13 +191,9 @@ def _stage_loop(job: _Job, rank: int, world: int) -> tuple[list[float], list[flo
     spec = {name: SplitPoint.BEGINNING for name in job.split_points}
     _register_attention(job.model)
     with _compiled_stages():
-        pipe = pipeline(
-            job.model, _chunk(job.args, job.micro_batches), _chunk(job.kwargs, job.micro_batches), split_spec=spec
-        )
+        pipe = pipeline(job.model, _chunk(job.args, job.micro_batches), _chunk(job.kwargs, job.micro_batches), split_spec=spec)
     if pipe.num_stages != world:
-        raise InvalidInputError(
-            f"the split made {pipe.num_stages} stages, not {world}: a split point is not a module call of the forward"
-        )
+        raise InvalidInputError(f"the split made {pipe.num_stages} stages, not {world}: a split point is not a module call of the forward")
     stage = pipe.build_stage(rank, torch.device("cpu"))
     forward: list[float] = []
     seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
@@ -311,9 +303,7 @@ def _spawn(job: _Job, world: int) -> dict[int, tuple[Any, ...]]:
 
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    processes = [
-        ctx.Process(target=_worker, args=(rank, world, job, results, os.getpid()), daemon=True) for rank in range(world)
-    ]
+    processes = [ctx.Process(target=_worker, args=(rank, world, job, results, os.getpid()), daemon=True) for rank in range(world)]
     with sigterm_raises("the pipeline run was ended by SIGTERM", MeasurementError):  # SIGTERM: the stages end first
         for p in processes:
             p.start()
@@ -368,9 +358,7 @@ def _require_copies_fit(model: nn.Module, stages: int) -> None:
     (``hf:t5-base`` over two stages went past 6 GB)."""
     weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()) if not t.is_meta)
     need = weights * (stages * _COPIES_PER_STAGE + 2)
-    require_fits(
-        need, f"--run over {stages} stages, each process tracing the whole model ({format_bytes(weights)} of weights)"
-    )
+    require_fits(need, f"--run over {stages} stages, each process tracing the whole model ({format_bytes(weights)} of weights)")
 
 
 def _tensor_bytes(value: Any) -> int:
@@ -395,9 +383,7 @@ def run_split(
     per-stage seconds per micro-batch (compute only) to set beside the measured ones.
     """
     if prepared.device.type != "cpu":
-        raise InvalidInputError(
-            f"running a split needs the model's weights on the CPU; {prepared.name} is on {prepared.device.type}"
-        )
+        raise InvalidInputError(f"running a split needs the model's weights on the CPU; {prepared.name} is on {prepared.device.type}")
     check_run_options(micro_batches=micro_batches, iters=iters, threads=threads, stages=len(split_points) + 1)
     batch = micro_batches * _batch_of(prepared)
     args, kwargs = prepared.inputs(batch_size=batch)
@@ -410,17 +396,7 @@ def run_split(
     with torch.no_grad():
         model.eval()
         reference = _first_tensor(model(*args, **kwargs))
-    job = _Job(
-        model,
-        args,
-        kwargs,
-        tuple(split_points),
-        micro_batches,
-        iters,
-        warmup,
-        threads,
-        f"tcp://127.0.0.1:{_free_port()}",
-    )
+    job = _Job(model, args, kwargs, tuple(split_points), micro_batches, iters, warmup, threads, f"tcp://127.0.0.1:{_free_port()}")
     got = _spawn(job, len(split_points) + 1)
     return _report(prepared.name, job, got, reference, predicted, batch, (rtol, atol))
 
@@ -446,8 +422,7 @@ def _report(
     steps = [max(got[r][1][i] for r in range(world)) for i in range(job.iters)]
     firsts = ("(start)", *job.split_points)
     stages = tuple(
-        StageRun(r, firsts[r], statistics.median(got[r][2]), got[r][3], None if predicted is None else predicted[r])
-        for r in range(world)
+        StageRun(r, firsts[r], statistics.median(got[r][2]), got[r][3], None if predicted is None else predicted[r]) for r in range(world)
     )
     predicted_step = step_prediction(predicted, job.micro_batches) if predicted is not None else None
     return PipelineRun(

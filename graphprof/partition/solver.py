@@ -187,11 +187,7 @@ def problem_work(problem: Problem) -> int:
 
 
 def solve(
-    problem: Problem,
-    objective: Objective | str = Objective.LATENCY,
-    *,
-    names: Sequence[str] = (),
-    kinds: Sequence[str] = (),
+    problem: Problem, objective: Objective | str = Objective.LATENCY, *, names: Sequence[str] = (), kinds: Sequence[str] = ()
 ) -> Solution:
     """The exact optimum (see the module docstring); :class:`Infeasible` when nothing fits.
 
@@ -211,12 +207,7 @@ def solve(
     return evaluate(problem, stages)
 
 
-def _why(
-    problem: Problem,
-    best: dict[int, dict[_State, tuple[float, int, _State]]],
-    names: Sequence[str],
-    kinds: Sequence[str],
-) -> str:
+def _why(problem: Problem, best: dict[int, dict[_State, tuple[float, int, _State]]], names: Sequence[str], kinds: Sequence[str]) -> str:
     """One line: the first unit no device can hold, or the first unit the devices left cannot hold."""
 
     def unit(u: int) -> str:

@@ -64,10 +64,7 @@ def render_bottlenecks(profile: Profile) -> RenderableType:
             format_percent(roofline.flops_share(bound)),
         ]
         if timed:
-            cells += [
-                seconds_cell(sum(layer.seconds or 0.0 for layer in layers)),
-                format_percent(roofline.time_share(bound)),
-            ]
+            cells += [seconds_cell(sum(layer.seconds or 0.0 for layer in layers)), format_percent(roofline.time_share(bound))]
         table.add_row(*cells)
     lines: list[RenderableType] = [table, Text(describe_threshold(profile), style="dim")]
     if timed:
@@ -94,9 +91,7 @@ def render_intensity_bands(profile: Profile) -> RenderableType:
     total = profile.total_flops
     table = section_table("Arithmetic intensity bands (seed 002's interpretation, independent of the device)")
     for column in ("Band", "Rule", "Layers", "FLOPs", "FLOPs share", "Means"):
-        table.add_column(
-            column, justify="right" if column in ("Layers", "FLOPs", "FLOPs share") else "left", overflow="fold"
-        )
+        table.add_column(column, justify="right" if column in ("Layers", "FLOPs", "FLOPs share") else "left", overflow="fold")
     for band in INTENSITY_BANDS:
         share = format_percent(flops[band.name] / total if total else 0.0)
         table.add_row(band.name, band.rule, str(layers[band.name]), count_cell(flops[band.name]), share, band.meaning)

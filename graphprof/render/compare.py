@@ -25,11 +25,7 @@ from graphprof.devices.hardware import Hardware
 from graphprof.render.files import csv_text
 from graphprof.render.formatting import format_count, format_percent, format_seconds
 
-__all__ = [
-    "render_comparison",
-    "comparison_dict",
-    "render_comparison_csv",
-]
+__all__ = ["render_comparison", "comparison_dict", "render_comparison_csv"]
 
 
 def _threshold_line(hardware: Hardware | None, rows: Sequence[ComparisonRow]) -> str:
@@ -46,15 +42,11 @@ def _threshold_line(hardware: Hardware | None, rows: Sequence[ComparisonRow]) ->
     )
 
 
-def render_comparison(
-    rows: Sequence[ComparisonRow], hardware: Hardware | None = None, *, show_errors: bool = True
-) -> RenderableType:
+def render_comparison(rows: Sequence[ComparisonRow], hardware: Hardware | None = None, *, show_errors: bool = True) -> RenderableType:
     """The models side by side; a failed model's row says so and its one-line error follows the table
     (unless ``show_errors`` is False: the CLI writes those lines to stderr)."""
     title = "Model comparison" + (f" on {hardware.label}" if hardware is not None else "")
-    table = Table(
-        title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
-    )
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("Model", no_wrap=True, overflow="ellipsis", max_width=24)
     table.add_column("Params", justify="right", no_wrap=True)
     table.add_column("MACs", justify="right", no_wrap=True)

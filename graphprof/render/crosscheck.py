@@ -85,9 +85,7 @@ def _notes(result: CrossCheck, tolerance: float) -> list[str]:
     return causes
 
 
-def render_comparison(
-    results: Sequence[CrossCheck], *, tolerance: float, labels: tuple[str, str, str] | None = None
-) -> RenderableType:
+def render_comparison(results: Sequence[CrossCheck], *, tolerance: float, labels: tuple[str, str, str] | None = None) -> RenderableType:
     """The summary: one row per model (graphprof under the reference's convention against the reference, the
     difference and the accuracy, graphprof's own MACs and FLOPs beside them), then what explains each difference.
 
@@ -125,9 +123,7 @@ def render_comparison(
     s = summarize(results, tolerance)
     agree = s["agrees"] + s["explained"]
     unit = next((r.unit for r in results if r.unit), "")
-    explained = (
-        f" ({s['explained']} once {reference}'s blind spots, named above, are counted)" if s["explained"] else ""
-    )
+    explained = f" ({s['explained']} once {reference}'s blind spots, named above, are counted)" if s["explained"] else ""
     summary = Text(
         f"{agree} of {s['models']} agree within {tolerance:g}%{explained}; {s['differs']} differ, {s['failed']} failed. "
         f"graphprof ({reference}) and {reference} count {unit}; MACs and FLOPs are graphprof's own.",
@@ -180,18 +176,13 @@ def render_details(result: CrossCheck) -> RenderableType:
     parts: list[RenderableType] = [render_groups(result)]
     if result.reference_unsupported:
         ops = ", ".join(f"{o.op} x{o.calls}" for o in result.reference_unsupported)
-        parts.append(
-            Text(
-                f"{result.reference} reports as unsupported (outside its convention, counted as 0): {ops}", style="dim"
-            )
-        )
+        parts.append(Text(f"{result.reference} reports as unsupported (outside its convention, counted as 0): {ops}", style="dim"))
     if result.graphprof_unsupported:
         ops = ", ".join(f"{o.op} x{o.calls}" for o in result.graphprof_unsupported)
         parts.append(Text(f"graphprof has no formula for: {ops}", style="yellow"))
     parts.append(
         Text(
-            f"graph captured by {result.capture_method}; {result.reference} {result.reference_version}; {result.seconds:.1f}s",
-            style="dim",
+            f"graph captured by {result.capture_method}; {result.reference} {result.reference_version}; {result.seconds:.1f}s", style="dim"
         )
     )
     return Group(*parts)

@@ -76,9 +76,7 @@ def _summary(g: GenerationProfile) -> Table:
         "KV cache per token",
         f"{g.kv_bytes_per_token:,} B = 2 x {kv.layers} layers x {kv.kv_heads} KV heads x {kv.head_dim} x {g.kv_bytes_per_token // kv.elements_per_token} B",
     )
-    table.add_row(
-        "KV cache at the end", f"{format_bytes(g.kv_cache_bytes)} ({g.final_context:,} tokens x batch {g.batch})"
-    )
+    table.add_row("KV cache at the end", f"{format_bytes(g.kv_cache_bytes)} ({g.final_context:,} tokens x batch {g.batch})")
     if g.per_token is not None:
         t = g.per_token
         table.add_row(
@@ -104,9 +102,7 @@ def _summary(g: GenerationProfile) -> Table:
 
 
 def _phases(g: GenerationProfile) -> Table:
-    table = _table(
-        "Phases (estimates)", caption="KV read: cached tokens attention reads; KV written: tokens the step adds"
-    )
+    table = _table("Phases (estimates)", caption="KV read: cached tokens attention reads; KV written: tokens the step adds")
     for name, justify in (("Phase", "left"), ("Context", "right"), ("Forwards", "right"), ("MACs", "right"), ("Bytes", "right"),
                           ("KV read", "right"), ("KV written", "right"), ("FLOP/B", "right"), ("Bound", "left"),
                           ("Lower bound", "right"), ("Predicted", "right")):  # fmt: skip
@@ -143,17 +139,9 @@ def _folded(prefill: Sequence[BlockCost], decode: Sequence[BlockCost] | None) ->
 
 def _alike(prefill: Sequence[BlockCost], decode: Sequence[BlockCost] | None, i: int, j: int) -> bool:
     def same(a: BlockCost, b: BlockCost) -> bool:
-        return (a.cost, a.kv_bytes_read, a.kv_bytes_written, a.bound) == (
-            b.cost,
-            b.kv_bytes_read,
-            b.kv_bytes_written,
-            b.bound,
-        )
+        return (a.cost, a.kv_bytes_read, a.kv_bytes_written, a.bound) == (b.cost, b.kv_bytes_read, b.kv_bytes_written, b.bound)
 
-    if (
-        prefill[i].name.rpartition(".")[0] != prefill[j].name.rpartition(".")[0]
-        or not prefill[j].name.rpartition(".")[2].isdigit()
-    ):
+    if prefill[i].name.rpartition(".")[0] != prefill[j].name.rpartition(".")[0] or not prefill[j].name.rpartition(".")[2].isdigit():
         return False
     return same(prefill[i], prefill[j]) and (decode is None or same(decode[i], decode[j]))
 
@@ -205,9 +193,7 @@ def _ratio(measured: float, estimate: float | None) -> str:
 
 
 def _measured(g: GenerationProfile, m: GenerationMeasurement) -> Table:
-    caption = (
-        f"{m.runs} runs of generate() on {m.device} ({m.host}); load {m.load}: a shared machine's timings are noisy"
-    )
+    caption = f"{m.runs} runs of generate() on {m.device} ({m.host}); load {m.load}: a shared machine's timings are noisy"
     table = _table("Measured beside estimated", caption=caption)
     for name in ("", "Measured", "Lower bound", "Measured / bound", "Predicted", "Measured / predicted"):
         table.add_column(name, justify="left" if not name else "right", no_wrap=True)

@@ -43,9 +43,7 @@ def render_comparison(comparison: EstimateComparison) -> RenderableType:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in comparison.rows:
         ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
-        table.add_row(
-            row.component, format_count(row.estimated_flops), format_count(row.counted_flops), ratio, row.reason
-        )
+        table.add_row(row.component, format_count(row.estimated_flops), format_count(row.counted_flops), ratio, row.reason)
     total_ratio = comparison.counted_total / comparison.estimated_total if comparison.estimated_total else None
     table.add_row(
         "total",
@@ -108,11 +106,7 @@ def _scaling_notes(result: GraphScalingResult) -> list[Text]:
                 f"  {name}: exponent {abs(fit.exponent) if abs(fit.exponent) < 0.005 else fit.exponent:.2f} ({growth_word(fit.exponent)}), R² {fit.r2:.4f}"
             )
         )
-    if (
-        result.parameter_name == "num_nodes"
-        and "attention" in result.components
-        and len(result.series("attention")[0]) >= 3
-    ):
+    if result.parameter_name == "num_nodes" and "attention" in result.components and len(result.series("attention")[0]) >= 3:
         q = result.fit_quadratic("attention")
         largest = result.series("attention")[0][-1]
         lines.append(

@@ -35,33 +35,20 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
     table.add_column("Ridge", justify="right", overflow="fold")
     for device in presets:
         peaks = [_tflops(device.peak_tflops.get(p)) for p in ("float32", "tf32", "float16", "bfloat16", "float8")]
-        best = (
-            "bfloat16"
-            if "bfloat16" in device.peak_tflops
-            else "float16"
-            if "float16" in device.peak_tflops
-            else "float32"
-        )
+        best = "bfloat16" if "bfloat16" in device.peak_tflops else "float16" if "float16" in device.peak_tflops else "float32"
         ridge = f"{device.ridge_point('float32'):.0f} / {device.ridge_point(best):.0f}"
         aliases = hardware_aliases(device.name)  # accepted too (partition's orin-agx): listed, never a surprise
         name = device.name + (f" (or {', '.join(aliases)})" if aliases else "")
         table.add_row(name, device.label, *peaks, f"{device.bandwidth_gbs:,.0f}", ridge)
     lines: list[RenderableType] = [
         table,
-        Text(
-            "TFLOP/s; Ridge = FLOPs/byte at FP32 / at BF16 (FP16 or FP32 where that is all the device lists)",
-            style="dim",
-        ),
+        Text("TFLOP/s; Ridge = FLOPs/byte at FP32 / at BF16 (FP16 or FP32 where that is all the device lists)", style="dim"),
     ]
     if detail:
         for device in presets:
             lines.append(Text(f"{device.name}: {device.label} ({device.kind})"))
             for precision, tflops in device.peak_tflops.items():
-                lines.append(
-                    Text(
-                        f"  {precision:>8}: {tflops:g} TFLOP/s, ridge point {device.ridge_point(precision):.1f} FLOPs/byte"
-                    )
-                )
+                lines.append(Text(f"  {precision:>8}: {tflops:g} TFLOP/s, ridge point {device.ridge_point(precision):.1f} FLOPs/byte"))
     sources = Table.grid(padding=(0, 2))
     sources.add_column(no_wrap=True)
     sources.add_column(overflow="fold", style="dim")

@@ -59,9 +59,7 @@ def _plotly_js() -> str:
     try:
         from plotly.offline import get_plotlyjs
     except ImportError as exc:
-        raise MissingDependencyError(
-            "--html needs plotly (its chart script is embedded): pip install 'graphprof[html]'"
-        ) from exc
+        raise MissingDependencyError("--html needs plotly (its chart script is embedded): pip install 'graphprof[html]'") from exc
     return str(get_plotlyjs())
 
 
@@ -90,10 +88,7 @@ def _page(title: str, body: str) -> str:
 def _table(table_id: str, headers: Sequence[str], rows: Sequence[Sequence[tuple[str, Any]]]) -> str:
     """A sortable, filterable table; each cell is ``(text, sort value)``."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td data-v='{html.escape(str(v))}'>{html.escape(t)}</td>" for t, v in row) + "</tr>"
-        for row in rows
-    )
+    body = "".join("<tr>" + "".join(f"<td data-v='{html.escape(str(v))}'>{html.escape(t)}</td>" for t, v in row) + "</tr>" for row in rows)
     search = f"<input placeholder='filter' oninput=\"filterTable(this,'{table_id}')\">"
     return f"{search}<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -226,9 +221,7 @@ def _roofline_caption(profile: Profile) -> str:
         cores = getattr(m.host, "cores", None) or 1
         busy = load is not None and load[0] > 0.75 * cores
         text += (
-            f" Measured on {m.device} at load {load[0]:.2f} on {cores} cores"
-            if load is not None
-            else f" Measured on {m.device}"
+            f" Measured on {m.device} at load {load[0]:.2f} on {cores} cores" if load is not None else f" Measured on {m.device}"
         ) + "."
         if busy:
             text += " The machine was busy: measured points sit further below the roof than the kernels alone would."
@@ -258,17 +251,16 @@ def _roofline_chart(profile: Profile) -> str:
     layout = {"xaxis": _axis("Arithmetic intensity (FLOP/byte)"), "yaxis": _axis("Achieved throughput (TFLOP/s)"), "height": 480,
               "title": {"text": f"Roofline on {roofline.hardware.label}"}}  # fmt: skip
     data = plotly_json(traces)
-    return (
-        f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{plotly_json(layout)})</script>"
-        + _roofline_caption(profile)
-    )
+    return f"<div id='roofline'></div><script>Plotly.newPlot('roofline',{data},{plotly_json(layout)})</script>" + _roofline_caption(profile)
 
 
 def _activation_chart(profile: Profile) -> str:
     """Train mode: bytes each layer saves for backward (bars) and their running sum (line), in MiB."""
     rows = [r for r in profile.layers if r.saved_bytes]
     if profile.mode is not Mode.TRAIN or not rows:
-        return "<p class='muted'>Activation memory by layer: a training profile (--mode train) shows what each layer saves for backward.</p>"
+        return (
+            "<p class='muted'>Activation memory by layer: a training profile (--mode train) shows what each layer saves for backward.</p>"
+        )
     names = [r.name for r in rows]
     mib = [r.saved_bytes / 2**20 for r in rows]
     running = [sum(mib[: i + 1]) for i in range(len(mib))]
@@ -281,12 +273,8 @@ def _activation_chart(profile: Profile) -> str:
               "yaxis": _axis("Saved by the layer (MiB)", log=False),
               "yaxis2": {**_axis("Held for backward so far (MiB)", log=False), "overlaying": "y", "side": "right"},
               "height": 420, "title": {"text": "Activation memory: bytes saved for backward, by layer"}}  # fmt: skip
-    peak = f"{_num(profile.peak_activation_bytes, 'B')}" + (
-        f" at {profile.peak_activation_layer}" if profile.peak_activation_layer else ""
-    )
-    caption = (
-        f"Saved for backward: {_num(profile.saved_activation_bytes, 'B')} in all; the run's activation peak: {peak}."
-    )
+    peak = f"{_num(profile.peak_activation_bytes, 'B')}" + (f" at {profile.peak_activation_layer}" if profile.peak_activation_layer else "")
+    caption = f"Saved for backward: {_num(profile.saved_activation_bytes, 'B')} in all; the run's activation peak: {peak}."
     return (f"<div id='activations'></div><script>Plotly.newPlot('activations',{plotly_json(traces)},{plotly_json(layout)})</script>"
             f"<p class='muted' id='activations-caption'>{html.escape(caption)}</p>")  # fmt: skip
 
@@ -294,9 +282,7 @@ def _activation_chart(profile: Profile) -> str:
 def _graph_svg(profile: Profile, graph: Any) -> str:
     dot = shutil.which("dot")
     if graph is None or dot is None:
-        return (
-            "<p class='muted'>Module graph: not drawn (Graphviz's `dot` is not installed, or no graph was built).</p>"
-        )
+        return "<p class='muted'>Module graph: not drawn (Graphviz's `dot` is not installed, or no graph was built).</p>"
     from graphprof.graph.export import to_dot
 
     done = subprocess.run([dot, "-Tsvg"], input=to_dot(graph, 1), capture_output=True, text=True, check=False)
@@ -334,14 +320,8 @@ def render_sweep_html(sweep: Any) -> str:
         fit = sweep.fits().get(m)
         label = f"{m} (~ x^{fit.exponent:.2f})" if fit is not None else m
         traces.append({"type": "scatter", "mode": "lines+markers", "name": label, "x": xs, "y": ys})
-    layout = {
-        "xaxis": _axis(sweep.label),
-        "yaxis": _axis("Count (log scale; each metric in its own unit)"),
-        "height": 480,
-    }
-    chart = (
-        f"<div id='growth'></div><script>Plotly.newPlot('growth',{plotly_json(traces)},{plotly_json(layout)})</script>"
-    )
+    layout = {"xaxis": _axis(sweep.label), "yaxis": _axis("Count (log scale; each metric in its own unit)"), "height": 480}
+    chart = f"<div id='growth'></div><script>Plotly.newPlot('growth',{plotly_json(traces)},{plotly_json(layout)})</script>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in sweep.notes)
     return _page(
         f"graphprof sweep: {sweep.model} over {sweep.label}",
@@ -377,15 +357,8 @@ def render_plan_html(plan: Any) -> str:
         {"type": "bar", "name": "compute", "x": labels, "y": [s.compute_s * 1e3 for s in plan.stages]},
         {"type": "bar", "name": "receive", "x": labels, "y": [s.receive_s * 1e3 for s in plan.stages]},
     ]
-    layout = {
-        "barmode": "stack",
-        "height": 360,
-        "xaxis": _axis("Stage", log=False),
-        "yaxis": _axis("Time per micro-batch (ms)", log=False),
-    }
-    chart = (
-        f"<div id='stages'></div><script>Plotly.newPlot('stages',{plotly_json(traces)},{plotly_json(layout)})</script>"
-    )
+    layout = {"barmode": "stack", "height": 360, "xaxis": _axis("Stage", log=False), "yaxis": _axis("Time per micro-batch (ms)", log=False)}
+    chart = f"<div id='stages'></div><script>Plotly.newPlot('stages',{plotly_json(traces)},{plotly_json(layout)})</script>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
     title = f"graphprof partition: {plan.model_name} ({plan.objective})"
     return _page(title, chart + _table("stages-table", headers, cells) + f"<ul>{notes}</ul>")

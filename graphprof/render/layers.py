@@ -29,14 +29,7 @@ from graphprof.render.formatting import (
     short_names,
 )
 
-__all__ = [
-    "BREAKDOWN_ROWS",
-    "DEFAULT_TOP",
-    "render_aten_breakdown",
-    "render_layers",
-    "render_op_breakdown",
-    "render_top_layers",
-]
+__all__ = ["BREAKDOWN_ROWS", "DEFAULT_TOP", "render_aten_breakdown", "render_layers", "render_op_breakdown", "render_top_layers"]
 
 #: Layers listed by ``render_top_layers`` unless told otherwise (seed 002 lists ten).
 DEFAULT_TOP = 10
@@ -114,12 +107,7 @@ def render_aten_breakdown(profile: Profile) -> RenderableType:
     for key in sorted(calls, key=lambda k: (-flops[k], -moved[k], k)):
         share = flops[key] / total if total else 0.0
         table.add_row(
-            key[0],
-            key[1].replace("_", "-"),
-            str(calls[key]),
-            count_cell(flops[key]),
-            format_percent(share),
-            bytes_cell(moved[key]),
+            key[0], key[1].replace("_", "-"), str(calls[key]), count_cell(flops[key]), format_percent(share), bytes_cell(moved[key])
         )
     return table
 
@@ -178,10 +166,9 @@ def render_op_breakdown(profile: Profile, *, limit: int = BREAKDOWN_ROWS) -> Ren
 def render_top_layers(profile: Profile, *, top: int = DEFAULT_TOP) -> RenderableType:
     """The ``top`` layers by FLOPs with share, memory, arithmetic intensity, verdict and time estimate."""
     profile_roofline(profile)  # a profile without its roofline is refused here, not when the table is drawn
-    ranked = sorted(
-        (i for i, row in enumerate(profile.layers) if row.cost.flops > 0),
-        key=lambda i: -profile.layers[i].cost.flops,
-    )[: max(0, top)]
+    ranked = sorted((i for i, row in enumerate(profile.layers) if row.cost.flops > 0), key=lambda i: -profile.layers[i].cost.flops)[
+        : max(0, top)
+    ]
     return FullNamesIfTheyFit(lambda width: _top_table(profile, ranked, width))
 
 

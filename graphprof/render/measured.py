@@ -30,13 +30,7 @@ from graphprof.cost.bounds import LayerBound, roofline_time
 from graphprof.cost.result import Profile
 from graphprof.measure.timing import NOISY_CV
 
-__all__ = [
-    "estimated_layer_seconds",
-    "forward_layer_seconds",
-    "forward_predicted_seconds",
-    "predicted_layer_seconds",
-    "render_measured",
-]
+__all__ = ["estimated_layer_seconds", "forward_layer_seconds", "forward_predicted_seconds", "predicted_layer_seconds", "render_measured"]
 
 
 def _by_layer(profile: Profile, seconds: Callable[[LayerBound], float | None]) -> dict[str, float]:
@@ -75,9 +69,7 @@ def forward_layer_seconds(profile: Profile) -> dict[str, float]:
         return {}
     out: dict[str, float] = defaultdict(float)
     for row in profile.layers:
-        out[row.module or "(model)"] += roofline_time(
-            row.forward.flops, row.forward.bytes_moved, roofline.peak_flops, roofline.bandwidth
-        )
+        out[row.module or "(model)"] += roofline_time(row.forward.flops, row.forward.bytes_moved, roofline.peak_flops, roofline.bandwidth)
     return dict(out)
 
 
@@ -163,8 +155,7 @@ def _utilization(m: Any) -> list[Text]:
     if not m.utilization:
         return [
             Text(
-                "MFU: no device peak for this run (give --hardware; on the CPU, --hardware local after `graphprof calibrate`)",
-                style="dim",
+                "MFU: no device peak for this run (give --hardware; on the CPU, --hardware local after `graphprof calibrate`)", style="dim"
             )
         ]
     return [
@@ -182,9 +173,7 @@ def _host(host: object) -> str:
     parts = [f"{h.gpu or h.cpu}", f"{h.cores} cores"]  # type: ignore[attr-defined]
     if threads is not None:
         parts.append(f"{threads} torch threads")
-    parts.append(
-        "load " + (" ".join(f"{x:.2f}" for x in load) + " (1/5/15 min, at the end of the run)" if load else "unknown")
-    )
+    parts.append("load " + (" ".join(f"{x:.2f}" for x in load) + " (1/5/15 min, at the end of the run)" if load else "unknown"))
     return ", ".join(parts) + f", torch {h.torch}"  # type: ignore[attr-defined]
 
 
@@ -234,12 +223,7 @@ def _layer_table(profile: Profile) -> Table:
     for layer in m.layers:
         est = estimates.get(layer.name)
         est_us = est * 1e6 if est is not None else None
-        cells = [
-            layer.name + ("  << worst prediction" if layer.name in worst else ""),
-            layer.type,
-            str(layer.calls),
-            _us(est_us),
-        ]
+        cells = [layer.name + ("  << worst prediction" if layer.name in worst else ""), layer.type, str(layer.calls), _us(est_us)]
         pred = predictions.get(layer.name)
         pred_us = pred * 1e6 if pred is not None else None
         if predictions:
@@ -259,9 +243,7 @@ def _forward_predictions(profile: Profile) -> dict[str, float]:
     m = profile.measurement
     roofline = profile.roofline
     assert m is not None
-    same_kind = (
-        roofline is not None and roofline.hardware is not None and roofline.hardware.target == m.device.split(":")[0]
-    )
+    same_kind = roofline is not None and roofline.hardware is not None and roofline.hardware.target == m.device.split(":")[0]
     return forward_predicted_seconds(profile) if same_kind else {}
 
 
@@ -311,14 +293,10 @@ def _op_table(profile: Profile) -> Table:
     if roofline is not None and roofline.peak_flops is not None and roofline.bandwidth is not None:
         for _, op in profile.iter_ops():
             if op.phase is Phase.FORWARD:
-                estimated[op.op] += roofline_time(
-                    op.cost.flops, op.cost.bytes_moved, roofline.peak_flops, roofline.bandwidth
-                )
+                estimated[op.op] += roofline_time(op.cost.flops, op.cost.bytes_moved, roofline.peak_flops, roofline.bandwidth)
     measured: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
-    names = {
-        functional_op(name): name for name in estimated
-    }  # `out += x` runs aten::add_ where the dry run saw aten.add
+    names = {functional_op(name): name for name in estimated}  # `out += x` runs aten::add_ where the dry run saw aten.add
     for t in m.ops:
         if t.dispatched_calls:
             op = "aten." + t.op.removeprefix("aten::")
@@ -327,16 +305,9 @@ def _op_table(profile: Profile) -> Table:
             calls[name] += t.dispatched_calls
     ranked = sorted(measured, key=lambda name: -measured[name])
     table = Table(
-        title=f"Per aten op: estimated vs measured (the {min(OP_ROWS, len(ranked))} longest of {len(ranked)})",
-        title_justify="left",
+        title=f"Per aten op: estimated vs measured (the {min(OP_ROWS, len(ranked))} longest of {len(ranked)})", title_justify="left"
     )
-    for col, justify in (
-        ("Aten op", "left"),
-        ("Calls", "right"),
-        ("Estimated", "right"),
-        ("Measured", "right"),
-        ("Ratio", "right"),
-    ):
+    for col, justify in (("Aten op", "left"), ("Calls", "right"), ("Estimated", "right"), ("Measured", "right"), ("Ratio", "right")):
         table.add_column(col, justify=justify, no_wrap=col == "Aten op")  # type: ignore[arg-type]
     for name in ranked[:OP_ROWS]:
         est_us = estimated[name] * 1e6 if name in estimated else None

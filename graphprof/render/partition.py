@@ -30,9 +30,7 @@ def _units(stage: Stage) -> str:
 
 
 def _stage_table(plan: Plan) -> Table:
-    table = Table(
-        title=f"{plan.model_name}: {len(plan.stages)} stage(s), objective {plan.objective}", box=box.SIMPLE_HEAD
-    )
+    table = Table(title=f"{plan.model_name}: {len(plan.stages)} stage(s), objective {plan.objective}", box=box.SIMPLE_HEAD)
     for name, justify in (("#", "right"), ("device", "left"), ("layers", "left"), ("units", "right"), ("params", "right"),
                           ("compute", "right"), ("receive", "right"), ("memory / capacity", "right"), ("sent", "right")):  # fmt: skip
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
@@ -87,18 +85,8 @@ def render_runs(runs: Sequence[tuple[str, PipelineRun]]) -> RenderableType:
     """Measured runs (the plan's, a baseline's), per stage beside the prediction, then end to end."""
     parts: list[RenderableType] = []
     for label, run in runs:
-        table = Table(
-            title=f"{label}: measured on local gloo processes ({run.threads} thread(s) each)", box=box.SIMPLE_HEAD
-        )
-        for name in (
-            "stage",
-            "from",
-            "predicted",
-            "measured alone",
-            "alone / predicted",
-            "measured pipelined",
-            "pipelined / predicted",
-        ):
+        table = Table(title=f"{label}: measured on local gloo processes ({run.threads} thread(s) each)", box=box.SIMPLE_HEAD)
+        for name in ("stage", "from", "predicted", "measured alone", "alone / predicted", "measured pipelined", "pipelined / predicted"):
             table.add_column(name, justify="left" if name == "from" else "right")
         for s in run.stages:
             table.add_row(
@@ -127,14 +115,7 @@ def plan_dict(plan: Plan, runs: Sequence[tuple[str, PipelineRun]] = ()) -> dict[
 def _strip(axis: Any, y: float, stages: Sequence[Stage], colors: dict[str, Any], label: str) -> None:
     for s in stages:
         axis.barh(y, s.end - s.start, left=s.start - 0.5, height=0.6, color=colors[s.kind], edgecolor="black")
-        axis.text(
-            (s.start + s.end - 1) / 2,
-            y,
-            f"{s.device}\n{format_seconds(s.seconds)}",
-            ha="center",
-            va="center",
-            fontsize=7,
-        )
+        axis.text((s.start + s.end - 1) / 2, y, f"{s.device}\n{format_seconds(s.seconds)}", ha="center", va="center", fontsize=7)
     axis.text(-0.7, y, label, ha="right", va="center", fontsize=8)
 
 
@@ -151,9 +132,7 @@ def render_plan_plot(plan: Plan, *, fmt: str = "png") -> bytes:
         ys = [plan.table.seconds[s.kind][u] * 1e3 for u in xs]
         top.bar(xs, ys, color=colors[s.kind], label=s.kind)
     cuts = top.twinx()
-    cuts.plot(
-        range(1, len(units)), [b / 1e6 for b in plan.table.cut_bytes[1:-1]], color="black", lw=1, marker=".", ms=3
-    )
+    cuts.plot(range(1, len(units)), [b / 1e6 for b in plan.table.cut_bytes[1:-1]], color="black", lw=1, marker=".", ms=3)
     cuts.set_ylabel("MB crossing the cut before the unit (line)")
     cuts.set_ylim(0, max(plan.table.cut_bytes, default=0) / 1e6 * 1.25 or 1.0)
     for s in plan.stages[1:]:
@@ -163,16 +142,11 @@ def render_plan_plot(plan: Plan, *, fmt: str = "png") -> bytes:
     top.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left")
     top.set_ylabel("ms per micro-batch on its device")
     top.set_title(f"{plan.model_name}: {plan.objective} plan over {len(plan.devices)} device(s) (estimates)")
-    strips: list[tuple[str, Sequence[Stage]]] = [
-        ("graphprof", plan.stages),
-        *((b.name, b.stages) for b in plan.baselines),
-    ]
+    strips: list[tuple[str, Sequence[Stage]]] = [("graphprof", plan.stages), *((b.name, b.stages) for b in plan.baselines)]
     for y, (label, stages) in enumerate(reversed(strips)):
         _strip(bottom, y, stages, colors, label)
     bottom.set_yticks([])
     bottom.set_xlabel("units in execution order")
     step = max(1, len(units) // 30)
-    bottom.set_xticks(
-        range(0, len(units), step), [units[i].name for i in range(0, len(units), step)], rotation=90, fontsize=6
-    )
+    bottom.set_xticks(range(0, len(units), step), [units[i].name for i in range(0, len(units), step)], rotation=90, fontsize=6)
     return bytes(_save(figure, fmt))

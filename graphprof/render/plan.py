@@ -31,9 +31,7 @@ def _breakdown_table(plan: MemoryPlan, title: str) -> Table:
     peak = plan.peak.phase
     for p in plan.phases:
         table.add_column(
-            f"{p.phase.value}{' (peak)' if p.phase is peak else ''}",
-            justify="right",
-            style="bold" if p.phase is peak else None,
+            f"{p.phase.value}{' (peak)' if p.phase is peak else ''}", justify="right", style="bold" if p.phase is peak else None
         )
     for label, key in _ROWS:
         table.add_row(label, *(format_bytes(getattr(p.breakdown, key)) for p in plan.phases))
@@ -100,11 +98,7 @@ def render_checkpoint_plan(cp: CheckpointPlan, before: StepBreakdown) -> Rendera
         )
     if cp.planned is not None:
         after = cp.planned.peak
-        step = (
-            f"; step {cp.step_s * 1e3:.3g} ms -> {(cp.step_s + cp.recompute_s) * 1e3:.3g} ms (est.)"
-            if cp.step_s is not None
-            else ""
-        )
+        step = f"; step {cp.step_s * 1e3:.3g} ms -> {(cp.step_s + cp.recompute_s) * 1e3:.3g} ms (est.)" if cp.step_s is not None else ""
         lines.append(Text(
             f"peak {format_bytes(before.total)} -> {format_bytes(after.breakdown.total)} in the {after.phase.value} "
             f"(simulated with the plan applied); recompute {format_count(cp.recompute_flops)} FLOPs, "
@@ -154,13 +148,7 @@ def render_plan_plot(plan: MemoryPlan, *, fmt: str = "png") -> bytes:
         ax.bar(x, heights, bottom=bottom, label=label, color=_COLOURS[key], width=0.7)
         bottom = [a + h for a, h in zip(bottom, heights, strict=True)]
     if cp is not None:
-        ax.axhline(
-            cp.budget_bytes / 1e9,
-            color="black",
-            linestyle="--",
-            linewidth=1,
-            label=f"budget {format_bytes(cp.budget_bytes)}",
-        )
+        ax.axhline(cp.budget_bytes / 1e9, color="black", linestyle="--", linewidth=1, label=f"budget {format_bytes(cp.budget_bytes)}")
         ax.axvline(len(plan.phases) - 0.5, color="grey", linewidth=0.8)
     if plan.device_memory_bytes is not None:
         ax.axhline(plan.device_memory_bytes / 1e9, color="red", linewidth=1, label=f"{plan.device}")
@@ -168,8 +156,6 @@ def render_plan_plot(plan: MemoryPlan, *, fmt: str = "png") -> bytes:
     ax.set_ylabel("GB held (estimate)")
     chosen = f"; {len(cp.chosen)} of {len(cp.choices)} blocks recomputed" if cp is not None else ""
     name, _, overrides = plan.model_name.partition("?")  # an hf: spec's config overrides make a long title
-    ax.set_title(
-        f"{name}{' (custom config)' if overrides else ''}, {plan.inputs}: one training step{chosen}", fontsize=9
-    )
+    ax.set_title(f"{name}{' (custom config)' if overrides else ''}, {plan.inputs}: one training step{chosen}", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(figure, fmt)

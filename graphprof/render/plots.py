@@ -64,18 +64,14 @@ def parse_plot_spec(spec: str) -> tuple[str, Path]:
             )
         kind = found[0]
     if path.suffix.lstrip(".").lower() not in PLOT_FORMATS:
-        raise OutputError(
-            f"cannot draw {str(path)!r}: a chart's file must end in {', '.join('.' + f for f in PLOT_FORMATS)}"
-        )
+        raise OutputError(f"cannot draw {str(path)!r}: a chart's file must end in {', '.join('.' + f for f in PLOT_FORMATS)}")
     return kind, path
 
 
 def require_matplotlib() -> None:
     """Raise :class:`MissingDependencyError` unless matplotlib can be imported (checked without importing it)."""
     if importlib.util.find_spec("matplotlib") is None:
-        raise MissingDependencyError(
-            "charts need matplotlib: pip install 'graphprof[plot]' (or pip install matplotlib)"
-        )
+        raise MissingDependencyError("charts need matplotlib: pip install 'graphprof[plot]' (or pip install matplotlib)")
 
 
 def _figure(width: float, height: float) -> Any:
@@ -83,9 +79,7 @@ def _figure(width: float, height: float) -> Any:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise MissingDependencyError(
-            "charts need matplotlib: pip install 'graphprof[plot]' (or pip install matplotlib)"
-        ) from exc
+        raise MissingDependencyError("charts need matplotlib: pip install 'graphprof[plot]' (or pip install matplotlib)") from exc
     figure = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
     return figure
@@ -118,9 +112,7 @@ def roofline_points(profile: Profile) -> dict[str, list[tuple[str, float, float,
     seconds = {
         "lower bound": estimated_layer_seconds(profile),
         "predicted": predicted_layer_seconds(profile),
-        "measured": {t.name: t.time_us / 1e6 for t in profile.measurement.layers}
-        if profile.measurement is not None
-        else {},
+        "measured": {t.name: t.time_us / 1e6 for t in profile.measurement.layers} if profile.measurement is not None else {},
     }
     points: dict[str, list[tuple[str, float, float, int]]] = {kind: [] for kind in POINT_KINDS}
     for kind, by_name in seconds.items():
@@ -196,15 +188,11 @@ def _draw_roof(axes: Any, profile: Profile, lo: float, hi: float) -> tuple[str, 
     peak, bandwidth = roofline.peak_flops / 1e12, roofline.bandwidth / 1e12
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     axes.plot(grid, [min(peak, x * bandwidth) for x in grid], color="black", linewidth=1.5, label="roof")
-    axes.axvline(
-        roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"ridge point {roofline.threshold:.1f}"
-    )
+    axes.axvline(roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"ridge point {roofline.threshold:.1f}")
     axes.set_ylabel(f"achieved TFLOP/s ({roofline.precision})")
     points = roofline_points(profile)
     if not points["predicted"] and not points["measured"]:
-        note = (
-            "only the lower bound is drawn (no calibration, no measurement): its points sit on the roof by construction"
-        )
+        note = "only the lower bound is drawn (no calibration, no measurement): its points sit on the roof by construction"
     else:
         note = "lower bound on the roof; predicted and measured show how far below it each layer runs"
     return f"Roofline of {profile.model_name} on {roofline.hardware.label}", note + "; area ~ FLOPs"
@@ -212,9 +200,7 @@ def _draw_roof(axes: Any, profile: Profile, lo: float, hi: float) -> tuple[str, 
 
 def _draw_threshold(axes: Any, profile: Profile) -> tuple[str, str]:
     roofline = profile_roofline(profile)
-    axes.axvline(
-        roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"fixed threshold {roofline.threshold:g}"
-    )
+    axes.axvline(roofline.threshold, color="gray", linestyle="--", linewidth=1, label=f"fixed threshold {roofline.threshold:g}")
     axes.set_ylabel("layer FLOPs")
     title = f"Arithmetic intensity of {profile.model_name}'s layers (no hardware given)"
     return title, "no device: graphprof's default threshold, no roof; area ~ FLOPs"
@@ -223,9 +209,9 @@ def _draw_threshold(axes: Any, profile: Profile) -> tuple[str, str]:
 def render_layers_plot(profile: Profile, *, top: int = DEFAULT_PLOT_LAYERS, fmt: str = "png") -> bytes:
     """Horizontal bars of the ``top`` layers by FLOPs: FLOPs on the left, bytes moved on the right, coloured by verdict."""
     roofline = profile_roofline(profile)
-    ranked = sorted(
-        (i for i, row in enumerate(profile.layers) if row.cost.flops > 0), key=lambda i: -profile.layers[i].cost.flops
-    )[: max(1, top)]
+    ranked = sorted((i for i, row in enumerate(profile.layers) if row.cost.flops > 0), key=lambda i: -profile.layers[i].cost.flops)[
+        : max(1, top)
+    ]
     figure = _figure(10.0, max(3.0, 0.32 * len(ranked) + 1.5))
     left, right = figure.subplots(1, 2, sharey=True)
     names = [profile.layers[i].name for i in ranked]
@@ -240,9 +226,7 @@ def render_layers_plot(profile: Profile, *, top: int = DEFAULT_PLOT_LAYERS, fmt:
     from matplotlib.patches import Patch  # matplotlib is importable: _figure succeeded
 
     right.legend(
-        handles=[Patch(color=_COLORS[bound], label=bound.value) for bound in (Bound.COMPUTE, Bound.MEMORY)],
-        loc="lower right",
-        fontsize=8,
+        handles=[Patch(color=_COLORS[bound], label=bound.value) for bound in (Bound.COMPUTE, Bound.MEMORY)], loc="lower right", fontsize=8
     )
     figure.suptitle(f"Top {len(ranked)} layers of {profile.model_name} by FLOPs", fontsize=11)
     return _save(figure, fmt)

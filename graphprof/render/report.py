@@ -23,13 +23,7 @@ from rich.text import Text
 
 from graphprof.cost.result import Profile
 from graphprof.render.bottlenecks import render_bottlenecks, render_intensity_bands
-from graphprof.render.layers import (
-    DEFAULT_TOP,
-    render_aten_breakdown,
-    render_layers,
-    render_op_breakdown,
-    render_top_layers,
-)
+from graphprof.render.layers import DEFAULT_TOP, render_aten_breakdown, render_layers, render_op_breakdown, render_top_layers
 from graphprof.render.summary import render_summary
 from graphprof.render.tree import render_tree
 
@@ -42,10 +36,7 @@ def render_footer(profile: Profile) -> RenderableType | None:
     lines: list[Text] = []
     if profile.unsupported:
         calls = sum(u.count for u in profile.unsupported)
-        text = Text(
-            f"Unsupported ops ({len(profile.unsupported)} ops, {calls} calls; no formula, counted as zero): ",
-            style="yellow",
-        )
+        text = Text(f"Unsupported ops ({len(profile.unsupported)} ops, {calls} calls; no formula, counted as zero): ", style="yellow")
         parts = []
         for u in profile.unsupported:
             where = ", ".join(u.layers[:3]) + (f", +{len(u.layers) - 3} more" if len(u.layers) > 3 else "")
@@ -58,12 +49,7 @@ def render_footer(profile: Profile) -> RenderableType | None:
 
 
 def render_report(
-    profile: Profile,
-    *,
-    show_shapes: bool = False,
-    verbose: bool = False,
-    depth: int | None = None,
-    top: int = DEFAULT_TOP,
+    profile: Profile, *, show_shapes: bool = False, verbose: bool = False, depth: int | None = None, top: int = DEFAULT_TOP
 ) -> RenderableType:
     """The whole terminal report, section by section (see the module docstring for the order).
 
@@ -77,20 +63,8 @@ def render_report(
         depth = max((m.depth for m in profile.modules), default=0)
     parts: list[RenderableType] = [render_tree(profile, depth=depth, show_shapes=show_shapes)]
     if verbose:
-        parts += [
-            Text(),
-            render_layers(profile, show_shapes=show_shapes),
-            Text(),
-            render_aten_breakdown(profile),
-        ]
-    parts += [
-        Text(),
-        render_summary(profile),
-        Text(),
-        render_op_breakdown(profile),
-        Text(),
-        render_bottlenecks(profile),
-    ]
+        parts += [Text(), render_layers(profile, show_shapes=show_shapes), Text(), render_aten_breakdown(profile)]
+    parts += [Text(), render_summary(profile), Text(), render_op_breakdown(profile), Text(), render_bottlenecks(profile)]
     parts += [Text(), render_intensity_bands(profile)]
     if top > 0:
         parts += [Text(), render_top_layers(profile, top=top)]

@@ -30,9 +30,7 @@ _ROWS = (
 )
 
 #: Rows that only FSDP fills (tensor parallelism alone gathers and scatters nothing).
-_FSDP_ONLY = frozenset(
-    {"unsharded_bytes", "all_gather_bytes", "reduce_scatter_bytes", "all_gather_calls", "reduce_scatter_calls"}
-)
+_FSDP_ONLY = frozenset({"unsharded_bytes", "all_gather_bytes", "reduce_scatter_bytes", "all_gather_calls", "reduce_scatter_calls"})
 
 
 def render_sharded(p: ShardedProfile) -> RenderableType:

@@ -131,9 +131,7 @@ def choose_format(path: str | os.PathLike[str], kind: str, fmt: str | None = Non
     suffix = Path(path).suffix.lstrip(".").lower()
     if fmt:
         chosen = fmt.lower()
-    elif (
-        str(path) == STDOUT or (not suffix and is_descriptor_path(path)) or (len(formats) == 1 and suffix not in _KNOWN)
-    ):
+    elif str(path) == STDOUT or (not suffix and is_descriptor_path(path)) or (len(formats) == 1 and suffix not in _KNOWN):
         chosen = formats[0]
     else:
         chosen = suffix
@@ -169,9 +167,7 @@ def check_distinct(paths: Mapping[str, Sequence[str | os.PathLike[str]] | str | 
                 continue
             real = os.path.realpath(path)
             if real in seen and seen[real] != option:
-                raise InvalidInputError(
-                    f"{seen[real]} and {option} both name {str(path)!r}: choose two different names"
-                )
+                raise InvalidInputError(f"{seen[real]} and {option} both name {str(path)!r}: choose two different names")
             seen.setdefault(real, option)
 
 
@@ -180,10 +176,7 @@ def stamped(data: Mapping[str, Any]) -> dict[str, Any]:
     from graphprof.devices.local import detect_host
 
     timestamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    envelope = {
-        "timestamp": data.get("timestamp", timestamp),
-        "host": data["host"] if "host" in data else detect_host("cpu").to_dict(),
-    }
+    envelope = {"timestamp": data.get("timestamp", timestamp), "host": data["host"] if "host" in data else detect_host("cpu").to_dict()}
     return {**envelope, **data}
 
 
@@ -264,9 +257,7 @@ def render_result(result: object, fmt: str | None = None, redact: bool = False) 
     return redact_json(text) if chosen is OutputFormat.JSON else redact_text(text)
 
 
-def write_result(
-    result: object, path: str | os.PathLike[str] | OutputTarget, fmt: str | None = None, redact: bool = False
-) -> Path:
+def write_result(result: object, path: str | os.PathLike[str] | OutputTarget, fmt: str | None = None, redact: bool = False) -> Path:
     """Write ``result`` to ``path`` (an :class:`OutputTarget` from :func:`plan_output`, or a path) atomically;
     the path written. Standard output (``-``) is the caller's: write :func:`render_result` there."""
     target = path if isinstance(path, OutputTarget) else plan_output(path, result_kind(result), fmt, redact)

@@ -25,9 +25,7 @@ Rows = list[tuple[str, str]]
 
 def render_summary(profile: Profile) -> RenderableType:
     """Totals, the memory split (inputs, outputs, weights), graph and capture facts, and the kind of run."""
-    table = section_table(
-        f"Model summary: {escape(profile.model_name)}", header=False
-    )  # MODEL_REGISTRY[key] is not a style
+    table = section_table(f"Model summary: {escape(profile.model_name)}", header=False)  # MODEL_REGISTRY[key] is not a style
     table.add_column("key", style="bold", overflow="fold")
     table.add_column("value", overflow="fold")
     rows = _headline_rows(profile) + _flop_rows(profile) + _memory_rows(profile) + _run_rows(profile)
@@ -72,12 +70,7 @@ def _flop_rows(profile: Profile) -> Rows:
             f"per token over {per_token.tokens:,} tokens",
         ))  # fmt: skip
     if profile.mode is Mode.TRAIN:
-        rows.append(
-            (
-                "FLOPs forward / backward",
-                f"{format_count(profile.forward.flops)} / {format_count(profile.backward.flops)}",
-            )
-        )
+        rows.append(("FLOPs forward / backward", f"{format_count(profile.forward.flops)} / {format_count(profile.backward.flops)}"))
     return rows
 
 
@@ -119,9 +112,7 @@ def _run_rows(profile: Profile) -> Rows:
         ("Capture", profile.capture_method),
     ]
     rows += [_attempt_row(method, error) for method, error in profile.capture_attempts]
-    rows.append(
-        ("Run", f"{'dry run' if profile.execution is Execution.DRY_RUN else 'real run'}: {profile.execution_note}")
-    )
+    rows.append(("Run", f"{'dry run' if profile.execution is Execution.DRY_RUN else 'real run'}: {profile.execution_note}"))
     if profile.lowering is not Lowering.CPU:
         rows.append(("Lowering", f"{profile.lowering}: attention costed as the fused kernels a GPU runs"))
     return rows
@@ -137,12 +128,7 @@ def _device_rows(profile: Profile) -> Rows:
         ("Roofline time (lower bound)", format_seconds(roofline.seconds)),
     ]
     if roofline.predicted_seconds is not None:
-        rows.append(
-            (
-                "Predicted time",
-                _predicted_text(profile) + " (of a plain forward, as --measure's 'forward' times it)",
-            )
-        )
+        rows.append(("Predicted time", _predicted_text(profile) + " (of a plain forward, as --measure's 'forward' times it)"))
     return rows
 
 

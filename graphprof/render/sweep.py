@@ -73,9 +73,7 @@ def render_sweep(sweep: Sweep) -> RenderableType:
         table.add_column(_TITLES[metric], justify="right", overflow="fold")
     for row in sweep.rows:
         table.add_row(
-            _value(row.value),
-            row.inputs.replace(" float32", "").replace(" int64", ""),
-            *(_show(m, row.metric(m)) for m in metrics),
+            _value(row.value), row.inputs.replace(" float32", "").replace(" int64", ""), *(_show(m, row.metric(m)) for m in metrics)
         )
     if sweep.stopped_at is not None:
         table.add_row(_value(sweep.stopped_at), "out of memory", *("-" for _ in metrics))
@@ -101,15 +99,12 @@ def render_sweep(sweep: Sweep) -> RenderableType:
     if sweep.measured:
         if knee is not None:
             parts.append(
-                f"knee at {sweep.label} {_value(knee.value)}: launch-bound below it, time grows as "
-                f"{sweep.label}^{knee.slope:.2f} above it"
+                f"knee at {sweep.label} {_value(knee.value)}: launch-bound below it, time grows as {sweep.label}^{knee.slope:.2f} above it"
             )
         else:
             parts.append("no knee: measured time is launch-bound throughout, or never was, over this range")
     if sweep.stopped_at is not None:
-        parts.append(
-            f"out of device memory at {_value(sweep.stopped_at)}: the last size that fit is {_value(sweep.last_fit or 0)}"
-        )
+        parts.append(f"out of device memory at {_value(sweep.stopped_at)}: the last size that fit is {_value(sweep.last_fit or 0)}")
     parts.extend(f"note: {note}" for note in sweep.notes if "out of device memory" not in note)
     return Group(*parts)
 
@@ -139,9 +134,7 @@ def render_sweep_plot(sweep: Sweep, fmt: str = "png") -> bytes:
         if not xs or not all(y > 0 for y in ys):
             continue
         fit = fits.get(metric)
-        label = _TITLES[metric] + (
-            f"  (∝ x^{abs(fit.exponent) if abs(fit.exponent) < 5e-3 else fit.exponent:.2f})" if fit else ""
-        )
+        label = _TITLES[metric] + (f"  (∝ x^{abs(fit.exponent) if abs(fit.exponent) < 5e-3 else fit.exponent:.2f})" if fit else "")
         axes[0].plot(xs, ys, marker="o", label=label)
     axes[0].set_title(f"{sweep.model}: counts vs {sweep.label}")
     for ax in axes:

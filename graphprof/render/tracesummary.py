@@ -41,16 +41,9 @@ def render_trace_summary(analysis: Mapping[str, Any]) -> str:
 
     header = f"{_COLUMNS[0]:<{width}} {_COLUMNS[1]:>5}  {_COLUMNS[2]:>15}  {_COLUMNS[3]:>13}  {_COLUMNS[4]}"
     rule = "-" * len(header)
-    lines = [
-        f"Layer analysis for {analysis.get('model_name', 'Unknown')} ({analysis.get('trace_file', '?')})",
-        rule,
-        header,
-        rule,
-    ]
+    lines = [f"Layer analysis for {analysis.get('model_name', 'Unknown')} ({analysis.get('trace_file', '?')})", rule, header, rule]
     for name, s in stats.items():
-        lines.append(
-            line(name, int(s.get("call_count", 0)), float(s.get("total_time_us", 0)), _shape(s.get("input_shape")))
-        )
+        lines.append(line(name, int(s.get("call_count", 0)), float(s.get("total_time_us", 0)), _shape(s.get("input_shape"))))
     total_calls = sum(int(s.get("call_count", 0)) for s in stats.values())
     total_us = sum(float(s.get("total_time_us", 0)) for s in stats.values())
     lines.append(line("TOTAL", total_calls, total_us, ""))

@@ -62,11 +62,7 @@ def module_shapes(profile: Profile) -> dict[str, tuple[tuple[int, ...], ...]]:
 
 
 def render_tree(
-    profile: Profile,
-    *,
-    depth: int | None = None,
-    show_shapes: bool = False,
-    max_rows: int = DEFAULT_TREE_ROWS,
+    profile: Profile, *, depth: int | None = None, show_shapes: bool = False, max_rows: int = DEFAULT_TREE_ROWS
 ) -> RenderableType:
     """The module tree with each module's summed cost, folded at ``depth`` (default: what fits ``max_rows``).
 
@@ -113,11 +109,6 @@ def _tree_table(profile: Profile, rows: list[ModuleRow], caption: str, show_shap
         cells = [escape(indent + label), module.type, count_cell(module.params)]  # a name is text, never markup
         if show_shapes:
             cells.append(shape_cell(shapes.get(module.path, ())))
-        cells += [
-            count_cell(cost.macs),
-            count_cell(cost.flops),
-            bytes_cell(cost.bytes_moved),
-            ai_cell(cost.arithmetic_intensity),
-        ]
+        cells += [count_cell(cost.macs), count_cell(cost.flops), bytes_cell(cost.bytes_moved), ai_cell(cost.arithmetic_intensity)]
         table.add_row(*cells, style="bold" if module.depth == 0 else None)
     return table

@@ -45,9 +45,7 @@ class BackwardTags:
         tag = id(layer)
         self.layers[tag] = layer
         leaves = tree_flatten(output)[0]
-        stack: list[torch.autograd.graph.Node | None] = [
-            t.grad_fn for t in leaves if isinstance(t, torch.Tensor) and t.grad_fn is not None
-        ]
+        stack: list[torch.autograd.graph.Node | None] = [t.grad_fn for t in leaves if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         while stack:
             fn = stack.pop()
             # torch declares Node.metadata a method; it is a property returning a dict

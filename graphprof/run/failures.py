@@ -20,11 +20,7 @@ def needs_values(exc: BaseException) -> str | None:
     Either an op's output shape depends on values (``nonzero``, ``.item()`` in a branch), or an op has
     no FakeTensor kernel (quantized kernels, some custom ops).
     """
-    from torch._subclasses.fake_tensor import (
-        DataDependentOutputException,
-        DynamicOutputShapeException,
-        UnsupportedOperatorException,
-    )
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, UnsupportedOperatorException
 
     seen: BaseException | None = exc
     while seen is not None:
@@ -37,9 +33,7 @@ def needs_values(exc: BaseException) -> str | None:
         if isinstance(seen, NotImplementedError) and "fake impl" in str(seen):  # a custom or quantized op
             return f"{str(seen).split(':', 1)[0]} has no FakeTensor kernel"
         if isinstance(seen, RuntimeError) and "no fake impl registered" in str(seen):  # torch.library.custom_op
-            return (
-                f"{str(seen).split('registered for ', 1)[-1].split('.', 1)[0]} has no FakeTensor kernel (register_fake)"
-            )
+            return f"{str(seen).split('registered for ', 1)[-1].split('.', 1)[0]} has no FakeTensor kernel (register_fake)"
         if isinstance(seen, (RuntimeError, NotImplementedError)) and _META_FAILURE.search(str(seen)):
             return f"the meta device cannot run this ({first_line(seen, 200)})"
         seen = seen.__cause__ or seen.__context__

@@ -11,15 +11,7 @@ from torch import nn
 from graphprof.errors import DataDependentError
 from graphprof.run.shapes import new_fake
 
-__all__ = [
-    "fake_mode",
-    "Converter",
-    "all_meta",
-    "plain_dense",
-    "fake_from_metadata",
-    "small_tensor_attributes",
-    "nbytes",
-]
+__all__ = ["fake_mode", "Converter", "all_meta", "plain_dense", "fake_from_metadata", "small_tensor_attributes", "nbytes"]
 
 
 def fake_mode() -> Any:
@@ -91,9 +83,7 @@ class Converter:
         fake_mode = self.fake_mode
         if fake_mode is not None and t.layout != torch.strided:
             # FakeTensors of sparse layouts cannot be made from real ones (no storage to describe)
-            raise DataDependentError(
-                f"a {str(t.layout).removeprefix('torch.')} tensor of shape {tuple(t.shape)} cannot be a FakeTensor"
-            )
+            raise DataDependentError(f"a {str(t.layout).removeprefix('torch.')} tensor of shape {tuple(t.shape)} cannot be a FakeTensor")
         if fake_mode is not None and t.is_meta and self.home is not None:
             # a meta input to a model with real weights stands for a tensor on the model's device
             out = torch.empty(t.shape, dtype=t.dtype, device=self.home)
@@ -124,9 +114,7 @@ class Converter:
                     own = t.clone()
                 if plain_dense(own):
                     return fake_from_metadata(fake_mode, own, constant=own)
-                return cast(
-                    torch.Tensor, fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, own, make_constant=True)
-                )
+                return cast(torch.Tensor, fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, own, make_constant=True))
             if plain_dense(t):
                 return fake_from_metadata(fake_mode, t)
             return cast(torch.Tensor, fake_mode.from_tensor(t))
@@ -155,9 +143,7 @@ def fake_from_metadata(fake_mode: Any, t: torch.Tensor, constant: torch.Tensor |
     ``isinstance``; ``constant`` keeps a small tensor's values, as ``from_real_tensor(make_constant=True)``
     does), without torch's general converter, which describes and memoises every storage (a fifth of a cold
     resnet50 dry run). ``tests/test_fake_params.py`` holds the two against each other."""
-    fake = new_fake(
-        fake_mode, t.device, t.size(), t.dtype, stride=t.stride(), requires_grad=t.requires_grad, constant=constant
-    )
+    fake = new_fake(fake_mode, t.device, t.size(), t.dtype, stride=t.stride(), requires_grad=t.requires_grad, constant=constant)
     if isinstance(t, nn.Parameter):
         fake._is_param = True
     return fake

@@ -21,9 +21,7 @@ __all__ = ["module_call_hooks", "own_module_hooks"]
 
 
 @contextlib.contextmanager
-def module_call_hooks(
-    pre: Callable[[nn.Module, Any], Any], post: Callable[[nn.Module, Any, Any], Any]
-) -> Iterator[None]:
+def module_call_hooks(pre: Callable[[nn.Module, Any], Any], post: Callable[[nn.Module, Any, Any], Any]) -> Iterator[None]:
     """``pre(module, args)`` before and ``post(module, args, output)`` after every module call, inside."""
     handles = [
         torch.nn.modules.module.register_module_forward_pre_hook(pre),
@@ -37,9 +35,7 @@ def module_call_hooks(
 
 
 @contextlib.contextmanager
-def own_module_hooks(
-    model: nn.Module, pre: Callable[[nn.Module, Any], Any], post: Callable[[nn.Module, Any, Any], Any]
-) -> Iterator[None]:
+def own_module_hooks(model: nn.Module, pre: Callable[[nn.Module, Any], Any], post: Callable[[nn.Module, Any, Any], Any]) -> Iterator[None]:
     """``pre`` and ``post`` on every module of ``model``, a copy the run owns (never the user's), inside."""
     handles = []
     for module in model.modules():

@@ -224,9 +224,7 @@ def run_graph(
     return torch.func.functional_call(executor, prefixed, tuple(flat), strict=False)
 
 
-def _graph_inputs(
-    captured: CapturedGraph, gm: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> list[Any]:
+def _graph_inputs(captured: CapturedGraph, gm: torch.fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """The graph's placeholder values for a call ``model(*args, **kwargs)``: a Dynamo graph takes the
     call's flattened leaves; an FX graph's placeholders are the forward's parameters, bound by name."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -239,10 +237,7 @@ def _graph_inputs(
 
 
 def _bind_placeholders(
-    placeholders: list[torch.fx.Node],
-    signature: inspect.Signature | None,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    placeholders: list[torch.fx.Node], signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> list[Any]:
     """Each placeholder's value: the argument of its name, else its default (an FX placeholder's ``args``)."""
     bound: dict[str, Any] = {}

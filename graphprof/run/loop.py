@@ -110,9 +110,7 @@ def run_model(
         if fake_run:
             loop.values = IndexValues.of_inputs((args, kwargs), (run.args, run.kwargs))
         run.mark(loop)
-        loop.start(
-            RunContext(model, gm, fake, train, (run.args, run.kwargs), run.state, layers, unobserved=loop.unobserved)
-        )
+        loop.start(RunContext(model, gm, fake, train, (run.args, run.kwargs), run.state, layers, unobserved=loop.unobserved))
         _enter_run(stack, loop, train, modes)
         try:
             outputs = _forward(captured, gm, model, loop, layers, run, fake)
@@ -147,9 +145,7 @@ class _RunTensors:
     leaves_in: list[torch.Tensor]
 
     @classmethod
-    def convert(
-        cls, convert: Converter, named: dict[str, torch.Tensor], args: Any, kwargs: Any, keep_real: bool
-    ) -> _RunTensors:
+    def convert(cls, convert: Converter, named: dict[str, torch.Tensor], args: Any, kwargs: Any, keep_real: bool) -> _RunTensors:
         swapped = {name: convert(t) for name, t in named.items()}
         call_args, call_kwargs = tree_map(convert, args), tree_map(convert, kwargs)
         state = dict(named) if keep_real else swapped
@@ -164,9 +160,7 @@ class _RunTensors:
             loop.mark(t, Producer("state", name=name))
 
 
-def _enter_run(
-    stack: contextlib.ExitStack, loop: EventBus, train: bool, modes: Sequence[contextlib.AbstractContextManager[Any]]
-) -> None:
+def _enter_run(stack: contextlib.ExitStack, loop: EventBus, train: bool, modes: Sequence[contextlib.AbstractContextManager[Any]]) -> None:
     """Grad mode, the caller's modes, and the op tap when some observer wants ops (none: no dispatch mode,
     nothing paid per op); then the forward phase starts."""
     stack.enter_context(torch.enable_grad() if train else torch.no_grad())

@@ -54,14 +54,7 @@ from torch.overrides import TorchFunctionMode
 from graphprof.base.choices import Lowering, Phase
 from graphprof.errors import InvalidInputError
 
-__all__ = [
-    "parse_lowering",
-    "lowering_context",
-    "FusedAttentionMode",
-    "GROUPED_MM",
-    "grouped_mm_any_dtype",
-    "moe_note",
-]
+__all__ = ["parse_lowering", "lowering_context", "FusedAttentionMode", "GROUPED_MM", "grouped_mm_any_dtype", "moe_note"]
 
 aten = torch.ops.aten
 
@@ -105,16 +98,8 @@ def _fused_sdpa(
         return None
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     head_dim = query.shape[-1]
-    if (
-        attn_mask is None
-        and query.dtype in _FLASH_DTYPES
-        and head_dim <= _FLASH_MAX_HEAD_DIM
-        and value.shape[-1] == head_dim
-    ):
-        return cast(
-            torch.Tensor,
-            aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False, scale=scale)[0],
-        )
+    if attn_mask is None and query.dtype in _FLASH_DTYPES and head_dim <= _FLASH_MAX_HEAD_DIM and value.shape[-1] == head_dim:
+        return cast(torch.Tensor, aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False, scale=scale)[0])
     if heads != kv_heads:  # the efficient kernel needs one key / value head per query head
         key = key.repeat_interleave(heads // kv_heads, dim=1)
         value = value.repeat_interleave(heads // kv_heads, dim=1)
@@ -127,10 +112,7 @@ def _fused_sdpa(
             bias = attn_mask
         bias = bias.expand(query.shape[0], heads, query.shape[-2], key.shape[-2])
     return cast(
-        torch.Tensor,
-        aten._scaled_dot_product_efficient_attention(query, key, value, bias, grad, dropout_p, is_causal, scale=scale)[
-            0
-        ],
+        torch.Tensor, aten._scaled_dot_product_efficient_attention(query, key, value, bias, grad, dropout_p, is_causal, scale=scale)[0]
     )
 
 
@@ -155,9 +137,7 @@ def _packed_self_attention(
     return F.linear(out.transpose(1, 2).reshape(batch, tokens, embed_dim), proj_weight, proj_bias)
 
 
-def _fast_path_applies(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, embed_dim: int, num_heads: int
-) -> bool:
+def _fast_path_applies(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, embed_dim: int, num_heads: int) -> bool:
     """Self-attention with a head dimension that is a multiple of 8: the fused branch of the CUDA fast path."""
     return query is key and key is value and query.dim() == 3 and (embed_dim // num_heads) % 8 == 0
 
@@ -210,11 +190,7 @@ def _mha_projections(
         q_proj_weight, k_proj_weight, v_proj_weight = separate
         assert q_proj_weight is not None and k_proj_weight is not None and v_proj_weight is not None
         b_q, b_k, b_v = in_proj_bias.chunk(3) if in_proj_bias is not None else (None, None, None)
-        return (
-            F.linear(query, q_proj_weight, b_q),
-            F.linear(key, k_proj_weight, b_k),
-            F.linear(value, v_proj_weight, b_v),
-        )
+        return (F.linear(query, q_proj_weight, b_q), F.linear(key, k_proj_weight, b_k), F.linear(value, v_proj_weight, b_v))
     assert in_proj_weight is not None
     if query is key and key is value:  # self-attention: one packed projection, split by a copy
         packed = F.linear(query, in_proj_weight, in_proj_bias)
@@ -226,10 +202,7 @@ def _mha_projections(
 
 
 def _mha_mask(
-    attn_mask: torch.Tensor | None,
-    key_padding_mask: torch.Tensor | None,
-    dtype: torch.dtype,
-    shape: tuple[int, int, int, int],
+    attn_mask: torch.Tensor | None, key_padding_mask: torch.Tensor | None, dtype: torch.dtype, shape: tuple[int, int, int, int]
 ) -> torch.Tensor | None:
     """One additive mask for SDPA from ``attn_mask`` and ``key_padding_mask``; ``shape`` is
     ``(batch, heads, query length, key length)``."""
@@ -299,9 +272,7 @@ def _fused_mha_forward(
         and not (training and dropout_p > 0)
         and not torch.is_grad_enabled()
     ):
-        fast = _packed_self_attention(
-            batch_first, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias
-        )
+        fast = _packed_self_attention(batch_first, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias)
         if fast is not None:
             return fast.transpose(0, 1), None
     head_dim = embed_dim // num_heads

@@ -214,13 +214,9 @@ def propagate(
     # device cannot finish runs again on FakeTensors, with fresh recorders. A caller's observers have seen
     # the first run's events, so with them the run is on FakeTensors from the start.
     try:
-        recorder, memory, saved, outcome = _run(
-            captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers
-        )
+        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers)
     except MetaDeviceError:
-        recorder, memory, saved, outcome = _run(
-            captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False
-        )
+        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False)
     keys = recorder.trace_keys()
     for key in keys:
         key.saved_bytes = saved.by_layer.get(key.name, 0)

@@ -93,9 +93,7 @@ def new_fake(
 
     with unset_fake_temporarily():  # a plain meta tensor, not one made by (and wrapped in) the fake mode
         if stride is None:
-            meta = torch.empty(
-                size, dtype=dtype, device="meta", memory_format=memory_format, requires_grad=requires_grad
-            )
+            meta = torch.empty(size, dtype=dtype, device="meta", memory_format=memory_format, requires_grad=requires_grad)
         else:
             meta = torch.empty_strided(size, stride, dtype=dtype, device="meta", requires_grad=requires_grad)
     fake = FakeTensor(mode, meta, device, constant=constant)
@@ -105,10 +103,7 @@ def new_fake(
 
 
 def _empty(
-    x: torch.Tensor,
-    shape: Any = None,
-    dtype: torch.dtype | None = None,
-    memory_format: torch.memory_format = torch.contiguous_format,
+    x: torch.Tensor, shape: Any = None, dtype: torch.dtype | None = None, memory_format: torch.memory_format = torch.contiguous_format
 ) -> torch.Tensor:
     """A new tensor beside ``x``: ``x``'s own sizes and strides when ``shape`` is ``None`` (``empty_like`` of a
     dense input), else ``shape`` in ``memory_format``; ``x``'s dtype unless ``dtype`` is given. A FakeTensor's
@@ -122,9 +117,7 @@ def _empty(
     return new_fake(mode, x.device, shape, dtype, memory_format=memory_format)
 
 
-def _batch_norm(
-    x: torch.Tensor, weight: Any, bias: Any, mean: Any, var: Any, training: Any, *_: Any
-) -> tuple[torch.Tensor, ...] | None:
+def _batch_norm(x: torch.Tensor, weight: Any, bias: Any, mean: Any, var: Any, training: Any, *_: Any) -> tuple[torch.Tensor, ...] | None:
     """``native_batch_norm`` and ``_native_batch_norm_legit``: ``(out, save_mean, save_invstd)``, one statistic
     per channel (the CPU kernels save none in eval mode). In eval mode without running statistics torch
     raises; so does the dry run (torch's own path answers)."""
@@ -135,16 +128,12 @@ def _batch_norm(
     return _empty(x), _empty(x, (saved,), dtype), _empty(x, (saved,), dtype)
 
 
-def _batch_norm_no_stats(
-    x: torch.Tensor, weight: Any, bias: Any, training: Any, *_: Any
-) -> tuple[torch.Tensor, ...] | None:
+def _batch_norm_no_stats(x: torch.Tensor, weight: Any, bias: Any, training: Any, *_: Any) -> tuple[torch.Tensor, ...] | None:
     """``_native_batch_norm_legit.no_stats``: batch statistics only, so training mode only."""
     return _batch_norm(x, weight, bias, None, None, training)
 
 
-def _batch_norm_eval(
-    x: torch.Tensor, weight: Any, bias: Any, mean: Any, var: Any, *_: Any
-) -> tuple[torch.Tensor, ...] | None:
+def _batch_norm_eval(x: torch.Tensor, weight: Any, bias: Any, mean: Any, var: Any, *_: Any) -> tuple[torch.Tensor, ...] | None:
     """``_native_batch_norm_legit_no_training``: the running statistics are required arguments."""
     return _batch_norm(x, weight, bias, mean, var, False)
 
@@ -171,9 +160,7 @@ def _layer_norm(x: torch.Tensor, normalized_shape: Any, *_: Any) -> tuple[torch.
     return _empty(x), _empty(x, shape, dtype), _empty(x, shape, dtype)
 
 
-def _group_norm(
-    x: torch.Tensor, weight: Any, bias: Any, n: Any, c: Any, hxw: Any, group: Any, *_: Any
-) -> tuple[torch.Tensor, ...] | None:
+def _group_norm(x: torch.Tensor, weight: Any, bias: Any, n: Any, c: Any, hxw: Any, group: Any, *_: Any) -> tuple[torch.Tensor, ...] | None:
     """``native_group_norm``: ``(out, mean, rstd)``, the statistics ``(N, group)`` in the input's dtype."""
     if not _layout(x, channels_last_ok=False):
         return None
@@ -188,9 +175,7 @@ def _ints(value: Any, n: int) -> list[int] | None:
     return values if len(values) == n and all(type(v) is int for v in values) else None
 
 
-def _conv_shape(
-    x: torch.Tensor, weight: torch.Tensor, stride: Any, padding: Any, dilation: Any, groups: int
-) -> list[int] | None:
+def _conv_shape(x: torch.Tensor, weight: torch.Tensor, stride: Any, padding: Any, dilation: Any, groups: int) -> list[int] | None:
     """The output shape of a batched, non-transposed convolution, or ``None`` where the call is not one torch
     accepts (channels that do not divide, a bias or an output of the wrong size): torch's own path then
     raises its own error. ``(in + 2p - d(k - 1) - 1) // s + 1`` per spatial dimension."""
@@ -203,40 +188,22 @@ def _conv_shape(
     if min(s) < 1 or min(p) < 0 or min(d) < 1:
         return None
     spatial = [
-        (size + 2 * pi - di * (k - 1) - 1) // si + 1
-        for size, k, si, pi, di in zip(x.shape[2:], weight.shape[2:], s, p, d, strict=True)
+        (size + 2 * pi - di * (k - 1) - 1) // si + 1 for size, k, si, pi, di in zip(x.shape[2:], weight.shape[2:], s, p, d, strict=True)
     ]
     return [x.shape[0], weight.shape[0], *spatial] if min(spatial) >= 1 else None
 
 
 def _convolution(
-    x: torch.Tensor,
-    weight: Any,
-    bias: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    transposed: Any,
-    output_padding: Any,
-    groups: Any,
+    x: torch.Tensor, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: Any, output_padding: Any, groups: Any
 ) -> torch.Tensor | None:
     """``convolution``, 2-d and 3-d, batched, not transposed, on a FakeTensor on the CPU: the output's shape by
     the formula, its memory format as torch's fake kernel picks it (the backend the CPU would select, then
     that backend's format, both asked of torch). Anything else (meta tensors, 1-d, transposed, unbatched,
     mixed dtypes or devices) goes to torch."""
-    if (
-        transposed
-        or not _fake_cpu(x, weight)
-        or weight.dtype != x.dtype
-        or x.dim() not in (4, 5)
-        or weight.dim() != x.dim()
-    ):
+    if transposed or not _fake_cpu(x, weight) or weight.dtype != x.dtype or x.dim() not in (4, 5) or weight.dim() != x.dim():
         return None
     if bias is not None and (
-        not isinstance(bias, torch.Tensor)
-        or bias.shape != (weight.shape[0],)
-        or bias.dtype != x.dtype
-        or bias.device != x.device
+        not isinstance(bias, torch.Tensor) or bias.shape != (weight.shape[0],) or bias.dtype != x.dtype or bias.device != x.device
     ):
         return None
     shape = _conv_shape(x, weight, stride, padding, dilation, groups)
@@ -299,13 +266,7 @@ DRY_SHAPE_OPS = frozenset(_RULES) | {aten.empty.memory_format}
 
 
 def _empty_constructor(
-    size: Any,
-    *,
-    dtype: Any = None,
-    layout: Any = None,
-    device: Any = None,
-    pin_memory: Any = None,
-    memory_format: Any = None,
+    size: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None, memory_format: Any = None
 ) -> torch.Tensor | None:
     """``empty.memory_format`` under a fake mode, on the CPU (the reserve tensor the CPU batch norm makes per
     call): a FakeTensor of that size, dtype and format, made from a meta tensor. Pinned memory, another
@@ -316,18 +277,14 @@ def _empty_constructor(
         return None
     if not isinstance(size, (list, tuple)) or not all(type(n) is int and n >= 0 for n in size):
         return None
-    return new_fake(
-        mode, where, size, dtype or torch.get_default_dtype(), memory_format=memory_format or torch.contiguous_format
-    )
+    return new_fake(mode, where, size, dtype or torch.get_default_dtype(), memory_format=memory_format or torch.contiguous_format)
 
 
 #: Constructors :func:`dry_outputs` may answer: no tensor argument, so no regime to read from one.
 _CONSTRUCTORS: dict[Any, Callable[..., torch.Tensor | None]] = {aten.empty.memory_format: _empty_constructor}
 
 
-def dry_outputs(
-    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> torch.Tensor | tuple[torch.Tensor, ...] | None:
+def dry_outputs(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | tuple[torch.Tensor, ...] | None:
     """The outputs of ``func(*args, **kwargs)`` on a dry run (meta tensors or FakeTensors), or ``None`` where
     torch's own meta path must answer. Only called for ops in :data:`DRY_SHAPE_OPS`."""
     if func in _CONSTRUCTORS:

@@ -68,9 +68,7 @@ class StepSpec:
     defer: tuple[type, ...] = ()
 
 
-def run_step(
-    model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], observers: Sequence[Observer], spec: StepSpec
-) -> nn.Module:
+def run_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], observers: Sequence[Observer], spec: StepSpec) -> nn.Module:
     """One training step of a copy of ``model`` on ``args``/``kwargs``, told to ``observers`` (see the module
     docstring). Returns the wrapped copy the step ran (FakeTensors unless ``spec.real``), for figures a job
     reads off it afterwards (the shards' bytes)."""
@@ -94,9 +92,7 @@ def run_step(
         loop = EventBus(observers, train=True)
         loop.defer = spec.defer
         state = {**dict(work.named_parameters()), **dict(work.named_buffers())}
-        ctx = RunContext(
-            work, None, not spec.real, True, (call_args, call_kwargs), state, {}, optimizer, loop.unobserved
-        )
+        ctx = RunContext(work, None, not spec.real, True, (call_args, call_kwargs), state, {}, optimizer, loop.unobserved)
         loop.start(ctx)
         stack.enter_context(module_layers(work, loop, ctx.layers, own=True))
         _watch(stack, loop)

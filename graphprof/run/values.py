@@ -34,12 +34,7 @@ MAX_INDEX_ELEMENTS = 1 << 23
 
 def is_index(t: Any) -> bool:
     """An integer or boolean tensor small enough to keep its value: what shapes are computed from."""
-    return (
-        isinstance(t, torch.Tensor)
-        and not t.is_floating_point()
-        and not t.is_complex()
-        and t.numel() <= MAX_INDEX_ELEMENTS
-    )
+    return isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex() and t.numel() <= MAX_INDEX_ELEMENTS
 
 
 class IndexValues:

@@ -31,15 +31,4 @@ from graphprof.scaling.fit import GrowthFit, Knee, QuadraticFit, find_knee
 from graphprof.scaling.loop import sweep
 from graphprof.scaling.result import METRICS, Sweep, SweepRow
 
-__all__ = [
-    "METRICS",
-    "SweepRow",
-    "GrowthFit",
-    "QuadraticFit",
-    "Knee",
-    "Sweep",
-    "sweep",
-    "check_sweep",
-    "parse_values",
-    "find_knee",
-]
+__all__ = ["METRICS", "SweepRow", "GrowthFit", "QuadraticFit", "Knee", "Sweep", "sweep", "check_sweep", "parse_values", "find_knee"]

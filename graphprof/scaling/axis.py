@@ -16,15 +16,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.prepared import PreparedModel
 from graphprof.scaling.factory import check_keyword, user_factory
 
-__all__ = [
-    "MAX_POINTS",
-    "FACTORY_LAYERS_KEY",
-    "parse_values",
-    "check_values",
-    "check_sweep",
-    "point_options",
-    "with_option",
-]
+__all__ = ["MAX_POINTS", "FACTORY_LAYERS_KEY", "parse_values", "check_values", "check_sweep", "point_options", "with_option"]
 
 
 #: The keyword a factory's depth goes to on the ``layers`` axis (the seed framework's name).
@@ -85,11 +77,7 @@ def _range(start: float, stop: float, step: str, text: str, what: str) -> list[f
     if stop < start:
         raise InvalidInputError(f"{what}: the range {text!r} is empty")
     # a hair of slack, so that 1:1000:x10 ends at 1000 despite rounding in the logarithms
-    count = (
-        math.floor(math.log(stop / start) / math.log(by) + 1e-9) + 1
-        if geometric
-        else math.floor((stop - start) / by + 1e-9) + 1
-    )
+    count = math.floor(math.log(stop / start) / math.log(by) + 1e-9) + 1 if geometric else math.floor((stop - start) / by + 1e-9) + 1
     if count > MAX_POINTS:
         raise InvalidInputError(f"{what}: {text!r} has {count:,} points; a sweep takes at most {MAX_POINTS}")
     values = [start * by**i if geometric else start + by * i for i in range(count)]
@@ -131,9 +119,7 @@ def _check_axis(model: Any, axis: SweepAxis, key: str | None) -> str | None:
         what = model
         traits = family_traits(family)  # the family's record; an unknown family (None) is not refused
         if axis is SweepAxis.SEQ_LEN and family is not None and not traits.sequence_length:
-            raise InvalidInputError(
-                f"{what} ({family}) has no sequence length: seq-len sweeps are for transformers (hf:...)"
-            )
+            raise InvalidInputError(f"{what} ({family}) has no sequence length: seq-len sweeps are for transformers (hf:...)")
         if axis is SweepAxis.RESOLUTION and traits.sequence_length:
             raise InvalidInputError(f"{what} takes token ids, not images: it has no resolution (sweep seq-len)")
         if axis is SweepAxis.RESOLUTION and family is not None and not traits.image_input:
@@ -144,9 +130,7 @@ def _check_axis(model: Any, axis: SweepAxis, key: str | None) -> str | None:
             if family is None and ":" in model:
                 check_keyword(user_factory(model), key or FACTORY_LAYERS_KEY, model)
                 return key or FACTORY_LAYERS_KEY
-            raise InvalidInputError(
-                f"{what} has no depth to set: a layers sweep needs an hf: model or a factory with num_layers"
-            )
+            raise InvalidInputError(f"{what} has no depth to set: a layers sweep needs an hf: model or a factory with num_layers")
         if axis is SweepAxis.SET:
             if not key:
                 raise InvalidInputError("a set sweep needs the factory keyword: --set key=v1,v2")
@@ -155,9 +139,7 @@ def _check_axis(model: Any, axis: SweepAxis, key: str | None) -> str | None:
         return None
     if axis in (SweepAxis.LAYERS, SweepAxis.SET):
         if isinstance(model, (nn.Module, PreparedModel)) or not callable(model):
-            raise InvalidInputError(
-                f"a {axis.value} sweep builds the model at every point: pass a factory or a name, not a built model"
-            )
+            raise InvalidInputError(f"a {axis.value} sweep builds the model at every point: pass a factory or a name, not a built model")
         chosen = key or (FACTORY_LAYERS_KEY if axis is SweepAxis.LAYERS else None)
         if not chosen:
             raise InvalidInputError("a set sweep needs the factory keyword (key=...)")
@@ -179,9 +161,7 @@ def _resolution_shape(pm: PreparedModel, size: int) -> tuple[int, ...]:
     else:
         raise InvalidInputError(f"{pm.name} has no tensor input to change the resolution of")
     if len(shape) < 4 or not (isinstance(size, int) and size > 0):
-        raise InvalidInputError(
-            f"{pm.name} has no image input (N, C, H, W) to change the resolution of; its input is {shape}"
-        )
+        raise InvalidInputError(f"{pm.name} has no image input (N, C, H, W) to change the resolution of; its input is {shape}")
     return (*shape[:-2], size, size)
 
 
@@ -219,9 +199,7 @@ def check_sweep(
         points = list(itertools.islice(values, MAX_POINTS + 1))
         if len(points) > MAX_POINTS:
             how_many = f"{count:,}" if count is not None else f"more than {MAX_POINTS}"
-            raise InvalidInputError(
-                f"{chosen_axis.value} values: {how_many} values; a sweep takes at most {MAX_POINTS}"
-            )
+            raise InvalidInputError(f"{chosen_axis.value} values: {how_many} values; a sweep takes at most {MAX_POINTS}")
     check_values(points, f"{chosen_axis.value} values")
     if chosen_axis in (SweepAxis.BATCH, SweepAxis.RESOLUTION, SweepAxis.SEQ_LEN):
         for v in points:

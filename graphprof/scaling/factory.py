@@ -20,9 +20,7 @@ def factory_keywords(factory: Callable[..., Any]) -> tuple[set[str], bool]:
     except (TypeError, ValueError):
         return set(), True
     names = {
-        p.name
-        for p in signature.parameters.values()
-        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        p.name for p in signature.parameters.values() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     }
     return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
 

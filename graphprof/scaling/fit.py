@@ -43,13 +43,7 @@ class QuadraticFit:
         return self.quadratic * value * value / total if total else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "constant": self.constant,
-            "linear": self.linear,
-            "quadratic": self.quadratic,
-            "r2": self.r2,
-        }
+        return {"metric": self.metric, "constant": self.constant, "linear": self.linear, "quadratic": self.quadratic, "r2": self.r2}
 
 
 @dataclass(frozen=True)

@@ -126,12 +126,7 @@ def _row(value: Any, profile: Profile, hw: Hardware | None, measured: _PointMeas
 
 
 def _run_points(
-    state: _Points,
-    points: Sequence[Any],
-    hw: Hardware | None,
-    measure_on: str | None,
-    keep_profiles: bool,
-    on_point: OnPoint | None,
+    state: _Points, points: Sequence[Any], hw: Hardware | None, measure_on: str | None, keep_profiles: bool, on_point: OnPoint | None
 ) -> None:
     """Profile (and measure) each point in turn; a device out of memory stops the sweep cleanly."""
     measure_fn = _load_measure() if measure_on is not None else None
@@ -213,14 +208,8 @@ def _result(state: _Points, points: Sequence[Any], hw: Hardware | None, measure:
     shared, model = state.shared, state.model
     recaptured = [r.value for r in state.rows[1:] if not r.capture_reused] if shared is not None else []
     if recaptured:
-        state.notes.append(
-            f"captured again at {', '.join(str(v) for v in recaptured)} (the graph is specialised to its input shapes)"
-        )
-    name = (
-        shared.name
-        if shared is not None
-        else (model if isinstance(model, str) else getattr(model, "__name__", "model"))
-    )
+        state.notes.append(f"captured again at {', '.join(str(v) for v in recaptured)} (the graph is specialised to its input shapes)")
+    name = shared.name if shared is not None else (model if isinstance(model, str) else getattr(model, "__name__", "model"))
     return Sweep(
         model=name,
         axis=state.axis,

@@ -16,16 +16,7 @@ __all__ = ["METRICS", "SweepRow", "Sweep"]
 
 #: The metrics of a row, in table order; ``measured_*`` are ``None`` on a dry-run sweep and
 #: ``estimated_seconds`` without a hardware preset.
-METRICS = (
-    "params",
-    "macs",
-    "flops",
-    "bytes",
-    "peak_activation_bytes",
-    "estimated_seconds",
-    "measured_seconds",
-    "measured_peak_bytes",
-)
+METRICS = ("params", "macs", "flops", "bytes", "peak_activation_bytes", "estimated_seconds", "measured_seconds", "measured_peak_bytes")
 
 
 @dataclass(frozen=True)

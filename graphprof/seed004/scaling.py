@@ -2,11 +2,4 @@
 
 from graphprof.compat.seed004 import *  # noqa: F403 - this module's names (below) among the seed's whole API
 
-__all__ = [
-    "ScalingExperiment",
-    "GraphScalingResult",
-    "run_node_scaling",
-    "run_layer_scaling",
-    "run_pe_scaling",
-    "generate_scaling_graphs",
-]
+__all__ = ["ScalingExperiment", "GraphScalingResult", "run_node_scaling", "run_layer_scaling", "run_pe_scaling", "generate_scaling_graphs"]

@@ -85,11 +85,7 @@ def _analytic(spec: ShardSpec, param_bytes: int, step: StepRecord, flops: int, a
 
 
 def shard_profile(
-    model_or_name: nn.Module | str,
-    shard: str | ShardSpec,
-    *,
-    hardware: Hardware | str | None = None,
-    **options: Any,
+    model_or_name: nn.Module | str, shard: str | ShardSpec, *, hardware: Hardware | str | None = None, **options: Any
 ) -> ShardedProfile:
     """One training step of ``model_or_name`` sharded as ``shard`` (``"fsdp:64"``, ``"tp:8"``,
     ``"fsdp:8,tp:8"``), per rank.
@@ -111,12 +107,8 @@ def shard_profile(
     check_layout(spec, sum(1 for _ in prepared.model.parameters()), prepared.name)  # before the step, not after minutes
     call = prepared.resolve(prepared.spec())
     args, kwargs, run_dtype = call.args, call.kwargs, call.dtype
-    with fake_world(
-        spec
-    ) as meshes:  # first: a model tensor parallelism has no plan for is refused before the reference
-        step = run_sharded_step(
-            prepared.model, args, kwargs, sharding_wraps(spec, meshes, args, kwargs, prepared.name), run_dtype
-        )
+    with fake_world(spec) as meshes:  # first: a model tensor parallelism has no plan for is refused before the reference
+        step = run_sharded_step(prepared.model, args, kwargs, sharding_wraps(spec, meshes, args, kwargs, prepared.name), run_dtype)
     plain = prepared.profile()  # the unsharded step at the same per-rank batch
     return ShardedProfile(
         model_name=prepared.name, strategy=spec.strategy, world=spec.world, dtype=plain.dtype,
@@ -143,8 +135,7 @@ def _notes(spec: ShardSpec, dtype: str, plan: TensorPlan) -> tuple[str, ...]:
         ]
     if spec.fsdp > 1:
         notes += [
-            f"FSDP2 fully_shard over {spec.fsdp} ranks"
-            + (" (the mesh's dp dimension, after tensor parallelism)" if spec.tp > 1 else ""),
+            f"FSDP2 fully_shard over {spec.fsdp} ranks" + (" (the mesh's dp dimension, after tensor parallelism)" if spec.tp > 1 else ""),
             "reference with FSDP: parameters / N, every unit gathered forward and backward (the root once), every "
             "gradient reduce-scattered once; FLOPs and activations: the unsharded step at the same per-rank batch "
             "(its activations read from the autograd graph at each layer's exit, the sharded step's as each is saved)",
@@ -152,6 +143,5 @@ def _notes(spec: ShardSpec, dtype: str, plan: TensorPlan) -> tuple[str, ...]:
     return (
         *notes,
         f"optimizer: AdamW, {ADAMW_MOMENTS} moments per parameter in {dtype}; its step's arithmetic is not counted",
-        "peak estimate = parameter, gradient and optimizer shards + saved activations"
-        + (" + two gathered units" if spec.fsdp > 1 else ""),
+        "peak estimate = parameter, gradient and optimizer shards + saved activations" + (" + two gathered units" if spec.fsdp > 1 else ""),
     )

@@ -50,9 +50,7 @@ class _RankOps(Observer):
 
     def op(self, event: OpEvent) -> None:
         memo: dict[int, Any] = {}
-        call = OpCall(
-            event.func, to_meta(event.args, memo), to_meta(event.kwargs, memo), to_meta(event.out, {}), event.phase
-        )
+        call = OpCall(event.func, to_meta(event.args, memo), to_meta(event.kwargs, memo), to_meta(event.out, {}), event.phase)
         self.records.append(op_record(call))
 
     def saved(self, layer: Layer | None, tensor: torch.Tensor) -> None:
@@ -104,11 +102,7 @@ def _fake_inputs(value: Any) -> Any:
 
 def _loss(out: Any) -> torch.Tensor:
     logits = getattr(out, "logits", None)
-    first = (
-        logits
-        if isinstance(logits, torch.Tensor)
-        else next(t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
-    )
+    first = logits if isinstance(logits, torch.Tensor) else next(t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
     return first.float().sum()
 
 

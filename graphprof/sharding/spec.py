@@ -50,9 +50,7 @@ class ShardSpec:
 def _degree(text: str, part: str) -> tuple[str, int]:
     strategy, sep, count = part.strip().partition(":")
     if strategy not in STRATEGIES or not sep:
-        raise InvalidInputError(
-            f"sharding {text!r}: write STRATEGY:RANKS with STRATEGY one of {', '.join(STRATEGIES)} ({_EXAMPLE})"
-        )
+        raise InvalidInputError(f"sharding {text!r}: write STRATEGY:RANKS with STRATEGY one of {', '.join(STRATEGIES)} ({_EXAMPLE})")
     if not count.isascii() or not count.isdigit():
         raise InvalidInputError(f"sharding {text!r}: the number of ranks must be a whole number ({_EXAMPLE})")
     if int(count) < 2:

@@ -181,9 +181,7 @@ def _forward(model: nn.Module, blocks: list[nn.Module], args: tuple[Any, ...], k
     return flow
 
 
-def derive_tp_plan(
-    model: nn.Module, blocks: Iterable[nn.Module], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> TensorPlan:
+def derive_tp_plan(model: nn.Module, blocks: Iterable[nn.Module], args: tuple[Any, ...], kwargs: dict[str, Any]) -> TensorPlan:
     """The plan of ``model`` (the step's copy, on FakeTensors) from one forward on ``args``/``kwargs``; see
     the module docstring. ``blocks``: the model's repeated blocks; the model itself is tried where none
     of them has an alternating chain."""
@@ -203,6 +201,4 @@ def check_tp_plan(plan: TensorPlan, tp: int, model: str) -> None:
     for p in plan.layers:
         if p.features % tp:
             side = "outputs" if p.style == "colwise" else "inputs"
-            raise InvalidInputError(
-                f"tensor parallelism tp:{tp}: {p.name}'s {p.features} {side} ({p.style}) do not split over {tp} ranks"
-            )
+            raise InvalidInputError(f"tensor parallelism tp:{tp}: {p.name}'s {p.features} {side} ({p.style}) do not split over {tp} ranks")

@@ -23,16 +23,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.sharding.spec import ShardSpec
 from graphprof.sharding.tp_plan import TensorPlan, check_tp_plan, derive_tp_plan
 
-__all__ = [
-    "Meshes",
-    "fake_world",
-    "shard_units",
-    "fsdp_groups",
-    "local_bytes",
-    "Fsdp",
-    "TensorParallel",
-    "sharding_wraps",
-]
+__all__ = ["Meshes", "fake_world", "shard_units", "fsdp_groups", "local_bytes", "Fsdp", "TensorParallel", "sharding_wraps"]
 
 
 @dataclass(frozen=True)
@@ -52,9 +43,7 @@ def fake_world(spec: ShardSpec) -> Iterator[Meshes]:
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     if dist.is_initialized():
-        raise InvalidInputError(
-            "a torch.distributed process group already exists in this process: shard in a fresh one"
-        )
+        raise InvalidInputError("a torch.distributed process group already exists in this process: shard in a fresh one")
     dims = {name: size for name, size in (("dp", spec.fsdp), ("tp", spec.tp)) if size > 1}
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=spec.world)
     try:
@@ -115,9 +104,7 @@ class Fsdp:
         from torch.distributed.fsdp import fully_shard
 
         groups = fsdp_groups(shard_units(model))
-        self.unit_bytes = [
-            sum(local_bytes(p) for p in {id(p): p for u in g for p in u.parameters()}.values()) for g in groups
-        ]
+        self.unit_bytes = [sum(local_bytes(p) for p in {id(p): p for u in g for p in u.parameters()}.values()) for g in groups]
         # over a mesh of two dimensions FSDP2 joins the meshes, whose rank lookup (a nonzero) a fake mode
         # cannot run; the parameters stay FakeTensors, their own ops keep them so
         with unset_fake_temporarily() if self.nested else contextlib.nullcontext():

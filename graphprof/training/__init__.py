@@ -11,14 +11,7 @@ for real on the CPU, the reference the plan is checked against.
 from graphprof.training.fits import parse_memory, plan_memory
 from graphprof.training.measured import MeasuredStep, measure_step
 from graphprof.training.ranks import plan_ranks
-from graphprof.training.result import (
-    CheckpointChoice,
-    CheckpointPlan,
-    MemoryPlan,
-    PhasePeak,
-    RanksPlan,
-    StepBreakdown,
-)
+from graphprof.training.result import CheckpointChoice, CheckpointPlan, MemoryPlan, PhasePeak, RanksPlan, StepBreakdown
 
 __all__ = [
     "plan_memory", "plan_ranks", "parse_memory", "measure_step", "MeasuredStep", "MemoryPlan", "PhasePeak", "StepBreakdown",

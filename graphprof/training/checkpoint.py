@@ -152,9 +152,7 @@ def _seconds(ops: list[OpRecord], dtype: str, hardware: Hardware, calibration: C
     forward, :func:`graphprof.devices.predict.predict_ops`), else each counted call's roofline bound (FLOPs
     at the dense peak for ``dtype``, bytes at the bandwidth), summed: a lower bound."""
     if calibration is not None and calibration.op_model is not None:
-        return sum(
-            predict_ops(ops, dtype, hardware, calibration)
-        ), f"predicted by the {hardware.name} calibration (each op in place)"
+        return sum(predict_ops(ops, dtype, hardware, calibration)), f"predicted by the {hardware.name} calibration (each op in place)"
     peak = hardware.peak_flops(dtype)
     counted = [op for op in ops if op.status is OpStatus.COUNTED]
     return sum(
@@ -172,9 +170,7 @@ def solve_checkpoint(
     try:
         from scipy.optimize import Bounds, LinearConstraint, milp
     except ImportError as exc:
-        raise MissingDependencyError(
-            "a checkpoint plan is solved with scipy.optimize.milp: pip install 'graphprof[plan]' (scipy)"
-        ) from exc
+        raise MissingDependencyError("a checkpoint plan is solved with scipy.optimize.milp: pip install 'graphprof[plan]' (scipy)") from exc
 
     n = len(freed)
     if forward <= budget and backward <= budget:
@@ -187,9 +183,7 @@ def solve_checkpoint(
         upper.append(0.0)
     constraint = LinearConstraint(np.array(rows, dtype=float), -np.inf, np.array(upper, dtype=float))
     integrality = np.array([1] * n + [0])
-    result = milp(
-        c, constraints=[constraint], integrality=integrality, bounds=Bounds([0] * n + [0], [1] * n + [np.inf])
-    )
+    result = milp(c, constraints=[constraint], integrality=integrality, bounds=Bounds([0] * n + [0], [1] * n + [np.inf]))
     if not result.success:
         return None
     return [bool(round(v)) for v in result.x[:n]]
@@ -202,9 +196,7 @@ def plan_checkpoint(step: BuiltModel, plan: MemoryPlan, budget: int, hardware: H
     if hardware is None:
         raise InvalidInputError("a checkpoint plan predicts recompute time on a device: give hardware (--hardware)")
     if shard is not None:
-        raise InvalidInputError(
-            "a checkpoint plan is made for one device: plan it without sharding, then shard the plan"
-        )
+        raise InvalidInputError("a checkpoint plan is made for one device: plan it without sharding, then shard the plan")
     blocks = candidate_blocks(step.model)
     costs = BlockCosts(blocks)
     simulate_step(StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real), [costs])
@@ -218,22 +210,16 @@ def plan_checkpoint(step: BuiltModel, plan: MemoryPlan, budget: int, hardware: H
     step_s, how = _seconds(costs.step_ops, run_dtype, hardware, calibration)
     target, chosen, planned = budget, None, None
     for _ in range(_ROUNDS):
-        chosen = solve_checkpoint(
-            freed, saved, timed, peaks.get(Phase.FORWARD, 0), peaks.get(Phase.BACKWARD, 0), target
-        )
+        chosen = solve_checkpoint(freed, saved, timed, peaks.get(Phase.FORWARD, 0), peaks.get(Phase.BACKWARD, 0), target)
         if chosen is None or peaks.get(Phase.OPTIMIZER, 0) > budget:
             chosen = [True] * len(blocks)
         names = {b for b, c in zip(blocks, chosen, strict=True) if c}
-        planned = plan_step(
-            step, dtype=dtype, optimizer=optimizer, foreach=foreach, shard=None, wraps=(checkpointed(names),)
-        )
+        planned = plan_step(step, dtype=dtype, optimizer=optimizer, foreach=foreach, shard=None, wraps=(checkpointed(names),))
         if planned.peak_bytes <= budget or not any(chosen) or all(chosen):
             break
         target -= planned.peak_bytes - budget
     assert chosen is not None and planned is not None
-    choices = tuple(
-        CheckpointChoice(b, f, fl, t, c) for b, f, fl, t, c in zip(blocks, freed, flops, timed, chosen, strict=True)
-    )
+    choices = tuple(CheckpointChoice(b, f, fl, t, c) for b, f, fl, t, c in zip(blocks, freed, flops, timed, chosen, strict=True))
     return CheckpointPlan(
         budget_bytes=budget, choices=choices, solver=SOLVER, timing=how,
         solver_peak_bytes=max(peaks.get(Phase.FORWARD, 0) - sum(f for f, c in zip(freed, chosen, strict=True) if c), 0),

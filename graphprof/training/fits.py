@@ -32,17 +32,7 @@ __all__ = ["plan_memory", "parse_memory"]
 
 
 #: Byte units, decimal as everywhere in graphprof (``format_bytes``; a device's ``memory_gb``), binary by name.
-_UNITS = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def parse_memory(text: str | int) -> int:
@@ -92,21 +82,14 @@ def plan_memory(
     run_dtype = parse_dtype(dtype)
     multi = device is not None and "GPU" in device.kind if foreach is None else foreach
     step = build_model(
-        model_or_name,
-        batch_size=batch_size,
-        input_shape=input_shape,
-        example_inputs=example_inputs,
-        example_kwargs=example_kwargs,
+        model_or_name, batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs
     )
     plan = plan_step(step, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec)
     if budget is not None:
         from graphprof.training.checkpoint import plan_checkpoint
 
         plan = replace(
-            plan,
-            checkpoint=plan_checkpoint(
-                step, plan, budget, device, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec
-            ),
+            plan, checkpoint=plan_checkpoint(step, plan, budget, device, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec)
         )
     if device is None:
         return plan

@@ -94,9 +94,7 @@ def measure_step(
     opt = make_optimizer(step_model, Optimizer.parse(optimizer), foreach=False)
     try:
         train_step(step_model, args, kwargs, opt)  # creates the optimizer's state
-        base = storage_bytes(
-            [*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]]
-        )
+        base = storage_bytes([*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]])
         extra, _ = peak_during(lambda: train_step(step_model, args, kwargs, opt), "cpu")
         times = []
         for _ in range(max(1, repeats)):

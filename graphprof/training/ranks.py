@@ -54,9 +54,7 @@ def _smallest(plan: MemoryPlan, world: int, memory: int, limit: int) -> int | No
     return None
 
 
-def _search(
-    step: BuiltModel, memory: int, limit: int, wraps: tuple[Wrap, ...], **run: Any
-) -> tuple[int | None, list[tuple[int, int]]]:
+def _search(step: BuiltModel, memory: int, limit: int, wraps: tuple[Wrap, ...], **run: Any) -> tuple[int | None, list[tuple[int, int]]]:
     """The smallest power-of-two world that fits ``memory`` and every world simulated on the way."""
     tried: dict[int, int] = {}
 
@@ -102,11 +100,7 @@ def plan_ranks(
     if not 2 <= max_world <= MAX_WORLD:
         raise InvalidInputError(f"max_world must be between 2 and {MAX_WORLD}")
     opt = Optimizer.parse(optimizer) if isinstance(optimizer, str) else optimizer
-    run = {
-        "dtype": parse_dtype(dtype),
-        "optimizer": opt,
-        "foreach": "GPU" in device.kind if foreach is None else foreach,
-    }
+    run = {"dtype": parse_dtype(dtype), "optimizer": opt, "foreach": "GPU" in device.kind if foreach is None else foreach}
     step = build_model(model_or_name, batch_size=batch_size, input_shape=input_shape)
     world, tried = _search(step, device.memory_bytes, max_world, (), **run)
     blocks = set(candidate_blocks(step.model))

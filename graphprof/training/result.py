@@ -12,15 +12,7 @@ from typing import Any
 from graphprof.base.choices import Choice, Optimizer, Phase
 from graphprof.base.display import NotebookDisplay
 
-__all__ = [
-    "StepExecution",
-    "StepBreakdown",
-    "PhasePeak",
-    "CheckpointChoice",
-    "CheckpointPlan",
-    "MemoryPlan",
-    "RanksPlan",
-]
+__all__ = ["StepExecution", "StepBreakdown", "PhasePeak", "CheckpointChoice", "CheckpointPlan", "MemoryPlan", "RanksPlan"]
 
 
 class StepExecution(Choice):
@@ -49,9 +41,7 @@ class StepBreakdown:
 
     @property
     def total(self) -> int:
-        return (
-            self.parameters + self.gradients + self.optimizer_state + self.activations + self.inputs + self.transients
-        )
+        return self.parameters + self.gradients + self.optimizer_state + self.activations + self.inputs + self.transients
 
     def to_dict(self) -> dict[str, int]:
         return {**asdict(self), "total": self.total}

@@ -46,9 +46,7 @@ def plan_step(
 ) -> MemoryPlan:
     """One step of ``step`` simulated (checkpoint ``wraps`` first, then the sharding), as a :class:`MemoryPlan`."""
     with _world(shard, step) as sharding:
-        inputs = StepInputs(
-            step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real, (*wraps, *sharding)
-        )
+        inputs = StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real, (*wraps, *sharding))
         outcome, _ = simulate_step(inputs)
     notes = [
         f"{'real values on the CPU (the forward reads them)' if step.real else 'a dry run on FakeTensors'}: the storages the step's aten calls made, "
@@ -58,9 +56,7 @@ def plan_step(
         "parameters include the buffers",
     ]
     if shard is not None:
-        notes.append(
-            f"per rank of {shard}, on a fake process group of {shard.world} ranks" + _sharding_note(shard, sharding)
-        )
+        notes.append(f"per rank of {shard}, on a fake process group of {shard.world} ranks" + _sharding_note(shard, sharding))
     return MemoryPlan(
         model_name=step.name, inputs=format_inputs(describe_inputs(step.args, step.kwargs, dtype)),
         dtype=str(dtype or _model_dtype(step.model)).removeprefix("torch."), optimizer=optimizer, foreach=foreach,

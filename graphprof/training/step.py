@@ -28,15 +28,7 @@ from graphprof.run.step import StepSpec, Wrap, run_step
 from graphprof.training.result import PhasePeak, StepBreakdown
 from graphprof.training.tracker import StepMemory, dense_tensors
 
-__all__ = [
-    "StepInputs",
-    "StepOutcome",
-    "train_step",
-    "make_optimizer",
-    "simulate_step",
-    "checkpointed",
-    "storage_bytes",
-]
+__all__ = ["StepInputs", "StepOutcome", "train_step", "make_optimizer", "simulate_step", "checkpointed", "storage_bytes"]
 
 
 @dataclass(frozen=True)
@@ -144,9 +136,7 @@ def _optimizer_with_state(optimizer: Optimizer, foreach: bool) -> Callable[[nn.M
     """The step's optimizer on its wrapped copy (a sharded model's on each local shard), its state made."""
 
     def make(model: nn.Module) -> torch.optim.Optimizer:
-        opt = (
-            LocalShards(model, optimizer, foreach) if _is_sharded(model) else make_optimizer(model, optimizer, foreach)
-        )
+        opt = LocalShards(model, optimizer, foreach) if _is_sharded(model) else make_optimizer(model, optimizer, foreach)
         _create_state(model, opt)
         return opt
 

@@ -68,9 +68,7 @@ def test_yolo_through_dynamo_counts_what_the_eager_capture_counts() -> None:
 def test_warm_up_always_gives_every_model_its_real_forward() -> None:
     """``graphprof --model M --warm-up always``: seed 001's warm-up for a model that initialises nothing
     lazily; the default (auto) keeps skipping it, and never skips it even for a lazy model."""
-    done = CliRunner().invoke(
-        app, ["--model", "resnet18", "--input-shape", "1,3,32,32", "--warm-up", "always", "--width", "200"]
-    )
+    done = CliRunner().invoke(app, ["--model", "resnet18", "--input-shape", "1,3,32,32", "--warm-up", "always", "--width", "200"])
     assert done.exit_code == 0, done.output
     assert "warmed up with one real forward: asked for (warm_up='always')" in done.output
     default = graphprof.profile_model(nn.Linear(2, 2), input_shape=(1, 2))
@@ -98,9 +96,7 @@ def test_export_onnx_writes_the_model_and_checks_its_op_counts(tmp_path: Path) -
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxscript")
     path = tmp_path / "model.onnx"
-    done = CliRunner().invoke(
-        app, ["--model", "resnet18", "--input-shape", "1,3,32,32", "--export-onnx", str(path), "--width", "200"]
-    )
+    done = CliRunner().invoke(app, ["--model", "resnet18", "--input-shape", "1,3,32,32", "--export-onnx", str(path), "--width", "200"])
     assert done.exit_code == 0, done.output
     assert "convolution (Conv, ConvTranspose): 20 in the ONNX graph, 20 counted by graphprof - agree" in done.output
     assert "matrix product (Gemm, MatMul): 1 in the ONNX graph, 1 counted by graphprof - agree" in done.output

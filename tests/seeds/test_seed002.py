@@ -72,10 +72,7 @@ def test_a_model_registered_the_seeds_way_profiles_from_the_command_line(tmp_pat
     assert json.loads(done.stdout[done.stdout.index("{") :])["total_params"] == 8 * 16 + 16 + 16 * 2 + 2
     missing = CliRunner().invoke(app, ["--model", spec.replace("[my_model]", "['other']"), "--input-shape", "1,8"])
     assert missing.exit_code != 0 and "no entry 'other'" in missing.output and "my_model" in missing.output
-    assert (
-        "MODEL_REGISTRY[my_model]"
-        in CliRunner().invoke(app, ["--model", spec, "--input-shape", "1,8", "--width", "200"]).output
-    )
+    assert "MODEL_REGISTRY[my_model]" in CliRunner().invoke(app, ["--model", spec, "--input-shape", "1,8", "--width", "200"]).output
 
 
 # ---- the registry in the seed's script --------------------------------------------------------------------
@@ -104,9 +101,7 @@ def test_the_registry_is_the_scripts_and_a_key_not_in_it_is_one_line() -> None:
     assert code == 0, err
     assert "GRAPH PROFILE: my_model" in out and "net.0:" in out
     code, out, err = _script(["--model", "my_modle"], namespace["MODEL_REGISTRY"])  # type: ignore[arg-type]
-    assert (
-        code == 3 and err.count("\n") == 1 and "unknown model 'my_modle'" in err and "MODEL_REGISTRY: my_model" in err
-    )
+    assert code == 3 and err.count("\n") == 1 and "unknown model 'my_modle'" in err and "MODEL_REGISTRY: my_model" in err
 
 
 # ---- the seed's report and JSON ----------------------------------------------------------------------------
@@ -115,9 +110,7 @@ def test_the_script_prints_the_seeds_labels_and_writes_its_json(tmp_path: Path) 
     and its JSON (``"type": "conv2d"``), under graphprof's envelope and checked against its schema."""
     from graphprof.schemas import validate
 
-    code, out, err = _script(
-        ["--model", "resnet18", "--input-shape", "1,3,32,32", "--output", str(tmp_path / "profile.json")]
-    )
+    code, out, err = _script(["--model", "resnet18", "--input-shape", "1,3,32,32", "--output", str(tmp_path / "profile.json")])
     assert code == 0, err
     for label in ("GRAPH PROFILE: resnet18", "Model Summary:", "Total Operators:", "Total FLOPs:", "Total Memory:",
                   "Arithmetic Intensity:", "Operation Breakdown:", "Bottleneck Analysis:", "Layer Details (Top 10 by FLOPs):"):  # fmt: skip
@@ -126,20 +119,11 @@ def test_the_script_prints_the_seeds_labels_and_writes_its_json(tmp_path: Path) 
     assert list(document)[:2] == ["kind", "schema_version"] and document["kind"] == "seed002-profile"
     validate(document)
     conv1 = next(layer for layer in document["layers"] if layer["name"] == "conv1")
-    assert conv1["type"] == "conv2d" and conv1["bottleneck"] in (
-        "compute-bound",
-        "strongly compute-bound",
-        "balanced",
-        "memory-bound",
-    )
+    assert conv1["type"] == "conv2d" and conv1["bottleneck"] in ("compute-bound", "strongly compute-bound", "balanced", "memory-bound")
     # 3*7*7 products for each of 64 * 16 * 16 outputs, two FLOPs each
     assert conv1["flops"] == 2 * 3 * 7 * 7 * 64 * 16 * 16
     assert sum(layer["flops"] for layer in document["layers"]) == document["total_flops"]
-    top = [
-        line
-        for line in out.splitlines()[out.splitlines().index("Layer Details (Top 10 by FLOPs):") + 1 :]
-        if line.startswith("  ")
-    ]
+    top = [line for line in out.splitlines()[out.splitlines().index("Layer Details (Top 10 by FLOPs):") + 1 :] if line.startswith("  ")]
     assert len(top) == 10
     verbose = _script(["--model", "resnet18", "--input-shape", "1,3,32,32", "--verbose"])[1]
     assert "layer4.1.conv2:" in verbose and len(verbose.splitlines()) > len(out.splitlines())

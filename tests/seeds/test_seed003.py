@@ -68,16 +68,12 @@ def test_train_mode_batchnorm_shows_its_input_shape(tmp_path: Path) -> None:
     from graphprof.compat.seed003 import capture_model
     from graphprof.render.tracesummary import render_trace_summary
 
-    model = capture_model("ConvBN", enabled=True, trace_dir=tmp_path, summary=False)(
-        type("ConvBN", (_ConvBN,), {})
-    )().train()
+    model = capture_model("ConvBN", enabled=True, trace_dir=tmp_path, summary=False)(type("ConvBN", (_ConvBN,), {}))().train()
     model(torch.randn(2, 3, 8, 8))
     analysis = graphprof_parse(tmp_path / "ConvBN_forward_001.json")
     assert analysis["layer_stats"]["bn"]["input_shape"] == (2, 8, 6, 6)
     assert "aten::add_" in analysis["layer_stats"]["bn"]["operations"]
-    assert any(
-        line.startswith("bn ") and line.endswith("(2, 8, 6, 6)") for line in render_trace_summary(analysis).splitlines()
-    )
+    assert any(line.startswith("bn ") and line.endswith("(2, 8, 6, 6)") for line in render_trace_summary(analysis).splitlines())
 
 
 def graphprof_parse(path: Path) -> dict[str, object]:
@@ -115,10 +111,7 @@ def test_a_foreign_trace_with_stacks_is_read_by_its_module_frames(tmp_path: Path
     prof.export_chrome_trace(str(tmp_path / "foreign.json"))
     stats = graphprof_parse(tmp_path / "foreign.json")["layer_stats"]
     assert {"_ConvBN_0", "Conv2d_0", "BatchNorm2d_0", "Sequential_0", "Linear_0", "ReLU_0", "Linear_1"} <= set(stats)
-    assert "(outside layers)" not in stats or not stats["(outside layers)"]["operations"] & {
-        "aten::conv2d",
-        "aten::linear",
-    }
+    assert "(outside layers)" not in stats or not stats["(outside layers)"]["operations"] & {"aten::conv2d", "aten::linear"}
     assert stats["Conv2d_0"]["input_shape"] == (2, 3, 8, 8) and "aten::conv2d" in stats["Conv2d_0"]["operations"]
     assert stats["Linear_1"]["call_count"] == 1 and stats["Linear_1"]["input_shape"] == (2, 8)
 
@@ -183,9 +176,7 @@ def test_chisel_runs_the_script_with_profiling_on(
     assert "chisel:" not in err
 
 
-def test_chisel_debug_says_what_happens(
-    launcher: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_chisel_debug_says_what_happens(launcher: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """``export CHISEL_DEBUG=1``: the switch seen, each trace written with the layers read from it, the files."""
     from graphprof_cli.chisel import main
 
@@ -226,9 +217,7 @@ def test_chisel_as_a_command(tmp_path: Path) -> None:
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "MyModel_forward_001.json").is_file() and "chisel: 1 trace file(s) written" in done.stderr
-    plain = subprocess.run(
-        [sys.executable, "my_model_script.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    plain = subprocess.run([sys.executable, "my_model_script.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert plain.returncode != 0 and "No module named 'chisel'" in plain.stderr  # outside the launcher: no chisel
 
 

@@ -38,15 +38,10 @@ def _graph_result(parameter: str, spreads: tuple[float, ...] = (1.0, 62.15, 1.0)
     points = []
     for i, (n, std) in enumerate(zip((100, 200, 400), spreads, strict=True)):
         scale = 1 if parameter == "num_nodes" else i + 1
-        costs = {
-            c: Cost(flops=0 if c in ("mpnn", "pe") else 911_363 * (k + 1) * n * scale // 100)
-            for k, c in enumerate(COMPONENTS)
-        }
+        costs = {c: Cost(flops=0 if c in ("mpnn", "pe") else 911_363 * (k + 1) * n * scale // 100) for k, c in enumerate(COMPONENTS)}
         value = n if parameter == "num_nodes" else i + 1
         runtime = RuntimeStats(mean=49.44, std=std, min=1.0, max=200.0, num_runs=10)
-        points.append(
-            GraphPoint(value, n if parameter == "num_nodes" else 500, 5 * n, 1000, ComponentCosts(costs), runtime)
-        )
+        points.append(GraphPoint(value, n if parameter == "num_nodes" else 500, 5 * n, 1000, ComponentCosts(costs), runtime))
     return GraphScalingResult("pyg:graph_transformer", parameter, tuple(points))
 
 
@@ -79,9 +74,7 @@ def test_node_scaling_still_splits_attention_over_node_pairs() -> None:
     assert "the x² term (scores over all node pairs) is 0.0% of attention" in text
 
 
-def test_sweep_table_at_80_columns_in_a_pipe_cuts_no_cell(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_sweep_table_at_80_columns_in_a_pipe_cuts_no_cell(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """``ScalingExperiment.print_summary()`` of a plain sweep, to a pipe with ``COLUMNS=80``."""
     from graphprof.compat.scaling import ScalingExperiment
 
@@ -120,9 +113,7 @@ def test_pyg_import_is_silent_and_leaves_the_users_filters_alone() -> None:
         "assert warnings.filters == before, 'the filters changed'\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")])}
-    done = subprocess.run(
-        [sys.executable, "-W", "error::FutureWarning", "-c", code], env=env, capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([sys.executable, "-W", "error::FutureWarning", "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "jit.script" not in done.stderr
     with warnings.catch_warnings(record=True) as seen:
@@ -151,12 +142,7 @@ def test_laplacian_pe_precompute_runs() -> None:
 def test_seed_script_runs_from_the_seeds_path() -> None:
     env = {**os.environ, "PYTHONPATH": ""}
     done = subprocess.run(
-        [sys.executable, "scripts/profile_model.py", "--help"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "scripts/profile_model.py", "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "--profile" in done.stdout and "--hidden_dim" in done.stdout
@@ -261,9 +247,7 @@ def test_sage_on_a_sparse_adjacency_counts_its_mean_aggregation():
 def _readme_block(containing: str) -> str:
     import re
 
-    blocks = re.findall(
-        r"```(\w+)\n(.*?)```", (ROOT / "tests" / "data" / "seed004_readme_blocks.md").read_text(encoding="utf-8"), re.S
-    )
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (ROOT / "tests" / "data" / "seed004_readme_blocks.md").read_text(encoding="utf-8"), re.S)
     return next(code for lang, code in blocks if lang == "python" and containing in code)
 
 
@@ -273,14 +257,8 @@ def test_the_seeds_module_paths_import_as_its_readme_writes_them(capsys: pytest.
     pyg = pytest.importorskip("torch_geometric")
     from graphprof.seed004 import load_graph
 
-    namespace = {
-        "pe_transform": pyg.transforms.AddRandomWalkPE(walk_length=4, attr_name="pe"),
-        "data": load_graph("karate"),
-    }
-    for name in (
-        "src.profiling.runtime import profile_pe_computation",
-        "src.profiling.memory import estimate_pe_storage",
-    ):
+    namespace = {"pe_transform": pyg.transforms.AddRandomWalkPE(walk_length=4, attr_name="pe"), "data": load_graph("karate")}
+    for name in ("src.profiling.runtime import profile_pe_computation", "src.profiling.memory import estimate_pe_storage"):
         code = _readme_block(name).replace("src.profiling", "graphprof.seed004").replace("num_runs=10", "num_runs=2")
         exec(compile(code, "<seed 004 README>", "exec"), namespace)  # noqa: S102
     out = capsys.readouterr().out
@@ -349,11 +327,7 @@ def _parted(text: str) -> list[str]:
     import re
 
     lines = text.splitlines()
-    return [
-        a + " / " + b
-        for a, b in zip(lines, lines[1:], strict=False)
-        if re.search(r"\d$", a.rstrip()) and re.match(r"\s*[KMGT]\b", b)
-    ]
+    return [a + " / " + b for a, b in zip(lines, lines[1:], strict=False) if re.search(r"\d$", a.rstrip()) and re.match(r"\s*[KMGT]\b", b)]
 
 
 @pytest.mark.parametrize("parameter", ["num_nodes", "num_layers"])
@@ -427,9 +401,7 @@ def test_the_scripts_json_starts_with_kind_and_schema_version_and_fits_its_schem
 # ---- names that moved: one line saying where -------------------------------------------------------------------
 def test_a_seed_name_asked_of_the_top_level_says_where_it_moved() -> None:
     """Last month's README: ``from graphprof import RuntimeProfiler``. Now one line naming graphprof.seed004."""
-    with pytest.raises(
-        ImportError, match=r"^graphprof\.RuntimeProfiler moved: from graphprof\.seed004 import RuntimeProfiler"
-    ):
+    with pytest.raises(ImportError, match=r"^graphprof\.RuntimeProfiler moved: from graphprof\.seed004 import RuntimeProfiler"):
         from graphprof import RuntimeProfiler  # noqa: F401
     import graphprof
 
