@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from graphprof.cost.result import Profile
+    from graphprof.devices.hardware import Hardware
+    from graphprof.prepared import PreparedModel
 
 
-def measure_hardware(hardware: Any, device: Any) -> tuple[Any, str | None]:
+def measure_hardware(hardware: Hardware | None, device: torch.device) -> tuple[Hardware | None, str | None]:
     """The device whose roofline gives the estimate, and a line saying which when none was asked for."""
     if hardware is not None:
         return hardware, None
@@ -21,7 +28,7 @@ def measure_hardware(hardware: Any, device: Any) -> tuple[Any, str | None]:
     return measure_default_hardware(device.type, name)
 
 
-def check_measure_options(*, device: str | None, iters: int, warmup: int) -> Any:
+def check_measure_options(*, device: str | None, iters: int, warmup: int) -> torch.device:
     """Check the measurement options before anything is built (the optimizer is an enum option, checked by
     the parser); the torch device to measure on."""
     from graphprof.measure.run import resolve_device
@@ -32,18 +39,18 @@ def check_measure_options(*, device: str | None, iters: int, warmup: int) -> Any
 
 
 def run_measure(
-    prepared: Any,
-    profile: Any,
+    prepared: PreparedModel,
+    profile: Profile,
     *,
-    hardware: Any,
-    device: Any,
+    hardware: Hardware | None,
+    device: torch.device,
     iters: int,
     warmup: int,
     trace: Path | None,
     optimizer: str,
     redact: bool = False,
     model_name: str = "",
-) -> tuple[Any, Any]:
+) -> tuple[Profile, Hardware | None]:
     """The real run beside the dry run's ``profile``: (profile with its measurement, the hardware the estimate is for).
     With ``redact``, the Chrome traces written are redacted (:func:`graphprof.render.redact.redact_trace`)."""
     measurement = prepared.measure(device=device, iters=iters, warmup=warmup, trace_dir=trace, optimizer=optimizer)

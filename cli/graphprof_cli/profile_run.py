@@ -7,14 +7,35 @@ Checks every option that needs no model first (a typo costs no profiling), then 
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
 from graphprof_cli.request import ProfileRequest
 
+if TYPE_CHECKING:
+    import torch
+    from rich.console import Console
+
+    from graphprof.cost.result import Profile
+    from graphprof.devices.hardware import Hardware
+    from graphprof.graph.model import Graph
+    from graphprof.prepared import PreparedModel
+    from graphprof.render.sink import OutputTarget
+
 __all__ = ["run_profile", "check_html_path"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    """What the options say before any model is built: the hardware of the estimate, the device to measure
+    on (``None`` without ``--measure``) and where ``--output`` goes."""
+
+    hardware: Hardware | None
+    measuring: torch.device | None
+    output: OutputTarget | None
 
 
 def _resolved(req: ProfileRequest) -> ProfileRequest:
@@ -36,8 +57,8 @@ def _resolved(req: ProfileRequest) -> ProfileRequest:
     )
 
 
-def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
-    """Everything that can be checked without the model: ``(hardware, device measured or None, output target)``."""
+def _check(req: ProfileRequest) -> _Checked:
+    """Everything that can be checked without the model."""
     from graphprof.base.options import parse_shape
     from graphprof.devices.hardware import resolve_hardware
     from graphprof.render.plots import require_matplotlib
@@ -69,15 +90,14 @@ def _check(req: ProfileRequest) -> tuple[Any, Any, Any]:
         from graphprof_cli.measure import check_measure_options
 
         measuring = check_measure_options(device=req.device, iters=req.iters, warmup=req.warmup)
-    return device_hw, measuring, target
+    return _Checked(device_hw, measuring, target)
 
 
-def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any]:
-    """``(prepared model, profile, hardware, device to measure on or None, output target)``; the profile is
-    the run that validated the capture (no second dry run)."""
+def _dry_run(req: ProfileRequest, console: Console, checked: _Checked) -> tuple[PreparedModel, Profile]:
+    """The prepared model and its profile: the run that validated the capture (no second dry run)."""
     import graphprof
 
-    device_hw, measuring, output = _check(req)
+    device_hw, measuring = checked.hardware, checked.measuring
     # the target the costs are for: the device measured, else the hardware preset's kind
     target = "cuda" if measuring is not None and measuring.type == "cuda" else (device_hw.target if device_hw is not None else None)
     with console.status(f"profiling {req.model} ...", spinner="dots"):
@@ -87,10 +107,12 @@ def _dry_run(req: ProfileRequest, console: Any) -> tuple[Any, Any, Any, Any, Any
             warm_up=req.warm_up, device="cpu" if req.export_onnx is not None else None,  # ONNX needs the weights
         )  # fmt: skip
         result = prepared.profile()
-    return prepared, result, device_hw, measuring, output
+    return prepared, result
 
 
-def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, device_hw: Any, measuring: Any) -> tuple[Any, Any]:
+def _measured(
+    req: ProfileRequest, console: Console, prepared: PreparedModel, result: Profile, device_hw: Hardware | None, measuring: torch.device
+) -> tuple[Profile, Hardware | None]:
     """The real run beside the dry run; when it fails, the dry run's report is shown before the error."""
     from graphprof.cost.roofline import with_roofline
     from graphprof.errors import GraphprofError
@@ -99,7 +121,7 @@ def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, dev
 
     try:
         with console.status(f"measuring {req.model} on {measuring} ...", spinner="dots"):
-            return run_measure(  # type: ignore[no-any-return]
+            return run_measure(
                 prepared, result, hardware=device_hw, device=measuring, iters=req.iters, warmup=req.warmup,
                 trace=req.trace, optimizer=req.optimizer.value, redact=req.redact, model_name=req.model,
             )  # fmt: skip
@@ -110,7 +132,7 @@ def _measured(req: ProfileRequest, console: Any, prepared: Any, result: Any, dev
         raise
 
 
-def _crosschecked(req: ProfileRequest, console: Any, result: Any) -> Any:
+def _crosschecked(req: ProfileRequest, console: Console, result: Profile) -> Profile:
     """fvcore's ``FlopCountAnalysis`` on the same model and input (``graphprof validate``'s own cross-check,
     :func:`graphprof.crosscheck.crosscheck_model`), printed before the tables and kept in the profile."""
     import dataclasses
@@ -132,35 +154,37 @@ def run_profile(req: ProfileRequest) -> None:
 
     req = run_guarded(lambda: _resolved(req), req.debug)
     console = make_console(req.width, stderr=req.to_stdout)  # with --output -, stdout carries the file alone
-    prepared, result, device_hw, measuring, target = run_guarded(lambda: _dry_run(req, console), req.debug)
+    checked = run_guarded(lambda: _check(req), req.debug)
+    prepared, result = run_guarded(lambda: _dry_run(req, console, checked), req.debug)
+    device_hw, measuring = checked.hardware, checked.measuring
     if measuring is not None:
         result, device_hw = run_guarded(lambda: _measured(req, console, prepared, result, device_hw, measuring), req.debug)
     if req.fvcore:
         result = run_guarded(lambda: _crosschecked(req, console, result), req.debug)
     result = with_roofline(result, device_hw)  # classified once: every renderer below reads result.roofline
-    roofline = result.roofline
     console.print(render_report(result, show_shapes=req.showshape, verbose=req.verbose, depth=req.depth, top=req.top))
     if result.measurement is not None:
         from graphprof.render.measured import render_measured
 
         console.print(render_measured(result))
         _learn(req, console, result, device_hw)
-    _write(req, console, prepared, result, roofline, target)
+    _write(req, console, prepared, result, checked.output)
     if req.export_onnx is not None:
         _export_onnx(req, console, prepared, result)
 
 
-def _export_onnx(req: ProfileRequest, console: Any, prepared: Any, result: Any) -> None:
+def _export_onnx(req: ProfileRequest, console: Console, prepared: PreparedModel, result: Profile) -> None:
     """``--export-onnx``: the model through torch.onnx, its op counts checked against the profile shown."""
     from graphprof.render.onnx_check import render_onnx_check
 
     path = req.export_onnx
+    assert path is not None
     with console.status(f"exporting {req.model} to ONNX ...", spinner="dots"):
         export = run_guarded(lambda: prepared.export_onnx(path, result), req.debug)
     console.print(render_onnx_check(export), highlight=False, markup=False)
 
 
-def _learn(req: ProfileRequest, console: Any, result: Any, device_hw: Any) -> None:
+def _learn(req: ProfileRequest, console: Console, result: Profile, device_hw: Hardware | None) -> None:
     """After the report (whose prediction did not see this run): the run's op times join the local calibration."""
     if not req.learn or device_hw is None or device_hw.name != "local":
         return
@@ -180,14 +204,14 @@ def check_html_path(path: Path) -> None:
     _plotly_js()
 
 
-def _graphs(req: ProfileRequest, prepared: Any, result: Any, roofline: Any) -> tuple[Any, Any]:
+def _graphs(req: ProfileRequest, prepared: PreparedModel, result: Profile) -> tuple[Graph, Graph | None]:
     """The module and operator graphs for ``--html`` and ``--graph`` together: one more dry run (after the
     report is shown), with the measured times added."""
-    detail = req.graph is not None
-    return prepared.graph(hardware=roofline.hardware, detail=detail, measurement=result.measurement)  # type: ignore[no-any-return]
+    hardware = result.roofline.hardware if result.roofline is not None else None
+    return prepared.graph(hardware=hardware, detail=req.graph is not None, measurement=result.measurement)
 
 
-def _write_html(req: ProfileRequest, console: Any, graph: Any, result: Any) -> None:
+def _write_html(req: ProfileRequest, console: Console, graph: Graph, result: Profile) -> None:
     from graphprof.base.atomic import write_atomic
     from graphprof.render.html import render_profile_html
     from graphprof_cli.output import page
@@ -198,15 +222,15 @@ def _write_html(req: ProfileRequest, console: Any, graph: Any, result: Any) -> N
     console.print(f"wrote {path}")
 
 
-def _write(req: ProfileRequest, console: Any, prepared: Any, result: Any, roofline: Any, target: Any) -> None:
+def _write(req: ProfileRequest, console: Console, prepared: PreparedModel, result: Profile, target: OutputTarget | None) -> None:
     from graphprof.render import write_plot
     from graphprof_cli.output import emit
 
     emit(result, target, console, req.debug)
     for spec in req.plot:
-        path = run_guarded(lambda spec=spec: write_plot(result, spec), req.debug)
+        path = run_guarded(partial(write_plot, result, spec), req.debug)
         console.print(f"wrote {path}")
-    graphs = run_guarded(lambda: _graphs(req, prepared, result, roofline), req.debug) if req.html or req.graph else None
+    graphs = run_guarded(lambda: _graphs(req, prepared, result), req.debug) if req.html or req.graph else None
     if req.html is not None and graphs is not None:
         _write_html(req, console, graphs[0], result)
     if req.graph is not None and graphs is not None:
