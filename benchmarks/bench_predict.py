@@ -18,7 +18,7 @@ benchmark waits for the 1-minute load to fall below 1.5 and refuses the point if
 after the point is printed too (it includes the point's own two threads, about +0.3 over ten seconds). The calibration runs
 twice, back to back, and the two calibrations' predictions of every model are compared. Writes
 ``benchmarks/results/bench_predict.md``. None of these models is one the calibration samples
-(:data:`graphprof.calibrate.local.CALIBRATION_MODELS`, checked at start): they are held out, and nothing is
+(:data:`graphprof.calibrate.preset.CALIBRATION_MODELS`, checked at start): they are held out, and nothing is
 tuned per model.
 """
 
@@ -140,7 +140,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     import graphprof
     from graphprof.calibrate import calibrate
-    from graphprof.calibrate.local import CALIBRATION_MODELS, QUICK_MODELS
+    from graphprof.calibrate.preset import CALIBRATION_MODELS, QUICK_MODELS
     from graphprof.cost.roofline import classify
     from graphprof.devices.hardware import get_hardware
 

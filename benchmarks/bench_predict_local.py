@@ -21,7 +21,7 @@ import torch
 
 import graphprof
 from graphprof.calibrate import calibrate
-from graphprof.calibrate.local import loadavg
+from graphprof.calibrate.preset import loadavg
 from graphprof.cost.roofline import classify
 
 MODELS = (

@@ -12,7 +12,7 @@ import torch
 
 from graphprof.base.choices import OpStatus
 from graphprof.calibrate import fit as fit_module
-from graphprof.calibrate.local import LocalPreset, load_local, measure_default_hardware, preset_from_table
+from graphprof.calibrate.preset import LocalPreset, load_local, measure_default_hardware, preset_from_table
 from graphprof.calibrate.store import write_preset
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.devices.local import local_path, read_local
@@ -162,16 +162,16 @@ def test_lower_bound_stays_below_prediction(tmp_path: Path, monkeypatch: pytest.
 def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from graphprof.calibrate import local
+    from graphprof.calibrate import preset
     from graphprof_cli.main import app
 
     def fake_table(device: Any, progress: Any = None, full: Any = None) -> dict[str, Any]:
         progress(1, 1, "done")
         return synthetic_table(0.0)
 
-    monkeypatch.setattr(local, "measure_op_table", fake_table)
-    monkeypatch.setattr(local, "zoo_samples", lambda models, progress=None, first_touch=None, passes=1: ([], []))  # no real model runs here
-    monkeypatch.setattr(local, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
+    monkeypatch.setattr(preset, "measure_op_table", fake_table)
+    monkeypatch.setattr(preset, "zoo_samples", lambda models, progress=None, first_touch=None, passes=1: ([], []))  # no real model runs here
+    monkeypatch.setattr(preset, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
     out = tmp_path / "preset.json"
     result = CliRunner().invoke(app, ["calibrate", "--output", str(out)])
     assert result.exit_code == 0, result.output

@@ -114,7 +114,7 @@ def test_partition_on_the_local_cpu_reads_the_file_once(tmp_path: Path, monkeypa
 def test_every_test_has_a_cache_of_its_own(tmp_path_factory: pytest.TempPathFactory, turn: int) -> None:
     """conftest points ``XDG_CACHE_HOME`` at a fresh folder for each test: never the developer's own cache,
     and never one another test wrote a calibration into (the first turn writes one; the second sees none)."""
-    from graphprof.calibrate.local import load_local
+    from graphprof.calibrate.preset import load_local
 
     cache = Path(os.environ["XDG_CACHE_HOME"])
     assert cache.is_relative_to(tmp_path_factory.getbasetemp()) and not any(cache.iterdir())

@@ -47,7 +47,7 @@ def test_a_cuda_name_matches_its_preset(device_name: str, preset: str | None) ->
 
 def test_the_consumers_read_the_record(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no local calibration
-    from graphprof.calibrate.local import measure_default_hardware
+    from graphprof.calibrate.preset import measure_default_hardware
     from graphprof.generate.fit import device_memory
     from graphprof.partition.devices import parse_devices
 

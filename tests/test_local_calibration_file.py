@@ -38,7 +38,7 @@ def _damage(text: str, case: str) -> str:
 
 @pytest.mark.parametrize("case", ["string", "missing", "unknown", "calibration-5", "rates", "nan"])
 def test_a_damaged_local_calibration_is_one_line_exit_2(tmp_path: Path, monkeypatch, case: str) -> None:
-    from graphprof.calibrate.local import LocalPreset
+    from graphprof.calibrate.preset import LocalPreset
     from graphprof.calibrate.store import write_preset
     from graphprof.devices.hardware import get_hardware
 

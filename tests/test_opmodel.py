@@ -141,7 +141,7 @@ def test_a_learned_sample_moves_its_configuration_and_is_counted() -> None:
 def _write_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **device: Any) -> Path:
     from test_calibrate import synthetic_table
 
-    from graphprof.calibrate.local import preset_from_table
+    from graphprof.calibrate.preset import preset_from_table
     from graphprof.calibrate.store import write_preset
     from graphprof.devices.local import cpu_model
 

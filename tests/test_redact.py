@@ -59,7 +59,7 @@ def test_redact_leaves_home_cwd_host_and_prefix_out_of_json_and_html(at_home) ->
 
 
 def test_redact_text_replaces_install_paths_and_whole_names_only(at_home) -> None:
-    from graphprof.render.redact import redact_text
+    from graphprof.base.redact import redact_text
 
     site = next(p for p in sys.path if p.endswith("site-packages"))
     assert redact_text(f"{site}/ultralytics/nn/tasks.py") == "<site-packages>/ultralytics/nn/tasks.py"

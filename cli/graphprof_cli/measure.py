@@ -52,10 +52,10 @@ def run_measure(
     model_name: str = "",
 ) -> tuple[Profile, Hardware | None]:
     """The real run beside the dry run's ``profile``: (profile with its measurement, the hardware the estimate is for).
-    With ``redact``, the Chrome traces written are redacted (:func:`graphprof.render.redact.redact_trace`)."""
+    With ``redact``, the Chrome traces written are redacted (:func:`graphprof.measure.trace.redact_trace`)."""
     measurement = prepared.measure(device=device, iters=iters, warmup=warmup, trace_dir=trace, optimizer=optimizer)
     if redact and measurement.traces:
-        from graphprof.render.redact import redact_trace
+        from graphprof.measure.trace import redact_trace
 
         measurement = dataclasses.replace(measurement, traces=tuple(str(redact_trace(p, model_name)) for p in measurement.traces))
     chosen, note = measure_hardware(hardware, device)

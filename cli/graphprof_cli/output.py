@@ -63,9 +63,9 @@ def emit(result: Any, target: OutputTarget | None, console: Console, debug: bool
 
 
 def page(text: str, redact: bool) -> str:
-    """An HTML page's text, with the host left out under ``--redact`` (:mod:`graphprof.render.redact`)."""
+    """An HTML page's text, with the host left out under ``--redact`` (:mod:`graphprof.base.redact`)."""
     if not redact:
         return text
-    from graphprof.render.redact import redact_text
+    from graphprof.base.redact import redact_text
 
     return redact_text(text, html=True)

@@ -239,7 +239,7 @@ def _write(req: ProfileRequest, console: Console, prepared: PreparedModel, resul
 
         graph = req.graph
         existed = {p for p in (text_paths(graph) if graph.suffix.lower() == ".txt" else [graph]) if p.exists()}
-        from graphprof.render.redact import redact_text
+        from graphprof.base.redact import redact_text
 
         redact = redact_text if req.redact else None
         for path in run_guarded(lambda: write_graph(graphs[0], graph, detail=graphs[1], depth=req.depth, redact=redact), req.debug):

@@ -158,7 +158,7 @@ def write_graph(
 
     ``.json`` holds both graphs; ``.dot``/``.svg``/``.png`` the module graph with clusters at ``depth``;
     ``.txt`` writes ``<base>_module.txt`` and, when ``detail`` is given, ``<base>_detail.txt``.
-    ``redact`` (``--redact``: :func:`graphprof.render.redact.redact_text`) rewrites each text before it is
+    ``redact`` (``--redact``: :func:`graphprof.base.redact.redact_text`) rewrites each text before it is
     written or drawn, so no path of the model's (the ``.dot``'s ``digraph "<home>/m.py:Tiny"``) is left in.
     """
     clean = redact or (lambda text: text)

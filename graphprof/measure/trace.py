@@ -34,8 +34,10 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from graphprof.base.atomic import write_atomic
 from graphprof.base.limits import require_file
-from graphprof.errors import InvalidInputError
+from graphprof.base.redact import redact_strings, redactor
+from graphprof.errors import InvalidInputError, OutputError
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import RANGE_PREFIX
 from graphprof.measure.result import OUTSIDE
@@ -45,6 +47,7 @@ __all__ = [
     "CAPTURE_ENV",
     "TRACE_DIR_ENV",
     "SEED003_SWITCH",
+    "redact_trace",
     "TRACE_MAX_BYTES",
     "TraceWarning",
     "capture_model",
@@ -441,3 +444,31 @@ def parse_model_trace(trace_file: str | os.PathLike[str], model_name: str = "Unk
     except InvalidInputError as exc:
         warnings.warn(str(exc), TraceWarning, stacklevel=2)
         return None
+
+
+def redact_trace(path: str | os.PathLike[str], model_name: str) -> Path:
+    """A Chrome trace ``--trace`` wrote, redacted: its ``host_name`` left out, every string through
+    :func:`graphprof.base.redact.redact_text`, and, when ``model_name`` names a private path (``/home/ada/m.py:build``), the file
+    renamed after the redacted name (``_home__m.py_build_forward_001.json``) with ``traceName`` the new
+    file's own name; the original is removed. The path of the trace kept."""
+    source = Path(path)
+    redact = redactor()
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"cannot redact the trace {source}: {exc}") from exc
+    if isinstance(data, dict):
+        data.pop("host_name", None)
+    data = redact_strings(data, redact)
+    target = source
+    if redact(model_name) != model_name:
+        try:
+            target, _ = claim_trace_path(source.parent, redact(model_name))
+        except OSError as exc:
+            raise OutputError(f"cannot redact the trace {source}: {exc.strerror or exc}") from exc
+    if isinstance(data, dict) and "traceName" in data:
+        data["traceName"] = target.name
+    write_atomic(target, json.dumps(data))
+    if target != source:
+        source.unlink(missing_ok=True)
+    return target

@@ -104,7 +104,7 @@ class OutputTarget:
     path: Path
     fmt: OutputFormat
     shown: str
-    #: leave the host out (:mod:`graphprof.render.redact`): ``--redact``
+    #: leave the host out (:mod:`graphprof.base.redact`): ``--redact``
     redact: bool = False
 
     @property
@@ -246,13 +246,13 @@ _RENDERERS: Mapping[str, Callable[[OutputFormat], Callable[[Any], str]]] = {
 
 def render_result(result: object, fmt: str | None = None, redact: bool = False) -> str:
     """``result`` as text in ``fmt`` (default: its kind's first format): what :func:`write_result` writes;
-    ``redact`` leaves the host out (:mod:`graphprof.render.redact`)."""
+    ``redact`` leaves the host out (:mod:`graphprof.base.redact`)."""
     kind = result_kind(result)
     chosen = choose_format("out", kind, fmt) if fmt else RESULT_FORMATS[kind][0]
     text = _RENDERERS[kind](chosen)(result)
     if not redact:
         return text
-    from graphprof.render.redact import redact_json, redact_text
+    from graphprof.base.redact import redact_json, redact_text
 
     return redact_json(text) if chosen is OutputFormat.JSON else redact_text(text)
 

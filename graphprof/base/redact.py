@@ -3,7 +3,7 @@
 A report names the machine it ran on (``host``: CPU, cores, GPU, driver, platform) and, in the paths it
 quotes (a model's file, a module's source, an installed package's folder), the user's home, the working
 folder and the Python installation. :func:`redact_text` is one pass over the rendered text (JSON or HTML)
-that replaces each of those with a placeholder, longest first, so that ``/home/ada/proj/m.py`` becomes
+that replaces each of those with a placeholder (a Chrome trace file: :func:`graphprof.measure.trace.redact_trace`), longest first, so that ``/home/ada/proj/m.py`` becomes
 ``<cwd>/m.py`` when run from ``/home/ada/proj``; :func:`redact_host` keeps only what the numbers need
 (cores, threads, GPU kind and memory, versions).
 """
@@ -20,11 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from graphprof.base.atomic import write_atomic
-from graphprof.errors import OutputError
-from graphprof.measure.trace import claim_trace_path
-
-__all__ = ["HOST_KEPT", "redact_host", "redact_json", "redact_text", "redact_trace", "replacements"]
+__all__ = ["HOST_KEPT", "redact_host", "redact_json", "redact_text", "redact_strings", "redactor", "replacements"]
 
 #: The ``host`` fields a redacted report keeps: what reading its times needs, nothing that names the machine.
 HOST_KEPT = ("cores", "threads", "gpu", "gpu_memory_bytes", "cuda", "torch")
@@ -54,7 +50,8 @@ def _pattern(pairs: list[tuple[str, str]]) -> re.Pattern[str]:
     return re.compile("|".join(rf"(?<![\w.-]){re.escape(text)}(?![\w-])" for text, _ in pairs))
 
 
-def _redactor(html: bool = False) -> Callable[[str], str]:
+def redactor(html: bool = False) -> Callable[[str], str]:
+    """The one pass :func:`redact_text` makes, made once for many strings."""
     pairs = replacements()
     labels = dict(pairs)
     if html:
@@ -65,7 +62,7 @@ def _redactor(html: bool = False) -> Callable[[str], str]:
 
 def redact_text(text: str, html: bool = False) -> str:
     """``text`` with each of :func:`replacements` replaced by its placeholder (escaped for an HTML page)."""
-    return _redactor(html)(text)
+    return redactor(html)(text)
 
 
 def redact_host(host: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -73,13 +70,14 @@ def redact_host(host: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if host is None else {k: host[k] for k in HOST_KEPT if k in host}
 
 
-def _strings(value: Any, redact: Callable[[str], str]) -> Any:
+def redact_strings(value: Any, redact: Callable[[str], str]) -> Any:
+    """Every string (and key) of a JSON-like ``value`` through ``redact``; the rest kept."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
-        return [_strings(v, redact) for v in value]
+        return [redact_strings(v, redact) for v in value]
     if isinstance(value, dict):
-        return {redact(k): _strings(v, redact) for k, v in value.items()}
+        return {redact(k): redact_strings(v, redact) for k, v in value.items()}
     return value
 
 
@@ -88,7 +86,7 @@ def redact_json(text: str) -> str:
     through :func:`redact_text`; numbers and the order of the fields are kept."""
     data = json.loads(text)
     data = _hosts(data)
-    return json.dumps(_strings(data, _redactor()), indent=2, allow_nan=False) + "\n"
+    return json.dumps(redact_strings(data, redactor()), indent=2, allow_nan=False) + "\n"
 
 
 def _hosts(value: Any) -> Any:
@@ -97,31 +95,3 @@ def _hosts(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: redact_host(v) if k == "host" and isinstance(v, dict) else _hosts(v) for k, v in value.items()}
     return value
-
-
-def redact_trace(path: str | os.PathLike[str], model_name: str) -> Path:
-    """A Chrome trace ``--trace`` wrote, redacted: its ``host_name`` left out, every string through
-    :func:`redact_text`, and, when ``model_name`` names a private path (``/home/ada/m.py:build``), the file
-    renamed after the redacted name (``_home__m.py_build_forward_001.json``) with ``traceName`` the new
-    file's own name; the original is removed. The path of the trace kept."""
-    source = Path(path)
-    redact = _redactor()
-    try:
-        data = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise OutputError(f"cannot redact the trace {source}: {exc}") from exc
-    if isinstance(data, dict):
-        data.pop("host_name", None)
-    data = _strings(data, redact)
-    target = source
-    if redact(model_name) != model_name:
-        try:
-            target, _ = claim_trace_path(source.parent, redact(model_name))
-        except OSError as exc:
-            raise OutputError(f"cannot redact the trace {source}: {exc.strerror or exc}") from exc
-    if isinstance(data, dict) and "traceName" in data:
-        data["traceName"] = target.name
-    write_atomic(target, json.dumps(data))
-    if target != source:
-        source.unlink(missing_ok=True)
-    return target
