@@ -22,6 +22,7 @@ from graphprof.base.collector import full_collections_deferred
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import describe_inputs
+from graphprof.base.ladder import Fallback, Rung
 from graphprof.base.options import ModelOptions, RunSpec
 from graphprof.capture.methods import NOT_TRIED
 from graphprof.cost.aggregate import aggregate_modules
@@ -81,6 +82,24 @@ def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.
     return notes
 
 
+def _fallbacks(session: Session, run: SessionRun) -> tuple[Fallback, ...]:
+    """The dry run's ladder for ``run``, rung by rung (:mod:`graphprof.base.ladder`)."""
+    cap, trace = run.capture, run.trace
+    capture = Fallback(Rung.CAPTURE, cap.graph.method.value, tuple(cap.graph.attempts))
+    if trace.real_ops:
+        ran = ", ".join(f"{op} x{n}" for op, n in trace.real_ops)
+        values = Fallback(
+            Rung.VALUES, f"the input's real index values for {ran}", (("FakeTensors only", "later shapes depend on these ops' values"),)
+        )
+    else:
+        values = Fallback(Rung.VALUES, "real tensors throughout" if not trace.fake else "no op needed values")
+    if cap.execution is Execution.DRY_RUN:
+        execution = Fallback(Rung.EXECUTION, "dry run")
+    else:
+        execution = Fallback(Rung.EXECUTION, "real run", (("dry run", cap.execution_note),))
+    return tuple(f for f in (session.build, capture, trace.tensors, values, execution) if f is not None)
+
+
 def build_profile(session: Session, run: SessionRun, call: RunCall) -> Profile:
     """Count ``run``'s ops (a run of ``call``), aggregate them by module and assemble the :class:`Profile`."""
     run_dtype = call.dtype
@@ -103,6 +122,7 @@ def build_profile(session: Session, run: SessionRun, call: RunCall) -> Profile:
         capture_reused=run.reused,
         execution=cap.execution,
         execution_note=cap.execution_note,
+        fallbacks=_fallbacks(session, run),
         lowering=session.lowering if cap.execution is Execution.DRY_RUN else Lowering.CPU,
         layers=tuple(rows),
         modules=tuple(modules),

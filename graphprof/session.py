@@ -35,6 +35,7 @@ from typing_extensions import Unpack
 from graphprof.base.choices import Execution, Lowering, Method, Mode, WarmUp
 from graphprof.base.guard import guard_user_code
 from graphprof.base.inputs import materialize, resize_inputs
+from graphprof.base.ladder import Fallback, Rung
 from graphprof.base.options import ModelOptions, RunSpec, parse_shape
 from graphprof.capture.methods import CapturedGraph, default_methods, preserved_state, slice_batch, warm_up, warm_up_reason
 from graphprof.capture.plan import CapturePlan
@@ -124,6 +125,8 @@ class Session:
     warm: str | None = None
     notes: tuple[str, ...] = ()
     timings: tuple[tuple[str, float], ...] = ()
+    #: the ``build`` rung of the dry run's ladder (:mod:`graphprof.base.ladder`): where the model was built
+    build: Fallback | None = None
     _captures: dict[bool, _Capture] = field(default_factory=dict, repr=False)
     first: SessionRun | None = field(default=None, repr=False)
 
@@ -397,6 +400,7 @@ class _Built:
     notes: tuple[str, ...] = ()
     timings: tuple[tuple[str, float], ...] = ()
     allow_real: bool = True
+    build: Fallback | None = None
 
 
 @contextlib.contextmanager
@@ -458,6 +462,7 @@ def _open_by_name(
         built = _Built(
             resolved.model, args, kwargs, options.model_name or resolved.name, resolved.family, tuple(notes),
             (("resolve", time.perf_counter() - start),), allow_real=not on_meta,
+            build=_build_rung(build_device, on_meta, real, last_error, options.warm_up),
         )  # fmt: skip
         try:
             return _open_module(options, built)
@@ -466,6 +471,19 @@ def _open_by_name(
                 raise
             last_error = exc
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _build_rung(device: str | None, on_meta: bool, real: bool, error: Exception | None, warm_up: WarmUp) -> Fallback:
+    """Where a named model was built, and why not on the meta device when it was not."""
+    if on_meta:
+        return Fallback(Rung.BUILD, "meta device")
+    where = f"{device} (real weights)" if device else "CPU (real weights)"
+    if error is not None:
+        return Fallback(Rung.BUILD, where, (("meta device", f"the dry run there failed: {one_line(error)}"),))
+    if device is not None and not real:
+        return Fallback(Rung.BUILD, where, (("meta device", f"not tried: device={device!r} was asked for"),))
+    why = "warm_up='always' runs one real forward" if warm_up is WarmUp.ALWAYS else "its family's forward reads values"
+    return Fallback(Rung.BUILD, where, (("meta device", f"not tried: {why}"),))
 
 
 def _open_module(options: _BuildOptions, built: _Built) -> Any:
@@ -490,6 +508,7 @@ def _open_module(options: _BuildOptions, built: _Built) -> Any:
     run = session.run_call(RunCall(built.args, built.kwargs, options.mode is Mode.TRAIN, options.dtype))
     session.notes = tuple(notes + run.notes)
     session.timings = built.timings + tuple(run.timings)
+    session.build = built.build or Fallback(Rung.BUILD, f"as given ({model_device(module)})")
     run.notes, run.timings = [], []
     session.first = run
     return session

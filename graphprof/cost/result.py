@@ -15,6 +15,7 @@ from typing import Any
 from graphprof.base.choices import Execution, Lowering, Method, Mode, OpStatus, Phase
 from graphprof.base.display import NotebookDisplay
 from graphprof.base.inputs import InputSpec
+from graphprof.base.ladder import Fallback
 from graphprof.cost.bounds import Roofline
 from graphprof.cost.tokens import TOKEN_INPUTS, TokenFlops, token_flops
 from graphprof.formulas import Cost
@@ -188,6 +189,10 @@ class Profile(NotebookDisplay):
     lowering: Lowering = Lowering.CPU
     #: the layer running when the activation peak was reached (``None`` for an empty run)
     peak_activation_layer: str | None = None
+    #: the dry run's ladder, rung by rung (:mod:`graphprof.base.ladder`): where the model was built, how it
+    #: was captured, on which tensors it ran, which ops ran on real values, dry or real; each with the
+    #: options passed over and why
+    fallbacks: tuple[Fallback, ...] = ()
     #: Every layer classified (:func:`graphprof.cost.roofline.classify`): against the fixed threshold as
     #: :func:`graphprof.profile_model` returns it, against a device after
     #: :func:`graphprof.cost.roofline.with_roofline`. Renderers read it; none classifies again.
@@ -284,6 +289,7 @@ class Profile(NotebookDisplay):
             "capture_attempts": [{"method": m, "error": e} for m, e in self.capture_attempts],
             "execution": self.execution,
             "execution_note": self.execution_note,
+            "fallbacks": [f.to_dict() for f in self.fallbacks],
             "lowering": self.lowering,
             "total_params": self.total_params,
             "trainable_params": self.trainable_params,

@@ -13,7 +13,6 @@ from rich.markup import escape
 from graphprof.base.choices import Execution, Lowering, Mode
 from graphprof.base.inputs import format_inputs
 from graphprof.base.limits import format_bytes
-from graphprof.capture.methods import NOT_TRIED
 from graphprof.cost.result import Profile
 from graphprof.render.common import profile_roofline
 from graphprof.render.formatting import format_count, format_seconds, section_table
@@ -106,15 +105,17 @@ def _memory_rows(profile: Profile) -> Rows:
 
 
 def _run_rows(profile: Profile) -> Rows:
-    """The graph, the capture (and the methods tried before it), the kind of run and the lowering."""
+    """The graph, the capture, the kind of run and the lowering; then every option the dry run's ladder
+    passed over (:mod:`graphprof.base.ladder`), rung by rung, each in the same form."""
     rows: Rows = [
         ("Graph", f"{len(profile.layers)} nodes in {profile.num_subgraphs} captured subgraph(s)"),
         ("Capture", profile.capture_method),
+        ("Run", f"{'dry run' if profile.execution is Execution.DRY_RUN else 'real run'}: {profile.execution_note}"),
     ]
-    rows += [_attempt_row(method, error) for method, error in profile.capture_attempts]
-    rows.append(("Run", f"{'dry run' if profile.execution is Execution.DRY_RUN else 'real run'}: {profile.execution_note}"))
     if profile.lowering is not Lowering.CPU:
         rows.append(("Lowering", f"{profile.lowering}: attention costed as the fused kernels a GPU runs"))
+    for rung in profile.fallbacks:
+        rows += [(f"  {rung.rung}: {option} passed over", reason) for option, reason in rung.passed_over]
     return rows
 
 
@@ -146,11 +147,3 @@ def _predicted_text(profile: Profile) -> str:
     if records:
         text += f"; {records['calibration']:,} calibration records, {records['own_runs']:,} from your runs"
     return text
-
-
-def _attempt_row(method: str, outcome: str) -> tuple[str, str]:
-    """A capture method before the one used: ``failed`` with its error, or ``not tried`` and why (``auto``
-    skips Dynamo export for the families whose record says it costs too long, YOLO's among them)."""
-    if outcome.startswith(NOT_TRIED):
-        return f"  {method} not tried", outcome.removeprefix(NOT_TRIED).lstrip(": ") or "-"
-    return f"  {method} failed", outcome

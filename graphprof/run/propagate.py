@@ -34,7 +34,9 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 
 from graphprof.base.choices import Phase
+from graphprof.base.ladder import Fallback, Rung
 from graphprof.capture.methods import CapturedGraph
+from graphprof.errors import one_line
 from graphprof.formulas import TensorMeta
 from graphprof.formulas.registry import summarise_call, to_meta
 from graphprof.run.events import Layer, Observer, OpEvent, RunContext, RunOutcome
@@ -85,6 +87,8 @@ class Trace:
     peak_activation_layer: str | None = None
     #: ops run on the input's real values because the shapes depend on them, with counts (:mod:`graphprof.run.values`)
     real_ops: tuple[tuple[str, int], ...] = ()
+    #: the dry run's tensors (the ``tensors`` rung of :mod:`graphprof.base.ladder`): what it ran on, what it passed over
+    tensors: Fallback | None = None
 
 
 def op_call(event: OpEvent) -> OpCall:
@@ -213,9 +217,11 @@ def propagate(
     # straight on the meta device where the model allows it (the dispatcher's speed); a run that the meta
     # device cannot finish runs again on FakeTensors, with fresh recorders. A caller's observers have seen
     # the first run's events, so with them the run is on FakeTensors from the start.
+    passed: tuple[tuple[str, str], ...] = ()
     try:
         recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers)
-    except MetaDeviceError:
+    except MetaDeviceError as exc:
+        passed = ((_META_KERNELS, one_line(exc)),)
         recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False)
     keys = recorder.trace_keys()
     for key in keys:
@@ -229,4 +235,9 @@ def propagate(
         unattributed=recorder.unattributed,
         peak_activation_layer=memory.peak_layer,
         real_ops=outcome.real_ops,
+        tensors=Fallback(Rung.TENSORS, _META_KERNELS if outcome.on_meta else "FakeTensors" if fake else "real tensors", passed),
     )
+
+
+#: The ``tensors`` rung's first option: a model and inputs all on the meta device run on its kernels directly.
+_META_KERNELS = "meta kernels"
