@@ -479,7 +479,7 @@ def _build_rung(device: str | None, on_meta: bool, real: bool, error: Exception 
         return Fallback(Rung.BUILD, "meta device")
     where = f"{device} (real weights)" if device else "CPU (real weights)"
     if error is not None:
-        return Fallback(Rung.BUILD, where, (("meta device", f"the dry run there failed: {one_line(error)}"),))
+        return Fallback(Rung.BUILD, where, (("meta device", f"its dry run: {one_line(error)}"),))
     if device is not None and not real:
         return Fallback(Rung.BUILD, where, (("meta device", f"not tried: device={device!r} was asked for"),))
     why = "warm_up='always' runs one real forward" if warm_up is WarmUp.ALWAYS else "its family's forward reads values"

@@ -48,7 +48,7 @@ def test_a_running_thread_gets_pythons_own_exit() -> None:
 def test_heap_settles_once_and_gives_the_thresholds_back() -> None:
     done = _run(
         "import gc\n"
-        "from graphprof_cli.process import defer_full_collections, settle_heap\n"
+        "from graphprof.base.collector import defer_full_collections\nfrom graphprof_cli.process import settle_heap\n"
         "default = gc.get_threshold()\n"
         "defer_full_collections(); assert gc.get_threshold()[2] > 10**6\n"
         "settle_heap(); assert gc.get_threshold() == default and gc.get_freeze_count() > 0\n"

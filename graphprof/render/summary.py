@@ -12,7 +12,9 @@ from rich.markup import escape
 
 from graphprof.base.choices import Execution, Lowering, Mode
 from graphprof.base.inputs import format_inputs
+from graphprof.base.ladder import Fallback, Rung
 from graphprof.base.limits import format_bytes
+from graphprof.capture.methods import NOT_TRIED
 from graphprof.cost.result import Profile
 from graphprof.render.common import profile_roofline
 from graphprof.render.formatting import format_count, format_seconds, section_table
@@ -114,9 +116,19 @@ def _run_rows(profile: Profile) -> Rows:
     ]
     if profile.lowering is not Lowering.CPU:
         rows.append(("Lowering", f"{profile.lowering}: attention costed as the fused kernels a GPU runs"))
-    for rung in profile.fallbacks:
-        rows += [(f"  {rung.rung}: {option} passed over", reason) for option, reason in rung.passed_over]
+    # a profile made by hand may carry only its capture attempts: they are its capture rung
+    ladder = profile.fallbacks or (Fallback(Rung.CAPTURE, profile.capture_method, tuple(profile.capture_attempts)),)
+    rows += [_passed_over_row(rung.rung, option, reason) for rung in ladder for option, reason in rung.passed_over]
     return rows
+
+
+def _passed_over_row(rung: Rung, option: str, reason: str) -> tuple[str, str]:
+    """An option a rung of the ladder passed over, in one form for every rung: ``not tried`` and why, or
+    ``failed`` with what it raised (``auto`` skips Dynamo export for the families whose record says it
+    costs too long, YOLO's among them)."""
+    if reason.startswith(NOT_TRIED):
+        return f"  {rung}: {option} not tried", reason.removeprefix(NOT_TRIED).lstrip(": ") or "-"
+    return f"  {rung}: {option} failed", reason
 
 
 def _device_rows(profile: Profile) -> Rows:

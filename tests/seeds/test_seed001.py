@@ -27,11 +27,9 @@ def test_summary_says_dynamo_was_not_tried_and_why_never_failed():
     from graphprof.render.summary import render_summary
 
     profile = graphprof.profile_model(torch.nn.Sequential(torch.nn.Linear(4, 4)), input_shape=(1, 4))
-    profile = dataclasses.replace(
-        profile,
-        capture_attempts=(("fx.symbolic_trace", "TraceError: a loop"),
-                          ("dynamo.export", "not tried: YOLO exports in tens of seconds")),
-    )  # fmt: skip
+    attempts = (("fx.symbolic_trace", "TraceError: a loop"), ("dynamo.export", "not tried: YOLO exports in tens of seconds"))
+    ladder = tuple(dataclasses.replace(f, passed_over=attempts) if f.rung == "capture" else f for f in profile.fallbacks)
+    profile = dataclasses.replace(profile, capture_attempts=attempts, fallbacks=ladder)
     out = io.StringIO()
     Console(file=out, width=200).print(render_summary(profile))
     text = out.getvalue()
