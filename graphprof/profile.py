@@ -89,7 +89,9 @@ def _fallbacks(session: Session, run: SessionRun) -> tuple[Fallback, ...]:
     if trace.real_ops:
         ran = ", ".join(f"{op} x{n}" for op, n in trace.real_ops)
         values = Fallback(
-            Rung.VALUES, f"the input's real index values for {ran}", (("shapes from metadata alone", "later shapes depend on these ops' values"),)
+            Rung.VALUES,
+            f"the input's real index values for {ran}",
+            (("shapes from metadata alone", "later shapes depend on these ops' values"),),
         )
     else:
         values = Fallback(Rung.VALUES, "real tensors throughout" if not trace.fake else "no op needed values")
