@@ -23,7 +23,7 @@ from graphprof.run.lowering import GROUPED_MM, grouped_mm_any_dtype
 from graphprof.run.shapes import DRY_SHAPE_OPS, dry_outputs
 from graphprof.run.values import IndexValues
 
-__all__ = ["BackwardTags", "EventBus", "OpTap"]
+__all__ = ["BackwardTags", "EventBus", "OpTap", "watch"]
 
 
 #: The key under which a forward layer is written into an autograd node's ``metadata``.
@@ -205,3 +205,20 @@ class OpTap(TorchDispatchMode):
             if out is not None:
                 return out
         return func(*args, **kwargs)
+
+
+def watch(stack: contextlib.ExitStack, loop: EventBus) -> None:
+    """Enter what tells ``loop``'s observers about the run, for those that want it: what autograd saves
+    (``saved_tensors_hooks``, train mode) and every aten call (the op tap; none wanted: no dispatch mode,
+    nothing paid per op). The dry run and a training step both watch through this."""
+    if loop.saved_observers:
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(loop.saved, _unpacked))
+    if loop.op_observers:
+        # torch.compile cannot trace under a dispatch mode; run what the model compiles (eager
+        # flex_attention compiles its operator call) as plain eager code, so the tap sees it
+        stack.enter_context(torch.compiler.set_stance("force_eager"))
+        stack.enter_context(OpTap(loop))
+
+
+def _unpacked(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor

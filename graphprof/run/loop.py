@@ -50,7 +50,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from graphprof.base.choices import Method, Phase
 from graphprof.capture.methods import CapturedGraph
 from graphprof.errors import DataDependentError, ShapePropagationError
-from graphprof.run.dispatch import EventBus, OpTap
+from graphprof.run.dispatch import EventBus, watch
 from graphprof.run.events import Layer, Observer, Producer, RunContext, RunOutcome
 from graphprof.run.failures import MetaDeviceError
 from graphprof.run.fakes import Converter, all_meta, nbytes, small_tensor_attributes
@@ -167,18 +167,8 @@ def _enter_run(stack: contextlib.ExitStack, loop: EventBus, train: bool, modes: 
     stack.enter_context(torch.enable_grad() if train else torch.no_grad())
     for mode in modes:
         stack.enter_context(mode)
-    if loop.saved_observers:  # what autograd saves, as it saves it (train mode)
-        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(loop.saved, _unpacked))
-    if loop.op_observers:
-        # torch.compile cannot trace under a dispatch mode; run what the model compiles (eager
-        # flex_attention compiles its operator call) as plain eager code, so the tap sees it
-        stack.enter_context(torch.compiler.set_stance("force_eager"))
-        stack.enter_context(OpTap(loop))
+    watch(stack, loop)
     loop.set_phase(Phase.FORWARD)
-
-
-def _unpacked(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor
 
 
 def _forward(

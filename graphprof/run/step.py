@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_map
 
 from graphprof.base.choices import Phase
 from graphprof.base.tied import retie, tied_groups
-from graphprof.run.dispatch import EventBus, OpTap
+from graphprof.run.dispatch import EventBus, watch
 from graphprof.run.events import Observer, RunContext
 from graphprof.run.fakes import fake_mode
 from graphprof.run.layers import module_layers
@@ -95,23 +95,10 @@ def run_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], ob
         ctx = RunContext(work, None, not spec.real, True, (call_args, call_kwargs), state, {}, optimizer, loop.unobserved)
         loop.start(ctx)
         stack.enter_context(module_layers(work, loop, ctx.layers, own=True))
-        _watch(stack, loop)
+        watch(stack, loop)
         _train_step(loop, work, call_args, call_kwargs, spec.loss, optimizer)
         loop.finish(None)
     return work
-
-
-def _watch(stack: contextlib.ExitStack, loop: EventBus) -> None:
-    """What autograd saves, and every aten call, told to the observers that want them."""
-    if loop.saved_observers:
-        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(loop.saved, _unpacked))
-    if loop.op_observers:
-        stack.enter_context(torch.compiler.set_stance("force_eager"))
-        stack.enter_context(OpTap(loop))
-
-
-def _unpacked(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor
 
 
 def _train_step(

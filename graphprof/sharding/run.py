@@ -19,14 +19,13 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
 from graphprof.errors import InvalidInputError, first_line
-from graphprof.formulas.registry import to_meta
 from graphprof.run.events import Layer, Observer, OpEvent
-from graphprof.run.propagate import OpCall
+from graphprof.run.propagate import op_call
 from graphprof.run.step import StepSpec, run_step
 from graphprof.sharding.tp_plan import TensorPlan
 from graphprof.sharding.wraps import Fsdp, TensorParallel, local_bytes
@@ -49,9 +48,7 @@ class _RankOps(Observer):
         self.saved_bytes = 0
 
     def op(self, event: OpEvent) -> None:
-        memo: dict[int, Any] = {}
-        call = OpCall(event.func, to_meta(event.args, memo), to_meta(event.kwargs, memo), to_meta(event.out, {}), event.phase)
-        self.records.append(op_record(call))
+        self.records.append(op_record(op_call(event)))
 
     def saved(self, layer: Layer | None, tensor: torch.Tensor) -> None:
         base = tensor._base if tensor._base is not None else tensor
@@ -66,7 +63,7 @@ class _RankOps(Observer):
 def _warm(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """One step untapped: DTensor works out each op's output on a fake copy of global shape the first
     time it meets the op (and caches it); those calls are not the rank's, so the tapped step comes second."""
-    _loss(model(*_fake_inputs(args), **_fake_inputs(kwargs))).backward()
+    _loss(model(*args, **kwargs)).backward()
     model.zero_grad(set_to_none=True)
 
 
@@ -94,10 +91,6 @@ class StepRecord:
     shard_bytes: int
     unit_bytes: list[int]
     plan: TensorPlan
-
-
-def _fake_inputs(value: Any) -> Any:
-    return tree_map(lambda t: torch.zeros(t.shape, dtype=t.dtype) if isinstance(t, torch.Tensor) else t, value)
 
 
 def _loss(out: Any) -> torch.Tensor:

@@ -37,9 +37,8 @@ from graphprof.devices.hardware import Hardware
 from graphprof.devices.predict import predict_ops
 from graphprof.devices.table import Calibration
 from graphprof.errors import InvalidInputError, MissingDependencyError
-from graphprof.formulas.registry import to_meta
 from graphprof.run.events import Layer, Observer, OpEvent
-from graphprof.run.propagate import OpCall
+from graphprof.run.propagate import op_call
 from graphprof.session import BuiltModel
 from graphprof.sharding.spec import ShardSpec
 from graphprof.training.result import CheckpointChoice, CheckpointPlan, MemoryPlan
@@ -130,10 +129,8 @@ class BlockCosts(Observer):
                 self.blocks[owner].saved[ref] = t.untyped_storage().nbytes()
 
     def op(self, event: OpEvent) -> None:
-        memo: dict[int, Any] = {}
         phase = Phase.FORWARD if self.stack else Phase.BACKWARD  # the blocks' forwards, the rest of the step
-        call = OpCall(event.func, to_meta(event.args, memo), to_meta(event.kwargs, memo), to_meta(event.out, {}), phase)
-        record = op_record(call)
+        record = op_record(replace(op_call(event), phase=phase))
         self.step_ops.append(record)
         if self.stack:
             self.blocks[self.stack[0]].ops.append(record)
