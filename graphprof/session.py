@@ -352,16 +352,12 @@ def build_model(
     """Resolve a model as :func:`open_session` does, without warming it up or capturing it (a training
     step runs its own copy): a named model built on the meta device (on the CPU where its family's forward
     reads values), or a module object with its example inputs or a meta placeholder of ``input_shape``."""
-    from graphprof.models import family_traits, resolve_model, spec_family
+    from graphprof.models import family_traits, spec_family
 
     spec = RunSpec.of(batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs)
     if isinstance(model_or_name, str):
         real = family_traits(spec_family(model_or_name)).needs_real_values
-        with _float32_default():
-            r = resolve_model(model_or_name, input_shape=spec.input_shape, batch_size=batch_size, device="cpu" if real else "meta")
-        args, kwargs = tuple(r.args), dict(r.kwargs)
-        if spec.replaces_inputs:
-            args, kwargs = tuple(example_inputs or ()), dict(example_kwargs or {})
+        r, args, kwargs = _resolve_named(model_or_name, spec, "cpu" if real else "meta")
         return BuiltModel(r.name, r.model, args, kwargs, real)
     if not isinstance(model_or_name, nn.Module):
         raise InvalidInputError(f"model must be a name or a torch.nn.Module, got {type(model_or_name).__name__}")
@@ -431,12 +427,29 @@ def _module_inputs(spec: RunSpec) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (torch.empty(shape, device="meta"),), {}
 
 
+def _resolve_named(
+    spec_text: str, spec: RunSpec, device: str | None, allow_unsafe_load: bool = False, proposals: int | None = None
+) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """A named model built on ``device`` in float32 (:func:`_float32_default`), and the inputs of the run:
+    its example inputs, or the caller's ``example_inputs``/``example_kwargs`` in their place."""
+    from graphprof.models import resolve_model
+
+    with _float32_default():
+        resolved = resolve_model(
+            spec_text, input_shape=spec.input_shape, batch_size=spec.batch_size, device=device,
+            allow_unsafe_load=allow_unsafe_load, proposals=proposals,
+        )  # fmt: skip
+    if spec.replaces_inputs:
+        return resolved, tuple(spec.example_inputs or ()), dict(spec.example_kwargs or {})
+    return resolved, tuple(resolved.args), dict(resolved.kwargs)
+
+
 def _open_by_name(
     spec_text: str, spec: RunSpec, options: _BuildOptions, device: str | None, allow_unsafe_load: bool, proposals: int | None
 ) -> Any:
     """Build the named model on the meta device when its family allows it (no weights allocated, no
     init cost); when the dry run needs real values there, build it again on the CPU and run for real."""
-    from graphprof.models import family_traits, resolve_model, spec_family
+    from graphprof.models import family_traits, spec_family
 
     last_error: Exception | None = None
     # a family whose forward reads tensor values (Family.needs_real_values) is built on the CPU straight away
@@ -445,14 +458,7 @@ def _open_by_name(
     first = "meta" if device is None and not real else device
     for build_device in dict.fromkeys((first, device)):
         start = time.perf_counter()
-        with _float32_default():
-            resolved = resolve_model(
-                spec_text, input_shape=spec.input_shape, batch_size=spec.batch_size, device=build_device,
-                allow_unsafe_load=allow_unsafe_load, proposals=proposals,
-            )  # fmt: skip
-        args, kwargs = tuple(resolved.args), dict(resolved.kwargs)
-        if spec.replaces_inputs:
-            args, kwargs = spec.example_inputs or (), dict(spec.example_kwargs or {})
+        resolved, args, kwargs = _resolve_named(spec_text, spec, build_device, allow_unsafe_load, proposals)
         on_meta = model_device(resolved.model).type == "meta"
         notes = list(resolved.notes)
         if on_meta:
