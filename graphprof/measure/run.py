@@ -309,34 +309,46 @@ class _ModelTimes:
     training_step: RuntimeStats | None = None
 
 
-def _model_times(
-    work: nn.Module,
-    model: nn.Module,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    dev: torch.device,
-    train: bool,
-    options: MeasureOptions,
-) -> _ModelTimes:
+@dataclass(frozen=True)
+class _Run:
+    """One measured run: ``work`` (the user's ``model`` or its copy on the device) called with ``args``/``kwargs``."""
+
+    work: nn.Module
+    model: nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    dev: torch.device
+    train: bool
+    options: MeasureOptions
+
+    def batch(self) -> tuple[nn.Module, Any]:
+        return _batch(self.work, self.args, self.kwargs)
+
+    def optimizer(self) -> torch.optim.Optimizer:
+        return _optimizer(self.options.optimizer, [p for p in self.work.parameters() if p.requires_grad])
+
+
+def _model_times(run: _Run) -> _ModelTimes:
     """Forward (with grad in train mode), then in train mode backward alone and a whole training step,
     uninstrumented. A training step on the user's own model puts its parameters back afterwards."""
-    module, batch = _batch(work, args, kwargs)
-    n, warm = options.iters, options.warmup
-    times = _ModelTimes(profile_forward(module, batch, num_runs=n, warmup_runs=warm, grad=train, device=dev))
-    if train:
+    module, batch = run.batch()
+    n, warm, dev = run.options.iters, run.options.warmup, run.dev
+    times = _ModelTimes(profile_forward(module, batch, num_runs=n, warmup_runs=warm, grad=run.train, device=dev))
+    if run.train:
         times.backward = profile_backward(module, batch, num_runs=n, warmup_runs=warm, device=dev)
-        opt = _optimizer(options.optimizer, [p for p in work.parameters() if p.requires_grad])
-        times.training_step = profile_training_step(module, batch, opt, num_runs=n, warmup_runs=warm, restore=work is model, device=dev)
+        restore = run.work is run.model
+        times.training_step = profile_training_step(
+            module, batch, run.optimizer(), num_runs=n, warmup_runs=warm, restore=restore, device=dev
+        )
     return times
 
 
-def _layer_times(
-    work: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dev: torch.device, name: str, options: MeasureOptions
-) -> tuple[tuple[LayerTime, ...], tuple[OpTime, ...], RuntimeStats, float | None, tuple[str, ...]]:
+def _layer_times(run: _Run, name: str) -> tuple[tuple[LayerTime, ...], tuple[OpTime, ...], RuntimeStats, float | None, tuple[str, ...]]:
     """``layer_runs`` forwards on the run loop with :class:`LayerRanges` under ``torch.profiler`` (a
     Chrome trace each when asked): mean layer and op times, the instrumented forward, the GPU's busy time."""
     from torch.profiler import ProfilerActivity, profile
 
+    work, args, kwargs, dev, options = run.work, run.args, run.kwargs, run.dev, run.options
     cuda = dev.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     ranges = LayerRanges()
@@ -377,23 +389,15 @@ def _export_trace(prof: Any, trace_dir: str | Path, name: str) -> str:
     return str(path)
 
 
-def _memory(
-    work: nn.Module,
-    model: nn.Module,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    dev: torch.device,
-    train: bool,
-    options: MeasureOptions,
-    notes: list[str],
-) -> MeasuredMemory:
+def _memory(run: _Run, notes: list[str]) -> MeasuredMemory:
     """The allocator's peak for one forward (or training step), then MemTracker's breakdown; parameters
     and gradients of the user's own model are put back afterwards."""
+    work, dev = run.work, run.dev
     cuda = dev.type == "cuda"
-    mem_opt = _optimizer(options.optimizer, [p for p in work.parameters() if p.requires_grad]) if train else None
-    saved_params = {p: p.detach().clone() for p in work.parameters()} if train and work is model else {}
+    mem_opt = run.optimizer() if run.train else None
+    saved_params = {p: p.detach().clone() for p in work.parameters()} if run.train and work is run.model else {}
     saved_grads = {p: p.grad for p in work.parameters()}
-    module, batch = _batch(work, args, kwargs)
+    module, batch = run.batch()
 
     def one_step() -> None:
         if mem_opt is None:
@@ -408,9 +412,11 @@ def _memory(
         if mem_opt is not None:
             one_step()  # optimizer state exists before the measured step, as in a training loop
         # live before the measured step: weights, buffers, inputs and (train) the optimizer's state
-        resident = _state_bytes(work, None) + _tensor_bytes((args, kwargs)) + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
+        resident = (
+            _state_bytes(work, None) + _tensor_bytes((run.args, run.kwargs)) + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
+        )
         run_peak, reserved = peak_during(one_step, dev)
-        tracked = _breakdown(work, one_step, dev, mem_opt, notes) if options.breakdown else None
+        tracked = _breakdown(work, one_step, dev, mem_opt, notes) if run.options.breakdown else None
     finally:
         with torch.no_grad():
             for p, v in saved_params.items():
@@ -468,9 +474,10 @@ def measure_run(
         kept = preserved_state(model) if work is model else contextlib.nullcontext()
         with kept, torch.enable_grad() if train else contextlib.nullcontext():
             with ProfilingContext(work, disable_dropout=True, eval_mode=not train, seed=options.seed):
-                times = _model_times(work, model, run_args, run_kwargs, dev, train, options)
-                layers, ops, instrumented, busy, traces = _layer_times(work, run_args, run_kwargs, dev, name, options)
-                memory = _memory(work, model, run_args, run_kwargs, dev, train, options, notes)
+                run = _Run(work, model, run_args, run_kwargs, dev, train, options)
+                times = _model_times(run)
+                layers, ops, instrumented, busy, traces = _layer_times(run, name)
+                memory = _memory(run, notes)
     except GraphprofError:
         raise
     except Exception as exc:
