@@ -73,12 +73,26 @@ def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.
     if run.trace.real_ops:
         ran = ", ".join(f"{op} x{n}" for op, n in run.trace.real_ops)
         notes.append(f"a dry run but for {ran}: ran on the input's real index values, because later shapes depend on them")
+    notes.extend(_empty_notes(run.trace))
     graph_params = sum(r.params for r in rows)
     total_params = sum(p.numel() for p in parameter_tensors(session.model))
     if graph_params != total_params and not isinstance(session.model, torch.jit.ScriptModule):
         notes.append(f"{total_params - graph_params:,} parameters are not used by the captured forward pass")
     if run_dtype is not None:
         notes.append(f"counted as {str(run_dtype).removeprefix('torch.')} (the model itself was not converted)")
+    return notes
+
+
+def _empty_notes(trace: Any) -> list[str]:
+    """The guard against silent zeros: a value-dependent shape that came out 0 on the input's real values,
+    and layers with weights that read an empty tensor on the dry run (their counts are 0)."""
+    notes = []
+    if trace.empty_ops:
+        ran = ", ".join(f"{op} x{n}" for op, n in trace.empty_ops)
+        notes.append(f"WARNING: {ran} gave an empty tensor on the input's real index values: what follows counts no work for it")
+    if trace.empty_layers:
+        shown = ", ".join(trace.empty_layers[:5]) + (f" and {len(trace.empty_layers) - 5} more" if len(trace.empty_layers) > 5 else "")
+        notes.append(f"WARNING: {shown} read weights beside an empty tensor on the dry run and count 0 there; check the input")
     return notes
 
 

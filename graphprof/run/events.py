@@ -113,6 +113,8 @@ class RunOutcome:
     output_bytes: int
     #: ops whose outputs' shapes were computed from the input's real values (:mod:`graphprof.run.values`), with counts
     real_ops: tuple[tuple[str, int], ...] = ()
+    #: of those, the ops whose real output was empty (every layer after them counts no work), with counts
+    empty_ops: tuple[tuple[str, int], ...] = ()
     #: a dry run dispatched straight to the meta device's kernels (model and inputs all on meta), not on FakeTensors
     on_meta: bool = False
 

@@ -129,6 +129,7 @@ def run_model(
         input_bytes=sum(nbytes(t) for t in run.leaves_in),
         output_bytes=sum(nbytes(t) for t in out_leaves),
         real_ops=tuple(sorted(loop.values.real_ops.items())) if loop.values is not None else (),
+        empty_ops=tuple(sorted(loop.values.empty_ops.items())) if loop.values is not None else (),
         on_meta=on_meta,
     )
 

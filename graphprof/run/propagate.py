@@ -43,6 +43,7 @@ from graphprof.run.events import Layer, Observer, OpEvent, RunContext, RunOutcom
 from graphprof.run.failures import MetaDeviceError
 from graphprof.run.loop import run_model
 from graphprof.run.observers import LiveMemory, SavedActivations
+from graphprof.run.observers.empty import EmptyInputs
 
 __all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "shapes_of", "op_call"]
 
@@ -87,6 +88,10 @@ class Trace:
     peak_activation_layer: str | None = None
     #: ops run on the input's real values because the shapes depend on them, with counts (:mod:`graphprof.run.values`)
     real_ops: tuple[tuple[str, int], ...] = ()
+    #: of those, the ops whose real output was empty, with counts
+    empty_ops: tuple[tuple[str, int], ...] = ()
+    #: layers where an op read a parameter or buffer beside an empty tensor (:mod:`graphprof.run.observers.empty`)
+    empty_layers: tuple[str, ...] = ()
     #: the dry run's tensors (the ``tensors`` rung of :mod:`graphprof.base.ladder`): what it ran on, what it passed over
     tensors: Fallback | None = None
 
@@ -184,13 +189,13 @@ def _run(
     modes: Sequence[Any],
     *,
     meta: bool,
-) -> tuple[OpRecorder, LiveMemory, SavedActivations, RunOutcome]:
-    recorder, memory, saved = OpRecorder(), LiveMemory(), SavedActivations()
+) -> tuple[OpRecorder, LiveMemory, SavedActivations, EmptyInputs, RunOutcome]:
+    recorder, memory, saved, empty = OpRecorder(), LiveMemory(), SavedActivations(), EmptyInputs()
     outcome = run_model(
-        captured, model, args, kwargs, [recorder, memory, *([saved] if train else []), *observers],
+        captured, model, args, kwargs, [recorder, memory, *([empty] if fake else []), *([saved] if train else []), *observers],
         train=train, dtype=dtype, fake=fake, modes=modes, meta=meta,
     )  # fmt: skip
-    return recorder, memory, saved, outcome
+    return recorder, memory, saved, empty, outcome
 
 
 def propagate(
@@ -219,10 +224,12 @@ def propagate(
     # the first run's events, so with them the run is on FakeTensors from the start.
     passed: tuple[tuple[str, str], ...] = ()
     try:
-        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers)
+        recorder, memory, saved, empty, outcome = _run(
+            captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers
+        )
     except MetaDeviceError as exc:
         passed = ((_META_KERNELS, one_line(exc)),)
-        recorder, memory, saved, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False)
+        recorder, memory, saved, empty, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False)
     keys = recorder.trace_keys()
     for key in keys:
         key.saved_bytes = saved.by_layer.get(key.name, 0)
@@ -235,6 +242,8 @@ def propagate(
         unattributed=recorder.unattributed,
         peak_activation_layer=memory.peak_layer,
         real_ops=outcome.real_ops,
+        empty_ops=outcome.empty_ops,
+        empty_layers=tuple(empty.layers),
         tensors=Fallback(Rung.TENSORS, _META_KERNELS if outcome.on_meta else "FakeTensors" if fake else "real tensors", passed),
     )
 

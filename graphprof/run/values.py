@@ -12,15 +12,24 @@ tensor it reads is known, it runs for real and its output becomes a fake tensor 
 floating-point work (features, weights, activations) stays a dry run. :attr:`IndexValues.real_ops` names
 the ops whose shapes came from real values, for the report.
 
+Values stay true under writes: an op that writes into a tensor (``mask[idx] = True`` is an in-place
+``index_put_``, and ``masked_fill_``, ``copy_``, ``fill_`` and every ``out=`` op) is computed on the real
+values too when every tensor it reads is known, so the write reaches them (and every view of them, which
+shares the real storage); otherwise the written tensor and every tensor sharing its storage lose their
+values, and an op whose shape then depends on them cannot be computed here: the run falls back to a real
+one rather than guess. A data-dependent op that gives an empty tensor is counted in
+:attr:`IndexValues.empty_ops`, which the report states loudly (the layers after it count no work).
+
 >>> # pyg:gps at 10,000 nodes: nonzero over a node mask ran for real, the rest of the forward stayed shapes
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -43,6 +52,10 @@ class IndexValues:
     def __init__(self) -> None:
         self.known: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.real_ops: Counter[str] = Counter()
+        #: data-dependent ops whose real output was empty (``x[mask]`` selecting nothing), with counts
+        self.empty_ops: Counter[str] = Counter()
+        #: ops that wrote into tensors whose values were kept but could not be computed: those values are forgotten
+        self.forgotten: Counter[str] = Counter()
 
     @classmethod
     def of_inputs(cls, real: Any, fake: Any) -> IndexValues:
@@ -53,9 +66,26 @@ class IndexValues:
         return values
 
     def seed(self, fake: Any, real: Any) -> None:
-        """The run's input ``fake`` stands for the real ``real``: kept when it is an index tensor on a real device."""
+        """The run's input ``fake`` stands for the real ``real``: kept when it is an index tensor on a real device.
+        The value is a copy, so that a write the run computes on it never reaches the caller's tensor."""
         if is_index(real) and not real.is_meta and isinstance(fake, torch.Tensor) and fake is not real:
-            self.known[fake] = real
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            with unset_fake_temporarily():
+                self.known[fake] = real.clone()
+
+    def value(self, t: torch.Tensor) -> torch.Tensor | None:
+        """The real value of ``t``: kept for a fake, the tensor itself for a real one (a constant such as the
+        ``True`` of ``mask[idx] = True``, lifted into the run), a fake constant's own; ``None`` when unknown."""
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        known = self.known.get(t)
+        if known is not None:
+            return cast(torch.Tensor, known)
+        if not isinstance(t, FakeTensor):
+            return t if not t.is_meta else None
+        constant = getattr(t, "constant", None)
+        return constant if isinstance(constant, torch.Tensor) else None
 
     def _real_args(self, args: Any) -> Any | None:
         """``args`` with every tensor replaced by its real value, or ``None`` when one is not known."""
@@ -63,7 +93,7 @@ class IndexValues:
         real = []
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
-                value = self.known.get(leaf)
+                value = self.value(leaf)
                 if value is None:
                     return None
                 real.append(value)
@@ -74,17 +104,28 @@ class IndexValues:
     def follow(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         """After an op ran on fakes: where it reads only known index tensors (or none: a factory such as
         ``torch.ones(1, n, dtype=torch.bool)``) and writes index tensors, compute it for real too, so that later
-        shapes can be read off its values."""
+        shapes can be read off its values. A write it cannot compute forgets the written values."""
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        if not outs or not all(is_index(t) for t in outs) or _seeded(func):
-            return
-        real_args = self._real_args((args, kwargs))
+        written = _written(func, args, kwargs)
+        computable = bool(outs) and all(is_index(t) for t in outs) and not _seeded(func)
+        real_args = self._real_args((args, kwargs)) if computable else None
         if real_args is None:
+            if written and self.known:
+                self._forget(func, written)
             return
         real_out = _run_real(func, *real_args)
         for fake, real in zip(tree_flatten(out)[0], tree_flatten(real_out)[0], strict=False):
             if isinstance(fake, torch.Tensor) and isinstance(real, torch.Tensor):
                 self.known[fake] = real
+
+    def _forget(self, func: Any, written: list[torch.Tensor]) -> None:
+        """Drop the values of every kept tensor that shares a storage with one ``func`` wrote."""
+        storages = {StorageWeakRef(t.untyped_storage()) for t in written}
+        stale = [t for t in list(self.known.keys()) if StorageWeakRef(t.untyped_storage()) in storages]
+        for t in stale:
+            del self.known[t]
+        if stale:
+            self.forgotten[op_name(func)] += 1
 
     def _shape_args(self, args: Any) -> Any | None:
         """``args`` for computing an output's *shape*: known index tensors by their real values, floating-point
@@ -96,10 +137,10 @@ class IndexValues:
             if not isinstance(leaf, torch.Tensor):
                 real.append(leaf)
                 continue
-            value = self.known.get(leaf)
+            value = self.value(leaf)
             if value is not None:
                 real.append(value)
-                known = True
+                known = known or leaf in self.known
             elif leaf.is_floating_point() and leaf.numel() <= MAX_INDEX_ELEMENTS:
                 real.append(torch.zeros(leaf.shape, dtype=leaf.dtype))
             else:
@@ -119,6 +160,8 @@ class IndexValues:
             raise error
         real_out = _run_real(func, *real_args)
         self.real_ops[op_name(func)] += 1
+        if any(isinstance(t, torch.Tensor) and t.numel() == 0 for t in tree_flatten(real_out)[0]):
+            self.empty_ops[op_name(func)] += 1
         exact = self._real_args((args, kwargs)) is not None  # no input stood in as zeros: the outputs' values are real
 
         def to_fake(t: Any) -> Any:
@@ -130,6 +173,20 @@ class IndexValues:
             return fake
 
         return tree_map(to_fake, real_out)
+
+
+def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors ``func`` writes into (its schema's mutable arguments: ``self`` of an in-place op, ``out=``)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return []
+    written = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = kwargs.get(arg.name) if arg.kwarg_only or i >= len(args) else args[i]
+        written += [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+    return written
 
 
 def _seeded(func: Any) -> bool:
