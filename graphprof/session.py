@@ -41,6 +41,7 @@ from graphprof.capture.methods import CapturedGraph, default_methods, preserved_
 from graphprof.capture.plan import CapturePlan
 from graphprof.errors import CaptureError, DataDependentError, InvalidInputError, ModelBuildError, ShapePropagationError, one_line
 from graphprof.models.family import CUSTOM
+from graphprof.models.hf_attention import structured, structured_for
 from graphprof.run.events import Observer
 from graphprof.run.lowering import lowering_context, parse_lowering
 from graphprof.run.propagate import Trace, propagate
@@ -127,6 +128,9 @@ class Session:
     timings: tuple[tuple[str, float], ...] = ()
     #: the ``build`` rung of the dry run's ladder (:mod:`graphprof.base.ladder`): where the model was built
     build: Fallback | None = None
+    #: a transformers object counted with graphprof's structured attention on its dry runs
+    #: (:func:`graphprof.models.hf_attention.structured_for`)
+    structured_attention: bool = False
     _captures: dict[bool, _Capture] = field(default_factory=dict, repr=False)
     first: SessionRun | None = field(default=None, repr=False)
 
@@ -229,9 +233,17 @@ class Session:
         if cap.execution is Execution.DRY_RUN:
             try:
                 modes = [lowering_context(self.lowering)]
-                trace = propagate(
-                    cap.graph, self.model, call.args, call.kwargs, train=call.train, dtype=call.dtype, observers=call.observers, modes=modes
-                )
+                with structured(self.model) if self.structured_attention else contextlib.nullcontext():
+                    trace = propagate(
+                        cap.graph,
+                        self.model,
+                        call.args,
+                        call.kwargs,
+                        train=call.train,
+                        dtype=call.dtype,
+                        observers=call.observers,
+                        modes=modes,
+                    )
                 return cap, trace
             except DataDependentError as exc:
                 if not (self.allow_real and real_ok) or self.device.type == "meta":
@@ -511,6 +523,10 @@ def _open_module(options: _BuildOptions, built: _Built) -> Any:
         built.name, built.family, module, built.args, built.kwargs, options.mode, options.dtype, methods, built.allow_real,
         options.lowering, warm,
     )  # fmt: skip
+    structured = structured_for(module, built.kwargs) if built.family == CUSTOM else None
+    if structured is not None:
+        session.structured_attention, note = structured
+        notes.append(note)
     run = session.run_call(RunCall(built.args, built.kwargs, options.mode is Mode.TRAIN, options.dtype))
     session.notes = tuple(notes + run.notes)
     session.timings = built.timings + tuple(run.timings)
