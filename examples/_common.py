@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -11,28 +12,37 @@ from typing import Any
 
 def arguments(folder: bool = True) -> argparse.Namespace:
     """The script's command line: ``--help`` prints its docstring and exits; with ``folder``, one optional
-    output folder (anything else, a misspelt option included, is refused by argparse, exit 2)."""
+    output folder (anything else, a misspelt option included, is refused by argparse, exit 2), made when
+    missing before the script runs: one that cannot be made or written (a file of that name, no permission)
+    is one line on standard error and exit 2, whether or not the script writes there."""
     parser = argparse.ArgumentParser(
         prog=Path(sys.argv[0]).name, description=sys.modules["__main__"].__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     if folder:
         parser.add_argument("folder", nargs="?", type=Path, help="where its files go (default: a fresh temporary folder)")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if getattr(args, "folder", None) is not None:
+        _usable(args.folder)
+    return args
 
 
-def out_dir() -> Path:
-    """The folder given as the argument (made when missing), else a fresh temporary one. A folder that cannot
-    be made (a file of that name, no permission) is one line on standard error and exit 2."""
-    path = arguments().folder
-    if path is None:
-        return Path(tempfile.mkdtemp(prefix="graphprof-example-"))
+def _usable(path: Path) -> None:
+    """``path`` made (when missing) and writable, else one line on standard error and exit 2."""
     try:
         path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
     except OSError as exc:
         print(f"{Path(sys.argv[0]).name}: error: cannot use {str(path)!r} as the output folder: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(2)
-    return path
+
+
+def out_dir() -> Path:
+    """The folder given as the argument (:func:`arguments`: made when missing, checked), else a fresh
+    temporary one."""
+    path = arguments().folder
+    return Path(tempfile.mkdtemp(prefix="graphprof-example-")) if path is None else Path(path)
 
 
 def tiny_llama() -> tuple[Any, Any]:

@@ -18,6 +18,7 @@ Example (the edge profiler's ResNet18 walk-through with the import changed)::
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -164,10 +165,12 @@ class Profiler(nn.Module):
         path is checked first: a missing directory or a file in the way raises :class:`OutputError` and
         nothing is written. Returns the files written.
         """
+        if not isinstance(base_path, (str, os.PathLike)) or not str(base_path).strip():
+            raise InvalidInputError(
+                f"export needs a base path, a str or Path, not {base_path!r:.40} (the files are <base>_module.txt and <base>_detail.txt)"
+            )
         if self.graph is None:
             raise InvalidInputError("nothing to export yet: call profile_once (or profile_detail) first")
-        if not str(base_path).strip():
-            raise InvalidInputError("export needs a base path (the files are <base>_module.txt and <base>_detail.txt)")
         module_path, detail_path = text_paths(base_path)
         module_text = to_text(self.graph, include_edges=module_include_edges, include_stats=include_stats)
         write_module = overwrite_module or not module_path.exists()

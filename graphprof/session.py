@@ -468,10 +468,14 @@ def _open_by_name(
     # and so is every model warmed up always (its one real forward needs real weights)
     real = family_traits(spec_family(spec_text)).needs_real_values or options.warm_up is WarmUp.ALWAYS
     first = "meta" if device is None and not real else device
+    counted: nn.Module | None = None  # the meta build, whose weights a real build after it would allocate
     for build_device in dict.fromkeys((first, device)):
+        if build_device != "meta":  # a real build is a decision: refused up front when its weights cannot fit
+            _require_room(spec_text, spec, build_device, counted, _why_real(options.warm_up, device, last_error), proposals)
         start = time.perf_counter()
         resolved, args, kwargs = _resolve_named(spec_text, spec, build_device, allow_unsafe_load, proposals)
         on_meta = model_device(resolved.model).type == "meta"
+        counted = resolved.model if on_meta else None
         notes = list(resolved.notes)
         if on_meta:
             notes.append("built on the meta device: no weights allocated, nothing computed")
@@ -489,6 +493,33 @@ def _open_by_name(
                 raise
             last_error = exc
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _why_real(warm_up: WarmUp, device: str | None, error: Exception | None) -> str:
+    """Why a named model is built with real weights, and how to do without (for :func:`_require_room`)."""
+    if error is not None:
+        return f"its dry run on the meta device failed ({one_line(error, 120)}), so it would run on the CPU: try a smaller configuration"
+    if warm_up is WarmUp.ALWAYS:
+        return "warm_up='always' (--warm-up always) runs it for real: leave it out for a dry run on the meta device"
+    return f"device={device!r} asks for its weights (as --export-onnx does): leave it out for a dry run on the meta device"
+
+
+def _require_room(spec_text: str, spec: RunSpec, device: str | None, counted: nn.Module | None, why: str, proposals: int | None) -> None:
+    """Before a named model is built with real weights: refuse it in one line when its weights alone exceed the
+    memory this machine has (:func:`graphprof.base.limits.require_fits`). The weights are counted on the meta
+    build that came first, else on one made now for a catalogue family; a user's factory, file or a family whose
+    forward reads values is built as asked (graphprof runs a user's code once)."""
+    from graphprof.base.limits import require_fits, weight_bytes
+    from graphprof.models import family_traits, spec_family
+
+    if counted is None:
+        family = spec_family(spec_text)
+        if family is None or family_traits(family).needs_real_values:
+            return
+        counted = _resolve_named(spec_text, spec, "meta", False, proposals)[0].model
+        if model_device(counted).type != "meta":
+            return  # its builder computes with real tensors: built for real already
+    require_fits(weight_bytes(counted), f"building {spec_text} with real weights on {device or 'cpu'}", skip=why)
 
 
 def _build_rung(device: str | None, on_meta: bool, real: bool, error: Exception | None, warm_up: WarmUp) -> Fallback:

@@ -137,6 +137,7 @@ def fits() -> Iterator[dict[str, Any]]:
     yield _doc(plan_memory("resnet18", batch_size=2))
     yield _doc(plan_memory("hf:llama?num_hidden_layers=2", shard="fsdp:2,tp:2", hardware="h100", dtype="bfloat16"))
     yield _doc(plan_memory("mobilenet_v2", batch_size=8, hardware="h100", memory_budget="150MB"))
+    yield _doc(plan_memory("mobilenet_v2", batch_size=8, hardware="desktop-cpu", memory_budget="150MB"))  # measured on the CPU
 
 
 def fits_ranks() -> Iterator[dict[str, Any]]:
@@ -193,6 +194,79 @@ def _tighten(node: Any, name: str = "") -> Any:
     return out
 
 
+#: Calibration numbers: no count, size or rate reaches 10**18; a time is from 0 to an hour; a peak or a
+#: bandwidth is positive and under 10**7 (TFLOP/s, GB/s); the op model's fits work in log space, so none of
+#: their numbers reaches 10**3. A damaged ``local.json`` (1e308 for a peak) fails its schema when read.
+_CALIBRATION_NUMBER = {"minimum": -1e18, "maximum": 1e18}
+_SECONDS = {"minimum": 0, "maximum": 3600}
+_POSITIVE_RATE = {"exclusiveMinimum": 0, "maximum": 1e7}
+_LOG_SPACE = {"minimum": -1e3, "maximum": 1e3}
+#: ``learned``: the records a ``--measure`` run adds (``[kind, [features], seconds, source, group]``); their
+#: seconds are checked one by one when read (a damaged one is left out with a note, not the file refused).
+_LEARNED = {
+    "type": "array",
+    "items": {
+        "type": "array", "minItems": 5, "maxItems": 5,
+        "prefixItems": [{"type": "string"}, {"type": "array", "items": {"type": "number"}}, {"type": "number"}, {"type": "string"}, {"type": "string"}],
+    },
+}  # fmt: skip
+
+
+def _bounded(node: Any, name: str = "", bounds: dict[str, float] | None = None) -> Any:
+    """Every number under ``node`` with its range (see :data:`_CALIBRATION_NUMBER`), by its field's name."""
+    if isinstance(node, list):
+        return [_bounded(v, name, bounds) for v in node]
+    if not isinstance(node, dict):
+        return node
+    bounds = _LOG_SPACE if name == "kinds" else _POSITIVE_RATE if name == "peak_tflops" else bounds
+    out = {k: _bounded(v, name, bounds) if k in ("items", "additionalProperties") else v for k, v in node.items()}
+    if "properties" in out:
+        out["properties"] = {k: _bounded(v, k, bounds) for k, v in out["properties"].items()}
+    types = out.get("type")
+    if types in ("integer", "number") or (isinstance(types, list) and {"integer", "number"} & set(types)):
+        rule = _SECONDS if name.endswith("_s") else _POSITIVE_RATE if name.endswith(("_gbs", "tflops")) else bounds or _CALIBRATION_NUMBER
+        out = {**{k: v for k, v in out.items() if k not in ("minimum", "maximum", "exclusiveMinimum")}, **rule}
+    return out
+
+
+def _nullable_numbers(node: Any) -> Any:
+    """``node`` with every number under it allowed to be null (a figure a calibration may not have measured)."""
+    if isinstance(node, list):
+        return [_nullable_numbers(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _nullable_numbers(v) if k in ("items", "additionalProperties", "properties") else v for k, v in node.items()}
+    if "properties" in node:
+        out["properties"] = {k: _nullable_numbers(v) for k, v in node["properties"].items()}
+    if out.get("type") in ("integer", "number"):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def _calibration(body: dict[str, Any]) -> dict[str, Any]:
+    """The calibration's maps keyed by what this machine measured (dtypes, op classes, op kinds) take any key
+    with the samples' record, every number is bounded (:func:`_bounded`), and ``learned`` is described."""
+    props = body["properties"]
+    hardware, calibration = props["hardware"]["properties"], props["calibration"]["properties"]
+    hardware["peak_tflops"]["additionalProperties"] = {"type": "number"}
+    rates = calibration["rates"]
+    table = next(iter(rates["properties"].values()))
+    rates["additionalProperties"] = {"type": "object", "additionalProperties": next(iter(table["properties"].values()))}
+    kinds = calibration["op_model"]["properties"]["kinds"]
+    kinds["additionalProperties"] = next(iter(kinds["properties"].values()))
+    for nullable in (
+        calibration["memory"],
+        calibration["op_model"]["properties"]["model_q"],
+        calibration["op_model"]["properties"]["first_touch"],
+    ):
+        nullable["type"] = [nullable["type"], "null"]  # not measured on every machine
+    hardware.setdefault("memory_gb", {"type": ["number", "null"]})
+    for part in (calibration, calibration["op_model"]["properties"]):  # the fits' accuracy: diagnostics, some not measured
+        part["accuracy"] = _nullable_numbers(part["accuracy"])
+    props["learned"] = _LEARNED
+    return _bounded(body)
+
+
 def make(kind: str) -> dict[str, Any]:
     builder = SchemaBuilder(schema_uri="https://json-schema.org/draft/2020-12/schema")
     for doc in SAMPLES[kind]():
@@ -206,6 +280,9 @@ def make(kind: str) -> dict[str, Any]:
     body["properties"]["schema_version"] = {"const": SCHEMA_VERSIONS[kind]}
     for optional in _OPTIONAL.get(kind, ()):
         body["properties"].setdefault(optional, {"type": "object"})
+    if kind == "calibrate":
+        body = _calibration(body)
+        required = [k for k in required if k != "table"]  # written by `graphprof calibrate`, not by every preset
     body["additionalProperties"] = False  # a field graphprof does not write is not part of a valid document
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -284,15 +284,16 @@ def test_fifo_is_written_through(tmp_path):
     assert got == ['{"a": 1}\n'] and stat.S_ISFIFO(fifo.stat().st_mode)
 
 
-def test_symlink_is_followed_and_kept(tmp_path, user):
+def test_symlink_is_refused_and_its_target_kept(tmp_path, user):
+    """Links are not followed to write: the file a link points at is never replaced."""
     name, _ = user
     real = tmp_path / "real.json"
     real.write_text("old")
     link = tmp_path / "link.json"
     link.symlink_to(real)
     result = invoke("--model", f"{name}:good", *SMALL, "--output", str(link))
-    assert result.exit_code == 0, result.output
-    assert link.is_symlink() and json.loads(real.read_text())["total_params"] == 18  # 8 * 2 + 2
+    assert result.exit_code == 7 and "symbolic link" in result.output, result.output
+    assert link.is_symlink() and real.read_text() == "old"
 
 
 def test_output_dash_is_stdout(user):

@@ -9,7 +9,7 @@ capture_model, parse_model_trace`` is :mod:`graphprof.compat.seed003` (unless a 
 is installed, which is then left alone). With ``CHISEL_DEBUG=1`` the launcher and the decorator say what
 they do on stderr (lines starting ``chisel:``), and the launcher ends with the trace files written.
 
-A launcher mistake (no script, a script that does not exist) is one line on stderr and exit 2; what the
+A launcher mistake (no script, a script or ``-m`` module that does not exist) is one line on stderr and exit 2; what the
 script itself raises is the script's, shown as ``python`` shows it.
 """
 
@@ -72,7 +72,21 @@ def _run(module: str | None, target: str, script_args: list[str]) -> None:
     else:
         sys.argv = [target, *script_args]
         sys.path.insert(0, os.getcwd())
+        _require_module(module)
         runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+def _require_module(module: str) -> None:
+    """``-m MODULE`` names a module that can run (found, or a package with a ``__main__``), else a launcher
+    mistake (one line): ``python -m`` says the same. Only finding it imports its parent packages."""
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations is not None and importlib.util.find_spec(f"{module}.__main__") is None:
+            raise _Usage(f"chisel: error: {module!r} is a package with no __main__ module, so it cannot be run with -m")
+    except (ImportError, ValueError) as exc:
+        raise _Usage(f"chisel: error: no module named {module!r} ({exc})") from None
+    if spec is None:
+        raise _Usage(f"chisel: error: no module named {module!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

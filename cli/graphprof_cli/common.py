@@ -19,7 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 from graphprof.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
 from graphprof_cli.process import settle_heap
 
-__all__ = ["console", "fail", "run_guarded", "flag", "request_from", "PIPE_WIDTH", "Command", "Group"]
+__all__ = ["console", "fail", "honour_min_width", "run_guarded", "flag", "request_from", "PIPE_WIDTH", "Command", "Group"]
 
 #: Width of the report when stdout is not a terminal and neither ``--width`` nor ``COLUMNS`` says one:
 #: wide enough for every column of the reports; narrower widths fold cells, never cut them.
@@ -39,6 +39,14 @@ def console(width: int | None = None, *, stderr: bool = False) -> Console:
         elif not (sys.stderr if stderr else sys.stdout).isatty():
             width = PIPE_WIDTH
     return Console(width=width, stderr=stderr)
+
+
+def honour_min_width() -> None:
+    """A ``COLUMNS`` narrower than :data:`MIN_WIDTH` is dropped from this process's environment (the CLI's own):
+    ``--help``, rendered by Typer from ``COLUMNS``, then keeps the floor the reports keep (:func:`console`)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) < MIN_WIDTH:
+        del os.environ["COLUMNS"]
 
 
 def fail(message: str, code: int) -> None:

@@ -18,11 +18,12 @@ from typing import Annotated, Any
 import typer
 
 from graphprof import __version__
+from graphprof.base.atomic import sweep_pending
 from graphprof.base.choices import Capture, Mode, Optimizer, WarmUp
 from graphprof.base.collector import defer_full_collections
 from graphprof.errors import EXIT_CODES
 from graphprof_cli import options as opt
-from graphprof_cli.common import Command, Group, flag, run_guarded
+from graphprof_cli.common import Command, Group, flag, honour_min_width, run_guarded
 from graphprof_cli.common import console as _make_console
 from graphprof_cli.graph_options import AvgDegreeOption, EdgesOption, NodesOption, graph_estimate_command
 from graphprof_cli.process import end_process
@@ -233,7 +234,13 @@ _register_commands()
 
 #: A token that starts like a number (``3``, ``-1``, ``1e12``, ``1,3,64,x64``): part of an --input-shape.
 _SHAPE_TOKEN = re.compile(r"^[+-]?\d[\w.,+-]*$")
-_SUBCOMMANDS = frozenset({"list", "compare", "hardware", "validate"})
+
+
+def _positional_commands() -> frozenset[str]:
+    """The subcommands that take positional arguments (``compare A B``, ``shard fsdp:4``, ``validate``), read
+    from the commands themselves: after one, ``--input-shape`` takes only tokens that start like a number."""
+    commands = getattr(typer.main.get_command(app), "commands", {})
+    return frozenset(name for name, command in commands.items() if any(p.param_type_name == "argument" for p in command.params))
 
 
 def _is_option(token: str) -> bool:
@@ -251,10 +258,11 @@ def join_input_shape(argv: Sequence[str]) -> list[str]:
     out: list[str] = []
     i = 0
     argv = list(argv)
+    positional = _positional_commands() if "--input-shape" in argv else frozenset()
     while i < len(argv):
         arg = argv[i]
         if arg == "--input-shape":
-            greedy = not any(token in _SUBCOMMANDS for token in out)
+            greedy = not any(token in positional for token in out)
             parts: list[str] = []
             i += 1
             while i < len(argv) and not _is_option(argv[i]):
@@ -307,10 +315,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if callable(reconfigure):
             reconfigure(errors="backslashreplace")
+    honour_min_width()  # --help too: a COLUMNS under the reports' floor is not honoured
+    sweep_pending()  # a killed writer's temporary files, wherever it wrote (graphprof.base.atomic)
     args = join_input_shape(sys.argv[1:] if argv is None else argv)
     moved = moved_option(args)
     if moved is not None:
-        typer.echo(f"graphprof: {moved}", err=True)
+        typer.echo(f"graphprof: error: {moved}", err=True)
         raise SystemExit(2)
     app(args=args, prog_name="graphprof")
 

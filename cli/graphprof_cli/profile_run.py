@@ -50,11 +50,11 @@ def _resolved(req: ProfileRequest) -> ProfileRequest:
         from graphprof.graph.export import text_paths
 
         graphs = text_paths(graph) if graph.suffix.lower() == ".txt" else [graph]
+    onnx = absolute(req.export_onnx)
     distinct({"--output": req.output, "--html": req.html, "--graph": graphs if graph is not None else None,
-              "--plot": [p.partition("=")[2] for p in plots]})  # fmt: skip
-    return dataclasses.replace(
-        req, plot=plots, graph=graph, html=absolute(req.html), trace=absolute(req.trace), export_onnx=absolute(req.export_onnx)
-    )
+              "--plot": [p.partition("=")[2] for p in plots],
+              "--export-onnx": [onnx, onnx.with_name(onnx.name + ".data")] if onnx is not None else None})  # fmt: skip
+    return dataclasses.replace(req, plot=plots, graph=graph, html=absolute(req.html), trace=absolute(req.trace), export_onnx=onnx)
 
 
 def _check(req: ProfileRequest) -> _Checked:
@@ -68,7 +68,15 @@ def _check(req: ProfileRequest) -> _Checked:
     parse_shape(req.input_shape)
     target = plan("profile", req.output, req.fmt, req.redact)
     if req.plot:
+        from graphprof.render.plots import check_plot
+
         require_matplotlib()
+        for spec in req.plot:
+            check_plot(spec)
+    if req.trace is not None:  # every file the run writes is checked now, not after the report
+        from graphprof.base.atomic import check_folder
+
+        check_folder(req.trace)
     if req.graph is not None:
         from graphprof_cli.graphs import check_graph_path
 
@@ -76,10 +84,9 @@ def _check(req: ProfileRequest) -> _Checked:
     if req.html is not None:
         check_html_path(req.html)
     if req.export_onnx is not None:
-        from graphprof.base.atomic import check_path
-        from graphprof.graph.onnx_export import require_onnx
+        from graphprof.graph.onnx_export import check_onnx_path, require_onnx
 
-        check_path(req.export_onnx)
+        check_onnx_path(req.export_onnx)
         require_onnx()
     measuring = None
     if not req.measure:  # a bad measurement option is an error even when --measure is not given

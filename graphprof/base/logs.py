@@ -11,7 +11,12 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["quiet_loggers"]
+__all__ = ["FAKE_TENSOR_LOGGER", "quiet_loggers"]
+
+#: torch's FakeTensor logger: it logs a meta kernel's failure with the whole traceback (at ERROR) before
+#: raising it, and graphprof names that failure in one line of its own; quiet (``logging.CRITICAL``) wherever
+#: FakeTensors run (the dry run, a training step, Dynamo's export).
+FAKE_TENSOR_LOGGER = "torch._subclasses.fake_tensor"
 
 
 @contextmanager

@@ -31,7 +31,7 @@ from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchma
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
 from graphprof.calibrate.samples import first_touch_of, samples_from_context, samples_from_table
-from graphprof.calibrate.store import write_preset
+from graphprof.calibrate.store import check_preset_path, write_preset
 from graphprof.devices.hardware import PRECISIONS, Hardware, local_hardware, match_hardware
 from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
 from graphprof.devices.opmodel import FirstTouch, OpModel, Sample
@@ -187,6 +187,7 @@ def calibrate(
     dev = resolve_device(device)  # an unknown device, or CUDA without a GPU: one line, exit 2
     if threads is not None and (isinstance(threads, bool) or threads < 1):
         raise InvalidInputError(f"threads must be a positive integer, got {threads!r}")
+    check_preset_path(output)  # a link where local.json should be: refused now, not after minutes of measuring
     before_threads = torch.get_num_threads()
     load_before = loadavg()
     start = time.perf_counter()

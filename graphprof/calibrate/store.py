@@ -8,12 +8,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphprof.base.atomic import locked, write_atomic
+from graphprof.base.atomic import check_path, locked, write_atomic
 from graphprof.devices.local import FORMAT, local_path
 from graphprof.errors import OutputError
 from graphprof.schemas import envelope
 
-__all__ = ["write_preset"]
+__all__ = ["check_preset_path", "write_preset"]
+
+
+def check_preset_path(path: Path | None = None) -> None:
+    """Before measuring: the preset can be written to ``path`` (default :func:`local_path`, whose folder is
+    made when missing): a regular file or none, never a symbolic link followed to replace what it points at
+    (:func:`graphprof.base.atomic.check_path`)."""
+    target = local_path() if path is None else path
+    if path is None and not target.parent.exists():
+        return  # the cache's folder is graphprof's to make, at the write
+    check_path(target)
 
 
 def write_preset(preset: dict[str, Any], path: Path | None = None) -> Path:

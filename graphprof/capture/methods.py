@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from torch import nn
 
 from graphprof.base.choices import Method, WarmUp
 from graphprof.base.inputs import materialize
-from graphprof.base.logs import quiet_loggers
+from graphprof.base.logs import FAKE_TENSOR_LOGGER, quiet_loggers
 from graphprof.errors import CaptureError, InvalidInputError, ModelBuildError, one_line
 from graphprof.models.family import CUSTOM
 
@@ -334,7 +335,7 @@ def _dynamo_export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
 
     # no torch._dynamo.reset() around the export: it would throw away the caller's torch.compile caches
     export = torch._dynamo.export(model, assume_static_by_default=static_shapes)
-    with quiet_loggers(*_TORCH_LOGGERS):
+    with quiet_loggers(*_TORCH_LOGGERS), quiet_loggers(FAKE_TENSOR_LOGGER, level=logging.CRITICAL):
         result = export(*materialize(args, _device_of(model)), **materialize(kwargs, _device_of(model)))
     return result.graph_module
 

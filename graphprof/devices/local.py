@@ -86,13 +86,30 @@ def read_local(path: Path | None = None) -> dict[str, Any] | None:
     if not isinstance(data, dict) or data.get("format") != FORMAT or not {"hardware", "calibration"} <= set(data):
         raise InvalidInputError(f"the local calibration {path} is of another version; run `graphprof calibrate` again")
     problem = _fields(data["hardware"], "hardware", _HARDWARE) or _fields(data["calibration"], "calibration", _CALIBRATION)
-    problem = problem or _rates(data["calibration"]["rates"])
+    problem = problem or _rates(data["calibration"]["rates"]) or _schema_problem(data)
     if problem:
         raise InvalidInputError(f"the local calibration {path} is damaged: {problem}; run `graphprof calibrate` again")
     learned = data.get("learned", [])
     kept = [row for row in learned if usable_learned(row)] if isinstance(learned, list) else []
     refused = (len(learned) if isinstance(learned, list) else 1) - len(kept)
     return {**data, "learned": kept, **({"learned_refused": refused} if refused else {})}
+
+
+def _schema_problem(data: dict[str, Any]) -> str | None:
+    """Where ``data`` leaves the calibration's JSON schema (``graphprof/schemas/calibrate.schema.json``: every
+    field's type and range, a peak of 1e308 or a string among the op model's coefficients), else ``None``.
+    Without ``jsonschema`` installed, the field checks above alone. A file without the envelope (``kind``,
+    ``schema_version``: written by hand, or before it) is read as the current version (``format`` is the gate)."""
+    from graphprof.errors import MissingDependencyError
+    from graphprof.schemas import envelope, validate
+
+    try:
+        validate({**envelope("calibrate"), **data}, "calibrate")
+    except MissingDependencyError:
+        return None
+    except InvalidInputError as exc:
+        return str(exc).removeprefix("calibrate JSON does not fit its schema at ")
+    return None
 
 
 def usable_learned(row: object) -> bool:

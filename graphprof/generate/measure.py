@@ -44,8 +44,16 @@ class _Clock:
 
 def _model(model: nn.Module | str, batch: int, prompt: int, device: torch.device, dtype: torch.dtype) -> tuple[nn.Module, str]:
     if isinstance(model, str):
-        from graphprof.models import resolve_model
+        from graphprof.base.limits import require_fits, weight_bytes
+        from graphprof.measure.run import free_memory
+        from graphprof.models import resolve_model, spec_family
 
+        if spec_family(model) is not None:  # a catalogue model's weights, counted on the meta device: refused up front
+            counted = resolve_model(model, input_shape=(batch, prompt), device="meta").model  # (a user's factory runs once)
+            skip = "leave out the real run (--measure) for the dry run's estimate alone"
+            require_fits(
+                weight_bytes(counted, dtype), f"measuring generation of {model} on {device}", budget=free_memory(device), skip=skip
+            )
         built = resolve_model(model, input_shape=(batch, prompt), device=str(device)).model
         return keep_ties(built, lambda m: m.to(dtype)).eval(), built.__class__.__name__
     tensors = [*model.parameters(), *model.buffers()]

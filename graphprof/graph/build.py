@@ -274,7 +274,7 @@ class GraphBuilder(Observer):
             return
         else:
             module = layer.module if layer is not None else None
-            short = called_op(str(event.func.overloadpacket.__name__))
+            short = called_op(op_name(event.func).rpartition(".")[2])  # flex_attention (an operator, no packet) too
             base = ".".join(filter(None, [module, short]))
             n = self.anonymous.get(base, 0)
             self.anonymous[base] = n + 1

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from graphprof.base.atomic import write_atomic
+from graphprof.base.atomic import check_path, write_atomic
 from graphprof.errors import MissingDependencyError, OutputError
 from graphprof.graph.model import Graph
 from graphprof.schemas import envelope
@@ -41,12 +41,10 @@ _GRAPHVIZ_HINT = "install Graphviz: apt-get install graphviz (Debian/Ubuntu) or 
 
 
 def check_paths(paths: Iterable[Path], *, overwrite: bool) -> None:
-    """Raise :class:`OutputError` unless every path can be written (directory exists; no clobbering)."""
+    """Raise :class:`OutputError` unless every path can be written (:func:`graphprof.base.atomic.check_path`:
+    its folder exists and is writable, it is no folder nor link; no clobbering)."""
     for path in paths:
-        if not path.parent.is_dir():
-            raise OutputError(f"cannot write {path}: directory {path.parent} does not exist")
-        if path.is_dir():
-            raise OutputError(f"cannot write {path}: it is a directory")
+        check_path(path)
         if path.exists() and not overwrite:
             raise OutputError(f"{path} exists; pass overwrite (overwrite_module=True) to replace it")
 

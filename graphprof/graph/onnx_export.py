@@ -22,6 +22,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 from collections import Counter
 from collections.abc import Iterator
@@ -32,14 +33,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.base.atomic import check_path
+from graphprof.base.atomic import check_path, install_staged, staged_files
 from graphprof.base.choices import Phase
 from graphprof.base.inputs import materialize
 from graphprof.base.logs import quiet_loggers
 from graphprof.cost.result import Profile
-from graphprof.errors import CaptureError, InvalidInputError, MissingDependencyError, one_line
+from graphprof.errors import CaptureError, GraphprofError, InvalidInputError, MissingDependencyError, OutputError, one_line
 
-__all__ = ["OpCountCheck", "OnnxExport", "export_onnx", "onnx_op_types", "require_onnx", "INSTALL_HINT"]
+__all__ = ["OpCountCheck", "OnnxExport", "check_onnx_path", "export_onnx", "onnx_op_types", "require_onnx", "INSTALL_HINT"]
 
 INSTALL_HINT = "pip install 'graphprof[onnx]' (onnx and onnxscript)"
 
@@ -152,6 +153,16 @@ def _quiet_exporter() -> Iterator[None]:
         yield
 
 
+def check_onnx_path(path: Path | str) -> Path:
+    """Before any work: ``path`` and its weights' sidecar ``path.data`` can be written as regular files (a
+    device, FIFO, descriptor or symbolic link is refused: the sidecar would land beside it); the sidecar's path."""
+    path = Path(path)
+    data = path.with_name(path.name + ".data")
+    for target in (path, data):
+        check_path(target, regular=True)
+    return data
+
+
 def export_onnx(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], path: Path | str, profile: Profile) -> OnnxExport:
     """Write ``model`` (called as ``model(*args, **kwargs)``) to the ONNX file ``path`` and check the graph's
     convolutions and matrix products against ``profile``'s recorded calls (see the module docstring).
@@ -164,7 +175,7 @@ def export_onnx(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
     """
     require_onnx()
     path = Path(path)
-    check_path(path)
+    data = check_onnx_path(path)
     if any(p.is_meta for p in model.parameters()):
         raise InvalidInputError(
             "the model was built on the meta device (no weights to write): prepare it with device='cpu' to export it to ONNX"
@@ -173,17 +184,37 @@ def export_onnx(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
     real_args, real_kwargs = materialize(args, device), materialize(kwargs, device)
     training = model.training
     model.eval()
-    try:
-        with _quiet_exporter():
-            torch.onnx.export(model, real_args, str(path), kwargs=real_kwargs, dynamo=True, verbose=False)
+    try:  # written in a folder of its own beside ``path``, then renamed into place: nothing left on failure
+        with staged_files(path) as folder:
+            with _quiet_exporter():
+                torch.onnx.export(model, real_args, str(folder / path.name), kwargs=real_kwargs, dynamo=True, verbose=False)
+            opset, op_types = onnx_op_types(folder / path.name)
+            written = (data, path) if (folder / data.name).exists() else (path,)
+            for target in written:  # the weights first: the model file never names weights that are not there
+                install_staged(folder / target.name, target)
+    except GraphprofError:
+        raise
     except Exception as exc:  # the exporter's failures are many and unrelated; each named in one line
-        raise CaptureError(f"torch.onnx.export failed for {type(model).__name__}: {one_line(exc, 400, with_type=True)}") from exc
+        raise _export_failed(model, path, exc) from exc
     finally:
         model.train(training)
-    opset, op_types = onnx_op_types(path)
     ours = _graphprof_counts(profile)
     checks = tuple(
         OpCountCheck(kind, onnx_ops, sum(op_types.get(t, 0) for t in onnx_ops), ours[kind]) for kind, (onnx_ops, _) in _KINDS.items()
     )
-    data = path.with_name(path.name + ".data")
-    return OnnxExport(path, (path, data) if data.exists() else (path,), opset, op_types, checks)
+    return OnnxExport(path, written[::-1], opset, op_types, checks)
+
+
+#: A write that failed for want of room (disk full, a file-size limit, a quota) or of a writable disk.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def _export_failed(model: nn.Module, path: Path, exc: Exception) -> GraphprofError:
+    """The exporter's failure as graphprof's error: an :class:`OutputError` (exit 7) when writing the files
+    failed (an ``OSError`` of :data:`_WRITE_ERRNOS` anywhere in its chain), else a :class:`CaptureError`."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno in _WRITE_ERRNOS:
+            return OutputError(f"cannot write {str(path)!r}: {cause.strerror or cause}")
+        cause = cause.__cause__ or cause.__context__
+    return CaptureError(f"torch.onnx.export failed for {type(model).__name__}: {one_line(exc, 400, with_type=True)}")

@@ -32,9 +32,10 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
+from graphprof.base import limits
 from graphprof.base.choices import Mode, Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs, materialize
-from graphprof.base.limits import format_bytes
+from graphprof.base.limits import require_fits, weight_bytes
 from graphprof.base.tied import keep_ties
 from graphprof.capture.methods import preserved_state
 from graphprof.devices.local import detect_host
@@ -87,25 +88,11 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 def free_memory(device: torch.device) -> int | None:
-    """Bytes the device can still give: ``cudaMemGetInfo`` on CUDA, ``MemAvailable`` on Linux, else ``None``."""
+    """Bytes the device can still give: ``cudaMemGetInfo`` on CUDA, else the host's
+    (:func:`graphprof.base.limits.available_memory`: ``MemAvailable`` on Linux)."""
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _state_bytes(model: nn.Module, dtype: torch.dtype | None) -> int:
-    total = 0
-    for t in [*model.parameters(), *model.buffers()]:
-        size = dtype.itemsize if dtype is not None and t.is_floating_point() else t.element_size()
-        total += t.numel() * size
-    return total
+    return limits.available_memory()  # looked up on the module: one figure for every check, lowered alike in tests
 
 
 def _tensor_bytes(tree: Any) -> int:
@@ -273,7 +260,7 @@ def _check_fits(
 ) -> None:
     """Refuse, before allocating anything, a run whose weights, inputs, peak activations (the dry run's
     figure, when given) and, in train mode, gradients and optimizer state exceed the device's free memory."""
-    state = _state_bytes(model, dtype)
+    state = weight_bytes(model, dtype)
     input_bytes = sum(
         t.numel() * (dtype.itemsize if dtype is not None and t.is_floating_point() else t.element_size())
         for t in torch.utils._pytree.tree_leaves((args, kwargs))
@@ -286,11 +273,9 @@ def _check_fits(
         + (state * (3 if Optimizer.parse(options.optimizer) is Optimizer.ADAMW else 2) if train else 0)
     )
     free = free_memory(dev)
-    if free is not None and need > free:
-        raise InvalidInputError(
-            f"measuring {name} on {dev} needs at least {format_bytes(need)} (weights, inputs, activations"
-            f"{', gradients and optimizer state' if train else ''}) but only {format_bytes(free)} is free"
-        )
+    if free is not None:  # the one check before a real allocation (graphprof.base.limits.require_fits)
+        what = f"measuring {name} on {dev} (weights, inputs, activations{', gradients and optimizer state' if train else ''})"
+        require_fits(need, what, budget=free, skip="leave out the real run (--measure) for the dry run's estimate alone")
 
 
 def _trace_folder(trace_dir: str | Path | None) -> None:
@@ -413,7 +398,7 @@ def _memory(run: _Run, notes: list[str]) -> MeasuredMemory:
             one_step()  # optimizer state exists before the measured step, as in a training loop
         # live before the measured step: weights, buffers, inputs and (train) the optimizer's state
         resident = (
-            _state_bytes(work, None) + _tensor_bytes((run.args, run.kwargs)) + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
+            weight_bytes(work, None) + _tensor_bytes((run.args, run.kwargs)) + (_tensor_bytes(mem_opt.state) if mem_opt is not None else 0)
         )
         run_peak, reserved = peak_during(one_step, dev)
         tracked = _breakdown(work, one_step, dev, mem_opt, notes) if run.options.breakdown else None

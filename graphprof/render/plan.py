@@ -92,16 +92,23 @@ def render_checkpoint_plan(cp: CheckpointPlan, before: StepBreakdown) -> Rendera
     if not cp.feasible:
         lines.append(
             Text(
-                f"no choice of modules brings the step under {format_bytes(cp.budget_bytes)}: checkpointing them all leaves the plan below",
+                f"no choice of modules brings the step under {format_bytes(cp.budget_bytes)}"
+                f"{' on a real step' if cp.measured_peak_bytes is not None else ''}: the plan below is the closest found",
                 style="bold red",
             )
         )
     if cp.planned is not None:
         after = cp.planned.peak
         step = f"; step {cp.step_s * 1e3:.3g} ms -> {(cp.step_s + cp.recompute_s) * 1e3:.3g} ms (est.)" if cp.step_s is not None else ""
+        if cp.measured_peak_bytes is not None:
+            peak = (
+                f"{format_bytes(cp.measured_peak_bytes)} measured on a real step with the plan applied on this CPU "
+                f"(simulated: {format_bytes(after.breakdown.total)} in the {after.phase.value})"
+            )
+        else:
+            peak = f"{format_bytes(after.breakdown.total)} in the {after.phase.value} (simulated with the plan applied)"
         lines.append(Text(
-            f"peak {format_bytes(before.total)} -> {format_bytes(after.breakdown.total)} in the {after.phase.value} "
-            f"(simulated with the plan applied); recompute {format_count(cp.recompute_flops)} FLOPs, "
+            f"peak {format_bytes(before.total)} -> {peak}; recompute {format_count(cp.recompute_flops)} FLOPs, "
             f"{cp.recompute_s * 1e3:.3g} ms{step}", style="bold"))  # fmt: skip
     return Group(*lines)
 

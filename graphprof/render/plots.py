@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graphprof.base.atomic import write_atomic
+from graphprof.base.atomic import check_path, write_atomic
 from graphprof.cost.bounds import Bound
 from graphprof.cost.result import Profile
 from graphprof.errors import MissingDependencyError, OutputError
@@ -27,6 +27,7 @@ from graphprof.render.measured import estimated_layer_seconds, predicted_layer_s
 __all__ = [
     "PLOT_KINDS",
     "PLOT_FORMATS",
+    "check_plot",
     "parse_plot_spec",
     "require_matplotlib",
     "render_roofline_plot",
@@ -233,6 +234,14 @@ def render_layers_plot(profile: Profile, *, top: int = DEFAULT_PLOT_LAYERS, fmt:
 
 
 _RENDERERS: dict[str, Callable[..., bytes]] = {"roofline": render_roofline_plot, "layers": render_layers_plot}
+
+
+def check_plot(spec: str | os.PathLike[str]) -> Path:
+    """Before any work: the chart ``spec`` names (:func:`parse_plot_spec`) can be written
+    (:func:`graphprof.base.atomic.check_path`); its path."""
+    path = parse_plot_spec(os.fspath(spec))[1]
+    check_path(path)
+    return path
 
 
 def write_plot(profile: Profile, spec: str | os.PathLike[str]) -> Path:

@@ -3,15 +3,19 @@ dtype if asked; small constants keep their values, so a forward that reads them 
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any, cast
 
 import torch
 from torch import nn
 
+from graphprof.base.logs import FAKE_TENSOR_LOGGER, quiet_loggers
 from graphprof.errors import DataDependentError
 from graphprof.run.shapes import new_fake
 
-__all__ = ["fake_mode", "Converter", "all_meta", "plain_dense", "fake_from_metadata", "small_tensor_attributes", "nbytes"]
+__all__ = ["fake_mode", "faking", "Converter", "all_meta", "plain_dense", "fake_from_metadata", "small_tensor_attributes", "nbytes"]
 
 
 def fake_mode() -> Any:
@@ -20,6 +24,15 @@ def fake_mode() -> Any:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+@contextlib.contextmanager
+def faking(mode: Any) -> Iterator[None]:
+    """Enter ``mode`` (from :func:`fake_mode`) for a block, with torch's FakeTensor logger quiet: it logs a
+    meta kernel's failure with the whole traceback before raising, and graphprof names that failure in one
+    line of its own (the library never prints). The logger's level is put back after the block."""
+    with quiet_loggers(FAKE_TENSOR_LOGGER, level=logging.CRITICAL), mode:
+        yield
 
 
 #: Real buffers up to this many elements keep their values on a dry run (see :func:`run_model`).

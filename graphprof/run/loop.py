@@ -53,7 +53,7 @@ from graphprof.errors import DataDependentError, ShapePropagationError
 from graphprof.run.dispatch import EventBus, watch
 from graphprof.run.events import Layer, Observer, Producer, RunContext, RunOutcome
 from graphprof.run.failures import MetaDeviceError
-from graphprof.run.fakes import Converter, all_meta, nbytes, small_tensor_attributes
+from graphprof.run.fakes import Converter, all_meta, faking, nbytes, small_tensor_attributes
 from graphprof.run.layers import graph_layers, run_eager, run_graph
 from graphprof.run.values import IndexValues
 
@@ -105,7 +105,7 @@ def run_model(
 
     with contextlib.ExitStack() as stack:
         if convert.fake_mode is not None:
-            stack.enter_context(convert.fake_mode)
+            stack.enter_context(faking(convert.fake_mode))
         run = _RunTensors.convert(convert, named, args, kwargs, keep_real=not fake and dtype is None)
         if fake_run:
             loop.values = IndexValues.of_inputs((args, kwargs), (run.args, run.kwargs))

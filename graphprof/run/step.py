@@ -37,7 +37,7 @@ from graphprof.base.choices import Phase
 from graphprof.base.tied import retie, tied_groups
 from graphprof.run.dispatch import EventBus, watch
 from graphprof.run.events import Observer, RunContext
-from graphprof.run.fakes import fake_mode
+from graphprof.run.fakes import fake_mode, faking
 from graphprof.run.layers import module_layers
 
 __all__ = ["StepSpec", "run_step"]
@@ -78,7 +78,7 @@ def run_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], ob
         work = work.to(spec.dtype)  # on the copy, before its parameters become FakeTensors
     with contextlib.ExitStack() as stack:
         if not spec.real:
-            stack.enter_context(fake_mode())
+            stack.enter_context(faking(fake_mode()))
             work = work.to_empty(device="cpu")  # FakeTensors: shapes and dtypes, no memory
         retie(work, tied)  # to_empty unties them: the step would hold a second embedding, its gradient and state
         for wrap in spec.wraps:

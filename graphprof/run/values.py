@@ -75,17 +75,18 @@ class IndexValues:
                 self.known[fake] = real.clone()
 
     def value(self, t: torch.Tensor) -> torch.Tensor | None:
-        """The real value of ``t``: kept for a fake, the tensor itself for a real one (a constant such as the
-        ``True`` of ``mask[idx] = True``, lifted into the run), a fake constant's own; ``None`` when unknown."""
+        """The real value of index tensor ``t``: kept for a fake, the tensor itself for a real one (a constant
+        such as the ``True`` of ``mask[idx] = True``, lifted into the run), a fake constant's own; ``None`` when
+        unknown, and for floating-point tensors, whose values stay unread."""
         from torch._subclasses.fake_tensor import FakeTensor
 
         known = self.known.get(t)
         if known is not None:
             return cast(torch.Tensor, known)
         if not isinstance(t, FakeTensor):
-            return t if not t.is_meta else None
-        constant = getattr(t, "constant", None)
-        return constant if isinstance(constant, torch.Tensor) else None
+            return t if is_index(t) and not t.is_meta else None
+        constant = getattr(t, "constant", None)  # FakeTensorMode drops it when the tensor is written
+        return constant if is_index(constant) else None
 
     def _real_args(self, args: Any) -> Any | None:
         """``args`` with every tensor replaced by its real value, or ``None`` when one is not known."""

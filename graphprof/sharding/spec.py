@@ -51,6 +51,11 @@ def _degree(text: str, part: str) -> tuple[str, int]:
     strategy, sep, count = part.strip().partition(":")
     if strategy not in STRATEGIES or not sep:
         raise InvalidInputError(f"sharding {text!r}: write STRATEGY:RANKS with STRATEGY one of {', '.join(STRATEGIES)} ({_EXAMPLE})")
+    if part.strip().lower() == "fsdp:auto":  # a count only the planner finds (plan_ranks)
+        raise InvalidInputError(
+            f"sharding {text!r}: fsdp:auto finds the fewest ranks that fit a device, a plan of its own: "
+            "graphprof shard --model M fsdp:auto --fits --hardware h100 (graphprof.training.plan_ranks)"
+        )
     if not count.isascii() or not count.isdigit():
         raise InvalidInputError(f"sharding {text!r}: the number of ranks must be a whole number ({_EXAMPLE})")
     if int(count) < 2:

@@ -15,8 +15,11 @@ branch and bound): minimise ``sum(t_i x_i)`` subject to
 * the optimizer's peak is untouched (``<= B`` or nothing can fit).
 
 The model's figures are estimates of where the peak moves; the plan is then simulated again with
-``torch.utils.checkpoint`` applied (the new peak reported is that run's), and when it is still over the
-budget the budget given to the solver is lowered by the excess and the choice made again (3 rounds at most).
+``torch.utils.checkpoint`` applied, and, for a plan made for a CPU, the real step is run with the plan
+applied and its peak measured by the allocator (:class:`~graphprof.training.measured.PlanCheck`: the CPU
+kernels' own buffers, which no dry run sees, are in it). The peak reported, and the one "fits" is decided on,
+is the measured one where there is one, else the simulated one; when it is over the budget the budget given
+to the solver is lowered by the excess and the choice made again (4 rounds at most).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from graphprof.run.events import Layer, Observer, OpEvent
 from graphprof.run.propagate import op_call
 from graphprof.session import BuiltModel
 from graphprof.sharding.spec import ShardSpec
+from graphprof.training.measured import PlanCheck
 from graphprof.training.result import CheckpointChoice, CheckpointPlan, MemoryPlan
 from graphprof.training.simulate import plan_step
 from graphprof.training.step import StepInputs, checkpointed, simulate_step
@@ -48,7 +52,7 @@ from graphprof.training.step import StepInputs, checkpointed, simulate_step
 __all__ = ["BlockCosts", "candidate_blocks", "solve_checkpoint", "plan_checkpoint", "SOLVER"]
 
 SOLVER = "scipy.optimize.milp (HiGHS): exact 0/1 knapsack with the backward's recompute term"
-_ROUNDS = 3
+_ROUNDS = 4
 
 
 def _has_params(module: nn.Module) -> bool:
@@ -187,9 +191,10 @@ def solve_checkpoint(
 
 
 def plan_checkpoint(step: BuiltModel, plan: MemoryPlan, budget: int, hardware: Hardware | None, *, dtype: torch.dtype | None,
-                    optimizer: Optimizer, foreach: bool, shard: ShardSpec | None) -> CheckpointPlan:  # fmt: skip
+                    optimizer: Optimizer, foreach: bool, shard: ShardSpec | None, check: PlanCheck | None = None) -> CheckpointPlan:  # fmt: skip
     """The checkpoint plan of ``step`` (a :class:`graphprof.session.BuiltModel`) under ``budget`` bytes;
-    ``plan`` is its unplanned :class:`MemoryPlan`. See the module docstring."""
+    ``plan`` is its unplanned :class:`MemoryPlan`; ``check`` measures a plan's real peak on this CPU. See the
+    module docstring."""
     if hardware is None:
         raise InvalidInputError("a checkpoint plan predicts recompute time on a device: give hardware (--hardware)")
     if shard is not None:
@@ -205,20 +210,23 @@ def plan_checkpoint(step: BuiltModel, plan: MemoryPlan, budget: int, hardware: H
     peaks = {p.phase: p.breakdown.total for p in plan.phases}
     flops = [sum(op.cost.flops for op in costs.blocks[b].ops) for b in blocks]
     step_s, how = _seconds(costs.step_ops, run_dtype, hardware, calibration)
-    target, chosen, planned = budget, None, None
+    target, chosen, planned, measured = budget, None, None, None
     for _ in range(_ROUNDS):
         chosen = solve_checkpoint(freed, saved, timed, peaks.get(Phase.FORWARD, 0), peaks.get(Phase.BACKWARD, 0), target)
         if chosen is None or peaks.get(Phase.OPTIMIZER, 0) > budget:
             chosen = [True] * len(blocks)
-        names = {b for b, c in zip(blocks, chosen, strict=True) if c}
-        planned = plan_step(step, dtype=dtype, optimizer=optimizer, foreach=foreach, shard=None, wraps=(checkpointed(names),))
-        if planned.peak_bytes <= budget or not any(chosen) or all(chosen):
+        names = frozenset(b for b, c in zip(blocks, chosen, strict=True) if c)
+        planned = plan_step(step, dtype=dtype, optimizer=optimizer, foreach=foreach, shard=None, wraps=(checkpointed(set(names)),))
+        measured = check.peak(names) if check is not None else None
+        peak = planned.peak_bytes if measured is None else measured
+        if peak <= budget or all(chosen):
             break
-        target -= planned.peak_bytes - budget
+        target -= peak - budget
     assert chosen is not None and planned is not None
     choices = tuple(CheckpointChoice(b, f, fl, t, c) for b, f, fl, t, c in zip(blocks, freed, flops, timed, chosen, strict=True))
     return CheckpointPlan(
         budget_bytes=budget, choices=choices, solver=SOLVER, timing=how,
         solver_peak_bytes=max(peaks.get(Phase.FORWARD, 0) - sum(f for f, c in zip(freed, chosen, strict=True) if c), 0),
-        planned=replace(planned, notes=()), feasible=planned.peak_bytes <= budget, step_s=step_s,
+        planned=replace(planned, notes=()), feasible=(planned.peak_bytes if measured is None else measured) <= budget, step_s=step_s,
+        measured_peak_bytes=measured, measured_source=check.source if check is not None else None,
     )  # fmt: skip

@@ -19,41 +19,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.base.choices import Optimizer
+from graphprof.base.choices import Lowering, Optimizer
+from graphprof.base.limits import parse_memory
 from graphprof.base.options import parse_dtype
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
-from graphprof.session import build_model
+from graphprof.session import BuiltModel, build_model
 from graphprof.sharding.spec import ShardSpec, parse_shard
+from graphprof.training.measured import PlanCheck
 from graphprof.training.result import MemoryPlan
 from graphprof.training.simulate import plan_step
 
 __all__ = ["plan_memory", "parse_memory"]
-
-
-#: Byte units, decimal as everywhere in graphprof (``format_bytes``; a device's ``memory_gb``), binary by name.
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_memory(text: str | int) -> int:
-    """``"40GB"`` -> ``40_000_000_000``; ``"1.5GiB"``, ``"800 MB"`` and a plain number of bytes too.
-
-    >>> parse_memory("40GB"), parse_memory("1GiB"), parse_memory(512)
-    (40000000000, 1073741824, 512)
-    """
-    if isinstance(text, int) and not isinstance(text, bool):
-        value, unit = float(text), "b"
-    else:
-        raw = str(text).strip().lower().replace(" ", "")
-        number = raw.rstrip("kmgtib")
-        unit = raw[len(number) :] or "b"
-        try:
-            value = float(number)
-        except ValueError:
-            value = float("nan")
-    if unit not in _UNITS or not value > 0 or value == float("inf"):
-        raise InvalidInputError(f"memory {text!r}: write a positive size such as 40GB, 800MB or 1.5GiB")
-    return int(value * _UNITS[unit])
 
 
 def plan_memory(
@@ -69,11 +46,14 @@ def plan_memory(
     input_shape: Sequence[int] | str | None = None,
     example_inputs: tuple[Any, ...] | None = None,
     example_kwargs: dict[str, Any] | None = None,
+    verify: bool | None = None,
 ) -> MemoryPlan:
     """Will a training step of ``model_or_name`` fit ``hardware``? See the module docstring.
 
     ``foreach`` (the optimizer's multi-tensor step) defaults to what torch picks on the device: on for a
     GPU preset (NVIDIA's or AMD's: ROCm runs torch's CUDA defaults), off for the CPU. ``memory_budget`` (bytes, or ``"40GB"``) adds a checkpoint plan.
+    ``verify`` runs the plan for real on this machine's CPU (random weights) and decides "fits" on the
+    allocator's peak; by default on for a CPU preset's plan (a GPU's kernels are not this CPU's).
     """
     opt = Optimizer.parse(optimizer) if isinstance(optimizer, str) else optimizer
     device = get_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -88,9 +68,22 @@ def plan_memory(
     if budget is not None:
         from graphprof.training.checkpoint import plan_checkpoint
 
+        check = _plan_check(step, plan, device, run_dtype, opt) if (verify if verify is not None else _on_cpu(device, spec)) else None
         plan = replace(
-            plan, checkpoint=plan_checkpoint(step, plan, budget, device, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec)
+            plan,
+            checkpoint=plan_checkpoint(step, plan, budget, device, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec, check=check),
         )
     if device is None:
         return plan
     return replace(plan, device=device.label, device_memory_bytes=device.memory_bytes)
+
+
+def _on_cpu(device: Hardware | None, shard: ShardSpec | None) -> bool:
+    """A plan whose step runs on a CPU, on one device: its real peak can be measured here."""
+    return device is not None and device.target is Lowering.CPU and shard is None
+
+
+def _plan_check(step: BuiltModel, plan: MemoryPlan, device: Hardware | None, dtype: torch.dtype | None, opt: Optimizer) -> PlanCheck:
+    if device is not None and device.target is not Lowering.CPU:
+        raise InvalidInputError(f"verify=True measures a plan on this machine's CPU; {device.name} is not a CPU preset")
+    return PlanCheck(step.model, step.args, step.kwargs, dtype=dtype, optimizer=opt, expected_bytes=plan.peak_bytes)

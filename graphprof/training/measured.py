@@ -17,17 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import set_checkpoint_early_stop
 
 from graphprof.base.choices import Optimizer, Phase
+from graphprof.base.inputs import materialize
+from graphprof.base.limits import require_fits
 from graphprof.measure.memory import peak_during
+from graphprof.measure.run import cast_inputs, materialized
 from graphprof.run.step import Wrap
-from graphprof.training.step import make_optimizer, storage_bytes, train_step
+from graphprof.training.step import checkpointed, make_optimizer, storage_bytes, train_step
 from graphprof.training.tracker import optimizer_tensors
 
-__all__ = ["MeasuredStep", "measure_step"]
+__all__ = ["MeasuredStep", "PlanCheck", "measure_step"]
 
 
 @dataclass(frozen=True)
@@ -93,9 +97,7 @@ def measure_step(
     step_model.train()
     opt = make_optimizer(step_model, Optimizer.parse(optimizer), foreach=False)
     try:
-        train_step(step_model, args, kwargs, opt)  # creates the optimizer's state
-        base = storage_bytes([*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]])
-        extra, _ = peak_during(lambda: train_step(step_model, args, kwargs, opt), "cpu")
+        base, extra = _peak(step_model, args, kwargs, opt)
         times = []
         for _ in range(max(1, repeats)):
             clock.seconds = 0.0
@@ -109,3 +111,41 @@ def measure_step(
             h.remove()
     # the least disturbed sample of each (another process's burst only ever adds time)
     return MeasuredStep(base + extra, base, min(t for t, _ in times), min(r for _, r in times))
+
+
+def _peak(step_model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], opt: Any) -> tuple[int, int]:
+    """A first step (the optimizer's state made), then the bytes held before a second and the allocator's
+    most on top of them during it."""
+    train_step(step_model, args, kwargs, opt)
+    base = storage_bytes([*step_model.parameters(), *step_model.buffers(), *optimizer_tensors(opt), *tree_flatten((args, kwargs))[0]])
+    extra, _ = peak_during(lambda: train_step(step_model, args, kwargs, opt), "cpu")
+    return base, extra
+
+
+class PlanCheck:
+    """The real CPU peak of a checkpoint plan applied to the step: the model built with (random) weights once,
+    its inputs made real, and for each set of modules a fresh copy checkpointed on them, stepped twice (the
+    first makes the optimizer's state), the second measured by the allocator. This is how a plan made for a
+    CPU says "fits" on what a real step holds: the CPU kernels' own buffers (the matrix product's copy of a
+    transposed gradient, oneDNN's convolution workspace) are in it, which a dry run cannot see.
+
+    Before anything is allocated the step's simulated peak (``expected_bytes``) is checked against this
+    machine's available memory (:func:`graphprof.base.limits.require_fits`)."""
+
+    def __init__(self, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *, dtype: Any, optimizer: Optimizer,
+                 expected_bytes: int) -> None:  # fmt: skip
+        require_fits(2 * expected_bytes, "checking the checkpoint plan with a real training step on this CPU (twice the step's peak)")
+        cpu = torch.device("cpu")
+        self.model, _ = materialized(model, cpu, dtype, 0)
+        self.args = cast_inputs(materialize(args, cpu), cpu, dtype)
+        self.kwargs = cast_inputs(materialize(kwargs, cpu), cpu, dtype)
+        self.optimizer = optimizer
+        self.source = MeasuredStep.source
+
+    def peak(self, names: frozenset[str]) -> int:
+        """The real step's peak with ``names`` checkpointed (``torch.utils.checkpoint``, as the plan applies it)."""
+        step_model = checkpointed(set(names))(copy.deepcopy(self.model)) if names else copy.deepcopy(self.model)
+        step_model.train()
+        opt = make_optimizer(step_model, self.optimizer, foreach=False)
+        base, extra = _peak(step_model, self.args, self.kwargs, opt)
+        return base + extra

@@ -90,8 +90,10 @@ class CheckpointPlan:
     """Which modules to recompute so the step fits ``budget_bytes`` at the least recompute time.
 
     ``solver`` names the method (``scipy.optimize.milp`` (HiGHS), exact for this 0/1 knapsack); the new
-    peak (``planned``) comes from the step simulated again with the plan applied, not from the
-    subtraction the solver used (``solver_peak_bytes``)."""
+    peak comes from the step simulated again with the plan applied (``planned``), not from the
+    subtraction the solver used (``solver_peak_bytes``), and, for a plan made for a CPU, from the real
+    step with the plan applied (``measured_peak_bytes``, the allocator's): :attr:`peak_bytes` is the
+    measured one where there is one, and ``feasible`` is decided on it."""
 
     budget_bytes: int
     choices: tuple[CheckpointChoice, ...]
@@ -102,6 +104,17 @@ class CheckpointPlan:
     step_s: float | None = None
     #: how times were predicted (a device's calibration, or the roofline's lower bound)
     timing: str = ""
+    #: the real step's peak with the plan applied, on this machine's CPU (``None``: not measured, a GPU's plan)
+    measured_peak_bytes: int | None = None
+    #: how it was measured
+    measured_source: str | None = None
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """The applied plan's peak: measured where it was, else simulated."""
+        if self.measured_peak_bytes is not None:
+            return self.measured_peak_bytes
+        return None if self.planned is None else self.planned.peak_bytes
 
     @property
     def chosen(self) -> tuple[CheckpointChoice, ...]:
@@ -118,7 +131,9 @@ class CheckpointPlan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "budget_bytes": self.budget_bytes, "solver": self.solver, "feasible": self.feasible,
-            "solver_peak_bytes": self.solver_peak_bytes, "recompute_flops": self.recompute_flops,
+            "solver_peak_bytes": self.solver_peak_bytes, "peak_bytes": self.peak_bytes,
+            "measured_peak_bytes": self.measured_peak_bytes, "measured_source": self.measured_source,
+            "recompute_flops": self.recompute_flops,
             "recompute_s_estimated": self.recompute_s, "step_s_estimated": self.step_s, "timing": self.timing,
             "choices": [c.to_dict() for c in self.choices],
             "planned": None if self.planned is None else self.planned.to_dict(),

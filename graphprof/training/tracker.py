@@ -35,6 +35,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
 from graphprof.base.choices import Phase
+from graphprof.formulas.registry import op_name
 from graphprof.run.events import Layer, Observer, OpEvent, RunContext
 
 __all__ = ["StepMemory", "PeakSnapshot", "dense_tensors", "optimizer_tensors"]
@@ -139,7 +140,7 @@ class StepMemory(Observer):
                 self._resize(ref, size)
         held = self.peaks.get(self.phase)
         if held is None or self.current > held.live:
-            self._settle(str(event.func.overloadpacket.__name__), event.layer)
+            self._settle(op_name(event.func).rpartition(".")[2], event.layer)  # aten.add -> add; flex_attention as named
 
     def _resize(self, ref: StorageWeakRef, size: int) -> None:
         change = size - self.live.get(ref, 0)
