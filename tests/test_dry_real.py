@@ -41,12 +41,8 @@ class MaskWritten(nn.Module):
         return self.lin(h[mask])
 
 
-class MaskThroughView(nn.Module):
+class MaskThroughView(MaskWritten):
     """Writes through views of a mask (a slice's ``fill_``, ``masked_fill_``), then selects with the base."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(16, 8)
 
     def forward(self, h: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         mask = torch.zeros(h.shape[0], dtype=torch.bool)

@@ -54,10 +54,11 @@ def test_example_given_help_prints_usage_and_writes_nothing(script: str, tmp_pat
 
 
 @pytest.mark.parametrize("where", ["a-file", "a-file/sub"])
-def test_example_given_an_unusable_folder_is_one_line_exit_2(where: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("script", ["model_profiling_example.py", "scaling_experiment.py"])  # the second writes nothing
+def test_example_given_an_unusable_folder_is_one_line_exit_2(script: str, where: str, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("mine\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "model_profiling_example.py"), str(tmp_path / where)],
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / script), str(tmp_path / where)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[-2000:]
     assert (tmp_path / "a-file").read_text() == "mine\n"
