@@ -26,6 +26,7 @@ from graphprof.training.step import checkpointed
 
 CASES = {
     "resnet18": (16, 3, 224, 224),
+    "resnet50": (8, 3, 224, 224),
     "hf:llama?num_hidden_layers=8": (8, 512),
     "vit_b_16": (16, 3, 224, 224),
     "mobilenet_v3_large": (16, 3, 224, 224),

@@ -78,3 +78,35 @@ def test_resnet18_at_470mb_no_longer_claims_to_fit() -> None:
     cp = json.loads(out.stdout)["checkpoint"]
     assert cp["measured_peak_bytes"] > 470e6 and not cp["feasible"]
     assert cp["planned"]["peak_bytes"] < cp["measured_peak_bytes"]  # the dry run misses the CPU kernels' buffers
+
+
+def test_the_cpu_matrix_product_copies_an_operand_blas_cannot_read() -> None:
+    from graphprof.training.tracker import cpu_matrix_copies
+
+    mm, addmm = torch.ops.aten.mm.default, torch.ops.aten.addmm.default
+    grad = torch.ones(()).expand(4096, 1000)  # a summed loss's gradient: every stride 0
+    w = torch.empty(1000, 64)
+    assert cpu_matrix_copies(mm, (grad, w)) == 4096 * 1000 * 4  # 16,384,000 B copied inside the kernel
+    assert cpu_matrix_copies(mm, (grad.t(), torch.empty(4096, 64))) == 4096 * 1000 * 4
+    assert cpu_matrix_copies(mm, (torch.empty(4096, 1000), w)) == 0  # row-major
+    assert cpu_matrix_copies(mm, (torch.empty(1000, 4096).t(), w)) == 0  # column-major
+    assert cpu_matrix_copies(addmm, (torch.empty(64), torch.empty(8, 1000)[:, ::2], torch.empty(500, 64))) == 8 * 500 * 4
+    assert cpu_matrix_copies(torch.ops.aten.add.Tensor, (grad, grad)) == 0
+
+
+@pytest.mark.slow
+def test_the_lm_heads_backward_copy_puts_the_simulated_peak_on_the_real_one() -> None:
+    # hf:llama (4 layers, vocabulary 32,000) at 4 x 256 tokens: the LM head's backward copies the expanded
+    # loss gradient, 4 x 256 x 32,000 x 4 B = 131 MB, inside the CPU's mm; the step's peak is there
+    from graphprof.base.inputs import materialize
+    from graphprof.measure.run import materialized
+    from graphprof.session import build_model
+
+    plan = plan_memory("hf:llama", input_shape=(4, 256), foreach=False)
+    backward = next(p for p in plan.phases if p.phase.value == "backward")
+    assert (backward.module, backward.op) == ("lm_head", "mm")
+    built = build_model("hf:llama", input_shape=(4, 256))
+    model, _ = materialized(built.model, torch.device("cpu"), None, 0)
+    cpu = torch.device("cpu")
+    real = measure_step(model, materialize(tuple(built.args), cpu), materialize(dict(built.kwargs), cpu), repeats=1).peak_bytes
+    assert abs(plan.peak_bytes / real - 1) < 0.02, (plan.peak_bytes, real)

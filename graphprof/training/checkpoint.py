@@ -32,7 +32,7 @@ from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten
 
-from graphprof.base.choices import OpStatus, Optimizer, Phase
+from graphprof.base.choices import Lowering, OpStatus, Optimizer, Phase
 from graphprof.cost.bounds import roofline_time
 from graphprof.cost.count import op_record
 from graphprof.cost.result import OpRecord
@@ -153,7 +153,7 @@ def _seconds(ops: list[OpRecord], dtype: str, hardware: Hardware, calibration: C
     forward, :func:`graphprof.devices.predict.predict_ops`), else each counted call's roofline bound (FLOPs
     at the dense peak for ``dtype``, bytes at the bandwidth), summed: a lower bound."""
     if calibration is not None and calibration.op_model is not None:
-        return sum(predict_ops(ops, dtype, hardware, calibration)), f"predicted by the {hardware.name} calibration (each op in place)"
+        return sum(predict_ops(ops, dtype, hardware, calibration)), f"the {hardware.name} calibration's per-op predictions (each op in place)"
     peak = hardware.peak_flops(dtype)
     counted = [op for op in ops if op.status is OpStatus.COUNTED]
     return sum(
@@ -201,7 +201,8 @@ def plan_checkpoint(step: BuiltModel, plan: MemoryPlan, budget: int, hardware: H
         raise InvalidInputError("a checkpoint plan is made for one device: plan it without sharding, then shard the plan")
     blocks = candidate_blocks(step.model)
     costs = BlockCosts(blocks)
-    simulate_step(StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real), [costs])
+    cpu = hardware.target is Lowering.CPU
+    simulate_step(StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real, cpu_kernels=cpu), [costs])
     run_dtype = plan.dtype
     calibration = hardware.calibration  # read once, with the device
     timed = [_seconds(costs.blocks[b].ops, run_dtype, hardware, calibration)[0] for b in blocks]
@@ -211,15 +212,17 @@ def plan_checkpoint(step: BuiltModel, plan: MemoryPlan, budget: int, hardware: H
     flops = [sum(op.cost.flops for op in costs.blocks[b].ops) for b in blocks]
     step_s, how = _seconds(costs.step_ops, run_dtype, hardware, calibration)
     target, chosen, planned, measured = budget, None, None, None
+    useful = [f > 0 for f in freed]  # a module that frees nothing is never recomputed, not even as a last resort
     for _ in range(_ROUNDS):
         chosen = solve_checkpoint(freed, saved, timed, peaks.get(Phase.FORWARD, 0), peaks.get(Phase.BACKWARD, 0), target)
         if chosen is None or peaks.get(Phase.OPTIMIZER, 0) > budget:
-            chosen = [True] * len(blocks)
+            chosen = useful
         names = frozenset(b for b, c in zip(blocks, chosen, strict=True) if c)
-        planned = plan_step(step, dtype=dtype, optimizer=optimizer, foreach=foreach, shard=None, wraps=(checkpointed(set(names)),))
+        wraps = (checkpointed(set(names)),)
+        planned = plan_step(step, dtype=dtype, optimizer=optimizer, foreach=foreach, shard=None, wraps=wraps, cpu_kernels=cpu)
         measured = check.peak(names) if check is not None else None
         peak = planned.peak_bytes if measured is None else measured
-        if peak <= budget or all(chosen):
+        if peak <= budget or chosen == useful:
             break
         target -= peak - budget
     assert chosen is not None and planned is not None

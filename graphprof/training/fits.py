@@ -64,7 +64,8 @@ def plan_memory(
     step = build_model(
         model_or_name, batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs
     )
-    plan = plan_step(step, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec)
+    cpu = device is None or device.target is Lowering.CPU  # foreach's default, and the CPU kernels' copies
+    plan = plan_step(step, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec, cpu_kernels=cpu and spec is None)
     if budget is not None:
         from graphprof.training.checkpoint import plan_checkpoint
 

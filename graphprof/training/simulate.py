@@ -43,14 +43,18 @@ def plan_step(
     foreach: bool,
     shard: ShardSpec | None,
     wraps: tuple[Wrap, ...] = (),
+    cpu_kernels: bool = False,
 ) -> MemoryPlan:
-    """One step of ``step`` simulated (checkpoint ``wraps`` first, then the sharding), as a :class:`MemoryPlan`."""
+    """One step of ``step`` simulated (checkpoint ``wraps`` first, then the sharding), as a :class:`MemoryPlan`;
+    ``cpu_kernels``: for a CPU, whose matrix products copy operands BLAS cannot read."""
     with _world(shard, step) as sharding:
-        inputs = StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real, (*wraps, *sharding))
+        wrapped = (*wraps, *sharding)
+        inputs = StepInputs(step.model, step.args, step.kwargs, dtype, optimizer, foreach, step.real, wrapped, cpu_kernels)
         outcome, _ = simulate_step(inputs)
     notes = [
         f"{'real values on the CPU (the forward reads them)' if step.real else 'a dry run on FakeTensors'}: the storages the step's aten calls made, "
-        "each phase's peak after the call that reached it (an estimate: no allocator rounding, no kernel's private workspace)",
+        "each phase's peak after the call that reached it (an estimate: no allocator rounding, "
+        + ("of the kernels' private buffers only the CPU matrix products' copies)" if cpu_kernels else "no kernel's private workspace)"),
         f"a step with the optimizer's state already made (as after a first step); {optimizer.value}"
         f"{', multi-tensor (foreach)' if foreach else ', one tensor at a time'}; the loss is the sum of the outputs",
         "parameters include the buffers",

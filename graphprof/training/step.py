@@ -44,6 +44,8 @@ class StepInputs:
     foreach: bool = False
     real: bool = False
     wraps: tuple[Wrap, ...] = field(default=())
+    #: the step runs on a CPU: its matrix products' private copies count (:func:`~graphprof.training.tracker.cpu_matrix_copies`)
+    cpu_kernels: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ def simulate_step(inputs: StepInputs, observers: Sequence[Observer] = ()) -> tup
     """One step of a copy of ``inputs.model`` through the run loop (:func:`graphprof.run.step.run_step`),
     tracked by :class:`~graphprof.training.tracker.StepMemory` and watched by ``observers`` too. Returns the
     outcome and the base's parts in bytes (``parameters``, ``optimizer_state``, ``inputs``)."""
-    tracker = StepMemory()
+    tracker = StepMemory(inputs.cpu_kernels)
     spec = StepSpec(
         loss=default_loss,
         optimizer=_optimizer_with_state(inputs.optimizer, inputs.foreach),

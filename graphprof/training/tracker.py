@@ -82,7 +82,9 @@ class StepMemory(Observer):
     wants_ops = True
     wants_saved = True
 
-    def __init__(self) -> None:
+    def __init__(self, cpu_kernels: bool = False) -> None:
+        #: count the copies the CPU's matrix products make of operands BLAS cannot read (:func:`cpu_matrix_copies`)
+        self.cpu_kernels = cpu_kernels
         self.model: nn.Module | None = None
         self.base: dict[str, int] = {}
         self.static: set[StorageWeakRef] = set()
@@ -138,9 +140,10 @@ class StepMemory(Observer):
             ref, size = _ref(t)
             if ref not in self.static and self.live.get(ref) != size:  # new, or regrown (FSDP's gathered units)
                 self._resize(ref, size)
+        workspace = cpu_matrix_copies(event.func, event.args) if self.cpu_kernels else 0
         held = self.peaks.get(self.phase)
-        if held is None or self.current > held.live:
-            self._settle(op_name(event.func).rpartition(".")[2], event.layer)  # aten.add -> add; flex_attention as named
+        if held is None or self.current + workspace > held.live:
+            self._settle(op_name(event.func).rpartition(".")[2], event.layer, workspace)  # aten.add -> add; flex_attention as named
 
     def _resize(self, ref: StorageWeakRef, size: int) -> None:
         change = size - self.live.get(ref, 0)
@@ -149,7 +152,7 @@ class StepMemory(Observer):
         if ref in self.saved_refs:
             self.saved_live += change
 
-    def _settle(self, op: str, layer: Layer | None) -> None:
+    def _settle(self, op: str, layer: Layer | None, workspace: int = 0) -> None:
         for ref in list(self.live):
             # a dead storage is dropped; a live one is read again: FSDP frees a gathered unit by resizing
             # its storage to 0 (``UntypedStorage.resize_``, which no dispatch mode sees)
@@ -157,8 +160,10 @@ class StepMemory(Observer):
             if not self.live[ref]:
                 del self.live[ref]
         held = self.peaks.get(self.phase)
+        self.current += workspace  # the kernel's own buffers, live while it runs (counted as transients)
         if held is None or self.current > held.live:
             self.peaks[self.phase] = self._categorise(op, layer)
+        self.current -= workspace
 
     def _categorise(self, op: str, layer: Layer | None) -> PeakSnapshot:
         assert self.model is not None
@@ -191,3 +196,31 @@ class StepMemory(Observer):
 def optimizer_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     """Every tensor of the optimizer's state (AdamW's moments and step counts)."""
     return [t for state in optimizer.state.values() for t in tree_flatten(state)[0] if isinstance(t, torch.Tensor)]
+
+
+#: The matrix products whose CPU kernels copy an operand BLAS cannot read as it is, with its positions.
+_MATRIX_OPERANDS = {"mm": (0, 1), "addmm": (1, 2), "bmm": (0, 1), "baddbmm": (1, 2)}
+
+
+def cpu_matrix_copies(func: Any, args: tuple[Any, ...]) -> int:
+    """Bytes the CPU kernel of a matrix product allocates privately for operands BLAS cannot read in place:
+    a matrix is read as it is when one of its last two strides is 1 and the other spans the row (row- or
+    column-major); any other layout is first copied into a contiguous buffer, inside the kernel, which no
+    dispatch mode sees. The gradient of a summed loss is such an operand: ``expand`` of one value, every
+    stride 0, so the LM head's backward on 8 x 512 tokens and a 32,000-token vocabulary copies
+    8 x 512 x 32,000 x 4 B = 524 MB, twice (for the input's gradient and the weight's)."""
+    positions = _MATRIX_OPERANDS.get(op_name(func).rpartition(".")[2])
+    if positions is None:
+        return 0
+    total = 0
+    for i in positions:
+        t = args[i] if i < len(args) else None
+        if isinstance(t, torch.Tensor) and t.dim() >= 2 and t.layout == torch.strided and not _blas_readable(t):
+            total += t.numel() * t.element_size()
+    return total
+
+
+def _blas_readable(t: torch.Tensor) -> bool:
+    rows, cols = t.shape[-2], t.shape[-1]
+    s0, s1 = t.stride()[-2], t.stride()[-1]
+    return (s1 == 1 and s0 >= max(1, cols)) or (s0 == 1 and s1 >= max(1, rows)) or t.numel() <= 1
