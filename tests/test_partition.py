@@ -294,3 +294,15 @@ def test_cpu_stage_times_are_predicted_only_by_a_calibration_of_the_stages_threa
     stale = replace(stored, measured={**device, "torch": "1.0"})
     hardware, why = planner._local_predictor(stale, 2)
     assert hardware is None and "stale (torch '1.0'" in why
+
+
+def test_a_model_with_no_children_is_one_unit_and_one_stage() -> None:
+    # nn.Linear has no submodule to cut before: the whole model is the one unit (the root, ""), run on one device
+    from torch import nn
+
+    from graphprof.partition import partition
+    from graphprof.partition.units import choose_units, unit_of
+
+    assert choose_units(nn.Linear(8, 8)) == [""] and unit_of("anything.at.all", {""}) == ""
+    plan = partition(nn.Linear(8, 8), "cpu:2", input_shape=(4, 8), iters=1)
+    assert len(plan.stages) == 1 and plan.split_points == ()

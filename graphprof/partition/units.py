@@ -69,12 +69,13 @@ class UnitNodes:
 
 
 def unit_of(path: str, units: set[str]) -> str | None:
-    """The unit a module path lies in (the longest of ``units`` prefixing it), or ``None``."""
+    """The unit a module path lies in (the longest of ``units`` prefixing it), or ``None``. A model with no
+    children is one unit, the root (``""``), which every path lies in."""
     while path:
         if path in units:
             return path
         path = path.rpartition(".")[0]
-    return None
+    return "" if "" in units else None
 
 
 def assign_nodes(graph: Graph, units: Sequence[str]) -> UnitNodes:
