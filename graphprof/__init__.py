@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from graphprof.base import display as _display
-from graphprof.base.moved import moved_error
+from graphprof.base.moved import asked_by_import, moved_error
 from graphprof.version import __version__
 
 
@@ -140,6 +140,7 @@ if TYPE_CHECKING:  # what a type checker (a user's mypy --strict, an IDE) sees: 
     from graphprof.training import plan_ranks as plan_ranks
 else:  # what runs: each name imported from its module on first use (PEP 562)
     import importlib
+    import sys
 
     #: public name -> the module that defines it, and the name there where it differs (the imports above,
     #: as data): ``partition`` and ``calibrate`` are subpackages, so their functions are exported by the job's name
@@ -191,7 +192,9 @@ else:  # what runs: each name imported from its module on first use (PEP 562)
     def __getattr__(name: str) -> object:
         where = _EXPORTS.get(name)
         if where is None:
-            moved = moved_error(name)  # a name an older README used: one line naming where it is now
+            # a name an older README used: one line naming where it is now (an ImportError to an import,
+            # an AttributeError to hasattr/getattr)
+            moved = moved_error(name, importing=asked_by_import(sys._getframe(1)))
             if moved is not None:
                 raise moved
             raise AttributeError(f"module 'graphprof' has no attribute {name!r}")

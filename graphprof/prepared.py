@@ -105,7 +105,7 @@ class PreparedModel(Session):
         warmup: int = 5,
         layer_runs: int = 3,
         trace_dir: str | Path | None = None,
-        optimizer: str = "sgd",
+        optimizer: str = "adamw",
         breakdown: bool = True,
         seed: int = 0,
         dtype: Any = None,

@@ -500,7 +500,7 @@ def _why_real(warm_up: WarmUp, device: str | None, error: Exception | None) -> s
     if error is not None:
         return f"its dry run on the meta device failed ({one_line(error, 120)}), so it would run on the CPU: try a smaller configuration"
     if warm_up is WarmUp.ALWAYS:
-        return "warm_up='always' (--warm-up always) runs it for real: leave it out for a dry run on the meta device"
+        return "warm_up='always' (--capture-warmup always) runs it for real: leave it out for a dry run on the meta device"
     return f"device={device!r} asks for its weights (as --export-onnx does): leave it out for a dry run on the meta device"
 
 

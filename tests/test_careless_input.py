@@ -153,8 +153,6 @@ def test_the_readme_names_every_command_that_takes_redact() -> None:
     assert set(redacting) <= named, sorted(set(redacting) - named)
 
 
-
-
 @pytest.mark.parametrize(
     ("option", "name"), [("--html", "x.html"), ("--graph", "g.json"), ("--plot", "roofline.png"), ("--export-onnx", "m.onnx")]
 )

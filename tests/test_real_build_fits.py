@@ -41,7 +41,7 @@ def no_real_build(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return asked
 
 
-@pytest.mark.parametrize(("options", "flag"), [({"warm_up": "always"}, "--warm-up always"), ({"device": "cpu"}, "--export-onnx")])
+@pytest.mark.parametrize(("options", "flag"), [({"warm_up": "always"}, "--capture-warmup always"), ({"device": "cpu"}, "--export-onnx")])
 def test_a_real_build_that_cannot_fit_is_refused_before_it_is_built(
     small_machine: int, no_real_build: list[str], options: dict[str, str], flag: str
 ) -> None:

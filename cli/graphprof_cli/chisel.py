@@ -33,7 +33,9 @@ def _split(argv: Sequence[str]) -> tuple[str | None, str, list[str]]:
     args = list(argv)
     if args and Path(args[0]).name in _PYTHONS:
         args = args[1:]
-    if not args or args[0] in ("-h", "--help"):
+    if args and args[0] in ("-h", "--help"):
+        raise _Help(USAGE)
+    if not args:
         raise _Usage(USAGE)
     if args[0] == "-m":
         if len(args) < 2:
@@ -46,6 +48,10 @@ def _split(argv: Sequence[str]) -> tuple[str | None, str, list[str]]:
 
 class _Usage(Exception):
     """A mistake in the launcher's own arguments: one line, exit 2."""
+
+
+class _Help(Exception):
+    """``chisel --help``: the usage on stdout, exit 0 (as ``python --help`` does)."""
 
 
 def _traces(directory: Path) -> set[Path]:
@@ -96,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     try:
         module, target, script_args = _split(sys.argv[1:] if argv is None else argv)
+    except _Help as exc:
+        sys.stdout.write(f"{exc}\n")
+        raise SystemExit(0) from None
     except _Usage as exc:
         sys.stderr.write(f"{exc}\n")
         raise SystemExit(2) from None
@@ -106,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     _alias_chisel()
     try:
         _run(module, target, script_args)
+    except _Help as exc:
+        sys.stdout.write(f"{exc}\n")
+        raise SystemExit(0) from None
     except _Usage as exc:
         sys.stderr.write(f"{exc}\n")
         raise SystemExit(2) from None

@@ -103,9 +103,13 @@ def profile(
     no_learn: Annotated[
         bool, flag("--no-learn", help="With --measure against --hardware local: do not add this run's op times to the local calibration.")
     ] = False,
-    optimizer: opt.OptimizerOption = Optimizer.SGD,
+    optimizer: opt.OptimizerOption = Optimizer.ADAMW,
     graph: Annotated[
-        Path | None, typer.Option("--graph", help="Write the module/op graphs: .json, .dot, .svg, .png (Graphviz) or .txt.")
+        Path | None,
+        typer.Option(
+            "--graph",
+            help="Write the graphs: .json or .txt (module and operator graphs); .dot, .svg, .png (Graphviz): the module graph drawn.",
+        ),
     ] = None,
     fvcore: Annotated[
         bool, flag("--fvcore", help="Also count with fvcore's FlopCountAnalysis and print the cross-check (as `graphprof validate`) first.")
@@ -291,13 +295,21 @@ _HOW = {
 }
 
 
+#: Options of the main command renamed so that one name means one thing: the old spelling -> the new.
+#: ``--warm-up always`` (the capture's warm-up) sat beside ``--warmup N`` (measured warm-up iterations).
+RENAMED_OPTIONS = {"--warm-up": "--capture-warmup"}
+
+
 def moved_option(argv: Sequence[str]) -> str | None:
     """The one-line pointer for a main-command option that became a command of its own (``--generate``,
-    ``--shard``), or ``None``. Only the main command is checked: a subcommand's own options are its own."""
+    ``--shard``) or was renamed (``--warm-up``), or ``None``. Only the main command is checked: a
+    subcommand's own options are its own."""
     if argv and not argv[0].startswith("-"):
         return None  # a subcommand: `graphprof generate --cache dynamic` is that command's option
     for token in argv:
         option = token.split("=", 1)[0]
+        if option in RENAMED_OPTIONS:
+            return f"{option} is now {RENAMED_OPTIONS[option]} (the one real forward before the capture: always, auto or never)"
         if option in MOVED_OPTIONS:
             command = MOVED_OPTIONS[option]
             return f"{option} is now part of a command of its own: {_HOW[command]}"

@@ -94,8 +94,26 @@ DeviceOption = Annotated[str | None, typer.Option("--device", help="With --measu
 IterationsOption = Annotated[
     int, typer.Option("--iters", help="With --measure: at most this many timed iterations (stops early once stable).")
 ]
-WarmupOption = Annotated[int, typer.Option("--warmup", help="With --measure: warm-up iterations, reported apart.")]
-OptimizerOption = Annotated[Optimizer, typer.Option("--optimizer", help="With --measure --mode train: sgd or adamw.")]
+
+
+def warmup_count(text: str) -> int:
+    """``--warmup N``: a count of iterations; a capture policy given here is pointed to ``--capture-warmup``."""
+    try:
+        count = int(text)
+    except ValueError:
+        hint = " (the warm-up before the capture is --capture-warmup always|auto|never)" if text in {w.value for w in WarmUp} else ""
+        raise typer.BadParameter(f"{text!r} is not a count of warm-up iterations{hint}") from None
+    if count < 0:
+        raise typer.BadParameter(f"{count} warm-up iterations: give 0 or more")
+    return count
+
+
+WarmupOption = Annotated[
+    int, typer.Option("--warmup", parser=warmup_count, metavar="<int>", help="With --measure: warm-up iterations, reported apart.")
+]
+OptimizerOption = Annotated[
+    Optimizer, typer.Option("--optimizer", help="With --measure --mode train: the optimizer whose state the measured step holds.")
+]
 HtmlOption = Annotated[
     Path | None,
     typer.Option(
@@ -112,7 +130,8 @@ RedactOption = Annotated[
 WarmUpOption = Annotated[
     WarmUp,
     typer.Option(
-        "--warm-up", help="One real forward before the capture: auto (only a model that initialises lazily), always (seed 001's), never."
+        "--capture-warmup",
+        help="One real forward before the capture: auto (only a model that initialises lazily), always (seed 001's), never.",
     ),
 ]
 ExportOnnxOption = Annotated[

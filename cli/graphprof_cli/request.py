@@ -55,7 +55,7 @@ class ProfileRequest(CommonOptions):
     warmup: int = 5
     trace: Path | None = None
     learn: bool = True
-    optimizer: Optimizer = Optimizer.SGD
+    optimizer: Optimizer = Optimizer.ADAMW
     graph: Path | None = None
     fvcore: bool = False
     html: Path | None = None

@@ -122,7 +122,7 @@ class Objective(Choice):
 
 
 class WarmUp(Choice):
-    """When one real forward runs before the capture (``--warm-up``, ``warm_up=``): ``auto`` (the default)
+    """When one real forward runs before the capture (``--capture-warmup``, ``warm_up=``): ``auto`` (the default)
     only for a model that builds state on its first call (YOLO's anchors, lazy modules); ``always`` for
     every model, seed 001's strategy ("1. Warm-up (always)"), at the cost of its arithmetic once;
     ``never`` for none (a model with lazy state may then fail to capture).

@@ -13,7 +13,10 @@ is importable where this table says it is).
 
 from __future__ import annotations
 
-__all__ = ["MOVED", "MovedNameError", "moved_error", "GRAPH_STATS_MOVED"]
+import dis
+from types import FrameType
+
+__all__ = ["MOVED", "MovedAttributeError", "MovedNameError", "asked_by_import", "moved_error", "GRAPH_STATS_MOVED"]
 
 _SEED004 = "graphprof.seed004"
 _SEED004_NAMES = (
@@ -48,14 +51,30 @@ GRAPH_STATS_MOVED = (
 
 
 class MovedNameError(ImportError):
-    """A name asked of ``graphprof`` that moved: the message says where (an ``ImportError``, so that
-    ``from graphprof import X`` shows it as written rather than Python's generic message)."""
+    """``from graphprof import X`` of a name that moved: the message says where (an ``ImportError``: Python
+    would swap an ``AttributeError`` there for its generic "cannot import name")."""
 
 
-def moved_error(name: str) -> MovedNameError | None:
-    """The error for ``graphprof.<name>``, naming where it lives now; ``None`` for a name that never moved."""
+class MovedAttributeError(AttributeError):
+    """``graphprof.X`` of a name that moved, the same message: an ``AttributeError``, so that ``hasattr``
+    answers ``False`` and ``getattr(graphprof, X, default)`` gives the default.
+
+    One class cannot be both: CPython refuses a subclass of ``ImportError`` and ``AttributeError``
+    ("multiple bases have instance lay-out conflict"), so :func:`moved_error` picks by how it was asked."""
+
+
+def moved_error(name: str, *, importing: bool = True) -> MovedNameError | MovedAttributeError | None:
+    """The error for ``graphprof.<name>``, naming where it lives now: a :class:`MovedNameError` for an
+    import (``importing``), else a :class:`MovedAttributeError`; ``None`` for a name that never moved."""
     where = MOVED.get(name)
     if where is None:
         return None
     why = " (seed 004's API lives at graphprof.seed004)" if where == _SEED004 else ""
-    return MovedNameError(f"graphprof.{name} moved: from {where} import {name}{why}", name=name, path=None)
+    message = f"graphprof.{name} moved: from {where} import {name}{why}"
+    return MovedNameError(message, name=name, path=None) if importing else MovedAttributeError(message, name=name)
+
+
+def asked_by_import(frame: FrameType | None) -> bool:
+    """Whether ``frame`` (the caller of a module's ``__getattr__``) is running ``from module import name``:
+    its current instruction is ``IMPORT_FROM``. ``hasattr``, ``getattr`` and ``module.name`` are not."""
+    return frame is not None and frame.f_code.co_code[frame.f_lasti] == dis.opmap["IMPORT_FROM"]

@@ -63,13 +63,14 @@ def _working(profile: Profile) -> list[LayerRow]:
 
 
 def _breakdown(profile: Profile) -> list[str]:
+    """FLOPs share, operators and FLOPs by type, most FLOPs first: every operator of ``Total Operators``
+    (``flatten: 0.0% (1 ops, 0 FLOPs)`` too), so that the counts sum to the total printed above them."""
     total = profile.total_flops or 1
     by_type: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in profile.layers:
-        if row.cost.flops > 0:
-            by_type[row.type][0] += 1
-            by_type[row.type][1] += row.cost.flops
-    rows = sorted(by_type.items(), key=lambda kv: -kv[1][1])
+        by_type[row.type][0] += 1
+        by_type[row.type][1] += row.cost.flops
+    rows = sorted(by_type.items(), key=lambda kv: (-kv[1][1], -kv[1][0]))
     width = max((len(name) for name, _ in rows), default=0) + 1
     return [f"  {name + ':':<{width}}  {flops / total:.1%} ({ops} ops, {_scaled(flops, 'FLOPs')})" for name, (ops, flops) in rows]
 

@@ -134,6 +134,12 @@ class MemoryProfiler:
     and the batch among them: what was live before the step (CUDA: ``memory_allocated``; CPU:
     :func:`~graphprof.measure.memory.live_cpu_bytes`) plus the most the step added on top (CUDA: the
     allocator's ``max_memory_allocated``; CPU: ``torch.profiler``'s allocator events of this thread).
+
+    On the CPU the figure is a lower bound of what the forward holds: it sees only what PyTorch's CPU
+    allocator hands out on the calling thread, so memory a kernel takes elsewhere (oneDNN's scratch
+    buffers, allocations on intra-op worker threads) is missed, and a forward's own transients can be
+    undercounted (issue 54 measured 12.15 MB here against 24.43 MB counted with every allocation). On CUDA
+    ``max_memory_allocated`` sees every allocation through the caching allocator.
     """
 
     def __init__(self, model: nn.Module, device: torch.device | str | None = None) -> None:

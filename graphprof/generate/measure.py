@@ -167,4 +167,13 @@ def with_measurement(model: nn.Module | str, *, device: str | None = None, runs:
         model, prompt_len=result.prompt_len, new_tokens=result.new_tokens, batch_size=result.batch,
         dtype=getattr(torch, result.dtype), cache=result.cache, device=device or "cpu", runs=runs,
     )  # fmt: skip
-    return dataclasses.replace(result, measurement=measured)
+    notes = result.notes
+    hardware = options["hardware"]
+    hardware = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    if isinstance(hardware, Hardware) and measured.device.startswith("cpu") and hardware.name != "local":
+        notes += (
+            f"the estimate is for {hardware.label} ({hardware.name}), not for this machine ({measured.host}) that ran "
+            "the measurement: the two compare two machines (`graphprof calibrate`, then --hardware local, sets "
+            "the run beside this CPU's own roof)",
+        )
+    return dataclasses.replace(result, measurement=measured, notes=notes)

@@ -25,7 +25,7 @@ from graphprof.cost.result import Profile
 from graphprof.errors import InvalidInputError
 from graphprof.gnn.components import ComponentCosts, component_costs, present
 from graphprof.measure.timing import RuntimeStats, profile_forward
-from graphprof.models.graphs import DEFAULT_DEGREE, graph_args, random_graph
+from graphprof.models.graphs import DEFAULT_DEGREE, DEFAULT_NODES, graph_args, random_graph
 from graphprof.scaling.fit import GrowthFit, QuadraticFit, fit_growth, fit_quadratic
 
 __all__ = ["GraphPoint", "GraphScalingResult", "run_graph_scaling", "AXES", "feature_dim_of"]
@@ -210,7 +210,7 @@ def run_graph_scaling(
     parameter: str,
     values: Sequence[Any],
     *,
-    num_nodes: int = 500,
+    num_nodes: int = DEFAULT_NODES,
     avg_degree: float | None = DEFAULT_DEGREE,
     num_edges: int | None = None,
     feature_dim: int | None = None,
@@ -226,7 +226,8 @@ def run_graph_scaling(
 
     ``parameter`` is a graph size (``num_nodes``, ``num_edges``, ``avg_degree``: one model, a new graph
     per point) or a model keyword (``num_layers``, ``pe_dim``, ``hidden_dim``...: a new model per point,
-    on the graph of ``num_nodes`` nodes). ``measure=True`` times the forward at every point.
+    on the graph of ``num_nodes`` nodes: by default the main command's graph, :data:`DEFAULT_NODES`).
+    ``measure=True`` times the forward at every point.
     """
     if not values:
         raise InvalidInputError("graph scaling needs at least one value")

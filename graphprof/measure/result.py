@@ -7,6 +7,7 @@ CPU); model-level times are :class:`~graphprof.measure.timing.RuntimeStats` in m
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -114,11 +115,17 @@ CATEGORIES = ("parameters", "buffers", "gradients", "optimizer_state", "activati
 
 
 @dataclass(frozen=True)
-class MemoryBreakdown:
-    """Peak memory by category, in bytes, at the moment of the peak (MemTracker's ``"peak"`` snapshot).
+class MemoryBreakdown(Mapping[str, float]):
+    """Peak memory by category at the moment of the peak (MemTracker's ``"peak"`` snapshot).
 
-    ``breakdown["parameters"]`` gives MiB, as seed 004's dictionary does; ``activations`` is also
-    available as ``"forward_activations"``.
+    Two views, each in one unit:
+
+    - as a mapping (seed 004's dictionary: ``breakdown["parameters"]``, ``"parameters" in breakdown``,
+      ``dict(breakdown)``), every value is in MiB (2**20 bytes, the seed's "MB"); its keys are
+      :data:`CATEGORIES`, which sum to the peak; ``"forward_activations"`` (the seed's name for
+      ``"activations"``) and ``"peak"`` are answered too;
+    - as attributes (``breakdown.parameters``) and in :meth:`to_dict` (the JSON record, whose ``"unit"``
+      says ``"bytes"``), every figure is in bytes.
     """
 
     parameters: int
@@ -137,6 +144,12 @@ class MemoryBreakdown:
         if key not in (*CATEGORIES, "peak"):
             raise KeyError(key)
         return cast(float, getattr(self, key) / 2**20)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(CATEGORIES)
+
+    def __len__(self) -> int:
+        return len(CATEGORIES)
 
     def to_dict(self) -> dict[str, Any]:
         return {

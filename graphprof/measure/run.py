@@ -212,7 +212,7 @@ class MeasureOptions:
     warmup: int = 5
     layer_runs: int = 3
     trace_dir: str | Path | None = None
-    optimizer: str = "sgd"
+    optimizer: str = "adamw"
     breakdown: bool = True
     seed: int = 0
     #: the dry run's peak activation bytes, counted in the check that the run fits (0: not known)

@@ -419,7 +419,7 @@ def load_checkpoint(spec: str, request: Request) -> ResolvedModel:
 #: from real tensors keep such small constants, meta tensors do not): so YOLO is never built on the meta
 #: device. It builds its anchors on the first forward, which the dry run does as well as a real one (the
 #: same counts, module by module, on yolov8n; the anchors the dry run leaves on the module are put back by
-#: :func:`graphprof.capture.methods.preserved_state`): no warm-up by default (``--warm-up always`` gives
+#: :func:`graphprof.capture.methods.preserved_state`): no warm-up by default (``--capture-warmup always`` gives
 #: seed 001's real forward first).
 #:
 #: Dynamo export is not tried by ``auto`` (measured on yolov8n, torch 2.14, 2 CPU cores at load 0.6-1.1):

@@ -14,6 +14,7 @@ from graphprof.cost.bounds import Bound
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import INTENSITY_BANDS, intensity_band
 from graphprof.render.common import profile_roofline
+from graphprof.render.fit import Phrases
 from graphprof.render.formatting import count_cell, format_percent, format_seconds, seconds_cell, section_table
 
 __all__ = ["describe_threshold", "render_bottlenecks", "render_intensity_bands"]
@@ -37,9 +38,9 @@ def render_bottlenecks(profile: Profile) -> RenderableType:
     """How many layers, and what share of FLOPs (and estimated time), are compute- or memory-bound."""
     roofline = profile_roofline(profile)
     timed = roofline.hardware is not None
-    table = section_table("Bottleneck analysis")
-    table.add_column("Verdict", overflow="fold")
-    table.add_column("Rule", overflow="fold")
+    table = section_table("Bottleneck analysis", optional=("Time share", "Layers", "FLOPs"))
+    table.add_column("Verdict")
+    table.add_column("Rule")
     table.add_column("Layers", justify="right")
     table.add_column("FLOPs", justify="right")
     table.add_column("FLOPs share", justify="right")
@@ -66,13 +67,15 @@ def render_bottlenecks(profile: Profile) -> RenderableType:
         if timed:
             cells += [seconds_cell(sum(layer.seconds or 0.0 for layer in layers)), format_percent(roofline.time_share(bound))]
         table.add_row(*cells)
-    lines: list[RenderableType] = [table, Text(describe_threshold(profile), style="dim")]
+    lines: list[RenderableType] = [table, Phrases(Text(describe_threshold(profile), style="dim"))]
     if timed:
         lines.append(
-            Text(
-                f"Roofline time (estimate): {format_seconds(roofline.seconds)} = sum over layers of "
-                "max(FLOPs / peak, bytes / bandwidth); an idealised lower bound, not a measurement",
-                style="dim",
+            Phrases(
+                Text(
+                    f"Roofline time (estimate): {format_seconds(roofline.seconds)} = sum over layers of "
+                    "max(FLOPs / peak, bytes / bandwidth); an idealised lower bound, not a measurement",
+                    style="dim",
+                )
             )
         )
     return Group(*lines)
@@ -100,4 +103,4 @@ def render_intensity_bands(profile: Profile) -> RenderableType:
     if whole is None:
         return table
     shown = "no bytes moved" if ai is None else f"{ai:.1f} FLOPs/byte"
-    return Group(table, Text(f"the model as a whole: {shown}, {whole.name.lower()} ({whole.meaning})", style="dim"))
+    return Group(table, Phrases(Text(f"the model as a whole: {shown}, {whole.name.lower()} ({whole.meaning})", style="dim")))

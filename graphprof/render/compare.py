@@ -14,7 +14,6 @@ from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.limits import format_bytes
@@ -23,6 +22,7 @@ from graphprof.cost.bounds import DEFAULT_THRESHOLD
 from graphprof.cost.result import SCHEMA_VERSION
 from graphprof.devices.hardware import Hardware
 from graphprof.render.files import csv_text
+from graphprof.render.fit import ReportTable
 from graphprof.render.formatting import format_count, format_percent, format_seconds
 
 __all__ = ["render_comparison", "comparison_dict", "render_comparison_csv"]
@@ -46,7 +46,7 @@ def render_comparison(rows: Sequence[ComparisonRow], hardware: Hardware | None =
     """The models side by side; a failed model's row says so and its one-line error follows the table
     (unless ``show_errors`` is False: the CLI writes those lines to stderr)."""
     title = "Model comparison" + (f" on {hardware.label}" if hardware is not None else "")
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = ReportTable(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("Model", no_wrap=True, overflow="ellipsis", max_width=24)
     table.add_column("Params", justify="right", no_wrap=True)
     table.add_column("MACs", justify="right", no_wrap=True)

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from graphprof.crosscheck.result import REASONS, CrossCheck, Explanation, OpCount, Status
+from graphprof.render.fit import ReportTable
 from graphprof.render.formatting import format_count
 
 __all__ = [
@@ -96,7 +96,7 @@ def render_comparison(results: Sequence[CrossCheck], *, tolerance: float, labels
     title, ours, theirs = (f"FLOP comparison: graphprof vs {label}", f"graphprof\n({reference})", reference)
     if labels is not None:
         title, ours, theirs = (text.format(reference=reference) for text in labels)
-    table = Table(title=title, title_justify="left")
+    table = ReportTable(title=title, title_justify="left")
     table.add_column("Model", no_wrap=True, overflow="fold")
     for header in ("MACs", "FLOPs", ours, theirs, "Difference", "Accuracy"):
         table.add_column(header, justify="right", no_wrap=True)
@@ -140,7 +140,7 @@ def render_groups(result: CrossCheck) -> RenderableType:
     """The per-op comparison of one model: each group with graphprof's ops and the reference's, side by side."""
     ref = result.reference
     # model and op names are shown as Text: a spec like "hf:llama: ..." must not become markup or an emoji
-    table = Table(title=Text(f"{result.model}: per-op comparison ({result.unit})"), title_justify="left")
+    table = ReportTable(title=Text(f"{result.model}: per-op comparison ({result.unit})"), title_justify="left")
     table.add_column("Group", no_wrap=True)
     table.add_column("graphprof ops")
     table.add_column("graphprof", justify="right")

@@ -16,9 +16,11 @@ from rich.table import Table
 
 from graphprof.base.limits import format_bytes
 from graphprof.base.names import abbreviate
+from graphprof.render.fit import ReportTable
 
 __all__ = [
     "NAME_WIDTH",
+    "OPTIONAL_COLUMNS",
     "TYPE_WIDTH",
     "FullNamesIfTheyFit",
     "ai_cell",
@@ -37,6 +39,9 @@ __all__ = [
 NAME_WIDTH = 36
 #: The widest a layer's type column grows before its text folds.
 TYPE_WIDTH = 18
+#: The columns of a layer table left out, in this order, when the table does not fit the width (the
+#: MACs are half the FLOPs of most layers; the rest are in the JSON).
+OPTIONAL_COLUMNS = ("Type", "AI", "MACs", "Output shape", "Bound", "Params")
 
 
 def format_count(value: int | float, unit: str = "") -> str:
@@ -135,9 +140,12 @@ class FullNamesIfTheyFit:
         return Measurement.get(console, options, self._table(console, options))
 
 
-def section_table(title: str, *, caption: str | None = None, header: bool = True) -> Table:
-    """A section of the report: a left-justified bold title, a dim caption, a plain head rule."""
-    return Table(
+def section_table(title: str, *, caption: str | None = None, header: bool = True, optional: Sequence[str] = ()) -> Table:
+    """A section of the report: a left-justified bold title, a dim caption, a plain head rule; it folds
+    without cutting a token at any width, leaving out the ``optional`` columns (by header) when it must
+    (:class:`graphprof.render.fit.ReportTable`)."""
+    return ReportTable(
+        optional=optional,
         title=title,
         caption=caption,
         title_justify="left",

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from graphprof.base.limits import format_bytes
 from graphprof.generate.result import BlockCost, GenerationMeasurement, GenerationProfile, Latency
+from graphprof.render.fit import ReportTable
 from graphprof.render.formatting import format_count, format_seconds
 
 __all__ = ["render_generation"]
@@ -31,7 +32,7 @@ _PHASE_NAMES = {
 
 
 def _table(title: str, caption: str | None = None) -> Table:
-    return Table(
+    return ReportTable(
         title=Text(title), caption=Text(caption) if caption is not None else None, title_justify="left", caption_justify="left", title_style="bold",
         caption_style="dim", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
     )  # fmt: skip

@@ -11,6 +11,7 @@ from rich.text import Text
 from graphprof.gnn.compare import EstimateComparison
 from graphprof.gnn.scaling import GraphScalingResult
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
+from graphprof.render.fit import ReportTable
 from graphprof.render.formatting import format_count, format_percent
 
 __all__ = ["render_comparison", "render_graph_scaling", "growth_word"]
@@ -24,15 +25,28 @@ def growth_word(exponent: float) -> str:
     return f"x^{exponent:.2f}"
 
 
-def _constant(value: float) -> str:
-    rounded = round(value)
-    return "" if rounded == 0 else f" {'-' if rounded < 0 else '+'} {abs(rounded):,}"
+def _polynomial(linear: float, quadratic: float, constant: float) -> str:
+    """``linear·x + quadratic·x² + constant`` with each sign written once (``−``, never ``+ -``) and a term
+    that rounds to zero left out.
+
+    >>> _polynomial(68984.0, -0.0, 1e-9), _polynomial(12.0, -0.5, -3.2)
+    ('68,984·x', '12·x − 0.5·x² − 3')
+    """
+    terms = [(f"{abs(linear):,.0f}", "·x"), (f"{abs(quadratic):,.1f}", "·x²"), (f"{abs(constant):,.0f}", "")]
+    signs = [linear, quadratic, constant]
+    text = ""
+    for (digits, unit), sign in zip(terms, signs, strict=True):
+        if digits.strip("0.,") == "":
+            continue
+        minus = sign < 0
+        text += (("−" if minus else "") if not text else (" − " if minus else " + ")) + digits + unit
+    return text or "0"
 
 
 def render_comparison(comparison: EstimateComparison) -> RenderableType:
     """Per component: the seed's estimate (labelled so), graphprof's count, their ratio and why they differ."""
     title = f"{comparison.model}: seed estimate vs graphprof count ({comparison.num_nodes:,} nodes, {comparison.num_edges:,} edges), FLOPs"
-    table = Table(title=Text(title), title_justify="left")  # Text: pyg:gps is no emoji code
+    table = ReportTable(title=Text(title), title_justify="left")  # Text: pyg:gps is no emoji code
     for name, justify in (
         ("Component", "left"),
         ("Seed estimate", "right"),
@@ -71,7 +85,7 @@ def _scaling_table(result: GraphScalingResult) -> Table:
     by_nodes = result.parameter_name == "num_nodes"  # the first column is then the node count
     title = Text(f"{result.model}: {result.parameter_name} scaling (forward FLOPs, graphprof count)")
     # no side rules, and the box's space the only gap between columns: room for the cells
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+    table = ReportTable(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
     headers = [result.parameter_name.replace("_", " "), *([] if by_nodes else ["Nodes"]), "Edges", *components, "Total"]
     rows: list[list[str | Text]] = []
     for p in result.points:
@@ -111,7 +125,7 @@ def _scaling_notes(result: GraphScalingResult) -> list[Text]:
         largest = result.series("attention")[0][-1]
         lines.append(
             Text(
-                f"  attention = {q.linear:,.0f}·x + {q.quadratic:,.1f}·x²{_constant(q.constant)}  (R² {q.r2:.4f}); "
+                f"  attention = {_polynomial(q.linear, q.quadratic, q.constant)}  (R² {q.r2:.4f}); "
                 f"the x² term (scores over all node pairs) is {format_percent(q.quadratic_share(largest))} of attention at x = {largest:,.0f}"
             )
         )

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.devices.hardware import Hardware, hardware_aliases
+from graphprof.render.fit import Phrases
 from graphprof.render.formatting import section_table
 
 __all__ = ["render_hardware"]
@@ -23,8 +24,8 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
     With ``detail`` (one device, usually), every listed precision gets its own ridge point.
     """
     table = section_table("Hardware presets (dense peaks, no sparsity)")
-    table.add_column("Name", overflow="fold")
-    table.add_column("Device", overflow="fold", max_width=28)
+    table.add_column("Name")
+    table.add_column("Device", max_width=28)
     for precision in ("float32", "tf32", "float16", "bfloat16", "float8"):
         table.add_column(
             {"float32": "FP32", "tf32": "TF32", "float16": "FP16", "bfloat16": "BF16", "float8": "FP8"}[precision],
@@ -42,18 +43,20 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
         table.add_row(name, device.label, *peaks, f"{device.bandwidth_gbs:,.0f}", ridge)
     lines: list[RenderableType] = [
         table,
-        Text("TFLOP/s; Ridge = FLOPs/byte at FP32 / at BF16 (FP16 or FP32 where that is all the device lists)", style="dim"),
+        Phrases(Text("TFLOP/s; Ridge = FLOPs/byte at FP32 / at BF16 (FP16 or FP32 where that is all the device lists)", style="dim")),
     ]
     if detail:
         for device in presets:
-            lines.append(Text(f"{device.name}: {device.label} ({device.kind})"))
+            lines.append(Phrases(Text(f"{device.name}: {device.label} ({device.kind})")))
             for precision, tflops in device.peak_tflops.items():
-                lines.append(Text(f"  {precision:>8}: {tflops:g} TFLOP/s, ridge point {device.ridge_point(precision):.1f} FLOPs/byte"))
+                lines.append(
+                    Phrases(Text(f"  {precision:>8}: {tflops:g} TFLOP/s, ridge point {device.ridge_point(precision):.1f} FLOPs/byte"))
+                )
     sources = Table.grid(padding=(0, 2))
     sources.add_column(no_wrap=True)
-    sources.add_column(overflow="fold", style="dim")
+    sources.add_column(style="dim")
     for device in presets:
-        sources.add_row(device.name, device.source)
+        sources.add_row(device.name, Phrases(device.source))  # a long URL: shortened in the middle, in full in hardware.py
     lines += [Text("Sources (details and URLs: graphprof/devices/hardware.py)", style="bold"), sources]
     return Group(*lines)
 

@@ -309,23 +309,40 @@ def render_profile_html(profile: Profile, *, graph: Any = None) -> str:
     return _page(f"graphprof: {profile.model_name}", body)
 
 
+#: The unit each sweep metric is drawn in, on its own axis.
+_SWEEP_UNITS = {
+    "params": "parameters", "macs": "MACs", "flops": "FLOPs", "bytes": "bytes moved", "peak_activation_bytes": "bytes",
+    "estimated_seconds": "seconds (roofline lower bound)", "measured_seconds": "seconds (measured)",
+}  # fmt: skip
+
+
+def _sweep_conditions(sweep: Any) -> str:
+    """Where a sweep's figures hold: the device (or none: counts only) and the inputs' dtypes."""
+    dtypes = sorted({word for row in sweep.rows for word in row.inputs.split() if word.startswith(("float", "bfloat", "int", "bool"))})
+    device = f"times on {sweep.hardware} (roofline lower bounds)" if sweep.hardware else "no device: counts only"
+    measured = "; measured on this machine" if sweep.measured else ""
+    return f"{device}{measured}; inputs in {', '.join(dtypes) or 'the model’s own dtypes'}"
+
+
 def render_sweep_html(sweep: Any) -> str:
-    """The page of one sweep: its table and each count against the axis on log-log axes, with the fitted exponent."""
+    """The page of one sweep: its table and one log-log chart per metric (each in its own unit), with the
+    fitted exponent; the title says the device and the inputs' dtypes."""
     metrics = [m for m in ("params", "macs", "flops", "bytes", "peak_activation_bytes", "estimated_seconds", "measured_seconds")
                if any(r.metric(m) for r in sweep.rows)]  # fmt: skip
     rows = [[(str(r.value), r.value)] + [(_num(r.metric(m)), r.metric(m) or 0) for m in metrics] for r in sweep.rows]
-    traces = []
+    conditions = _sweep_conditions(sweep)
+    charts = ""
     for m in metrics:
         xs, ys = sweep.series(m)
         fit = sweep.fits().get(m)
-        label = f"{m} (~ x^{fit.exponent:.2f})" if fit is not None else m
-        traces.append({"type": "scatter", "mode": "lines+markers", "name": label, "x": xs, "y": ys})
-    layout = {"xaxis": _axis(sweep.label), "yaxis": _axis("Count (log scale; each metric in its own unit)"), "height": 480}
-    chart = f"<div id='growth'></div><script>Plotly.newPlot('growth',{plotly_json(traces)},{plotly_json(layout)})</script>"
+        title = f"{m}" + (f" ~ x^{fit.exponent:.2f}" if fit is not None else "") + f" ({conditions})"
+        trace = {"type": "scatter", "mode": "lines+markers", "name": m, "x": xs, "y": ys}
+        layout = {"title": {"text": html.escape(title)}, "xaxis": _axis(sweep.label), "yaxis": _axis(_SWEEP_UNITS[m]), "height": 360}
+        charts += f"<div id='growth-{m}'></div><script>Plotly.newPlot('growth-{m}',{plotly_json([trace])},{plotly_json(layout)})</script>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in sweep.notes)
     return _page(
-        f"graphprof sweep: {sweep.model} over {sweep.label}",
-        chart + "<h2>Points</h2>" + _table("points", ["value", *metrics], rows) + f"<ul>{notes}</ul>",
+        f"graphprof sweep: {sweep.model} over {sweep.label}: {conditions}",
+        charts + "<h2>Points</h2>" + _table("points", ["value", *metrics], rows) + f"<ul>{notes}</ul>",
     )
 
 

@@ -16,6 +16,7 @@ from graphprof.base.choices import Mode, OpStatus
 from graphprof.cost.result import Profile
 from graphprof.render.common import profile_roofline
 from graphprof.render.formatting import (
+    OPTIONAL_COLUMNS,
     TYPE_WIDTH,
     FullNamesIfTheyFit,
     ai_cell,
@@ -48,13 +49,13 @@ def _layers_table(profile: Profile, show_shapes: bool, width: int | None) -> Tab
     roofline = profile_roofline(profile)
     timed = roofline.hardware is not None
     total = profile.total
-    table = section_table(f"Per-layer details ({len(profile.layers)} graph nodes)")
+    table = section_table(f"Per-layer details ({len(profile.layers)} graph nodes)", optional=OPTIONAL_COLUMNS)
     table.show_footer = True
-    table.add_column("Layer", footer="Total", overflow="fold", max_width=width)
-    table.add_column("Type", overflow="fold", max_width=TYPE_WIDTH)
+    table.add_column("Layer", footer="Total", no_wrap=True, overflow="ellipsis", max_width=width)
+    table.add_column("Type", no_wrap=True, overflow="ellipsis", max_width=TYPE_WIDTH)
     table.add_column("Params", justify="right", overflow="fold", footer=count_cell(profile.graph_params))
     if show_shapes:
-        table.add_column("Output shape", overflow="fold", max_width=20)
+        table.add_column("Output shape", max_width=20)
     table.add_column("MACs", justify="right", overflow="fold", footer=count_cell(total.macs))
     table.add_column("FLOPs", justify="right", overflow="fold", footer=count_cell(total.flops))
     table.add_column("Memory", justify="right", overflow="fold", footer=bytes_cell(total.bytes_moved))
@@ -97,8 +98,8 @@ def render_aten_breakdown(profile: Profile) -> RenderableType:
         flops[key] += op.cost.flops
         moved[key] += op.cost.bytes_moved
     total = profile.total_flops
-    table = section_table("Aten op breakdown")
-    table.add_column("Aten op", overflow="fold", max_width=40)
+    table = section_table("Aten op breakdown", optional=("Status", "Share"))
+    table.add_column("Aten op", no_wrap=True, overflow="ellipsis", max_width=40)
     table.add_column("Status", overflow="fold")
     table.add_column("Calls", justify="right")
     table.add_column("FLOPs", justify="right")
@@ -128,9 +129,9 @@ def render_op_breakdown(profile: Profile, *, limit: int = BREAKDOWN_ROWS) -> Ren
     order = sorted(count, key=lambda t: (-flops[t], -moved[t], t))
     shown, rest = order[:limit], order[limit:]
     total_flops, total_bytes = profile.total_flops, profile.total_bytes
-    table = section_table("Operation breakdown (by layer type)")
+    table = section_table("Operation breakdown (by layer type)", optional=("Memory share", "Layers"))
     table.show_footer = True
-    table.add_column("Type", footer="Total", overflow="fold", max_width=24)
+    table.add_column("Type", footer="Total", no_wrap=True, overflow="ellipsis", max_width=24)
     table.add_column("Layers", justify="right", footer=str(sum(count.values())))
     table.add_column("FLOPs", justify="right", footer=count_cell(total_flops))
     table.add_column("FLOPs share", justify="right", footer=format_percent(1.0 if total_flops else 0.0))
@@ -176,10 +177,10 @@ def _top_table(profile: Profile, ranked: list[int], width: int | None) -> Table:
     roofline = profile_roofline(profile)
     timed = roofline.hardware is not None
     total = profile.total_flops
-    table = section_table(f"Top {len(ranked)} layers by FLOPs")
+    table = section_table(f"Top {len(ranked)} layers by FLOPs", optional=OPTIONAL_COLUMNS)
     table.add_column("#", justify="right")
-    table.add_column("Layer", overflow="fold", max_width=width)
-    table.add_column("Type", overflow="fold", max_width=TYPE_WIDTH)
+    table.add_column("Layer", no_wrap=True, overflow="ellipsis", max_width=width)
+    table.add_column("Type", no_wrap=True, overflow="ellipsis", max_width=TYPE_WIDTH)
     table.add_column("FLOPs", justify="right", overflow="fold")
     table.add_column("Share", justify="right", overflow="fold")
     table.add_column("Memory", justify="right", overflow="fold")

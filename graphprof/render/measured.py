@@ -29,6 +29,7 @@ from graphprof.base.names import functional_op
 from graphprof.cost.bounds import LayerBound, roofline_time
 from graphprof.cost.result import Profile
 from graphprof.measure.timing import NOISY_CV
+from graphprof.render.fit import ReportTable
 
 __all__ = ["estimated_layer_seconds", "forward_layer_seconds", "forward_predicted_seconds", "predicted_layer_seconds", "render_measured"]
 
@@ -208,7 +209,7 @@ def _layer_table(profile: Profile) -> Table:
     # like for like: the layers are measured on forwards, so the estimate is of the forward (train mode too)
     estimates = forward_layer_seconds(profile)
     predictions = _forward_predictions(profile)
-    table = Table(title=_layer_title(profile), title_justify="left")
+    table = ReportTable(title=_layer_title(profile), title_justify="left")
     columns = [("Layer", "left"), ("Type", "left"), ("Calls", "right"), ("Estimated", "right")]
     if predictions:
         columns.append(("Predicted", "right"))
@@ -304,7 +305,7 @@ def _op_table(profile: Profile) -> Table:
             measured[name] += t.dispatched_time_us
             calls[name] += t.dispatched_calls
     ranked = sorted(measured, key=lambda name: -measured[name])
-    table = Table(
+    table = ReportTable(
         title=f"Per aten op: estimated vs measured (the {min(OP_ROWS, len(ranked))} longest of {len(ranked)})", title_justify="left"
     )
     for col, justify in (("Aten op", "left"), ("Calls", "right"), ("Estimated", "right"), ("Measured", "right"), ("Ratio", "right")):

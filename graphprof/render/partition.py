@@ -19,6 +19,7 @@ from graphprof.base.choices import Objective
 from graphprof.base.limits import format_bytes
 from graphprof.partition.plan import Plan, Stage
 from graphprof.partition.run import PipelineRun
+from graphprof.render.fit import ReportTable
 from graphprof.render.formatting import format_count, format_seconds
 from graphprof.render.plots import _figure, _save
 
@@ -30,7 +31,11 @@ def _units(stage: Stage) -> str:
 
 
 def _stage_table(plan: Plan) -> Table:
-    table = Table(title=f"{plan.model_name}: {len(plan.stages)} stage(s), objective {plan.objective}", box=box.SIMPLE_HEAD)
+    table = ReportTable(
+        title=f"{plan.model_name}: {len(plan.stages)} stage(s), objective {plan.objective}",
+        box=box.SIMPLE_HEAD,
+        optional=("units", "receive", "sent", "params", "#"),
+    )
     for name, justify in (("#", "right"), ("device", "left"), ("layers", "left"), ("units", "right"), ("params", "right"),
                           ("compute", "right"), ("receive", "right"), ("memory / capacity", "right"), ("sent", "right")):  # fmt: skip
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
@@ -44,7 +49,11 @@ def _stage_table(plan: Plan) -> Table:
 
 
 def _baseline_table(plan: Plan) -> Table:
-    table = Table(title="against the splits users make today (same cost table)", box=box.SIMPLE_HEAD)
+    table = ReportTable(
+        title="against the splits users make today (same cost table)",
+        box=box.SIMPLE_HEAD,
+        optional=("stages", "fits", "slowest stage", "throughput"),
+    )
     for name in ("split", "stages", "latency", "slowest stage", "throughput", "fits", "plan is"):
         table.add_column(name, justify="left" if name in ("split", "fits") else "right")
 
@@ -53,7 +62,7 @@ def _baseline_table(plan: Plan) -> Table:
         slowest = max(s.seconds for s in stages)
         mine = plan.latency_s if plan.objective is Objective.LATENCY else plan.bottleneck_s
         theirs = latency if plan.objective is Objective.LATENCY else slowest
-        gain = "-" if base is None or mine <= 0 else f"{theirs / mine:.2f}x faster"
+        gain = "-" if base is None or mine <= 0 else _gain(theirs / mine)
         if not fits and base is not None:
             gain = "(does not fit)"
         table.add_row(name, str(len(stages)), format_seconds(latency), format_seconds(slowest),
@@ -63,6 +72,18 @@ def _baseline_table(plan: Plan) -> Table:
     for b in plan.baselines:
         row(b.name, b.stages, b.fits, 1.0)
     return table
+
+
+def _gain(ratio: float) -> str:
+    """How much faster the plan is than a split taking ``ratio`` times its time: ``"same"`` when the two
+    read the same to two decimals (an identical split), never ``"1.00x faster"``.
+
+    >>> _gain(4.6428), _gain(1.0001), _gain(0.5)
+    ('4.64x faster', 'same', '2.00x slower')
+    """
+    if f"{ratio:.2f}" == "1.00":
+        return "same"
+    return f"{ratio:.2f}x faster" if ratio > 1 else f"{1 / ratio:.2f}x slower"
 
 
 def render_plan(plan: Plan) -> RenderableType:
@@ -85,7 +106,7 @@ def render_runs(runs: Sequence[tuple[str, PipelineRun]]) -> RenderableType:
     """Measured runs (the plan's, a baseline's), per stage beside the prediction, then end to end."""
     parts: list[RenderableType] = []
     for label, run in runs:
-        table = Table(title=f"{label}: measured on local gloo processes ({run.threads} thread(s) each)", box=box.SIMPLE_HEAD)
+        table = ReportTable(title=f"{label}: measured on local gloo processes ({run.threads} thread(s) each)", box=box.SIMPLE_HEAD)
         for name in ("stage", "from", "predicted", "measured alone", "alone / predicted", "measured pipelined", "pipelined / predicted"):
             table.add_column(name, justify="left" if name == "from" else "right")
         for s in run.stages:

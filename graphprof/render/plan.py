@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.limits import format_bytes
+from graphprof.render.fit import ReportTable
 from graphprof.render.formatting import format_count
 from graphprof.training.result import CheckpointPlan, MemoryPlan, RanksPlan, StepBreakdown
 
@@ -26,7 +27,7 @@ _ROWS = (
 
 
 def _breakdown_table(plan: MemoryPlan, title: str) -> Table:
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    table = ReportTable(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("held at each phase's peak")
     peak = plan.peak.phase
     for p in plan.phases:
@@ -67,7 +68,7 @@ def render_memory_plan(plan: MemoryPlan) -> RenderableType:
 
 def render_checkpoint_plan(cp: CheckpointPlan, before: StepBreakdown) -> RenderableType:
     """Each candidate module: memory freed, recompute FLOPs and time, chosen or not; then the new peak."""
-    table = Table(
+    table = ReportTable(
         title=f"activation checkpointing under {format_bytes(cp.budget_bytes)} ({cp.solver}; times from {cp.timing})",
         box=box.SIMPLE_HEAD,
         title_justify="left",
@@ -115,7 +116,7 @@ def render_checkpoint_plan(cp: CheckpointPlan, before: StepBreakdown) -> Rendera
 
 def render_ranks_plan(plan: RanksPlan) -> RenderableType:
     """The world sizes tried and the smallest that fits, with and without checkpointing."""
-    table = Table(
+    table = ReportTable(
         title=f"{plan.model_name} on {plan.device} ({format_bytes(plan.device_memory_bytes)}): peak per rank",
         box=box.SIMPLE_HEAD,
         title_justify="left",

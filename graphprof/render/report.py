@@ -23,6 +23,7 @@ from rich.text import Text
 
 from graphprof.cost.result import Profile
 from graphprof.render.bottlenecks import render_bottlenecks, render_intensity_bands
+from graphprof.render.fit import Phrases
 from graphprof.render.layers import DEFAULT_TOP, render_aten_breakdown, render_layers, render_op_breakdown, render_top_layers
 from graphprof.render.summary import render_summary
 from graphprof.render.tree import render_tree
@@ -45,7 +46,7 @@ def render_footer(profile: Profile) -> RenderableType | None:
         lines.append(text)
     notes = list(profile.notes) + (list(profile.roofline.notes) if profile.roofline is not None else [])
     lines += [Text(f"note: {note}", style="dim") for note in notes]
-    return Group(*lines) if lines else None
+    return Group(*(Phrases(line) for line in lines)) if lines else None  # a long path: shortened in the middle
 
 
 def render_report(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.limits import format_bytes
+from graphprof.render.fit import ReportTable
 from graphprof.render.formatting import format_count
 from graphprof.sharding.result import ShardedProfile
 
@@ -35,7 +35,7 @@ _FSDP_ONLY = frozenset({"unsharded_bytes", "all_gather_bytes", "reduce_scatter_b
 
 def render_sharded(p: ShardedProfile) -> RenderableType:
     """The per-rank table and the verdict on memory (when a device is known)."""
-    table = Table(title=f"{p.model_name}, {p.shard or p.strategy}, {p.dtype}, per-rank batch {p.inputs}: one rank of a training step",
+    table = ReportTable(title=f"{p.model_name}, {p.shard or p.strategy}, {p.dtype}, per-rank batch {p.inputs}: one rank of a training step",
                   box=box.SIMPLE_HEAD, title_justify="left")  # fmt: skip
     for name, justify in (("per rank", "left"), ("counted", "right"), ("reference", "right"), ("difference", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]

@@ -93,7 +93,7 @@ def _memory_rows(profile: Profile) -> Rows:
     if profile.mode is Mode.TRAIN:
         rows.append((
             "Memory: saved for backward",
-            f"{format_bytes(profile.saved_activation_bytes)} (the Saved column: activations a training step holds until its backward)",
+            f"{format_bytes(profile.saved_activation_bytes)} (activations a training step holds until its backward; per layer in the Saved column of --verbose)",
         ))  # fmt: skip
     ai = total.arithmetic_intensity
     rows += [

@@ -13,7 +13,6 @@ from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from graphprof.base.atomic import check_path, write_atomic
@@ -21,6 +20,7 @@ from graphprof.base.choices import SweepAxis
 from graphprof.base.limits import format_bytes
 from graphprof.errors import OutputError
 from graphprof.render.files import csv_text
+from graphprof.render.fit import ReportTable
 from graphprof.render.formatting import format_count, format_seconds
 from graphprof.render.plots import PLOT_FORMATS, _figure, _save, require_matplotlib
 from graphprof.scaling.result import METRICS, Sweep
@@ -34,7 +34,7 @@ _TITLES = {
     "flops": "FLOPs",
     "bytes": "Bytes moved",
     "peak_activation_bytes": "Peak act.",
-    "estimated_seconds": "Est. time",
+    "estimated_seconds": "Lower bound",  # the roofline's: max(FLOPs / peak, bytes / bandwidth) per layer
     "measured_seconds": "Measured",
     "measured_peak_bytes": "Meas. peak",
 }
@@ -63,10 +63,10 @@ def render_sweep(sweep: Sweep) -> RenderableType:
     """The sweep table, then one line per metric's growth fit (and, for sequence length, the
     linear and quadratic terms of MACs with the quadratic share at the largest point)."""
     metrics = _metrics(sweep)
-    title = f"{sweep.model}: {sweep.label} sweep" + (f" (estimates for {sweep.hardware})" if sweep.hardware else "")
+    title = f"{sweep.model}: {sweep.label} sweep" + (f" (times: roofline lower bounds on {sweep.hardware})" if sweep.hardware else "")
     # Text: a name like hf:llama is no emoji code. No side rules, and cells fold rather than cut to "…":
     # a pipe or a narrow terminal is 80 columns, and every figure must survive it.
-    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table = ReportTable(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column(sweep.label, justify="right", overflow="fold")
     table.add_column("Inputs", overflow="fold")
     for metric in metrics:
@@ -79,7 +79,7 @@ def render_sweep(sweep: Sweep) -> RenderableType:
         table.add_row(_value(sweep.stopped_at), "out of memory", *("-" for _ in metrics))
     parts: list[RenderableType] = [table]
 
-    fits = Table(title="Growth: metric ∝ value^exponent", title_justify="left")
+    fits = ReportTable(title="Growth: metric ∝ value^exponent", title_justify="left")
     fits.add_column("Metric")
     fits.add_column("Exponent", justify="right")
     fits.add_column("R²", justify="right")

@@ -14,6 +14,7 @@ from rich.table import Table
 from graphprof.cost.aggregate import ancestors
 from graphprof.cost.result import ModuleRow, Profile
 from graphprof.render.formatting import (
+    OPTIONAL_COLUMNS,
     TYPE_WIDTH,
     FullNamesIfTheyFit,
     ai_cell,
@@ -89,17 +90,17 @@ def render_tree(
 
 
 def _tree_table(profile: Profile, rows: list[ModuleRow], caption: str, show_shapes: bool, width: int | None) -> Table:
-    table = section_table("Hierarchical graph profile", caption=caption)
+    table = section_table("Hierarchical graph profile", caption=caption, optional=OPTIONAL_COLUMNS)
     indent_room = 2 * max((m.depth for m in rows), default=0)
-    table.add_column("Module", overflow="fold", max_width=None if width is None else width + indent_room)
-    table.add_column("Type", overflow="fold", max_width=TYPE_WIDTH)
-    table.add_column("Params", justify="right", overflow="fold")
+    table.add_column("Module", no_wrap=True, overflow="ellipsis", max_width=None if width is None else width + indent_room)
+    table.add_column("Type", no_wrap=True, overflow="ellipsis", max_width=TYPE_WIDTH)
+    table.add_column("Params", justify="right", no_wrap=True)
     if show_shapes:
-        table.add_column("Output shape", overflow="fold", max_width=20)
-    table.add_column("MACs", justify="right", overflow="fold")
-    table.add_column("FLOPs", justify="right", overflow="fold")
-    table.add_column("Memory", justify="right", overflow="fold")
-    table.add_column("AI", justify="right", overflow="fold")
+        table.add_column("Output shape", max_width=20)  # text: two shapes wrap at their comma
+    table.add_column("MACs", justify="right", no_wrap=True)
+    table.add_column("FLOPs", justify="right", no_wrap=True)
+    table.add_column("Memory", justify="right", no_wrap=True)
+    table.add_column("AI", justify="right", no_wrap=True)
     shapes = module_shapes(profile) if show_shapes else {}
     labels = short_names([m.path for m in rows], width)  # indented by depth, within the column's room
     for module, short in zip(rows, labels, strict=True):

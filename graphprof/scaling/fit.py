@@ -63,12 +63,23 @@ class Knee:
 
 
 def r2(y: Any, predicted: Any) -> float:
+    """The coefficient of determination of ``predicted`` against ``y``, in [0, 1] for a least-squares fit.
+
+    A constant series has no variance to explain: its R² is 1.0 when the fit is exact and 0.0 otherwise.
+    "Constant" and "exact" are judged against the series' own size (rounding of ``mean(y)`` leaves a total
+    of about 1e-22 y², and dividing by it gave a negative R² for a constant series).
+
+    >>> import numpy as np
+    >>> r2(np.array([123456.789] * 5), np.array([123456.789 + 1e-10] * 5))
+    1.0
+    """
     import numpy as np
 
     residual = float(np.sum((y - predicted) ** 2))
     total = float(np.sum((y - np.mean(y)) ** 2))
-    if total == 0.0:
-        return 1.0 if residual <= 1e-24 else 0.0
+    noise = len(y) * (1e-9 * float(np.max(np.abs(y)) if len(y) else 0.0)) ** 2  # float rounding, in y²
+    if total <= noise:
+        return 1.0 if residual <= noise else 0.0
     return 1.0 - residual / total
 
 

@@ -153,7 +153,9 @@ def _seconds(ops: list[OpRecord], dtype: str, hardware: Hardware, calibration: C
     forward, :func:`graphprof.devices.predict.predict_ops`), else each counted call's roofline bound (FLOPs
     at the dense peak for ``dtype``, bytes at the bandwidth), summed: a lower bound."""
     if calibration is not None and calibration.op_model is not None:
-        return sum(predict_ops(ops, dtype, hardware, calibration)), f"the {hardware.name} calibration's per-op predictions (each op in place)"
+        return sum(
+            predict_ops(ops, dtype, hardware, calibration)
+        ), f"the {hardware.name} calibration's per-op predictions (each op in place)"
     peak = hardware.peak_flops(dtype)
     counted = [op for op in ops if op.status is OpStatus.COUNTED]
     return sum(

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from graphprof.base.choices import Optimizer
+from graphprof.base.inputs import describe_inputs, format_inputs
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
 from graphprof.run.step import Wrap
@@ -109,6 +110,8 @@ def plan_ranks(
         model_name=step.name, device=device.label, device_memory_bytes=device.memory_bytes, world=world,
         world_with_checkpoint=world_cp, tried=tuple(tried), tried_with_checkpoint=tuple(tried_cp),
         notes=(
+            f"planned for the input {format_inputs(describe_inputs(step.args, step.kwargs, parse_dtype(dtype)))} per rank "
+            "(--batch-size, --input-shape or the model's spec change it)",
             "per-rank peak of one training step simulated on FakeTensors with FSDP2 over a fake process group, "
             "at each world size listed; the others extrapolated (sharded state / N), then confirmed",
             f"with checkpointing: every one of {len(blocks)} blocks recomputed in the backward (torch.utils.checkpoint)",

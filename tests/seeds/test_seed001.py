@@ -1,5 +1,5 @@
 """Seed 001 (the unified graph profiler), as its user types it: the hybrid strategy's labels, YOLO through
-Dynamo (measured, with the same counts), ``1. Warm-up (always)`` as ``--warm-up always``, and the future
+Dynamo (measured, with the same counts), ``1. Warm-up (always)`` as ``--capture-warmup always``, and the future
 work's ONNX export as ``--export-onnx model.onnx``."""
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ def test_yolo_through_dynamo_counts_what_the_eager_capture_counts() -> None:
 
 # ---- 1. Warm-up (always) -----------------------------------------------------------------------------------
 def test_warm_up_always_gives_every_model_its_real_forward() -> None:
-    """``graphprof --model M --warm-up always``: seed 001's warm-up for a model that initialises nothing
+    """``graphprof --model M --capture-warmup always``: seed 001's warm-up for a model that initialises nothing
     lazily; the default (auto) keeps skipping it, and never skips it even for a lazy model."""
-    done = CliRunner().invoke(app, ["--model", "resnet18", "--input-shape", "1,3,32,32", "--warm-up", "always", "--width", "200"])
+    done = CliRunner().invoke(app, ["--model", "resnet18", "--input-shape", "1,3,32,32", "--capture-warmup", "always", "--width", "200"])
     assert done.exit_code == 0, done.output
     assert "warmed up with one real forward: asked for (warm_up='always')" in done.output
     default = graphprof.profile_model(nn.Linear(2, 2), input_shape=(1, 2))
@@ -80,7 +80,7 @@ def test_warm_up_always_gives_every_model_its_real_forward() -> None:
 
 
 def test_a_warm_up_policy_that_does_not_exist_is_one_line() -> None:
-    done = CliRunner().invoke(app, ["--model", "resnet18", "--warm-up", "sometimes"])
+    done = CliRunner().invoke(app, ["--model", "resnet18", "--capture-warmup", "sometimes"])
     assert done.exit_code == 2 and "sometimes" in done.output
     with pytest.raises(graphprof.GraphprofError, match="unknown warm-up policy 'sometimes'"):
         graphprof.profile_model(nn.Linear(2, 2), input_shape=(1, 2), warm_up="sometimes")

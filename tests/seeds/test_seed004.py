@@ -87,7 +87,7 @@ def test_sweep_table_at_80_columns_in_a_pipe_cuts_no_cell(monkeypatch: pytest.Mo
     capsys.readouterr()
     experiment.print_summary()
     text = capsys.readouterr().out
-    assert "…" not in text and "hidden" in text and "Est." in text
+    assert "…" not in text and "hidden" in text and "Lower bound" in text  # the roofline's time, named as a bound (issue 54)
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
@@ -405,7 +405,7 @@ def test_a_seed_name_asked_of_the_top_level_says_where_it_moved() -> None:
         from graphprof import RuntimeProfiler  # noqa: F401
     import graphprof
 
-    with pytest.raises(ImportError, match="from graphprof.base.choices import Mode"):
+    with pytest.raises(AttributeError, match="from graphprof.base.choices import Mode"):  # hasattr answers False (issue 54)
         graphprof.Mode  # noqa: B018
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         graphprof.no_such_name  # noqa: B018
