@@ -15,11 +15,12 @@ script itself raises is the script's, shown as ``python`` shows it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import runpy
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 __all__ = ["main", "USAGE"]
@@ -95,32 +96,34 @@ def _require_module(module: str) -> None:
         raise _Usage(f"chisel: error: no module named {module!r}")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point (``chisel``); the exit code is the script's."""
-    from graphprof.compat.seed003 import CHISEL_ENV, debug
-    from graphprof.measure.trace import TRACE_DIR_ENV
-
+@contextlib.contextmanager
+def _answered() -> Iterator[None]:
+    """The launcher's own answers, each one line: help on stdout (exit 0), a usage error on stderr (exit 2)."""
     try:
-        module, target, script_args = _split(sys.argv[1:] if argv is None else argv)
+        yield
     except _Help as exc:
         sys.stdout.write(f"{exc}\n")
         raise SystemExit(0) from None
     except _Usage as exc:
         sys.stderr.write(f"{exc}\n")
         raise SystemExit(2) from None
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (``chisel``); the exit code is the script's."""
+    from graphprof.compat.seed003 import CHISEL_ENV, debug
+    from graphprof.measure.trace import TRACE_DIR_ENV
+
+    with _answered():
+        module, target, script_args = _split(sys.argv[1:] if argv is None else argv)
     os.environ[CHISEL_ENV] = "1"
     directory = Path(os.environ.get(TRACE_DIR_ENV, "."))
     before = _traces(directory)
     debug(f"running {target} with profiling on ({CHISEL_ENV}=1); traces into {directory.resolve()}")
     _alias_chisel()
     try:
-        _run(module, target, script_args)
-    except _Help as exc:
-        sys.stdout.write(f"{exc}\n")
-        raise SystemExit(0) from None
-    except _Usage as exc:
-        sys.stderr.write(f"{exc}\n")
-        raise SystemExit(2) from None
+        with _answered():
+            _run(module, target, script_args)
     finally:
         written = sorted(_traces(directory) - before)
         if written:
