@@ -6,6 +6,8 @@ Parses options, calls :func:`graphprof.calibrate.calibrate`, renders its summary
 from __future__ import annotations
 
 import math
+import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +16,20 @@ import typer
 from graphprof_cli.common import console as make_console
 from graphprof_cli.common import run_guarded
 from graphprof_cli.options import file_path
+
+
+def _log_progress() -> Any:
+    """Progress as plain lines on stderr (``calibrating: 3/40 op grid: mm 512``), at most one every 2 seconds."""
+    last = [-math.inf]
+
+    def progress(done: int, total: int, what: str) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 2.0 or done >= total:
+            last[0] = now
+            sys.stderr.write(f"calibrating: {done}/{total} {what}\n")
+            sys.stderr.flush()
+
+    return progress
 
 
 def _summary(preset: Any) -> list[str]:
@@ -94,13 +110,19 @@ def calibrate_command(
 
     output = run_guarded(checked)
     console = make_console(None)
-    with Progress(TextColumn("calibrating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=console, transient=True) as bar:  # fmt: skip
-        task = bar.add_task("", total=None)
+    if not sys.stderr.isatty():  # a log, not a terminal: one plain line per step on stderr, never a silent quarter hour
+        preset = run_guarded(lambda: calibrate(device, output=output, progress=_log_progress(), threads=threads, quick=quick))
+    else:
+        with Progress(TextColumn("calibrating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=console, transient=True) as bar:  # fmt: skip
+            task = bar.add_task("", total=None)
 
-        def progress(done: int, total: int, what: str) -> None:
-            bar.update(task, completed=done, total=total, description=what)
+            def progress(done: int, total: int, what: str) -> None:
+                bar.update(task, completed=done, total=total, description=what)
 
-        preset = run_guarded(lambda: calibrate(device, output=output, progress=progress, threads=threads, quick=quick))
+            preset = run_guarded(lambda: calibrate(device, output=output, progress=progress, threads=threads, quick=quick))
+    busy = preset.device.get("busy")
+    if busy:
+        typer.echo(f"graphprof: warning: {busy}; the calibration was written marked noisy, and every prediction from it says so", err=True)
     for line in _summary(preset):
         console.print(line, highlight=False)

@@ -195,6 +195,13 @@ def _learn(req: ProfileRequest, console: Console, result: Profile, device_hw: Ha
     """After the report (whose prediction did not see this run): the run's op times join the local calibration."""
     if not req.learn or device_hw is None or device_hw.name != "local":
         return
+    measured = result.measurement
+    if measured is not None and measured.noisy:
+        console.print(
+            f"not learned: this run's forward varied by {measured.forward_cv:.0%} (noisy); a quiet run teaches the calibration",
+            highlight=False,
+        )
+        return
     from graphprof.calibrate.learn import learn_from_run
 
     learned = run_guarded(lambda: learn_from_run(result, device_hw), req.debug)

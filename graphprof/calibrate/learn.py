@@ -30,13 +30,14 @@ __all__ = ["learn_from_run"]
 def learn_from_run(profile: Any, hardware: Hardware, path: Path | None = None) -> int:
     """Append the samples of ``profile``'s measured forward (eval mode, on the CPU) to the local preset's file
     (``path``, default :func:`graphprof.devices.local.local_path`); how many (0 unless ``hardware`` is the
-    ``local`` preset with a current CPU calibration with kind models, or without a usable measurement)."""
+    ``local`` preset with a current CPU calibration with kind models, or without a usable measurement: one
+    in train mode, on a GPU, or flagged noisy)."""
     calibration = hardware.calibration
     measurement = getattr(profile, "measurement", None)
     if hardware.name != LOCAL or calibration is None or calibration.op_model is None:
         return 0
-    if measurement is None or profile.mode is not Mode.EVAL:
-        return 0
+    if measurement is None or profile.mode is not Mode.EVAL or getattr(measurement, "noisy", False):
+        return 0  # a noisy run (its forward's spread over NOISY_CV) would teach the calibration its noise
     if str(getattr(measurement, "device", "cpu")).split(":")[0] != "cpu":
         return 0
     check_current(hardware.measured, path)

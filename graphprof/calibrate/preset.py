@@ -199,15 +199,35 @@ def calibrate(
         used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(before_threads)
+    load_after = loadavg()
     info = {
         "type": dev.type, "name": _device_name(dev) if dev.type == "cuda" else cpu_model(), "threads": used_threads,
-        "cpu_count": os.cpu_count(), "torch": torch.__version__, "loadavg_before": load_before, "loadavg_after": loadavg(),
+        "cpu_count": os.cpu_count(), "torch": torch.__version__, "loadavg_before": load_before, "loadavg_after": load_after,
         "seconds": round(time.perf_counter() - start, 1),
         "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }  # fmt: skip
+    busy = busy_reason(load_before, load_after)
+    if busy:
+        info["busy"] = busy  # written with the figures, and repeated by every prediction that uses them
     preset = preset_from_table(table, info, op_model)
     path = write_preset(preset.to_dict(table), output)
     return LocalPreset(preset.hardware, preset.calibration, preset.device, path)
+
+
+def busy_reason(before: str | None, after: str | None, cores: int | None = None) -> str | None:
+    """Why a calibration measured a busy machine: the 1-minute load average before or after it above the
+    machine's cores (other processes' work then runs in its timings), else ``None``.
+
+    >>> busy_reason("6.90 3.10 1.00", "0.50 0.40 0.30", cores=2)
+    'the load average was 6.90 with 2 cores while it measured: its times include other processes\' work'
+    >>> busy_reason("0.90 0.50 0.40", "1.20 0.60 0.40", cores=2) is None
+    True
+    """
+    cores = cores or os.cpu_count() or 1
+    loads = [float(text.split()[0]) for text in (before, after) if text]
+    if not loads or max(loads) <= cores:
+        return None
+    return f"the load average was {max(loads):.2f} with {cores} cores while it measured: its times include other processes' work"
 
 
 def load_local(path: Path | None = None) -> LocalPreset | None:

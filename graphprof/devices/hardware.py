@@ -334,11 +334,13 @@ def local_hardware(data: Mapping[str, Any], path: Path | None = None) -> Hardwar
     the samples learned from the user's runs, what it measured, and the note on damaged learned records."""
     note = learned_note(data, path)
     device = data.get("device")
+    busy = device.get("busy") if isinstance(device, Mapping) else None
+    busy_note = f"the local calibration is noisy ({busy}): run `graphprof calibrate` again on a quiet machine" if busy else None
     return Hardware(
         **data["hardware"],
         calibration=with_learned(Calibration.from_dict(data["calibration"]), data.get("learned", ())),
         measured=device if isinstance(device, Mapping) else None,
-        notes=(note,) if note else (),
+        notes=tuple(n for n in (note, busy_note) if n),
     )
 
 
