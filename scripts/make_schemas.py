@@ -129,6 +129,11 @@ def shards() -> Iterator[dict[str, Any]]:
     yield _doc(shard_profile("hf:gpt2", "fsdp:4", dtype="bfloat16", hardware="h100"))
     yield _doc(shard_profile("hf:llama?num_hidden_layers=2", "tp:2"))
     yield _doc(shard_profile("hf:llama?num_hidden_layers=2", "fsdp:2,tp:2", hardware="h100"))
+    from graphprof.sharding import StepOptions  # the step priced compiled, with checkpointing, on a derived kernel model
+
+    timing = StepOptions(grad_accum=2, checkpoint="full", gpus_per_node=2, compiled=True)
+    yield _doc(shard_profile("hf:llama?num_hidden_layers=2", "fsdp:4", hardware="a100", timing=timing, seq_len=64))
+    yield _doc(shard_profile(_tiny(), "fsdp:2", hardware="h100", input_shape=(2, 3, 16, 16)))  # no tokens: no tokens/s, no MFU
 
 
 def fits() -> Iterator[dict[str, Any]]:
@@ -267,6 +272,22 @@ def _calibration(body: dict[str, Any]) -> dict[str, Any]:
     return _bounded(body)
 
 
+def _shard(body: dict[str, Any]) -> dict[str, Any]:
+    """The ``step`` object (the step's time, :class:`graphprof.sharding.StepTime`), where present, has every key
+    the samples' have, its breakdown its five parts, and none of its numbers (times, rates, shares) is negative."""
+    for option in body["properties"]["step"].get("anyOf", []):
+        if option.get("type") == "object":
+            option["required"] = sorted(option["properties"])
+            breakdown = option["properties"]["breakdown"]
+            breakdown["required"] = sorted(breakdown["properties"])
+            for record in (option, breakdown):
+                for field in record["properties"].values():
+                    types = field.get("type")
+                    if types in ("number", "integer") or (isinstance(types, list) and {"number", "integer"} & set(types)):
+                        field["minimum"] = 0
+    return body
+
+
 def make(kind: str) -> dict[str, Any]:
     builder = SchemaBuilder(schema_uri="https://json-schema.org/draft/2020-12/schema")
     for doc in SAMPLES[kind]():
@@ -280,6 +301,8 @@ def make(kind: str) -> dict[str, Any]:
     body["properties"]["schema_version"] = {"const": SCHEMA_VERSIONS[kind]}
     for optional in _OPTIONAL.get(kind, ()):
         body["properties"].setdefault(optional, {"type": "object"})
+    if kind == "shard":
+        body = _shard(body)
     if kind == "calibrate":
         body = _calibration(body)
         required = [k for k in required if k != "table"]  # written by `graphprof calibrate`, not by every preset

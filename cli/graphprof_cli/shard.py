@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from graphprof.base.choices import Optimizer
+from graphprof.base.choices import ActivationCheckpoint, Optimizer
 from graphprof_cli import options as opt
 from graphprof_cli.common import flag, request_from, run_guarded
 from graphprof_cli.request import CommonOptions
@@ -59,6 +59,11 @@ class ShardRequest(CommonOptions):
     fits: bool = False
     optimizer: str = "adamw"
     memory_budget: str | None = None
+    seq_len: str | None = None
+    grad_accum: int = 1
+    checkpoint: str = "none"
+    gpus_per_node: int = 8
+    compile: bool = False
 
 
 def shard_command(
@@ -89,9 +94,25 @@ def shard_command(
         Optimizer, typer.Option("--optimizer", help="With --fits: the optimizer whose state each rank holds.")
     ] = Optimizer.ADAMW,
     memory_budget: opt.MemoryBudgetOption = None,
+    seq_len: Annotated[str | None, typer.Option("--seq-len", help="Tokens per sequence (the batch from --batch-size).")] = None,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", help="Micro-batches per optimizer step (the step time).")] = 1,
+    checkpoint: Annotated[
+        ActivationCheckpoint,
+        typer.Option(
+            "--checkpoint",
+            help="Activation checkpointing of each block, priced as recomputation: none, selective (torchtitan's per-op policy) or full.",
+        ),
+    ] = ActivationCheckpoint.NONE,
+    gpus_per_node: Annotated[
+        int, typer.Option("--gpus-per-node", help="GPUs in a node: which collectives cross the network (the step time).")
+    ] = 8,
+    compile: Annotated[  # noqa: A002 - the option's name
+        bool, flag("--compile", help="Price the step as torch.compile runs it: element-wise chains fused, CUDA graphs.")
+    ] = False,
     debug: opt.DebugOption = False,
 ) -> None:
-    """One rank of a sharded training step: its memory, FLOPs and collective bytes beside the analytic figures."""
+    """One rank of a sharded training step: its memory, FLOPs and collective bytes beside the analytic figures,
+    and with --hardware its time, tokens/s per GPU and MFU."""
     req = request_from(ShardRequest, ctx.params)
     if req.fits or req.memory_budget is not None:
         _run_fits(req)
@@ -134,17 +155,31 @@ def _run_ranks(req: ShardRequest) -> None:
     emit(ranks, target, console, req.debug)
 
 
+def _seq_len(text: str | None) -> int | None:
+    """``--seq-len`` here is one length (``sweep --seq-len`` takes a list, so the option is text in both)."""
+    from graphprof.errors import InvalidInputError
+
+    if text is None:
+        return None
+    if not text.strip().isdigit():
+        raise InvalidInputError(f"--seq-len takes one whole number for shard, got {text!r} (a list of lengths is graphprof sweep's)")
+    return int(text)
+
+
 def run_shard(req: ShardRequest) -> None:
     """Check the options, run the sharded step, print the per-rank table, write ``--output`` as JSON."""
     from graphprof.render.shard import render_sharded
-    from graphprof.sharding import shard_profile
+    from graphprof.sharding import StepOptions, shard_profile
     from graphprof_cli.common import console as make_console
     from graphprof_cli.output import emit
 
     spec, hardware, target = run_guarded(lambda: _checked(req), req.debug)
     console = make_console(req.width, stderr=target is not None and target.to_stdout)
     options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype}
+    timing = StepOptions(grad_accum=req.grad_accum, checkpoint=str(req.checkpoint), gpus_per_node=req.gpus_per_node, compiled=req.compile)
     with console.status(f"sharding {req.model} as {spec} ...", spinner="dots"):
-        result = run_guarded(lambda: shard_profile(req.model, spec, hardware=hardware, **options), req.debug)
+        result = run_guarded(
+            lambda: shard_profile(req.model, spec, hardware=hardware, timing=timing, seq_len=_seq_len(req.seq_len), **options), req.debug
+        )
     console.print(render_sharded(result))
     emit(result, target, console, req.debug)

@@ -20,12 +20,13 @@ from graphprof.errors import InvalidInputError
 
 __all__ = [
     "Choice", "Mode", "Capture", "WarmUp", "Method", "Lowering", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat",
-    "Reference", "SweepAxis", "Optimizer", "KVCache", "OPTIMIZER_STATE_TENSORS",
+    "Reference", "SweepAxis", "Optimizer", "KVCache", "ActivationCheckpoint", "OPTIMIZER_STATE_TENSORS",
 ]  # fmt: skip
 
 
 #: How an error names a choice whose class name does not read as words.
-_WHAT = {"WarmUp": "warm-up policy", "SweepAxis": "sweep axis", "OpStatus": "op status", "KVCache": "KV cache"}
+_WHAT = {"WarmUp": "warm-up policy", "SweepAxis": "sweep axis", "OpStatus": "op status", "KVCache": "KV cache",
+         "ActivationCheckpoint": "activation checkpointing"}  # fmt: skip
 
 
 class Choice(str, enum.Enum):
@@ -186,6 +187,16 @@ class KVCache(Choice):
 
     STATIC = "static"  # written in place, the context read once per step
     DYNAMIC = "dynamic"  # transformers' DynamicCache: the whole cache copied by torch.cat every step
+
+
+class ActivationCheckpoint(Choice):
+    """What a sharded step's blocks recompute in backward (``graphprof shard --checkpoint``): nothing, torchtitan's
+    per-op selective policy (every op's output saved but element-wise ones and every second matrix product), or
+    the whole block's forward."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
 
 
 #: Parameter-sized tensors an optimizer keeps per trainable parameter, as graphprof's measured training

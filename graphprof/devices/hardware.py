@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import Any
 
 from graphprof.base.choices import Lowering
+from graphprof.devices.links import Link, Links
 from graphprof.devices.local import LOCAL, learned_note, read_local, require_local
 from graphprof.devices.table import Calibration, shipped_calibration, with_learned
 from graphprof.errors import InvalidInputError
@@ -90,6 +91,8 @@ class Hardware:
     calibration: Calibration | None = field(default=None, compare=False, repr=False)
     measured: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     notes: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    #: the links between GPUs of this kind, with their sources (:mod:`graphprof.devices.links`); ``None``: none published
+    links: Links | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.peak_tflops) - set(PRECISIONS)
@@ -277,6 +280,52 @@ _TABLE: tuple[tuple[str, str, str, tuple[float | None, ...], float, float, tuple
 # fmt: on
 _MEMORY_ASSUMED = frozenset({"desktop-cpu"})
 
+_NVLINK4 = Link("nvlink", 450.0, "NVLink 4 through NVSwitch, 900 GB/s per GPU both ways",
+                "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: NVLink 900GB/s")  # fmt: skip
+_NDR_400 = Link("network", 50.0, "InfiniBand NDR, one 400 Gb/s ConnectX-7 per GPU",
+                "NVIDIA DGX H100 datasheet: 8x single-port ConnectX-7 VPI, 400 Gb/s InfiniBand/Ethernet")  # fmt: skip
+_XGMI = Link("xgmi", 448.0, "Infinity Fabric (xGMI), 7 links x 128 GB/s both ways, fully connected",
+             "AMD Instinct MI300X data sheet: peak Infinity Fabric link bandwidth 128 GB/s, 7 links (896 GB/s)")  # fmt: skip
+
+#: The links between GPUs, per preset (:mod:`graphprof.devices.links`): inside a node, and between nodes where a
+#: system datasheet gives the network. One direction = the printed bidirectional figure / 2; Gb/s / 8 = GB/s.
+_LINKS: Mapping[str, Links] = MappingProxyType({
+    # A100 datasheet: NVLink 600GB/s (SXM); DGX A100 datasheet: 8x single-port ConnectX-6 200 Gb/s HDR
+    "a100": Links(
+        Link("nvlink", 300.0, "NVLink 3 through NVSwitch, 600 GB/s per GPU both ways",
+             "NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: NVLink 600GB/s"),
+        Link("network", 25.0, "InfiniBand HDR, one 200 Gb/s ConnectX-6 per GPU",
+             "NVIDIA DGX A100 datasheet: 8x single-port ConnectX-6 VPI, 200 Gb/s HDR InfiniBand"),
+    ),
+    "h100": Links(_NVLINK4, _NDR_400),
+    # H100 datasheet, PCIe column: NVLink bridge 600GB/s (pairs only), PCIe Gen5 128GB/s: a ring of more than
+    # two cards runs over PCIe
+    "h100-pcie": Links(Link("pcie", 64.0, "PCIe Gen5 x16, 128 GB/s both ways",
+                            "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe: PCIe Gen5 128GB/s")),
+    # H200 datasheet: NVLink 900GB/s; DGX H200 datasheet: 8x single-port ConnectX-7, 400 Gb/s
+    "h200": Links(
+        Link("nvlink", 450.0, "NVLink 4 through NVSwitch, 900 GB/s per GPU both ways",
+             "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: NVLink 900GB/s"),
+        Link("network", 50.0, "InfiniBand NDR, one 400 Gb/s ConnectX-7 per GPU",
+             "NVIDIA DGX H200 datasheet: 8x single-port ConnectX-7 VPI, 400 Gb/s InfiniBand/Ethernet"),
+    ),
+    # HGX B200: NVLink 5, 1.8 TB/s per GPU; DGX B200 datasheet: 8x single-port ConnectX-7, 400 Gb/s
+    "b200": Links(
+        Link("nvlink", 900.0, "NVLink 5 through NVSwitch, 1.8 TB/s per GPU both ways",
+             "NVIDIA HGX B200 specifications: NVLink 5, 1.8TB/s GPU-to-GPU"),
+        Link("network", 50.0, "InfiniBand NDR, one 400 Gb/s ConnectX-7 per GPU",
+             "NVIDIA DGX B200 datasheet: 8x single-port ConnectX-7 VPI, 400 Gb/s InfiniBand/Ethernet"),
+    ),
+    # H20 product brief: NVLink 900GB/s; no system datasheet for its network
+    "h20": Links(Link("nvlink", 450.0, "NVLink 4, 900 GB/s per GPU both ways", "NVIDIA H20 product brief: NVLink 900GB/s")),
+    "mi300x": Links(_XGMI),
+    "mi325x": Links(Link("xgmi", 448.0, _XGMI.label, "AMD Instinct MI325X data sheet: Infinity Fabric 128 GB/s per link, 7 links")),
+    # PCIe-only cards: the slot is the link (PCIe Gen4 x16 64 GB/s, Gen3 x16 32 GB/s, both ways)
+    "l4": Links(Link("pcie", 32.0, "PCIe Gen4 x16, 64 GB/s both ways", "NVIDIA L4 Tensor Core GPU datasheet: PCIe Gen4 x16 64GB/s")),
+    "t4": Links(Link("pcie", 16.0, "PCIe Gen3 x16, 32 GB/s both ways", "NVIDIA T4 Tensor Core GPU datasheet: PCIe Gen3 x16 32GB/s")),
+    "rtx4090": Links(Link("pcie", 32.0, "PCIe Gen4 x16, 64 GB/s both ways", "NVIDIA Ada Lovelace GPU architecture whitepaper: RTX 4090, PCIe Gen4 x16, no NVLink")),
+})  # fmt: skip
+
 _PRESETS = tuple(
     Hardware(
         name=name,
@@ -289,6 +338,7 @@ _PRESETS = tuple(
         memory_assumed=name in _MEMORY_ASSUMED,
         device_names=device_names,
         calibration=shipped_calibration(name),
+        links=_LINKS.get(name),
     )
     for name, label, kind, peaks, bandwidth_gbs, memory_gb, device_names, source in _TABLE
 )

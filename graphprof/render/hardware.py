@@ -58,7 +58,25 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
     for device in presets:
         sources.add_row(device.name, Phrases(device.source))  # a long URL: shortened in the middle, in full in hardware.py
     lines += [Text("Sources (details and URLs: graphprof/devices/hardware.py)", style="bold"), sources]
+    linked = [device for device in presets if device.links is not None]
+    if linked:
+        lines += [Text("Links between GPUs, per GPU and direction (graphprof/devices/links.py)", style="bold"), _links(linked)]
     return Group(*lines)
+
+
+def _links(presets: Sequence[Hardware]) -> RenderableType:
+    """Each preset's link inside a node and between nodes, GB/s per direction, with its source."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column()
+    grid.add_column(style="dim")
+    for device in presets:
+        assert device.links is not None
+        for where, link in (("in a node", device.links.intra), ("between nodes", device.links.inter)):
+            if link is not None:
+                grid.add_row(f"{device.name} {where}", f"{link.gbs:g} GB/s", Phrases(link.label), Phrases(link.source))
+    return grid
 
 
 def _tflops(value: float | None) -> str:

@@ -129,7 +129,13 @@ def render_ranks_plan(plan: RanksPlan) -> RenderableType:
         table.add_row(str(world), format_bytes(peak), format_bytes(with_cp[world]) if world in with_cp else "-")
     verdict = (f"smallest FSDP world that fits: {plan.world or 'none tried'}; "
                f"with every block checkpointed: {plan.world_with_checkpoint or 'none tried'}")  # fmt: skip
-    return Group(table, Text(verdict, style="bold"), *(Text(n, style="dim") for n in plan.notes))
+    ranked = [
+        Text(f"  {i}. fsdp:{world}, checkpoint {checkpoint}: {rate:,.0f} tokens/s per GPU, step {seconds * 1e3:,.1f} ms")
+        for i, (world, checkpoint, rate, seconds) in enumerate(plan.ranked, 1)
+    ]
+    if ranked:
+        ranked.insert(0, Text("fastest first (tokens/s per GPU, the step priced on the device):", style="bold"))
+    return Group(table, Text(verdict, style="bold"), *ranked, *(Text(n, style="dim") for n in plan.notes))
 
 
 _COLOURS = {

@@ -10,6 +10,7 @@ from rich.text import Text
 from graphprof.base.limits import format_bytes
 from graphprof.render.fit import ReportTable
 from graphprof.render.formatting import format_count
+from graphprof.render.step import render_step
 from graphprof.sharding.result import ShardedProfile
 
 __all__ = ["render_sharded"]
@@ -48,6 +49,8 @@ def render_sharded(p: ShardedProfile) -> RenderableType:
     if p.device is not None and p.device_memory_bytes is not None:
         verdict = "fits" if p.fits else "does NOT fit"
         peak += f" on {p.device} ({format_bytes(p.device_memory_bytes)}): {verdict}"
-    lines = [Text(peak, style="bold" if p.fits is not False else "bold red")]
+    lines: list[RenderableType] = [Text(peak, style="bold" if p.fits is not False else "bold red")]
+    if p.step is not None:
+        lines.append(render_step(p.step))
     lines += [Text(note, style="dim") for note in p.notes]
     return Group(table, *lines)

@@ -8,14 +8,17 @@ from torch import nn
 
 from graphprof.base.choices import Mode
 from graphprof.base.inputs import describe_inputs, format_inputs
+from graphprof.base.options import parse_shape
 from graphprof.cost.result import OpRecord
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
 from graphprof.sharding.result import RankFigures, ShardedProfile
 from graphprof.sharding.run import StepRecord, run_sharded_step
 from graphprof.sharding.spec import ShardSpec, check_layout, parse_shard
+from graphprof.sharding.step_result import StepOptions, StepTime
+from graphprof.sharding.steptime import price_step
 from graphprof.sharding.tp_plan import TensorPlan
-from graphprof.sharding.wraps import fake_world, sharding_wraps
+from graphprof.sharding.wraps import fake_world, shard_units, sharding_wraps
 
 __all__ = ["shard_profile"]
 
@@ -84,15 +87,43 @@ def _analytic(spec: ShardSpec, param_bytes: int, step: StepRecord, flops: int, a
     )  # fmt: skip
 
 
+def _with_seq_len(options: dict[str, Any], seq_len: int | None) -> dict[str, Any]:
+    """``seq_len`` folded into ``input_shape`` as ``(batch, seq_len)`` (the batch from ``batch_size``, else the
+    given shape's first dimension, else 1)."""
+    if seq_len is None:
+        return options
+    if seq_len < 1:
+        raise InvalidInputError(f"--seq-len must be at least 1, got {seq_len}")
+    shape = parse_shape(options.get("input_shape"))
+    batch = options.get("batch_size") or (shape[0] if shape else 1)
+    return {**{k: v for k, v in options.items() if k != "batch_size"}, "input_shape": (batch, seq_len)}
+
+
+def _step_time(step: StepRecord, spec: ShardSpec, device: Hardware | None, plain: Any, blocks: list[str],
+               options: StepOptions | bool | None) -> StepTime | None:  # fmt: skip
+    """The step priced on ``device`` (:func:`~graphprof.sharding.steptime.price_step`): with options given, or by
+    default where the device is a preset with published links; ``False``: never."""
+    if device is None or options is False or (options is None and device.links is None):
+        return None
+    return price_step(step, spec, device, plain, blocks, options if isinstance(options, StepOptions) else StepOptions())
+
+
 def shard_profile(
-    model_or_name: nn.Module | str, shard: str | ShardSpec, *, hardware: Hardware | str | None = None, **options: Any
+    model_or_name: nn.Module | str,
+    shard: str | ShardSpec,
+    *,
+    hardware: Hardware | str | None = None,
+    timing: StepOptions | bool | None = None,
+    seq_len: int | None = None,
+    **options: Any,
 ) -> ShardedProfile:
     """One training step of ``model_or_name`` sharded as ``shard`` (``"fsdp:64"``, ``"tp:8"``,
     ``"fsdp:8,tp:8"``), per rank.
 
     ``options`` are :func:`graphprof.prepare`'s (``batch_size``, ``input_shape``, ``dtype``: the per-rank
-    micro-batch and the parameters' dtype). ``hardware`` (a preset name or record) says whether the
-    rank's estimate fits its memory.
+    micro-batch and the parameters' dtype); ``seq_len`` sets the sequence of ``input_shape``. ``hardware`` (a
+    preset name or record) says whether the rank's estimate fits its memory and prices the step's time
+    (:mod:`graphprof.sharding.steptime`; ``timing``: its :class:`StepOptions`, ``False`` not to price it).
 
     >>> p = shard_profile("hf:llama-3-8b", "fsdp:64", dtype="bfloat16")     # doctest: +SKIP
     >>> p.rank.param_bytes, p.analytic.param_bytes, p.rank.all_gather_bytes   # doctest: +SKIP
@@ -103,13 +134,15 @@ def shard_profile(
     device = get_hardware(hardware) if isinstance(hardware, str) else hardware
     if Mode.parse(options.get("mode", Mode.TRAIN)) is not Mode.TRAIN:
         raise InvalidInputError("sharding profiles a training step: use mode='train'")
-    prepared = prepare(model_or_name, **{**options, "mode": "train"})
+    prepared = prepare(model_or_name, **{**_with_seq_len(options, seq_len), "mode": "train"})
     check_layout(spec, sum(1 for _ in prepared.model.parameters()), prepared.name)  # before the step, not after minutes
     call = prepared.resolve(prepared.spec())
     args, kwargs, run_dtype = call.args, call.kwargs, call.dtype
     with fake_world(spec) as meshes:  # first: a model tensor parallelism has no plan for is refused before the reference
         step = run_sharded_step(prepared.model, args, kwargs, sharding_wraps(spec, meshes, args, kwargs, prepared.name), run_dtype)
     plain = prepared.profile()  # the unsharded step at the same per-rank batch
+    names = {id(m): n for n, m in prepared.model.named_modules()}
+    blocks = [names[id(u)] for u in shard_units(prepared.model) if id(u) in names]
     return ShardedProfile(
         model_name=prepared.name, strategy=spec.strategy, world=spec.world, dtype=plain.dtype,
         inputs=format_inputs(describe_inputs(args, kwargs, run_dtype)), units=len(step.unit_bytes),
@@ -118,7 +151,7 @@ def shard_profile(
         device=device.label if device is not None else None,
         device_memory_bytes=device.memory_bytes if device is not None else None,
         notes=_notes(spec, plain.dtype, step.plan), shard=str(spec), colwise=step.plan.names("colwise"),
-        rowwise=step.plan.names("rowwise"),
+        rowwise=step.plan.names("rowwise"), step=_step_time(step, spec, device, plain, blocks, timing),
     )  # fmt: skip
 
 

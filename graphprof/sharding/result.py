@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graphprof.base.display import NotebookDisplay
+from graphprof.sharding.step_result import StepTime
 
 __all__ = ["RankFigures", "ShardedProfile"]
 
@@ -67,6 +68,8 @@ class ShardedProfile(NotebookDisplay):
     shard: str = ""
     colwise: tuple[str, ...] = ()
     rowwise: tuple[str, ...] = ()
+    #: the step's time on ``device`` (:mod:`graphprof.sharding.steptime`); ``None`` where not priced
+    step: StepTime | None = None
 
     @property
     def fits(self) -> bool | None:
@@ -89,5 +92,5 @@ class ShardedProfile(NotebookDisplay):
             "analytic": {**asdict(self.analytic), "memory_bytes": self.analytic.memory_bytes},
             "difference": self.differences(), "device": self.device, "device_memory_bytes": self.device_memory_bytes,
             "fits": self.fits, "tensor_parallel": {"colwise": list(self.colwise), "rowwise": list(self.rowwise)},
-            "notes": list(self.notes),
+            "notes": list(self.notes), "step": None if self.step is None else self.step.to_dict(),
         }  # fmt: skip

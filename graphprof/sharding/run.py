@@ -12,7 +12,7 @@ summed. Nothing real is allocated, so Llama-3-70B on 512 ranks fits on a laptop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -44,11 +44,13 @@ class _RankOps(Observer):
 
     def __init__(self) -> None:
         self.records: list[OpRecord] = []
+        self.modules: list[str | None] = []  # the module each call ran in (in backward: whose autograd node ran it)
         self.seen: set[StorageWeakRef] = set()
         self.saved_bytes = 0
 
     def op(self, event: OpEvent) -> None:
         self.records.append(op_record(op_call(event)))
+        self.modules.append(None if event.layer is None else event.layer.module)
 
     def saved(self, layer: Layer | None, tensor: torch.Tensor) -> None:
         base = tensor._base if tensor._base is not None else tensor
@@ -84,13 +86,15 @@ def _warm_split(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
 @dataclass(frozen=True)
 class StepRecord:
     """What :func:`run_sharded_step` saw: the op records, the bytes saved for backward, the rank's
-    parameter bytes, each FSDP unit's bytes (empty without FSDP) and the tensor-parallel plan (empty without)."""
+    parameter bytes, each FSDP unit's bytes (empty without FSDP) and the tensor-parallel plan (empty without);
+    ``modules``: beside each record, the dotted path of the module it ran in (``None`` at top level)."""
 
     records: list[OpRecord]
     saved_bytes: int
     shard_bytes: int
     unit_bytes: list[int]
     plan: TensorPlan
+    modules: list[str | None] = field(default_factory=list)
 
 
 def _loss(out: Any) -> torch.Tensor:
@@ -129,4 +133,5 @@ def run_sharded_step(
         sum(local_bytes(p) for p in step_model.parameters()),
         [] if fsdp is None else fsdp.unit_bytes,
         TensorPlan(()) if tp is None else tp.plan,
+        rank.modules,
     )

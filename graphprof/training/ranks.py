@@ -77,6 +77,35 @@ def _search(step: BuiltModel, memory: int, limit: int, wraps: tuple[Wrap, ...], 
     return (min(fitting) if fitting else None), sorted(tried.items())
 
 
+def _ranked(
+    model: nn.Module | str,
+    device: Hardware,
+    candidates: Sequence[tuple[int | None, str]],
+    dtype: Any,
+    batch_size: int | None,
+    input_shape: Sequence[int] | str | None,
+) -> tuple[tuple[int, str, float, float], ...]:
+    """Each fitting candidate ``(world, checkpoint)`` priced (:func:`graphprof.sharding.shard_profile`), fastest per GPU first;
+    none where a candidate cannot be priced (no token inputs, or more shards than one dry run lays out)."""
+    from graphprof.sharding.profile import shard_profile
+    from graphprof.sharding.step_result import StepOptions
+
+    if device.links is None:
+        return ()
+    out = []
+    for world, checkpoint in dict.fromkeys(c for c in candidates if c[0] is not None):
+        assert world is not None
+        try:
+            p = shard_profile(model, ShardSpec(fsdp=world), hardware=device, timing=StepOptions(checkpoint=checkpoint), dtype=dtype,
+                              batch_size=batch_size, input_shape=input_shape)  # fmt: skip
+        except InvalidInputError:  # the ranking is a bonus on the plan: a world too large to lay out is not ranked
+            return ()
+        if p.step is None or p.step.tokens_per_s_per_gpu is None:  # no token inputs: nothing to rank by
+            return ()
+        out.append((world, checkpoint, p.step.tokens_per_s_per_gpu, p.step.time_s))
+    return tuple(sorted(out, key=lambda c: -c[2]))
+
+
 def plan_ranks(
     model_or_name: nn.Module | str,
     hardware: Hardware | str,
@@ -87,9 +116,11 @@ def plan_ranks(
     max_world: int = 4096,
     batch_size: int | None = None,
     input_shape: Sequence[int] | str | None = None,
+    rank: bool = True,
 ) -> RanksPlan:
     """The smallest FSDP world size (a power of two) whose per-rank step fits ``hardware``'s memory,
-    without and with every block checkpointed. See the module docstring.
+    without and with every block checkpointed. See the module docstring. With ``rank`` and a device whose
+    links are published, the two candidates are ranked by tokens/s per GPU (one sharded dry run each).
 
     >>> plan_ranks("hf:llama-3-70b", "h100", dtype="bf16").world     # doctest: +SKIP
     """
@@ -106,6 +137,7 @@ def plan_ranks(
     world, tried = _search(step, device.memory_bytes, max_world, (), **run)
     blocks = set(candidate_blocks(step.model))
     world_cp, tried_cp = _search(step, device.memory_bytes, max_world, (checkpointed(blocks),), **run)
+    ranked = _ranked(model_or_name, device, [(world, "none"), (world_cp, "full")], dtype, batch_size, input_shape) if rank else ()
     return RanksPlan(
         model_name=step.name, device=device.label, device_memory_bytes=device.memory_bytes, world=world,
         world_with_checkpoint=world_cp, tried=tuple(tried), tried_with_checkpoint=tuple(tried_cp),
@@ -115,5 +147,6 @@ def plan_ranks(
             "per-rank peak of one training step simulated on FakeTensors with FSDP2 over a fake process group, "
             "at each world size listed; the others extrapolated (sharded state / N), then confirmed",
             f"with checkpointing: every one of {len(blocks)} blocks recomputed in the backward (torch.utils.checkpoint)",
-        ),
+            *(["ranked by tokens/s per GPU: each candidate's step priced on the device (graphprof shard's step time)"] if ranked else []),
+        ), ranked=ranked,
     )  # fmt: skip

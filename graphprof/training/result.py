@@ -213,6 +213,9 @@ class RanksPlan(NotebookDisplay):
     tried: tuple[tuple[int, int], ...]
     tried_with_checkpoint: tuple[tuple[int, int], ...]
     notes: tuple[str, ...] = ()
+    #: the candidates that fit, fastest first: ``(world, checkpoint, tokens/s per GPU, step seconds)``, each
+    #: step priced on the device (:mod:`graphprof.sharding.steptime`); empty where the device has no links
+    ranked: tuple[tuple[int, str, float, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -221,5 +224,6 @@ class RanksPlan(NotebookDisplay):
             "world_with_checkpoint": self.world_with_checkpoint,
             "tried": [{"world": w, "peak_bytes": b} for w, b in self.tried],
             "tried_with_checkpoint": [{"world": w, "peak_bytes": b} for w, b in self.tried_with_checkpoint],
+            "ranked": [{"world": w, "checkpoint": c, "tokens_per_s_per_gpu": r, "step_s": t} for w, c, r, t in self.ranked],
             "notes": list(self.notes),
         }  # fmt: skip
