@@ -33,6 +33,7 @@ from graphprof.errors import GraphprofError
 from graphprof.run.events import Observer
 from graphprof.run.lowering import moe_note
 from graphprof.run.params import parameter_tensors
+from graphprof.run.propagate import Trace
 from graphprof.session import RunCall, Session, SessionRun, open_session
 from graphprof.version import __version__
 
@@ -83,7 +84,7 @@ def _notes(session: Session, run: SessionRun, rows: list[Any], run_dtype: torch.
     return notes
 
 
-def _empty_notes(trace: Any) -> list[str]:
+def _empty_notes(trace: Trace) -> list[str]:
     """The guard against silent zeros: a value-dependent shape that came out 0 on the input's real values,
     and layers with weights that read an empty tensor on the dry run (their counts are 0)."""
     notes = []

@@ -33,7 +33,7 @@ plus ``8.4 + 7 x 3.4 = 32.2 us``: 0.880 ms.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from types import MappingProxyType
 
 from graphprof.errors import InvalidInputError
@@ -62,7 +62,7 @@ class Link:
     source: str
 
     def to_dict(self) -> dict[str, object]:
-        return {"kind": self.kind, "gbs": self.gbs, "label": self.label, "source": self.source}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,6 @@ class IndexValues:
         self.real_ops: Counter[str] = Counter()
         #: data-dependent ops whose real output was empty (``x[mask]`` selecting nothing), with counts
         self.empty_ops: Counter[str] = Counter()
-        #: ops that wrote into tensors whose values were kept but could not be computed: those values are forgotten
-        self.forgotten: Counter[str] = Counter()
 
     @classmethod
     def of_inputs(cls, real: Any, fake: Any) -> IndexValues:
@@ -112,21 +110,18 @@ class IndexValues:
         real_args = self._real_args((args, kwargs)) if computable else None
         if real_args is None:
             if written and self.known:
-                self._forget(func, written)
+                self._forget(written)
             return
         real_out = _run_real(func, *real_args)
         for fake, real in zip(tree_flatten(out)[0], tree_flatten(real_out)[0], strict=False):
             if isinstance(fake, torch.Tensor) and isinstance(real, torch.Tensor):
                 self.known[fake] = real
 
-    def _forget(self, func: Any, written: list[torch.Tensor]) -> None:
-        """Drop the values of every kept tensor that shares a storage with one ``func`` wrote."""
+    def _forget(self, written: list[torch.Tensor]) -> None:
+        """Drop the values of every kept tensor that shares a storage with one of ``written``."""
         storages = {StorageWeakRef(t.untyped_storage()) for t in written}
-        stale = [t for t in list(self.known.keys()) if StorageWeakRef(t.untyped_storage()) in storages]
-        for t in stale:
+        for t in [t for t in list(self.known.keys()) if StorageWeakRef(t.untyped_storage()) in storages]:
             del self.known[t]
-        if stale:
-            self.forgotten[op_name(func)] += 1
 
     def _shape_args(self, args: Any) -> Any | None:
         """``args`` for computing an output's *shape*: known index tensors by their real values, floating-point
