@@ -213,7 +213,7 @@ def plan_checkpoint(step: BuiltModel, plan: MemoryPlan, budget: int, hardware: H
     peaks = {p.phase: p.breakdown.total for p in plan.phases}
     flops = [sum(op.cost.flops for op in costs.blocks[b].ops) for b in blocks]
     step_s, how = _seconds(costs.step_ops, run_dtype, hardware, calibration)
-    target, chosen, planned, measured = budget, None, None, None
+    target, chosen, planned, measured, peak = budget, None, None, None, 0
     useful = [f > 0 for f in freed]  # a module that frees nothing is never recomputed, not even as a last resort
     for _ in range(_ROUNDS):
         chosen = solve_checkpoint(freed, saved, timed, peaks.get(Phase.FORWARD, 0), peaks.get(Phase.BACKWARD, 0), target)
@@ -232,6 +232,6 @@ def plan_checkpoint(step: BuiltModel, plan: MemoryPlan, budget: int, hardware: H
     return CheckpointPlan(
         budget_bytes=budget, choices=choices, solver=SOLVER, timing=how,
         solver_peak_bytes=max(peaks.get(Phase.FORWARD, 0) - sum(f for f, c in zip(freed, chosen, strict=True) if c), 0),
-        planned=replace(planned, notes=()), feasible=(planned.peak_bytes if measured is None else measured) <= budget, step_s=step_s,
+        planned=replace(planned, notes=()), feasible=peak <= budget, step_s=step_s,
         measured_peak_bytes=measured, measured_source=check.source if check is not None else None,
     )  # fmt: skip
