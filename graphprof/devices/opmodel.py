@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -339,13 +340,43 @@ class KindModel:
     def linear(self, z: np.ndarray) -> np.ndarray:
         return np.asarray(z @ np.asarray(self.coef) + self.intercept)
 
-    def log_seconds(self, rows: Sequence[Sequence[float]]) -> np.ndarray:
-        """``log(seconds)`` predicted for each feature row."""
+    @cached_property
+    def _points(self) -> np.ndarray:
+        return np.asarray(self.points, dtype=float)
+
+    def box(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The standardised range each feature's samples cover (lowest, highest), or None without samples."""
+        if not self.points:
+            return None
+        return self._points.min(0), self._points.max(0)
+
+    def excess(self, rows: Sequence[Sequence[float]]) -> np.ndarray:
+        """How far each row lies outside the sampled range, in standard deviations of the furthest feature (0 inside)."""
         z = np.atleast_2d(self.standardise(rows))
+        box = self.box()
+        if box is None:
+            return np.zeros(len(z))
+        return np.asarray(np.maximum(np.maximum(z - box[1], box[0] - z), 0.0).max(1))
+
+    def log_seconds(self, rows: Sequence[Sequence[float]]) -> np.ndarray:
+        """``log(seconds)`` predicted for each feature row by the fitted law and its neighbours, inside the
+        sampled range or not (:meth:`OpModel.beyond_range` says which rows lie outside, and their samples)."""
+        return self._log_seconds_z(np.atleast_2d(self.standardise(rows)))
+
+    def neighbours(self, rows: Sequence[Sequence[float]], k: int = 3) -> np.ndarray:
+        """Each row's ``k`` nearest samples as ``(flops, bytes, seconds)``: shape ``(rows, k, 3)``."""
+        z = np.atleast_2d(self.standardise(rows))
+        pts = self._points
+        near = np.argsort(((z[:, None, :] - pts[None, :, :]) ** 2).sum(-1), axis=1)[:, : min(k, len(pts))]
+        raw = pts[near][:, :, :2] * np.asarray(self.scale)[:2] + np.asarray(self.mean)[:2]  # log(flops + 1), log(bytes + 1)
+        seconds = np.exp(self.linear(pts) + np.asarray(self.residuals))[near]  # each sample's own time
+        return np.concatenate([np.expm1(raw), seconds[:, :, None]], axis=2)
+
+    def _log_seconds_z(self, z: np.ndarray) -> np.ndarray:
         base = self.linear(z) + self.smear
         if not self.residuals or self.k == 0:
             return base
-        pts = np.asarray(self.points)
+        pts = self._points
         res = np.asarray(self.residuals)
         k = min(self.k, len(res))
         d = np.sqrt(((z[:, None, :] - pts[None, :, :]) ** 2).sum(-1))
@@ -423,17 +454,36 @@ class OpModel:
     def predict(self, calls: Sequence[tuple[str, Sequence[float], Sequence[float]]]) -> list[tuple[float, float, float]]:
         """(seconds, q_low, q_high) of each ``(kind, features, generic features)`` call, batched per kind."""
         out: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * len(calls)
+        for _, idx, model, rows in self._batches(calls):
+            for i, logt in zip(idx, model.log_seconds(rows), strict=True):
+                out[i] = (float(math.exp(logt)), model.q_low, model.q_high)
+        return out
+
+    def beyond_range(
+        self, calls: Sequence[tuple[str, Sequence[float], Sequence[float]]], k: int = 3
+    ) -> list[tuple[float, np.ndarray | None]]:
+        """For each call, how far it lies outside its kind's sampled range (standard deviations of the furthest
+        feature, 0 inside) and its ``k`` nearest samples (:meth:`KindModel.neighbours`; None for a call whose
+        kind keeps no samples)."""
+        out: list[tuple[float, np.ndarray | None]] = [(0.0, None)] * len(calls)
+        for _, idx, model, rows in self._batches(calls):
+            if model.points:
+                for i, far, near in zip(idx, model.excess(rows), model.neighbours(rows, k), strict=True):
+                    out[i] = (float(far), near)
+        return out
+
+    def _batches(
+        self, calls: Sequence[tuple[str, Sequence[float], Sequence[float]]]
+    ) -> list[tuple[str, list[int], KindModel, list[Sequence[float]]]]:
+        """The calls grouped by the model that prices them: (kind, indices, model, feature rows)."""
         by_kind: dict[str, list[int]] = {}
         for i, (kind, _, _) in enumerate(calls):
             found = self.model_for(kind)
             if found is not None:
                 by_kind.setdefault(found[0], []).append(i)
-        for kind, idx in by_kind.items():
-            model = self.kinds[kind]
-            rows = [calls[i][2] if kind == "generic" else calls[i][1] for i in idx]
-            for i, logt in zip(idx, model.log_seconds(rows), strict=True):
-                out[i] = (float(math.exp(logt)), model.q_low, model.q_high)
-        return out
+        return [
+            (kind, idx, self.kinds[kind], [calls[i][2] if kind == "generic" else calls[i][1] for i in idx]) for kind, idx in by_kind.items()
+        ]
 
     def interval(self, seconds: Sequence[float], q_low: Sequence[float], q_high: Sequence[float]) -> Interval:
         """The 80% interval of a model whose ops predict ``seconds``: whole-model quantiles when fitted, else independence."""

@@ -28,6 +28,12 @@ Worked example (CPU, overlap 0): a 3x3 convolution of 231 MFLOPs at depth 576 on
 with compute_fraction 0.95, half_depth 16: efficiency = 0.95 * 576 / 592 = 0.924, so k = 231e6 /
 (160e9 * 0.924) = 1.56 ms, plus a host floor of 9 us: 1.57 ms.
 
+**No wild points.** With kind models (:mod:`graphprof.devices.opmodel`), each call's time is held within the
+efficiencies (roofline time over measured time) its three nearest samples reached: a law queried outside the
+range its samples cover runs no faster than the best of them and no slower than the worst, whatever its slope
+says. The calls further than :data:`OUT_OF_RANGE_SD` outside are named (:func:`out_of_range`), and the
+interval widens to take in the law's own figure for them.
+
 The fitted tables are data (:mod:`graphprof.devices.table`), carried by the device they are for
 (:attr:`graphprof.devices.hardware.Hardware.calibration`): nothing here reads a file.
 """
@@ -36,18 +42,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from graphprof.base.choices import OpStatus
 from graphprof.devices.hardware import Hardware
-from graphprof.devices.opmodel import Interval, OpModel, call_of
+from graphprof.devices.opmodel import Interval, OpModel, call_of, op_kind
 from graphprof.devices.table import Calibration
 
 __all__ = [
     "OP_CLASSES",
+    "OUT_OF_RANGE_SD",
+    "OutOfRange",
     "host_seconds",
     "kernel_seconds",
     "op_class",
+    "out_of_range",
     "predict_interval",
     "predict_ops",
     "reduction_depth",
@@ -165,35 +175,90 @@ def timeline(demands: Iterable[tuple[float, float]], overlap: float) -> list[flo
     return shares
 
 
-def _op_model_seconds(ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel) -> list[tuple[float, float, float]]:
-    """(seconds, q_low, q_high) of each call from the kind models (never below the call's roofline bound),
-    plus the first touch of its large outputs where the model measured it."""
+#: A call further than this outside its kind's sampled range (standard deviations of the furthest feature) is
+#: named as priced out of range (:func:`out_of_range`).
+OUT_OF_RANGE_SD = 0.25
+
+
+@dataclass(frozen=True)
+class OutOfRange:
+    """One call its kind's samples do not cover: how far outside (standard deviations), the seconds it is priced
+    at (held within its nearest samples' efficiencies) and what the kind's law alone would have said."""
+
+    index: int
+    op: str
+    kind: str
+    excess_sd: float
+    seconds: float
+    law_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "op": self.op, "kind": self.kind, "excess_sd": self.excess_sd, "seconds": self.seconds,
+                "law_seconds": self.law_seconds}  # fmt: skip
+
+
+def _held(t: float, op: Any, near: Any, dtype: str, hardware: Hardware) -> float:
+    """``t`` held between the times the nearest samples' efficiencies give this call's own work: efficiency is
+    a sample's roofline time (``max(flops / peak, bytes / bandwidth)``) over its measured time, and a call the
+    samples do not cover runs no faster than the best of them and no slower than the worst. Every call is held
+    so, inside the range too (there the law and its neighbours already agree with the samples, mostly).
+
+    Worked example: neighbours that ran at 40% and 60% of their roofline time bound a call whose own roofline
+    time is 1 ms to 1.67-2.5 ms; a law that says 30 ms for it (run off outside the range) gives 2.5 ms."""
+    peak, bandwidth = hardware.peak_flops(dtype), hardware.bandwidth
+    own = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / bandwidth)
+    rates = [max(float(flops) / peak, float(nbytes) / bandwidth) / float(seconds) for flops, nbytes, seconds in near if seconds > 0]
+    if own <= 0.0 or not rates or max(rates) <= 0.0:
+        return t
+    return min(max(t, own / max(rates)), own / max(min(rates), 1e-12))
+
+
+def _op_model_seconds(ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel) -> list[tuple[float, float, float, float, float]]:
+    """(seconds, q_low, q_high, the law's seconds, excess) of each call from the kind models: never below the
+    call's roofline bound, held within its nearest samples' efficiencies outside its kind's sampled range, plus
+    the first touch of its large outputs where the model measured it."""
     calls = [call_of(op) for op in ops]
     known = [(i, c) for i, c in enumerate(calls) if c is not None]
     predicted = model.predict([c for _, c in known])
-    out = [(0.0, 0.0, 0.0)] * len(ops)
+    ranges = model.beyond_range([c for _, c in known])
+    out = [(0.0, 0.0, 0.0, 0.0, 0.0)] * len(ops)
     peak = hardware.peak_flops(dtype)
-    for (i, _), (t, lo, hi) in zip(known, predicted, strict=True):
+    for (i, _), (t, lo, hi), (far, near) in zip(known, predicted, ranges, strict=True):
         op = ops[i]
         bound = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth)
-        out[i] = (max(t, bound), lo, hi)
+        held = t if near is None else _held(t, op, near, dtype, hardware)
+        out[i] = (max(held, bound), lo, hi, max(t, bound), far)
     # the first touch of large outputs: every aten call's, one without a kind's included
-    return [(t + model.extra_seconds(op), lo, hi) for op, (t, lo, hi) in zip(ops, out, strict=True)]
+    return [(t + (x := model.extra_seconds(op)), lo, hi, law + x, far) for op, (t, lo, hi, law, far) in zip(ops, out, strict=True)]
+
+
+def out_of_range(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> list[OutOfRange]:
+    """The calls of ``ops`` priced outside their kind's sampled range (further than :data:`OUT_OF_RANGE_SD`),
+    in execution order; none without kind models."""
+    if calibration.op_model is None:
+        return []
+    parts = _op_model_seconds(ops, dtype, hardware, calibration.op_model)
+    return [OutOfRange(i, op.op, op_kind(op.op, op.status, op.input_shapes) or "", far, t, law)
+            for i, (op, (t, _, _, law, far)) in enumerate(zip(ops, parts, strict=True)) if far > OUT_OF_RANGE_SD]  # fmt: skip
 
 
 def predict_interval(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> Interval | None:
-    """The 80% interval of the total of ``ops``, where the calibration has kind models (else ``None``)."""
+    """The 80% interval of the total of ``ops``, where the calibration has kind models (else ``None``), widened by
+    what each call priced out of its kind's range would have cost at the law's own extrapolation."""
     if calibration.op_model is None:
         return None
     parts = _op_model_seconds(ops, dtype, hardware, calibration.op_model)
-    return calibration.op_model.interval([t for t, _, _ in parts], [lo for _, lo, _ in parts], [hi for _, _, hi in parts])
+    base = calibration.op_model.interval([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])
+    below = sum(max(t - law, 0.0) for t, _, _, law, _ in parts)
+    above = sum(max(law - t, 0.0) for t, _, _, law, _ in parts)
+    return replace(base, low=max(base.low - below, 0.0), high=base.high + above) if below or above else base
 
 
 def predict_ops(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> list[float]:
     """Predicted seconds of each recorded call of ``ops`` (in execution order): the kind models' where the
     calibration has them (each op in context, host included), else the class rates on :func:`timeline`."""
     if calibration.op_model is not None:
-        return [t for t, _, _ in _op_model_seconds(ops, dtype, hardware, calibration.op_model)]
+        return [p[0] for p in _op_model_seconds(ops, dtype, hardware, calibration.op_model)]
     demands = [
         (host_seconds(op, calibration), 0.0 if op.status is OpStatus.ZERO_COST else kernel_seconds(op, dtype, hardware, calibration))
         for op in ops
