@@ -171,7 +171,7 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(preset, "measure_op_table", fake_table)
     monkeypatch.setattr(
-        preset, "zoo_samples", lambda models, progress=None, first_touch=None, passes=1: ([], [])
+        preset, "zoo_samples", lambda models, progress=None, first_touch=None, passes=1: preset.ZooTimes([], [], [])
     )  # no real model runs here
     monkeypatch.setattr(preset, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
     out = tmp_path / "preset.json"

@@ -106,7 +106,7 @@ def test_the_plain_forward_sees_the_dry_runs_calls_and_leaves_the_model_as_found
         if op.phase is Phase.FORWARD and op.op.startswith("aten.")
     ]
     assert [functional_op(name.removeprefix("aten::")) for name, _ in times.ops] == dry
-    assert times.forward_s > 0 and times.ops_s > 0 and times.runs == 2
+    assert times.forward_s > 0 and times.ops_s > 0 and times.runs == 2 and times.fault_bytes >= 0.0  # counted on the CPU
     assert model.training and all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
     samples = samples_from_context(profile, times, group="toy")
     assert samples and all(s.features[-2] == IN_CONTEXT and s.group == "toy" for s in samples if s.kind != "generic")
@@ -131,3 +131,34 @@ def test_smearing_turns_a_median_into_a_mean_and_one_wild_sample_cannot_blow_it_
     # one error of -50 (predicted e^50 too fast) counts as -1: log((e^1 + 3) / 4) = log(1.4296) = 0.3574
     assert smearing(np.array([-50.0, 0.0, 0.0, 0.0])) == pytest.approx(math.log((math.e + 3) / 4))
     assert smearing(np.array([-50.0, -50.0])) == pytest.approx(SMEAR_BOUND)
+
+
+def test_a_forwards_faulted_bytes_are_shared_by_outputs_below_the_limit_and_priced_by_their_share() -> None:
+    from graphprof.calibrate.preset import faulting_share
+    from graphprof.calibrate.samples import fault_split
+
+    mib = 2**20
+    touch = FirstTouch(32 * mib, 1e-9)  # 1 ms per MB (1e6 bytes)
+
+    # outputs of 64 MiB (faults whole: priced by the limit), 8 MiB and 4 MiB (exposed), 512 KiB (never faults)
+    def call(name: str, written: int) -> SimpleNamespace:
+        from graphprof.formulas import Cost
+
+        fields = {**vars(_record(name, written, ((written // 4,),))), "cost": Cost(flops=written, bytes_written=written)}
+        return SimpleNamespace(**fields, input_shapes=[(written // 4,)], work_fraction=1.0)
+
+    big, mid, small, tiny = (call(n, w) for n, w in (("gelu", 64 * mib), ("gelu", 8 * mib), ("relu", 4 * mib), ("add", mib // 2)))
+    profile = _profile(big, mid, small, tiny)
+    # the forward faulted 70 MiB: 64 MiB of them the large output's, 6 MiB spread over the 12 MiB exposed
+    times = ContextTimes((("aten::gelu", 0.2), ("aten::gelu", 0.1), ("aten::relu", 0.05), ("aten::add", 0.01)), 0.36, 0.36, 3,
+                         fault_bytes=70 * mib)  # fmt: skip
+    assert fault_split(profile, times, touch) == (6 * mib, 12 * mib)
+    shared = faulting_share(touch, [fault_split(profile, times, touch), (0.0, 4 * mib)])
+    assert shared is not None and shared.share_below == pytest.approx(6 / 16)  # all faulted over all exposed
+    # priced: the 8 MiB output pays 3/8 of its bytes at 1 ns each; the 64 MiB one all; the 512 KiB one none
+    assert shared.seconds(mid) == pytest.approx(1e-9 * 8 * mib * 6 / 16)
+    assert shared.seconds(big) == pytest.approx(1e-9 * 64 * mib) and shared.seconds(tiny) == 0.0
+    assert FirstTouch.from_dict(shared.to_dict()) == shared
+    # the samples lose what the pages cost them: the 8 MiB call half its faulted share of 6 MiB (4 of the 12 MiB it holds 8)
+    samples = samples_from_context(profile, times, first_touch=touch)
+    assert [s.seconds for s in samples][:2] == [pytest.approx(0.2 - 1e-9 * 64 * mib), pytest.approx(0.1 - 1e-9 * 8 * mib * 0.5)]

@@ -23,14 +23,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchmarks, measure_op_table
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
-from graphprof.calibrate.samples import first_touch_of, samples_from_context, samples_from_table
+from graphprof.calibrate.samples import fault_split, first_touch_of, samples_from_context, samples_from_table
 from graphprof.calibrate.store import check_preset_path, write_preset
 from graphprof.devices.hardware import PRECISIONS, Hardware, local_hardware, match_hardware
 from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
@@ -40,7 +40,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.measure.run import resolve_device
 
 __all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
-           "measure_default_hardware", "zoo_samples"]  # fmt: skip
+           "measure_default_hardware", "faulting_share", "zoo_samples", "ZooTimes"]  # fmt: skip
 
 #: The zoo models whose ops the full calibration times in place, ``(name, batch)``: each family at batch 1
 #: and a large batch (where activations outgrow the caches and the allocator's limit), none of them a model
@@ -86,12 +86,22 @@ def _device_name(dev: torch.device) -> str:
     return platform.processor() or platform.machine() or "CPU"
 
 
+class ZooTimes(NamedTuple):
+    """What the sample models' forwards gave: their calls' samples, each forward's share outside its calls, and
+    each forward's :func:`~graphprof.calibrate.samples.fault_split` (bytes faulted, bytes exposed)."""
+
+    samples: list[Sample]
+    outside: list[float]
+    faults: list[tuple[float, float]]
+
+
 def zoo_samples(
     models: tuple[tuple[str, int], ...], progress: Progress | None = None, first_touch: FirstTouch | None = None, passes: int = 1
-) -> tuple[list[Sample], list[float]]:
+) -> ZooTimes:
     """Samples of each ``(zoo model, batch)``'s forward calls timed where they run (its plain forward
-    profiled: :func:`graphprof.measure.context.context_times`, paired with its dry run), without the first
-    touch of large outputs; and each forward's share outside its calls. A model that fails is skipped.
+    profiled: :func:`graphprof.measure.context.context_times`, paired with its dry run), without what fresh
+    pages cost them; each forward's share outside its calls, and the bytes it faulted. A model that fails is
+    skipped.
 
     With ``passes`` above 1 the models are timed that many times over, one pass after the other, and every
     pass's samples are kept (the fit averages them): on this 2-core machine two identical passes differed
@@ -103,8 +113,7 @@ def zoo_samples(
 
     prepared: dict[str, Any] = {}  # each model captured once, run at each of its batches
     profiles: dict[tuple[str, int], Any] = {}  # each model's dry run at each batch, made once
-    samples: list[Sample] = []
-    outside: list[float] = []
+    out = ZooTimes([], [], [])
     for i, (name, batch) in enumerate([m for _ in range(passes) for m in models], start=1):
         if progress is not None:
             progress(i, len(models) * passes, f"{name} batch {batch}")
@@ -115,20 +124,31 @@ def zoo_samples(
             profile = profiles.get((name, batch)) or profiles.setdefault((name, batch), model.profile(batch_size=batch))
         except Exception:  # noqa: BLE001 - a model missing here (no timm, an old torchvision) only samples less
             continue
-        samples += samples_from_context(profile, times, group=name, first_touch=first_touch)
-        outside.append(times.outside_s / times.forward_s)
-    return samples, outside
+        out.samples.extend(samples_from_context(profile, times, group=name, first_touch=first_touch))
+        out.outside.append(times.outside_s / times.forward_s)
+        if first_touch is not None:
+            out.faults.append(fault_split(profile, times, first_touch))
+    return out
 
 
-def _fit_adaptive(table: Mapping[str, Any], zoo: tuple[list[Sample], list[float]], models: list[str], progress: Progress | None) -> OpModel:
+def faulting_share(touch: FirstTouch | None, faults: list[tuple[float, float]]) -> FirstTouch | None:
+    """``touch`` with the share of the bytes of outputs below its limit that the sample models' forwards faulted
+    (all bytes faulted over all bytes exposed, at most 1); as it was without a measured forward."""
+    exposed = sum(b for _, b in faults)
+    if touch is None or exposed <= 0:
+        return touch
+    return replace(touch, share_below=min(sum(a for a, _ in faults) / exposed, 1.0))
+
+
+def _fit_adaptive(table: Mapping[str, Any], zoo: ZooTimes, models: list[str], progress: Progress | None) -> OpModel:
     """Fit, then sample more of the kinds whose held-out error is widest, and fit again."""
-    touch = first_touch_of(table)
-    samples = samples_from_table(table) + zoo[0]
+    touch = faulting_share(first_touch_of(table), zoo.faults)
+    samples = samples_from_table(table) + zoo.samples
     first = fit_op_model(samples, models, touch)
     extra = measure_benchmarks(kind_benchmarks(worst_kinds(first, ADAPTIVE_KINDS), ADAPTIVE_PER_KIND), "cpu", progress)
     more = samples_from_table({"floors": table["floors"], "records": extra}, group_prefix="adaptive")
     fitted = fit_op_model(samples + more, models, touch) if more else first
-    share = statistics.median(zoo[1]) if zoo[1] else None
+    share = statistics.median(zoo.outside) if zoo.outside else None
     return replace(fitted, accuracy={**fitted.accuracy, "outside_share": share})
 
 

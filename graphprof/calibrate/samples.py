@@ -8,7 +8,11 @@ sample: its own time, scaled by ``plain forward / calls' sum`` so that the time 
 (module calls, Python, freeing activations; or, below 1, the profiler's own cost) is shared over the
 calls in proportion to their time, and a model's samples sum to its plain forward. (Fitted as a cost
 per call and per byte, that outside time varied several-fold between two quiet calibrations of this
-machine: it is the difference of two noisy figures; shared in proportion it needs no fit.)
+machine: it is the difference of two noisy figures; shared in proportion it needs no fit.) What fresh
+pages cost is taken out of each sample and priced apart (:class:`~graphprof.devices.opmodel.FirstTouch`):
+the first touch of outputs at or above the allocator's limit, and the rest of the bytes the forward
+faulted in (counted around plain forwards), shared over its calls by their outputs' bytes below the limit
+(:func:`fault_split`).
 
 **A real run** (:func:`samples_from_run`): ``--measure`` times each aten op per layer under
 ``torch.profiler`` (:class:`graphprof.measure.OpTime`: the calls a dispatch mode sees, their inclusive
@@ -30,9 +34,9 @@ from typing import Any
 
 from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.names import functional_op
-from graphprof.devices.opmodel import ALONE, FirstTouch, Sample, call_of, op_features, op_kind
+from graphprof.devices.opmodel import ALONE, FirstTouch, Sample, call_of, fresh_outputs, op_features, op_kind
 
-__all__ = ["context_pairs", "first_touch_of", "samples_from_context", "samples_from_run", "samples_from_table"]
+__all__ = ["context_pairs", "fault_split", "first_touch_of", "samples_from_context", "samples_from_run", "samples_from_table"]
 
 
 def _forward_records(profile: Any) -> dict[tuple[str, str], list[Any]]:
@@ -108,16 +112,35 @@ def _less(seconds: float, touch: float) -> float:
     return max(seconds - touch, 0.25 * seconds)
 
 
+def fault_split(profile: Any, times: Any, first_touch: FirstTouch) -> tuple[float, float]:
+    """``(faulted, exposed)`` of one plain forward: the bytes its pages faulted in beyond its outputs at or above
+    the first-touch limit (those fault whole, and are priced apart), and its outputs' bytes between
+    :attr:`~graphprof.devices.opmodel.FirstTouch.min_bytes` and the limit, where the rest faulted."""
+    above = exposed = 0.0
+    for op in _forward_calls(profile):
+        a, b = first_touch.split(fresh_outputs(op))
+        above, exposed = above + a, exposed + b
+    return max(float(getattr(times, "fault_bytes", 0.0)) - above, 0.0), exposed
+
+
 def samples_from_context(
     profile: Any, times: Any, *, source: str = "calibration", group: str = "", first_touch: FirstTouch | None = None
 ) -> list[Sample]:
-    """Samples of a plain forward's calls timed in place, paired with the dry run's records; the first touch
-    of large outputs (predicted apart) taken out."""
+    """Samples of a plain forward's calls timed in place, paired with the dry run's records, without what fresh
+    pages cost them: the first touch of outputs at or above the limit, and the forward's other faulted bytes
+    (:func:`fault_split`) shared over its calls by their outputs' bytes below the limit."""
+    per_byte = 0.0
+    if first_touch is not None:
+        faulted, exposed = fault_split(profile, times, first_touch)
+        per_byte = faulted / exposed if exposed > 0 else 0.0
     samples = []
     for op, seconds in context_pairs(profile, times):
         call = call_of(op)
         if call is not None and seconds > 0:
-            own = seconds if first_touch is None else _less(seconds, first_touch.seconds(op))
+            own = seconds
+            if first_touch is not None:
+                above, between = first_touch.split(fresh_outputs(op))
+                own = _less(seconds, first_touch.per_byte_s * (above + min(per_byte, 1.0) * between))
             samples.append(Sample(call[0], tuple(call[1]), own, source, group))
     return samples
 
