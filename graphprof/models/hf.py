@@ -33,7 +33,9 @@ float32, ``use_cache=False`` (one forward over the whole sequence, no KV cache).
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any, cast
@@ -54,162 +56,17 @@ PREFIX = "hf:"
 SEQ_LEN = 128
 INSTALL_HINT = "pip install 'graphprof[hf]' (transformers)"
 
-# The catalogue: plain config data, one dict per model (``model_type`` + the fields that differ from that
-# type's defaults), built with ``AutoConfig.for_model`` on the meta device; nothing is downloaded. The
-# parameter counts in the comments are the published ones (model cards / papers) that the tests check.
-PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
-    {
-        # a small LLaMA (19,286,272 parameters): the quick default of the README and the tests
-        "llama": MappingProxyType(
-            {
-                "model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
-                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000,
-                "max_position_embeddings": 2048, "tie_word_embeddings": False,
-            }
-        ),
-        # GPT-2 small, 124,439,808 (openai-community/gpt2; GPT2Config's defaults are this model)
-        "gpt2": MappingProxyType({"model_type": "gpt2"}),
-        # Llama-3-8B, 8,030,261,248 (meta-llama/Meta-Llama-3-8B config.json)
-        "llama-3-8b": MappingProxyType(
-            {
-                "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-                "max_position_embeddings": 8192, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
-                "tie_word_embeddings": False,
-            }
-        ),
-        # Llama-3-70B, 70,553,706,496 (meta-llama/Meta-Llama-3-70B config.json)
-        "llama-3-70b": MappingProxyType(
-            {
-                "model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
-                "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256,
-                "max_position_embeddings": 8192, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
-                "tie_word_embeddings": False,
-            }
-        ),
-        # Mistral-7B-v0.1, 7,241,732,096 (mistralai/Mistral-7B-v0.1 config.json)
-        "mistral-7b": MappingProxyType(
-            {
-                "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
-                "max_position_embeddings": 32768, "sliding_window": 4096, "tie_word_embeddings": False,
-            }
-        ),
-        # Mixtral-8x7B-v0.1, 46,702,792,704 (mistralai/Mixtral-8x7B-v0.1 config.json); 2 of 8 experts per token
-        "mixtral-8x7b": MappingProxyType(
-            {
-                "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
-                "max_position_embeddings": 32768, "num_local_experts": 8, "num_experts_per_tok": 2,
-                "rope_theta": 1e6, "tie_word_embeddings": False,
-            }
-        ),
-        # Qwen2-7B, 7,615,616,512 (Qwen/Qwen2-7B config.json; q/k/v projections have biases)
-        "qwen2-7b": MappingProxyType(
-            {
-                "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-                "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
-                "max_position_embeddings": 131072, "rope_theta": 1e6, "tie_word_embeddings": False,
-            }
-        ),
-        # Phi-3-mini-4k-instruct, 3,821,079,552 (microsoft/Phi-3-mini-4k-instruct config.json)
-        "phi-3-mini": MappingProxyType(
-            {
-                "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
-                "max_position_embeddings": 4096, "tie_word_embeddings": False,
-            }
-        ),
-        # Gemma-2-9B (google/gemma-2-9b config.json): alternating sliding-window (4096) and global layers, logit
-        # soft-capping in attention (50) and at the head (30), head dim 256, embeddings tied to the LM head
-        "gemma-2-9b": MappingProxyType(
-            {
-                "model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
-                "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000,
-                "max_position_embeddings": 8192, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
-                "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256, "tie_word_embeddings": True,
-            }
-        ),
-        # Gemma-3-1B (google/gemma-3-1b-pt config.json, text only): five sliding-window layers (512) to one global
-        # (config.layer_types), head dim 256, one KV head, embeddings tied to the LM head; no soft-capping
-        "gemma-3-1b": MappingProxyType(
-            {
-                "model_type": "gemma3_text", "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26,
-                "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144,
-                "max_position_embeddings": 32768, "sliding_window": 512, "query_pre_attn_scalar": 256,
-                "rope_theta": 1e6, "tie_word_embeddings": True,
-            }
-        ),
-        # Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json): 128 routed experts, 8 per token, every layer sparse
-        "qwen3-30b-a3b": MappingProxyType(
-            {
-                "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
-                "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
-                "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "vocab_size": 151936,
-                "max_position_embeddings": 40960, "rope_theta": 1e6, "tie_word_embeddings": False,
-            }
-        ),
-        # Mamba-2.8B (state-spaces/mamba-2.8b-hf config.json): 64 selective-scan blocks, no attention; on a CPU
-        # transformers runs its reference (pure-torch) scan, counted op by op; 2,768,345,600 parameters
-        # (64 x 41,244,160 per block + 50,280 x 2,560 tied embeddings + the final norm)
-        "mamba-2.8b": MappingProxyType(
-            {
-                "model_type": "mamba", "hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280, "state_size": 16,
-                "expand": 2, "conv_kernel": 4, "time_step_rank": 160, "tie_word_embeddings": True,
-            }
-        ),
-        # Mamba-Codestral-7B (mistralai/Mamba-Codestral-7B-v0.1 config.json, Mamba2Config's own defaults): 64
-        # Mamba-2 blocks, 128 heads of 64, 8 groups of B / C with a state of 128, scanned in chunks of 256; on a CPU
-        # transformers runs its reference (chunked SSD) scan, counted op by op; 7,285,403,648 parameters
-        "mamba-codestral-7b": MappingProxyType(
-            {
-                "model_type": "mamba2", "hidden_size": 4096, "num_hidden_layers": 64, "num_heads": 128, "head_dim": 64,
-                "state_size": 128, "n_groups": 8, "expand": 2, "conv_kernel": 4, "chunk_size": 256,
-                "time_step_rank": 256, "vocab_size": 32768, "tie_word_embeddings": False,
-            }
-        ),
-        # DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json): multi-head latent attention (KV rank 512),
-        # layer 0 dense, then 64 routed experts (6 per token) beside 2 shared ones; 15,706,484,224 parameters.
-        # Its YaRN rope scaling is left out: it changes the attention's scale, not a single MAC
-        "deepseek-v2-lite": MappingProxyType(
-            {
-                "model_type": "deepseek_v2", "hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408,
-                "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 16, "first_k_dense_replace": 1,
-                "n_routed_experts": 64, "num_experts_per_tok": 6, "n_shared_experts": 2, "topk_method": "greedy",
-                "q_lora_rank": None, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-                "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840, "tie_word_embeddings": False,
-            }
-        ),
-        # DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json, DeepseekV3Config's own defaults): 61 layers, the first 3
-        # dense, then 256 routed experts (8 per token, from 4 of 8 groups) beside 1 shared; without the
-        # multi-token-prediction module transformers does not build: 671,026,419,200 parameters
-        "deepseek-v3": MappingProxyType(
-            {
-                "model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-                "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128, "first_k_dense_replace": 3,
-                "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "n_group": 8, "topk_group": 4,
-                "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-                "v_head_dim": 128, "vocab_size": 129280, "tie_word_embeddings": False,
-            }
-        ),
-        # BERT-base uncased, 109,482,240 with the pooler (google-bert/bert-base-uncased; BertConfig defaults)
-        "bert-base": MappingProxyType({"model_type": "bert"}),
-        # T5-base, 222,903,552 (google-t5/t5-base; the LM head is tied to the shared embedding)
-        "t5-base": MappingProxyType(
-            {"model_type": "t5", "d_model": 768, "d_ff": 3072, "num_layers": 12, "num_heads": 12, "d_kv": 64}
-        ),
-        # ViT-B/16 at 224, 86,389,248 with the pooler (google/vit-base-patch16-224-in21k; ViTConfig defaults)
-        "vit-b-16": MappingProxyType({"model_type": "vit"}),
-        # Whisper-small, 241,734,912 (openai/whisper-small config.json; proj_out tied to the token embedding)
-        "whisper-small": MappingProxyType(
-            {
-                "model_type": "whisper", "d_model": 768, "encoder_layers": 12, "decoder_layers": 12,
-                "encoder_attention_heads": 12, "decoder_attention_heads": 12, "encoder_ffn_dim": 3072,
-                "decoder_ffn_dim": 3072, "vocab_size": 51865, "num_mel_bins": 80,
-            }
-        ),
-    }
-)  # fmt: skip
+
+def _catalogue() -> MappingProxyType[str, MappingProxyType[str, Any]]:
+    """The catalogue's configs by name, read-only, from the data file shipped with the package."""
+    data = json.loads(resources.files("graphprof.models").joinpath("hf_catalogue.json").read_text(encoding="utf-8"))
+    return MappingProxyType({name: MappingProxyType(dict(entry["config"])) for name, entry in data["models"].items()})
+
+
+# The catalogue is data (``hf_catalogue.json`` beside this file): one config per model (``model_type`` + the
+# fields that differ from that type's defaults), built with ``AutoConfig.for_model`` on the meta device; nothing
+# is downloaded. Each entry's ``about`` names its source and the published parameter count the tests check.
+PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = _catalogue()
 
 # The model class built for a model_type (AutoModelForCausalLM, else AutoModel, for any other) and its inputs.
 _AUTO_CLASS = MappingProxyType(
