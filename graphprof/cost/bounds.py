@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from graphprof.cost.breakdown import PredictionBreakdown
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.opmodel import Interval
 from graphprof.devices.table import Calibration
@@ -92,6 +93,9 @@ class Roofline:
     forward_predicted: tuple[tuple[str, float], ...] = ()
     #: the 80% interval of :attr:`predicted_seconds` (a calibration with per-kind models; else ``None``)
     predicted_interval: Interval | None = None
+    #: where the predicted time goes, by op kind and by layer, with the measured forward by kind beside it when
+    #: the profile carried a measurement (:mod:`graphprof.cost.breakdown`); ``None`` without a calibration
+    breakdown: PredictionBreakdown | None = None
 
     @property
     def fixed_threshold(self) -> bool:
@@ -169,6 +173,7 @@ class Roofline:
             "predicted_time_s": self.predicted_seconds,
             "predicted_interval": None if self.predicted_interval is None else self.predicted_interval.to_dict(),
             "prediction": None if self.calibration is None else self.calibration.summary(),
+            "prediction_breakdown": None if self.breakdown is None else self.breakdown.to_dict(),
             "bounds": shares,
             "notes": list(self.notes),
         }

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from typing import Any
 
 from graphprof.base.choices import Mode, Phase
 from graphprof.cost.bounds import DEFAULT_THRESHOLD, LayerBound, Roofline, classify_layer, ridge_point, roofline_time
+from graphprof.cost.breakdown import PredictionBreakdown, measured_by_kind, prediction_breakdown
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.opmodel import Interval
@@ -66,7 +68,8 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
         notes += hardware.notes
     if calibration is not None and hardware is not None and calibration.bandwidth_gbs != hardware.bandwidth_gbs:
         calibration = None  # figures overridden on the command line: the table is for the preset
-    predicted, interval = _predicted(profile, hardware, calibration)
+    predicted, interval, shares = _predicted(profile, hardware, calibration)
+    forward = _forward_calls(profile, hardware, calibration, shares)
     layers = []
     for row, layer_predicted in zip(profile.layers, predicted, strict=True):
         cost = row.cost
@@ -85,32 +88,64 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
         layers=tuple(layers),
         notes=tuple(notes),
         calibration=calibration,
-        forward_predicted=_forward_predicted(profile, hardware, calibration),
+        forward_predicted=_forward_predicted(profile, forward),
         predicted_interval=interval,
+        breakdown=_breakdown(profile, hardware, calibration, shares, forward),
     )
 
 
-def _predicted(profile: Profile, hardware: Hardware | None, calibration: Calibration | None) -> tuple[list[float | None], Interval | None]:
-    """Predicted seconds per layer (``None`` each without a calibration) and the model's 80% interval."""
+def _predicted(
+    profile: Profile, hardware: Hardware | None, calibration: Calibration | None
+) -> tuple[list[float | None], Interval | None, list[float]]:
+    """Predicted seconds per layer (``None`` each without a calibration), the model's 80% interval, and each
+    recorded call's predicted seconds in execution order (none without a calibration)."""
     if calibration is None or hardware is None:
-        return [None] * len(profile.layers), None
+        return [None] * len(profile.layers), None, []
     ops = [(i, op) for i, row in enumerate(profile.layers) for op in row.ops]
     shares = predict_ops([op for _, op in ops], profile.dtype, hardware, calibration)
     predicted: list[float | None] = [0.0] * len(profile.layers)
     for (i, _), share in zip(ops, shares, strict=True):
         predicted[i] = (predicted[i] or 0.0) + share
-    return predicted, predict_interval([op for _, op in ops], profile.dtype, hardware, calibration)
+    return predicted, predict_interval([op for _, op in ops], profile.dtype, hardware, calibration), shares
 
 
-def _forward_predicted(profile: Profile, hardware: Hardware | None, calibration: Calibration | None) -> tuple[tuple[str, float], ...]:
-    """Predicted seconds of the forward's ops alone on the timeline, per module path (train mode only)."""
-    if profile.mode is not Mode.TRAIN or calibration is None or hardware is None:
-        return ()
+def _forward_calls(
+    profile: Profile, hardware: Hardware | None, calibration: Calibration | None, shares: list[float]
+) -> list[tuple[str, Any, float]]:
+    """Each forward call as ``(module path, record, predicted seconds)``: in eval mode every call with its share
+    of the timeline (``shares``), in train mode the forward's ops alone on a timeline of their own."""
+    if calibration is None or hardware is None:
+        return []
+    if profile.mode is not Mode.TRAIN:
+        return [(row.module or "(model)", op, t) for (row, op), t in zip(profile.iter_ops(), shares, strict=True)]
     ops = [(row.module or "(model)", op) for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD]
+    seconds = predict_ops([op for _, op in ops], profile.dtype, hardware, calibration)
+    return [(layer, op, t) for (layer, op), t in zip(ops, seconds, strict=True)]
+
+
+def _forward_predicted(profile: Profile, forward: list[tuple[str, Any, float]]) -> tuple[tuple[str, float], ...]:
+    """Predicted seconds of the forward's ops alone on the timeline, per module path (train mode only)."""
+    if profile.mode is not Mode.TRAIN:
+        return ()
     out: dict[str, float] = defaultdict(float)
-    for (layer, _), seconds in zip(ops, predict_ops([op for _, op in ops], profile.dtype, hardware, calibration), strict=True):
+    for layer, _, seconds in forward:
         out[layer] += seconds
     return tuple(out.items())
+
+
+def _breakdown(
+    profile: Profile, hardware: Hardware | None, calibration: Calibration | None, shares: list[float], forward: list[tuple[str, Any, float]]
+) -> PredictionBreakdown | None:
+    """Where the prediction goes (:mod:`graphprof.cost.breakdown`), by the kinds the calibration prices by, with
+    the measured forward beside it when the profile carries a measurement on the kind of device predicted."""
+    if calibration is None or hardware is None:
+        return None
+    taxonomy = "kind" if calibration.op_model is not None else "class"
+    found = prediction_breakdown(profile.layers, shares, taxonomy, train=profile.mode is Mode.TRAIN)
+    m = profile.measurement
+    if m is None or hardware.target != str(m.device).split(":")[0]:
+        return found
+    return replace(found, measured=measured_by_kind(m, forward, taxonomy))
 
 
 def with_roofline(profile: Profile, hardware: Hardware | None = None, *, threshold: float | None = None) -> Profile:

@@ -8,7 +8,8 @@ CDN, no server, nothing fetched.
 What a profile's page holds: summary cards (params, MACs, FLOPs, bytes, peak activations, lower-bound and
 predicted time, the measured forward's mean ± std when measured, host and timestamp); the module tree,
 collapsible, with costs and output shapes and a search box; sortable, filterable per-layer and per-op
-tables (the measured column only when the profile carries a measurement); the roofline chart with up to
+tables (the measured column only when the profile carries a measurement); where the predicted time goes, by op
+kind beside the measured forward and by layer (:mod:`graphprof.cost.breakdown`); the roofline chart with up to
 three points per layer (:func:`graphprof.render.plots.roofline_points`); the module graph; the
 unsupported ops and the notes.
 """
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from graphprof.base.choices import Mode
+from graphprof.cost.breakdown import TAXONOMIES
 from graphprof.cost.result import Profile
 from graphprof.errors import MissingDependencyError
 from graphprof.render.common import profile_roofline
@@ -189,6 +191,46 @@ def _op_table(profile: Profile) -> str:
     return _table("ops", headers, rows)
 
 
+def _kind_rows(b: Any) -> list[list[tuple[str, Any]]]:
+    """One row per kind of a :class:`~graphprof.cost.breakdown.PredictionBreakdown`: calls, predicted and share;
+    with its measurement, the forward's predicted and measured seconds and their ratio (a kind measured alone too)."""
+    m = b.measured
+    measured = {k.kind: k for k in m.kinds} if m is not None else {}
+    predicted = {k.name: k for k in b.kinds}
+    rows = []
+    for kind in [*predicted, *(k for k in measured if k not in predicted)]:
+        k, got = predicted.get(kind), measured.get(kind)
+        cells = [(kind, kind), (str(k.calls) if k else "-", k.calls if k else 0), (_seconds(k.predicted_s if k else None), k.predicted_s if k else 0),
+                 (f"{k.share:.1%}" if k else "-", k.share if k else 0)]  # fmt: skip
+        if m is not None:
+            fwd, meas, ratio = (got.predicted_s, got.measured_s, got.ratio) if got is not None else (0.0, 0.0, None)
+            cells += [
+                (_seconds(fwd), fwd),
+                (_seconds(meas), meas),
+                ("-" if ratio is None else f"{ratio:.2f}x", -1 if ratio is None else ratio),
+            ]
+        rows.append(cells)
+    return rows
+
+
+def _prediction(profile: Profile) -> str:
+    """Where the predicted time goes: by kind (the measured forward beside it when one ran) and the top layers;
+    nothing without a calibrated device."""
+    b = profile_roofline(profile).breakdown
+    if b is None:
+        return ""
+    m = b.measured
+    headers = ["kind", "calls", "predicted", "share"] + (["predicted fwd", "measured fwd", "measured / predicted"] if m is not None else [])
+    what = f"Predicted (an estimate) of the {b.passes}, by {TAXONOMIES[b.taxonomy]}."
+    label = f" {m.label}; between calls {_seconds(m.between_s)} measured, predicted inside the calls' own times." if m is not None else ""
+    layers = [[(x.name, x.name), (x.type, x.type), (_seconds(x.predicted_s), x.predicted_s), (f"{x.share:.1%}", x.share)] for x in b.layers]
+    return (
+        f"<h2 id='prediction-breakdown'>Where the prediction goes</h2><p class='muted'>{html.escape(what + label)}</p>"
+        + _table("prediction-kinds", headers, _kind_rows(b)) + f"<h3>Top {len(b.layers)} of {b.layer_count} layers by predicted time</h3>"
+        + _table("prediction-layers", ["layer", "type", "predicted", "share"], layers)
+    )  # fmt: skip
+
+
 def _axis(title: str, log: bool = True) -> dict[str, Any]:
     """A plotly axis with its title (plotly.js 3 takes ``{"text": ...}`` only) and one label per decade."""
     axis: dict[str, Any] = {"title": {"text": title}, "automargin": True}
@@ -302,7 +344,7 @@ def render_profile_html(profile: Profile, *, graph: Any = None) -> str:
     body = (
         _cards(profile) + "<h2>Module tree</h2>" + _tree(profile) + "<h2>Roofline</h2>" + _roofline_chart(profile)
         + "<h2>Activation memory</h2>" + _activation_chart(profile)
-        + "<h2>Layers</h2>" + _layer_table(profile) + "<h2>Aten ops</h2>" + _op_table(profile)
+        + "<h2>Layers</h2>" + _layer_table(profile) + "<h2>Aten ops</h2>" + _op_table(profile) + _prediction(profile)
         + "<h2>Module graph</h2>" + _graph_svg(profile, graph) + f"<h2>Unsupported ops</h2><ul id='unsupported'>{unsupported}</ul>"
         + f"<h2>Notes</h2><ul>{notes}</ul>"
     )  # fmt: skip

@@ -9,7 +9,9 @@
 5. Bottleneck analysis: compute- vs memory-bound against a device's ridge point or the fixed threshold,
    then seed 002's four fixed arithmetic-intensity bands (:mod:`graphprof.render.bottlenecks`).
 6. Top-N layers by FLOPs (seed 002, :mod:`graphprof.render.layers`).
-7. Footer: unsupported ops by name and count, and the notes.
+7. With a calibrated device: where the predicted time goes, by op kind (the measured forward beside it when
+   the profile carries a measurement) and the top-N layers by predicted time (:mod:`graphprof.render.prediction`).
+8. Footer: unsupported ops by name and count, and the notes.
 
 Every function is a pure function of a :class:`Profile` (and the :class:`Roofline` it carries); it returns
 a Rich renderable and prints nothing. Counts use decimal K/M/G/T suffixes, bytes decimal kB/MB/GB (so that
@@ -25,6 +27,7 @@ from graphprof.cost.result import Profile
 from graphprof.render.bottlenecks import render_bottlenecks, render_intensity_bands
 from graphprof.render.fit import Phrases
 from graphprof.render.layers import DEFAULT_TOP, render_aten_breakdown, render_layers, render_op_breakdown, render_top_layers
+from graphprof.render.prediction import render_prediction_breakdown
 from graphprof.render.summary import render_summary
 from graphprof.render.tree import render_tree
 
@@ -69,6 +72,9 @@ def render_report(
     parts += [Text(), render_intensity_bands(profile)]
     if top > 0:
         parts += [Text(), render_top_layers(profile, top=top)]
+    prediction = render_prediction_breakdown(profile, top=top)
+    if prediction is not None:
+        parts += [Text(), prediction]
     footer = render_footer(profile)
     if footer is not None:
         parts += [Text(), footer]
