@@ -5,6 +5,7 @@ law: nothing depends on this machine's speed."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import replace
@@ -116,3 +117,29 @@ def test_every_prediction_lies_within_its_nearest_samples_efficiencies(rows: int
     rates = [max(f * 1e-9, b * 1e-9) / s for f, b, s in near]
     assert own / max(rates) * (1 - 1e-9) <= predicted <= max(own / min(rates), own) * (1 + 1e-9)
     assert np.all(near[:, 2] > 0)
+
+
+def test_the_profile_names_the_calls_priced_out_of_range_in_its_notes_and_json() -> None:
+    import dataclasses
+
+    from torch import nn
+
+    import graphprof
+    from graphprof.cost.roofline import with_roofline
+    from graphprof.render.sink import render_result
+    from graphprof.schemas import validate
+
+    calibration = dataclasses.replace(graphprof.get_hardware("h100").calibration, op_model=_model([16, 32, 64, 128, 256, 512, 1024]),
+                                      bandwidth_gbs=HW.bandwidth_gbs)  # fmt: skip
+    cpu = dataclasses.replace(HW, calibration=calibration)
+    far = with_roofline(graphprof.profile_model(nn.Linear(64, 64, bias=False), input_shape=(65536, 64)), cpu)
+    # the product, and the weight's transpose (a view: its kind has no samples here, so generic's prices it)
+    named = {o.op: o for o in far.roofline.out_of_range}
+    assert set(named) == {"aten.mm", "aten.t"} and named["aten.mm"].kind == "linear"
+    assert any("2 call(s) lie outside the range their kind's samples cover" in note and "linear x1" in note for note in far.roofline.notes)
+    data = json.loads(render_result(far))
+    assert {o["op"] for o in data["roofline"]["predicted_out_of_range"]} == {"aten.mm", "aten.t"}
+    validate(data)
+    near = with_roofline(graphprof.profile_model(nn.Linear(64, 64, bias=False), input_shape=(256, 64)), cpu)
+    assert [o.op for o in near.roofline.out_of_range] == ["aten.t"]  # the product lies inside its samples' range
+    assert [o["op"] for o in json.loads(render_result(near))["roofline"]["predicted_out_of_range"]] == ["aten.t"]

@@ -15,6 +15,7 @@ from typing import Any
 from graphprof.cost.breakdown import PredictionBreakdown
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.opmodel import Interval
+from graphprof.devices.predict import OutOfRange
 from graphprof.devices.table import Calibration
 
 __all__ = ["DEFAULT_THRESHOLD", "Bound", "LayerBound", "Roofline", "classify_layer", "ridge_point", "roofline_time"]
@@ -96,6 +97,8 @@ class Roofline:
     #: where the predicted time goes, by op kind and by layer, with the measured forward by kind beside it when
     #: the profile carried a measurement (:mod:`graphprof.cost.breakdown`); ``None`` without a calibration
     breakdown: PredictionBreakdown | None = None
+    #: the calls priced outside the range their kind's samples cover (:func:`graphprof.devices.predict.out_of_range`)
+    out_of_range: tuple[OutOfRange, ...] = ()
 
     @property
     def fixed_threshold(self) -> bool:
@@ -174,6 +177,7 @@ class Roofline:
             "predicted_interval": None if self.predicted_interval is None else self.predicted_interval.to_dict(),
             "prediction": None if self.calibration is None else self.calibration.summary(),
             "prediction_breakdown": None if self.breakdown is None else self.breakdown.to_dict(),
+            "predicted_out_of_range": [o.to_dict() for o in self.out_of_range],
             "bounds": shares,
             "notes": list(self.notes),
         }

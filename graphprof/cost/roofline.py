@@ -28,7 +28,7 @@ share of the timeline, never below its roofline bound.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,8 +37,7 @@ from graphprof.cost.bounds import DEFAULT_THRESHOLD, LayerBound, Roofline, class
 from graphprof.cost.breakdown import PredictionBreakdown, measured_by_kind, prediction_breakdown
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
-from graphprof.devices.opmodel import Interval
-from graphprof.devices.predict import predict_interval, predict_ops
+from graphprof.devices.predict import OutOfRange, Prediction, predict, predict_ops
 from graphprof.devices.table import Calibration
 
 __all__ = ["classify", "with_roofline", "IntensityBand", "INTENSITY_BANDS", "intensity_band"]
@@ -68,7 +67,8 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
         notes += hardware.notes
     if calibration is not None and hardware is not None and calibration.bandwidth_gbs != hardware.bandwidth_gbs:
         calibration = None  # figures overridden on the command line: the table is for the preset
-    predicted, interval, shares = _predicted(profile, hardware, calibration)
+    predicted, said, shares = _predicted(profile, hardware, calibration)
+    notes += _out_of_range_notes(said.out_of_range if said is not None else ())
     forward = _forward_calls(profile, hardware, calibration, shares)
     layers = []
     for row, layer_predicted in zip(profile.layers, predicted, strict=True):
@@ -89,24 +89,39 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
         notes=tuple(notes),
         calibration=calibration,
         forward_predicted=_forward_predicted(profile, forward),
-        predicted_interval=interval,
+        predicted_interval=said.interval if said is not None else None,
+        out_of_range=said.out_of_range if said is not None else (),
         breakdown=_breakdown(profile, hardware, calibration, shares, forward),
     )
 
 
 def _predicted(
     profile: Profile, hardware: Hardware | None, calibration: Calibration | None
-) -> tuple[list[float | None], Interval | None, list[float]]:
-    """Predicted seconds per layer (``None`` each without a calibration), the model's 80% interval, and each
-    recorded call's predicted seconds in execution order (none without a calibration)."""
+) -> tuple[list[float | None], Prediction | None, list[float]]:
+    """Predicted seconds per layer (``None`` each without a calibration), the predictor's whole answer (its
+    interval and the calls it priced out of range), and each recorded call's predicted seconds in execution
+    order (none without a calibration)."""
     if calibration is None or hardware is None:
         return [None] * len(profile.layers), None, []
     ops = [(i, op) for i, row in enumerate(profile.layers) for op in row.ops]
-    shares = predict_ops([op for _, op in ops], profile.dtype, hardware, calibration)
+    said = predict([op for _, op in ops], profile.dtype, hardware, calibration)
     predicted: list[float | None] = [0.0] * len(profile.layers)
-    for (i, _), share in zip(ops, shares, strict=True):
+    for (i, _), share in zip(ops, said.seconds, strict=True):
         predicted[i] = (predicted[i] or 0.0) + share
-    return predicted, predict_interval([op for _, op in ops], profile.dtype, hardware, calibration), shares
+    return predicted, said, list(said.seconds)
+
+
+def _out_of_range_notes(outside: tuple[OutOfRange, ...]) -> list[str]:
+    """One note naming the calls priced outside their kinds' sampled range, by kind, and what the laws alone
+    would have said of them (the interval takes that figure in)."""
+    if not outside:
+        return []
+    kinds = Counter(o.kind for o in outside)
+    named = ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common())
+    held, law = sum(o.seconds for o in outside), sum(o.law_seconds for o in outside)
+    return [f"predicted: {len(outside)} call(s) lie outside the range their kind's samples cover ({named}): priced at "
+            f"{held * 1e3:.3g} ms, held within their nearest samples' efficiencies, where the fitted laws alone say "
+            f"{law * 1e3:.3g} ms; the interval takes both in"]  # fmt: skip
 
 
 def _forward_calls(

@@ -54,10 +54,12 @@ __all__ = [
     "OP_CLASSES",
     "OUT_OF_RANGE_SD",
     "OutOfRange",
+    "Prediction",
     "host_seconds",
     "kernel_seconds",
     "op_class",
     "out_of_range",
+    "predict",
     "predict_interval",
     "predict_ops",
     "reduction_depth",
@@ -232,26 +234,42 @@ def _op_model_seconds(ops: Sequence[Any], dtype: str, hardware: Hardware, model:
     return [(t + (x := model.extra_seconds(op)), lo, hi, law + x, far) for op, (t, lo, hi, law, far) in zip(ops, out, strict=True)]
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """What the predictor says of a sequence of calls, computed once: each call's seconds, the total's 80%
+    interval (kind models only) and the calls priced outside their kind's sampled range."""
+
+    seconds: tuple[float, ...]
+    interval: Interval | None = None
+    out_of_range: tuple[OutOfRange, ...] = ()
+
+
+def predict(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> Prediction:
+    """Each call's predicted seconds (:func:`predict_ops`), the interval (:func:`predict_interval`) and the calls
+    out of range (:func:`out_of_range`) of ``ops``, from one pass of the predictor."""
+    model = calibration.op_model
+    if model is None:
+        return Prediction(tuple(predict_ops(ops, dtype, hardware, calibration)))
+    parts = _op_model_seconds(ops, dtype, hardware, model)
+    base = model.interval([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])
+    below = sum(max(t - law, 0.0) for t, _, _, law, _ in parts)
+    above = sum(max(law - t, 0.0) for t, _, _, law, _ in parts)
+    interval = replace(base, low=max(base.low - below, 0.0), high=base.high + above) if below or above else base
+    outside = tuple(OutOfRange(i, op.op, op_kind(op.op, op.status, op.input_shapes) or "", far, t, law)
+                    for i, (op, (t, _, _, law, far)) in enumerate(zip(ops, parts, strict=True)) if far > OUT_OF_RANGE_SD)  # fmt: skip
+    return Prediction(tuple(p[0] for p in parts), interval, outside)
+
+
 def out_of_range(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> list[OutOfRange]:
     """The calls of ``ops`` priced outside their kind's sampled range (further than :data:`OUT_OF_RANGE_SD`),
     in execution order; none without kind models."""
-    if calibration.op_model is None:
-        return []
-    parts = _op_model_seconds(ops, dtype, hardware, calibration.op_model)
-    return [OutOfRange(i, op.op, op_kind(op.op, op.status, op.input_shapes) or "", far, t, law)
-            for i, (op, (t, _, _, law, far)) in enumerate(zip(ops, parts, strict=True)) if far > OUT_OF_RANGE_SD]  # fmt: skip
+    return list(predict(ops, dtype, hardware, calibration).out_of_range)
 
 
 def predict_interval(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> Interval | None:
     """The 80% interval of the total of ``ops``, where the calibration has kind models (else ``None``), widened by
     what each call priced out of its kind's range would have cost at the law's own extrapolation."""
-    if calibration.op_model is None:
-        return None
-    parts = _op_model_seconds(ops, dtype, hardware, calibration.op_model)
-    base = calibration.op_model.interval([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])
-    below = sum(max(t - law, 0.0) for t, _, _, law, _ in parts)
-    above = sum(max(law - t, 0.0) for t, _, _, law, _ in parts)
-    return replace(base, low=max(base.low - below, 0.0), high=base.high + above) if below or above else base
+    return predict(ops, dtype, hardware, calibration).interval
 
 
 def predict_ops(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> list[float]:
