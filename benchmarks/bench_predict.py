@@ -58,11 +58,19 @@ MODELS = (
     "timm:levit_128s", "timm:mixer_s16_224", "timm:ghostnet_100", "timm:poolformer_s12", "timm:rexnet_100",
 )  # fmt: skip
 #: Held aside from the calibration's models and from :data:`MODELS`: the set the summary reports by default.
+#: Also held aside from :data:`DEVELOPMENT`: none of these was run while the predictor's range holding and
+#: fault term were built.
 HELD_OUT = (
-    "squeezenet1_0", "shufflenet_v2_x0_5", "mobilenet_v3_small", "mnasnet0_75", "regnet_y_400mf", "efficientnet_b2",
-    "resnet50",
+    "shufflenet_v2_x1_5", "mnasnet1_3", "regnet_x_800mf", "regnet_y_1_6gf", "densenet169", "efficientnet_b3",
+    "resnet152",
     # three timm models of families neither list has (built offline from their configs)
     "timm:mobilevit_xs", "timm:efficientformer_l1", "timm:fbnetc_100",
+)  # fmt: skip
+#: The models the predictor's last changes (issue 53: range holding, the fault term) were looked at on while they
+#: were built; never a held-out result (``--models`` runs them).
+DEVELOPMENT = (
+    "resnet50", "alexnet", "vgg11", "wide_resnet50_2", "inception_v3", "mobilenet_v3_small", "shufflenet_v2_x0_5",
+    "regnet_y_400mf", "efficientnet_b2", "mnasnet0_75", "squeezenet1_0", "resnet101",
 )  # fmt: skip
 BATCHES = (1, 8)
 QUIET = 1.5
@@ -233,8 +241,8 @@ def _names(args: argparse.Namespace) -> list[str]:
     sampled = {m for m, _ in (*CALIBRATION_MODELS, *QUICK_MODELS)} & set(names)
     if sampled:
         raise SystemExit(f"refused: {sorted(sampled)} are sampled by the calibration; the benchmark holds out what it judges")
-    if set(HELD_OUT) & set(MODELS):
-        raise SystemExit(f"refused: {sorted(set(HELD_OUT) & set(MODELS))} are on both the held-out and the earlier list")
+    if set(HELD_OUT) & (set(MODELS) | set(DEVELOPMENT)):
+        raise SystemExit(f"refused: {sorted(set(HELD_OUT) & (set(MODELS) | set(DEVELOPMENT)))} are held out and on another list")
     return names
 
 
