@@ -34,6 +34,15 @@ Sources (only bf16 runs are used; Float8 runs are left out, as graphprof prices 
   which is halved compared with Llama 3"); eager (torchtitan's default then). The network of that cluster is
   not stated: the a100 preset's (one 200 Gb/s HDR port per GPU, DGX A100) is assumed.
 
+Decode (``graphprof generate --model hf:llama-3-8b --hardware h100 --prompt-len 8 --new-tokens 200 --compile``), batch 1,
+bf16, against torchao's ``generate.py`` benchmark (gpt-fast's model, ``torch.compile(mode="reduce-overhead")``: CUDA
+graphs), published as tokens/s of one sequence (``1 / TPOT``):
+
+* [AO-H100] torchao ``torchao/quantization/README.md``, "CUDA backend | NVIDIA-H100 GPU": Llama-3.1-8B, Base (bfloat16),
+  126.90 tok/s (7.88 ms a token).
+* [AO-A100] torchao ``torchao/sparsity/README.md``, "LLama3" (run on an A100-80GB): Llama-3-8B, Base (bfloat16), 95.64 tok/s
+  (10.46 ms a token).
+
 The published MFU of [TT-A100] (58.2% for 8B) counts attention over the full square; the prediction's
 ``mfu_full_square`` is printed beside it.
 """
@@ -127,10 +136,55 @@ def run(case: Case) -> dict[str, float]:
     return {"error": error, "wall": wall}
 
 
+@dataclasses.dataclass(frozen=True)
+class DecodeCase:
+    """One published batch-1 compiled decode: model, device, tokens/s of the sequence, source."""
+
+    label: str
+    model: str
+    device: str
+    published_tps: float
+    source: str
+
+
+DECODE = (
+    DecodeCase("Llama 3.1 8B decode, batch 1, compiled", "hf:llama-3-8b", "h100", 126.90,
+               "[AO-H100] torchao torchao/quantization/README.md, CUDA backend | NVIDIA-H100"),
+    DecodeCase("Llama 3 8B decode, batch 1, compiled", "hf:llama-3-8b", "a100", 95.64,
+               "[AO-A100] torchao torchao/sparsity/README.md, LLama3 (A100-80GB)"),
+)  # fmt: skip
+
+
+def run_decode(case: DecodeCase) -> float:
+    from graphprof.generate import profile_generation
+
+    started = time.perf_counter()
+    r = profile_generation(case.model, prompt_len=8, new_tokens=200, hardware=case.device, compiled=True)
+    regimes = r.regimes
+    assert regimes is not None and regimes.compiled.tpot_s is not None and regimes.eager.tpot_s is not None
+    predicted = 1.0 / regimes.compiled.tpot_s
+    error = predicted / case.published_tps - 1.0
+    print(f"\n{case.label}  [{case.source}]")
+    print(f"  graphprof generate --model {case.model} --hardware {case.device} --prompt-len 8 --new-tokens 200 --compile")
+    print(f"  published {case.published_tps:.2f} tok/s ({1e3 / case.published_tps:.2f} ms) | predicted compiled {predicted:.2f} tok/s "
+          f"({regimes.compiled.tpot_s * 1e3:.2f} ms, {regimes.compiled.kernels_per_step} kernels) | error {error:+.1%}")  # fmt: skip
+    print(
+        f"  eager {regimes.eager.tpot_s * 1e3:.2f} ms a token ({regimes.eager.kernels_per_step} kernels) | priced in {time.perf_counter() - started:.1f} s"
+    )
+    return error
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated 1-based case numbers")
+    parser.add_argument("--decode-only", action="store_true", help="only the batch-1 decode cases")
+    parser.add_argument("--training-only", action="store_true", help="only the training cases")
     args = parser.parse_args()
+    if not args.training_only:
+        decode = [run_decode(case) for case in DECODE]
+        print("\ndecode summary: " + "; ".join(f"{e:+.1%} {c.label} ({c.device})" for c, e in zip(DECODE, decode, strict=True)))
+    if args.decode_only:
+        return
     chosen = [CASES[int(i) - 1] for i in args.only.split(",")] if args.only else list(CASES)
     print(f"load before: {os.getloadavg()[0]:.2f} (1-minute), {os.cpu_count()} CPUs")
     results = [run(case) for case in chosen]

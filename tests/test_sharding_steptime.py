@@ -227,8 +227,37 @@ def test_the_optimizer_streams_seven_shards(dry: tuple[object, ShardSpec, object
     step = dry[0]
     table = H100.calibration
     assert table is not None
-    expected = table.memory_seconds(7 * step.shard_bytes, H100.bandwidth) / table.rates_for("bfloat16", "elementwise").memory_fraction  # type: ignore[attr-defined]
+    rate = table.rates_for("bfloat16", "elementwise").memory_fraction
+    # master weights and moments in the compute dtype: 7 x the bf16 shard; in float32 (torchtitan's): 7 x twice it
+    expected = table.memory_seconds(7 * step.shard_bytes, H100.bandwidth) / rate  # type: ignore[attr-defined]
+    assert _price(dry, master_dtype=None).breakdown.optimizer_s == pytest.approx(expected, rel=1e-12)  # type: ignore[attr-defined]
+    expected = table.memory_seconds(7 * 2 * step.shard_bytes, H100.bandwidth) / rate  # type: ignore[attr-defined]
     assert _price(dry).breakdown.optimizer_s == pytest.approx(expected, rel=1e-12)  # type: ignore[attr-defined]
+
+
+def test_a_float32_reduce_scatter_moves_twice_the_bf16_bytes(dry: tuple[object, ShardSpec, object, list[str]]) -> None:
+    from graphprof.sharding.steptime import _pricing, step_items
+
+    step, spec, plain, blocks = dry
+
+    def scatters(reduce_dtype: str | None) -> list[float]:
+        p, _ = _pricing(spec, H100, "bfloat16", StepOptions(reduce_dtype=reduce_dtype))
+        return [i.seconds for i in step_items(step, p, blocks) if i.kind == SCATTER]  # type: ignore[arg-type]
+
+    links = H100.links
+    assert links is not None
+    bf16, fp32 = scatters(None), scatters("float32")
+    assert len(bf16) == len(fp32) > 0
+    # a ring's time is latency + (N-1)/N x bytes / bus: the bytes part doubles, the latency stays
+    latency = collective_seconds("reduce_scatter", 1.0, Group(4, 1), links)
+    for a, b in zip(bf16, fp32, strict=True):
+        assert b - latency == pytest.approx(2 * (a - latency), rel=1e-6)
+
+
+def test_a_language_models_loss_is_a_float32_cross_entropy(dry: tuple[object, ShardSpec, object, list[str]]) -> None:
+    ops = [r.op for r in dry[0].records]  # type: ignore[attr-defined]
+    assert "aten._log_softmax" in ops and "aten._log_softmax_backward_data" in ops
+    assert "aten.nll_loss_forward" in ops and "aten.nll_loss_backward" in ops
 
 
 def test_micro_batches_repeat_the_micro_step_and_the_optimizer_runs_once(dry: tuple[object, ShardSpec, object, list[str]]) -> None:

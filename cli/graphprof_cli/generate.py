@@ -14,7 +14,7 @@ import typer
 
 from graphprof.base.choices import KVCache
 from graphprof_cli import options as opt
-from graphprof_cli.common import request_from, run_guarded
+from graphprof_cli.common import flag, request_from, run_guarded
 from graphprof_cli.request import CommonOptions
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ class GenerateRequest(CommonOptions):
     cache: KVCache = KVCache.STATIC
     measure: bool = False
     device: str | None = None
+    compile: bool = False
 
 
 def generate_command(
@@ -53,6 +54,9 @@ def generate_command(
     bandwidth_gbs: opt.BandwidthOption = None,
     measure: opt.MeasureOption = False,
     device: opt.DeviceOption = None,
+    compile: Annotated[  # noqa: A002 - the option's name
+        bool, flag("--compile", help="Predict as torch.compile with CUDA graphs runs it (no launch cost, element-wise chains fused).")
+    ] = False,
     output: opt.OutputOption = None,
     width: opt.WidthOption = None,
     redact: opt.RedactOption = False,
@@ -83,7 +87,7 @@ def run_generate(req: GenerateRequest) -> None:
     console = make_console(req.width)
     options: dict[str, Any] = {
         "prompt_len": req.prompt_len, "new_tokens": req.new_tokens, "batch_size": 1 if req.batch_size is None else req.batch_size, "dtype": req.dtype,
-        "kv_dtype": req.kv_dtype, "cache": req.cache.value, "hardware": hardware,
+        "kv_dtype": req.kv_dtype, "cache": req.cache.value, "hardware": hardware, "compiled": req.compile,
     }  # fmt: skip
     with console.status(f"profiling generate() of {req.model} ...", spinner="dots"):
         if req.measure:

@@ -31,6 +31,7 @@ from graphprof.generate.fit import device_memory, memory_fit
 from graphprof.generate.growth import NotAffineError, fit_affine
 from graphprof.generate.kvcache import KVCacheSpec, kv_spec
 from graphprof.generate.phases import KVTraffic, exact_phase, single_phase, summed_phase
+from graphprof.generate.regimes import DecodeRegimes, decode_regimes
 from graphprof.generate.reprice import reprice_kv
 from graphprof.generate.result import GenerationProfile, Latency, MemoryFit, Phase
 from graphprof.generate.steps import profile_decode, profile_prefill
@@ -126,13 +127,14 @@ def _decode_profiles(
     return out
 
 
-def _decode(
-    pm: PreparedModel, spec: GenerationSpec, kv: KVCacheSpec, traffic: KVTraffic
-) -> tuple[Phase | None, Phase | None, Phase | None, str]:
-    """The first and last decode steps and their sum, and how the sum was taken."""
+_Decode = tuple[Phase | None, Phase | None, Phase | None, str, tuple[Profile, Profile] | None]
+
+
+def _decode(pm: PreparedModel, spec: GenerationSpec, kv: KVCacheSpec, traffic: KVTraffic) -> _Decode:
+    """The first and last decode steps and their sum, how the sum was taken, and the first and last steps' profiles."""
     steps, first = spec.new_tokens - 1, spec.prompt_len
     if steps == 0:
-        return None, None, None, "no decode step: one new token comes from the prefill"
+        return None, None, None, "no decode step: one new token comes from the prefill", None
     last = first + steps - 1
     if steps > 3:
         (c0, p0), (_, p1), (_, pl) = _decode_profiles(pm, spec, kv, traffic.layers_path, [first, first + 1, last])
@@ -149,7 +151,7 @@ def _decode(
             return (
                 single_phase("decode_first", p0, spec.hardware, traffic, context=first, new=1),
                 single_phase("decode_last", pl, spec.hardware, traffic, context=last, new=1),
-                summed_phase("decode_total", fit, spec.hardware, traffic, steps=steps), how,
+                summed_phase("decode_total", fit, spec.hardware, traffic, steps=steps), how, (p0, pl),
             )  # fmt: skip
     else:
         why = f"every step profiled ({steps} steps)"
@@ -157,7 +159,7 @@ def _decode(
     return (
         single_phase("decode_first", profiles[0][1], spec.hardware, traffic, context=first, new=1),
         single_phase("decode_last", profiles[-1][1], spec.hardware, traffic, context=last, new=1),
-        exact_phase("decode_total", profiles, spec.hardware, traffic), why,
+        exact_phase("decode_total", profiles, spec.hardware, traffic), why, (profiles[0][1], profiles[-1][1]),
     )  # fmt: skip
 
 
@@ -169,6 +171,15 @@ def _latency(prefill: Phase, total: Phase | None, batch: int, pick: str) -> Late
     tpot = steps_s / total.forwards if total is not None and steps_s is not None else None
     rate = batch / tpot if tpot else None
     return Latency(ttft_s=ttft, tpot_s=tpot, tokens_per_s=rate, total_s=ttft + (steps_s or 0.0))
+
+
+def _regime_latency(regimes: DecodeRegimes | None, steps: int, batch: int) -> Latency | None:
+    """``predicted`` under ``--compile``: the compiled regime's prefill and mean step (:mod:`graphprof.generate.regimes`)."""
+    if regimes is None:
+        return None
+    tpot, ttft = regimes.compiled.tpot_s, regimes.compiled.ttft_s
+    rate = batch / tpot if tpot else None
+    return Latency(ttft_s=ttft, tpot_s=tpot, tokens_per_s=rate, total_s=ttft + steps * (tpot or 0.0))
 
 
 def _fit(pm: PreparedModel, prefill: Profile, spec: GenerationSpec, kv: KVCacheSpec, memory_bytes: int | None) -> MemoryFit | None:
@@ -185,7 +196,9 @@ def _fit(pm: PreparedModel, prefill: Profile, spec: GenerationSpec, kv: KVCacheS
     )  # fmt: skip
 
 
-def _notes(spec: GenerationSpec, how: str, fit: MemoryFit | None, hardware: Hardware | None) -> tuple[str, ...]:
+def _notes(
+    spec: GenerationSpec, how: str, fit: MemoryFit | None, hardware: Hardware | None, regimes: DecodeRegimes | None
+) -> tuple[str, ...]:
     notes = [
         f"counted as {str(spec.dtype).removeprefix('torch.')}; KV cache in {str(spec.kv_dtype).removeprefix('torch.')}",
         f"cache: {spec.cache.value} ({'K/V written in place, the context read once per step' if spec.cache is KVCache.STATIC else 'transformers DynamicCache: torch.cat re-reads and rewrites the cache every step'})",
@@ -194,6 +207,11 @@ def _notes(spec: GenerationSpec, how: str, fit: MemoryFit | None, hardware: Hard
     ]
     if spec.kv_dtype != spec.dtype:
         notes.append("the dry run keeps the cache in the compute dtype; its reads and writes are re-priced at the KV dtype")
+    if regimes is not None:
+        notes.append(
+            f"predicted: the {regimes.regime} regime (eager: a host launch per kernel; compiled: torch.compile with CUDA graphs, "
+            "element-wise chains fused, no launch cost); both in 'regimes', kernels priced by " + regimes.kernel_model
+        )
     if hardware is not None and fit is None:
         notes.append(f"will it fit: no memory figure for {hardware.label} (pass memory_bytes)")
     return tuple(notes)
@@ -210,6 +228,7 @@ def profile_generation(
     cache: KVCache | str = KVCache.STATIC,
     hardware: Hardware | str | None = None,
     memory_bytes: int | None = None,
+    compiled: bool = False,
     **prepare_options: Any,
 ) -> GenerationProfile:
     """The cost of ``generate()`` with a prompt of ``prompt_len`` tokens and ``new_tokens`` new ones.
@@ -217,7 +236,9 @@ def profile_generation(
     ``model``: a name (``"hf:llama-3-8b"``, ``"pkg.mod:factory"``) or a transformers causal LM.
     ``dtype`` defaults to bfloat16; ``kv_dtype`` to ``dtype``. ``hardware`` (a preset name or a
     :class:`~graphprof.devices.hardware.Hardware`) gives times, bounds and "will it fit" (``memory_bytes``
-    overrides the device's memory). The user's model is left as found.
+    overrides the device's memory). ``compiled``: ``predicted`` is the compiled regime (``torch.compile`` with
+    CUDA graphs, :mod:`graphprof.generate.regimes`), else eager; ``regimes`` gives both. The user's model is
+    left as found.
     """
     spec = _spec(prompt_len, new_tokens, batch_size, dtype, kv_dtype, cache, hardware)
     pm = prepare_generation(model, spec, **prepare_options)
@@ -229,13 +250,17 @@ def profile_generation(
         prefill_profile, layers_path, kv, context=0, new=spec.prompt_len, batch=spec.batch, run=spec.dtype, kv=spec.kv_dtype
     )
     prefill = single_phase("prefill", prefill_profile, spec.hardware, traffic, context=0, new=spec.prompt_len)
-    first, last, total, how = _decode(pm, spec, kv, traffic)
+    first, last, total, how, ends = _decode(pm, spec, kv, traffic)
     fit = _fit(pm, prefill_profile, spec, kv, memory_bytes)
+    regimes = decode_regimes(prefill_profile, ends, spec.hardware, compiled)
+    predicted = (
+        _regime_latency(regimes, spec.new_tokens - 1, spec.batch) if compiled else _latency(prefill, total, spec.batch, "predicted_s")
+    )
     return GenerationProfile(
         model_name=pm.name, dtype=str(spec.dtype).removeprefix("torch."), kv_dtype=str(spec.kv_dtype).removeprefix("torch."),
         cache=spec.cache, batch=spec.batch, prompt_len=spec.prompt_len, new_tokens=spec.new_tokens, kv=kv,
         kv_bytes_per_token=kv.bytes_per_token(spec.kv_dtype), kv_cache_bytes=kv.size(spec.prompt_len + spec.new_tokens - 1, spec.batch, spec.kv_dtype),
         hardware=spec.hardware, prefill=prefill, decode_first=first, decode_last=last, decode_total=total,
-        lower_bound=_latency(prefill, total, spec.batch, "lower_bound_s"), predicted=_latency(prefill, total, spec.batch, "predicted_s"),
-        fit=fit, summation=how, notes=_notes(spec, how, fit, spec.hardware), per_token=prefill_profile.per_token,
+        lower_bound=_latency(prefill, total, spec.batch, "lower_bound_s"), predicted=predicted,
+        fit=fit, summation=how, notes=_notes(spec, how, fit, spec.hardware, regimes), per_token=prefill_profile.per_token, regimes=regimes,
     )  # fmt: skip

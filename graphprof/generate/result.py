@@ -9,7 +9,7 @@ figures sit apart, in :class:`GenerationMeasurement`, never mixed with them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graphprof.base.choices import KVCache
@@ -19,6 +19,7 @@ from graphprof.cost.tokens import TokenFlops
 from graphprof.devices.hardware import Hardware
 from graphprof.formulas import Cost
 from graphprof.generate.kvcache import KVCacheSpec
+from graphprof.generate.regimes import DecodeRegimes
 
 __all__ = ["BlockCost", "Phase", "Latency", "MemoryFit", "GenerationMeasurement", "GenerationProfile"]
 
@@ -207,6 +208,8 @@ class GenerationProfile:
     measurement: GenerationMeasurement | None = field(default=None)
     #: model FLOPs per token of the prefill (:mod:`graphprof.cost.tokens`: the convention), beside executed and counted
     per_token: TokenFlops | None = None
+    #: decode's time per token eager and compiled (:mod:`graphprof.generate.regimes`); ``None`` without a GPU device
+    regimes: DecodeRegimes | None = None
 
     @property
     def final_context(self) -> int:
@@ -233,4 +236,5 @@ class GenerationProfile:
             "summation": self.summation, "notes": list(self.notes),
             "measured": self.measurement.to_dict() if self.measurement else None,
             "per_token": self.per_token.to_dict() if self.per_token else None,
+            "regimes": asdict(self.regimes) if self.regimes else None,
         }  # fmt: skip

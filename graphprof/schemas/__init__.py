@@ -48,7 +48,7 @@ SCHEMA_VERSIONS: dict[str, str] = {
     "compare": "2.3",
     "sweep": "1.1",
     "validate": "1.1",
-    "generate": "1.2",  # 1.2: per_token (model FLOPs per token of the prefill)
+    "generate": "1.3",  # 1.3: regimes (decode eager and compiled); 1.2: per_token (model FLOPs per token of the prefill)
     "partition": "1.1",
     "graph": "1.1",
     "graph-scaling": "1.1",

@@ -98,7 +98,15 @@ class StepRecord:
 
 
 def _loss(out: Any) -> torch.Tensor:
+    """A language model's logits ``[batch, seq, vocab]`` (not split by tensor parallelism): the cross-entropy
+    against next-token labels in float32, as torchtitan's loss runs it (``cross_entropy(pred.flatten(0, 1).float(),
+    labels)``: a float32 copy of the logits, log-softmax and its backward over the vocabulary); any other
+    output: the sum of its first tensor in float32."""
     logits = getattr(out, "logits", None)
+    if isinstance(logits, torch.Tensor) and logits.dim() == 3 and not isinstance(logits, DTensor):
+        flat = logits.flatten(0, 1).float()
+        labels = torch.zeros(flat.shape[0], dtype=torch.long, device=flat.device)
+        return torch.nn.functional.cross_entropy(flat, labels)
     first = logits if isinstance(logits, torch.Tensor) else next(t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
     return first.float().sum()
 

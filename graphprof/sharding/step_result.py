@@ -20,12 +20,17 @@ class StepOptions:
     """How the step runs: ``grad_accum`` micro-batches per optimizer step (each gathers and reduce-scatters,
     FSDP2's default), ``checkpoint`` (``none``, ``selective``, ``full``), ``gpus_per_node`` (how the ranks fill
     nodes, which decides which links a collective crosses), ``compiled`` (``torch.compile``: element-wise
-    chains fused, CUDA graphs: no launch cost on the host)."""
+    chains fused, CUDA graphs: no launch cost on the host); ``reduce_dtype``: the dtype FSDP2 reduce-scatters
+    gradients in (``MixedPrecisionPolicy.reduce_dtype``; torchtitan's default ``float32``); ``master_dtype``:
+    the dtype the sharded parameters, their gradients and AdamW's moments are kept in (torchtitan keeps
+    ``float32`` and casts to the compute dtype for the all-gather); ``None`` for either: the compute dtype."""
 
     grad_accum: int = 1
     checkpoint: str = "none"
     gpus_per_node: int = 8
     compiled: bool = False
+    reduce_dtype: str | None = "float32"
+    master_dtype: str | None = "float32"
 
 
 @dataclass(frozen=True)

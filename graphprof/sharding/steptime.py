@@ -15,8 +15,12 @@ rank 0 makes, in order, the collectives included, each with the module it ran in
 * **recomputation**: before the first backward kernel of each checkpointed block, its forward's kernels
   again (``full``), or those torchtitan's per-op policy does not save (``selective``: every kernel but
   attention and every other matrix product);
+* **mixed precision** as FSDP2 runs it under torchtitan's defaults (``MixedPrecisionPolicy(param_dtype=bf16,
+  reduce_dtype=float32)``, the sharded parameters kept in float32): each reduce-scatter moves its gradients
+  in ``reduce_dtype`` (twice the bf16 bytes), and the optimizer's shard is ``master_dtype`` (:class:`StepOptions`);
 * **the optimizer**: AdamW's step on the shard, one fused pass: reads the parameter, gradient and two
-  moments, writes the parameter and moments (7 x the shard's bytes), at the table's streaming rate.
+  moments, writes the parameter and moments (7 x the shard's bytes in ``master_dtype``), at the table's
+  streaming rate.
 
 :mod:`graphprof.sharding.timeline` then plays the step (overlap of FSDP's prefetch, host stalls). With
 ``grad_accum`` micro-batches the micro-step repeats (FSDP2 reduce-scatters every micro-batch by default)
@@ -31,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from graphprof.base.choices import ActivationCheckpoint, OpStatus, Phase
+from graphprof.base.options import parse_dtype
 from graphprof.cost.result import OpRecord
 from graphprof.cost.tokens import ATTENTION_OPS, MODEL_FLOP_OPS
 from graphprof.devices.derived import kernel_table
@@ -71,6 +76,7 @@ class _Pricing:
     dp: Group
     tp: Group
     compiled: bool
+    reduce_scale: float = 1.0
 
     def comm(self, kind: str, nbytes: float, group: Group) -> float:
         if group.ranks <= 1:
@@ -110,7 +116,7 @@ def _collective(r: OpRecord, p: _Pricing, block: int) -> Item | None:
     backward = r.phase is not Phase.FORWARD
     if r.op in _NETWORK:
         kind, name = _NETWORK[r.op]
-        nbytes = r.cost.bytes_written if name == "all_gather" else r.cost.bytes_read
+        nbytes = r.cost.bytes_written if name == "all_gather" else r.cost.bytes_read * p.reduce_scale
         return Item(kind, p.comm(name, nbytes, p.dp), block=block, backward=backward, op=r.op)
     name = _TENSOR_PARALLEL[r.op]
     nbytes = r.cost.bytes_written if name == "all_gather" else r.cost.bytes_read
@@ -251,7 +257,13 @@ def _class_scales(table: Calibration, sign: float) -> dict[str, float]:
     return {k: math.exp(sign * Z80 * float(per_class.get(k, default)) / MEDIAN_ABS_Z) for k in classes}
 
 
-def _optimizer_seconds(p: _Pricing, shard_bytes: int) -> float:
+def _dtype_scale(dtype: str | None, run: str) -> float:
+    """Bytes of an element in ``dtype`` over those in the compute dtype ``run`` (``None``: the same)."""
+    wanted, compute = parse_dtype(dtype), parse_dtype(run)
+    return 1.0 if wanted is None or compute is None else wanted.itemsize / compute.itemsize
+
+
+def _optimizer_seconds(p: _Pricing, shard_bytes: float) -> float:
     rate = p.table.rates_for(p.dtype, "elementwise")
     return p.table.memory_seconds(ADAMW_PASSES * shard_bytes, p.hardware.bandwidth) / rate.memory_fraction
 
@@ -272,7 +284,8 @@ def _model_flops(plain: Any) -> tuple[float, float, int] | None:
 def _pricing(spec: ShardSpec, hardware: Hardware, dtype: str, options: StepOptions) -> tuple[_Pricing, str | None]:
     table, note = kernel_table(hardware)
     dp, tp = group_layout(spec.fsdp, spec.tp, options.gpus_per_node)
-    return _Pricing(hardware, table, dtype, hardware.links, dp, tp, options.compiled), note
+    reduce_scale = _dtype_scale(options.reduce_dtype, dtype)
+    return _Pricing(hardware, table, dtype, hardware.links, dp, tp, options.compiled, reduce_scale), note
 
 
 def price_step(step: StepRecord, spec: ShardSpec, hardware: Hardware, plain: Any, blocks: Sequence[str], options: StepOptions) -> StepTime:
@@ -286,7 +299,7 @@ def price_step(step: StepRecord, spec: ShardSpec, hardware: Hardware, plain: Any
     items = with_recompute(step_items(step, p, blocks), policy)
     overlap = p.table.overlap
     mid, low, high = (simulate(items, overlap, s) for s in (None, _class_scales(p.table, -1.0), _class_scales(p.table, 1.0)))
-    optimizer = _optimizer_seconds(p, step.shard_bytes)
+    optimizer = _optimizer_seconds(p, step.shard_bytes * _dtype_scale(options.master_dtype, plain.dtype))
     ga = options.grad_accum
     breakdown = TimeBreakdown(ga * mid.compute_s, ga * mid.recompute_s, ga * mid.communication_s, optimizer, ga * mid.host_s)
     time_s = breakdown.total_s
@@ -319,6 +332,8 @@ def _notes(p: _Pricing, policy: ActivationCheckpoint, options: StepOptions, deri
         f"{options.gpus_per_node} GPUs a node; links: {where}",
         "collectives: NCCL's ring (and, for all-reduce across nodes, tree) cost at the datasheet bandwidth, no efficiency "
         "fitted; FSDP prefetch hides each all-gather under the previous unit's compute, tensor-parallel all-reduces block",
+        f"mixed precision: gradients reduce-scattered in {options.reduce_dtype or p.dtype}, parameters and AdamW's moments "
+        f"kept in {options.master_dtype or p.dtype} (torchtitan's FSDP2 defaults: float32 for both)",
         "interval: 80%, from the kernel table's per-class median error (each class errs as one); communication taken as exact",
         "MFU: model FLOPs (causal attention as the triangle, train = 3 x forward) x tokens/s / dense bf16 peak; "
         "mfu_full_square counts attention over the full square, as many published MFUs do; HFU: the FLOPs the kernels execute, recomputation included",
