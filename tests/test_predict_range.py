@@ -143,3 +143,30 @@ def test_the_profile_names_the_calls_priced_out_of_range_in_its_notes_and_json()
     near = with_roofline(graphprof.profile_model(nn.Linear(64, 64, bias=False), input_shape=(256, 64)), cpu)
     assert [o.op for o in near.roofline.out_of_range] == ["aten.t"]  # the product lies inside its samples' range
     assert [o["op"] for o in json.loads(render_result(near))["roofline"]["predicted_out_of_range"]] == ["aten.t"]
+
+
+def test_the_machines_speed_now_scales_the_kind_models_and_never_the_roofline_bound() -> None:
+    from graphprof.devices.probe import SPEED_LIMITS, probe_seconds, speed_factor
+
+    assert speed_factor(2.4e-3, 1.8e-3) == pytest.approx(0.75)  # the module docstring's example
+    assert speed_factor(1e-3, 3e-3) is None and speed_factor(1e-3, 0.4e-3) is None  # outside 0.5-2x: not applied
+    assert SPEED_LIMITS == (0.5, 2.0) and 0 < probe_seconds() < 1.0
+    cal = _calibration(_model([16, 32, 64, 128, 256, 512, 1024]))
+    ops = [_op(n) for n in (24, 300, 700)]
+    at_calibration = predict_ops(ops, "float32", HW, cal)
+    slower = predict_ops(ops, "float32", HW, replace(cal, speed=1.5))
+    assert slower == pytest.approx([1.5 * t for t in at_calibration])
+    faster = predict_ops(ops, "float32", HW, replace(cal, speed=0.01))
+    bounds = [max(op.cost.flops * 1e-9, op.cost.bytes_moved * 1e-9) for op in ops]  # 1 GFLOP/s, 1 GB/s
+    assert faster == pytest.approx([max(0.01 * t, b) for t, b in zip(at_calibration, bounds, strict=True)])
+    assert all(f >= b * (1 - 1e-12) for f, b in zip(faster, bounds, strict=True))  # the lower bound stays one
+
+
+def test_a_local_file_that_timed_the_probe_is_scaled_to_now_with_a_note() -> None:
+    from graphprof.devices.hardware import _at_speed_now
+
+    cal = _calibration(_model([16, 32, 64]))
+    scaled, note = _at_speed_now(cal, {"probe_s": 1e-9})  # a probe 1 ns long then: far outside the limits now
+    assert scaled is cal and note is not None and "not scaled" in note
+    same, none = _at_speed_now(cal, {"threads": 2})  # no probe in the file: as it was, silently
+    assert same is cal and none is None

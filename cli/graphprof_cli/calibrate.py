@@ -45,8 +45,16 @@ def _summary(preset: Any) -> list[str]:
         f"{cal.view_s * 1e6:.1f} us per view; host/kernel overlap {cal.overlap:.1f}",
         f"  fit      median |error| {acc['median_abs_error']:.0%} on its {acc['records']} records (worst {acc['worst']})",
         *_op_model_lines(cal.op_model),
+        *_probe_lines(dev.get("probes_s")),
         f"wrote {preset.path}; use it with --hardware local (and --measure compares against it)",
     ]
+
+
+def _probe_lines(probes: Any) -> list[str]:
+    if not probes:
+        return []
+    times = " / ".join(f"{p * 1e3:.3f}" for p in probes)
+    return [f"  speed    probe {times} ms (start, after the grid, end): a prediction times it again and scales to the speed then"]
 
 
 def _op_model_lines(model: Any) -> list[str]:

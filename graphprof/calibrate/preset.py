@@ -16,6 +16,7 @@ it: a prediction holds for that thread count, and a loaded machine measures slow
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import platform
 import statistics
@@ -35,6 +36,7 @@ from graphprof.calibrate.store import check_preset_path, write_preset
 from graphprof.devices.hardware import PRECISIONS, Hardware, local_hardware, match_hardware
 from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
 from graphprof.devices.opmodel import FirstTouch, OpModel, Sample
+from graphprof.devices.probe import probe_seconds
 from graphprof.devices.table import Calibration
 from graphprof.errors import InvalidInputError
 from graphprof.measure.run import resolve_device
@@ -214,8 +216,11 @@ def calibrate(
     try:
         if threads is not None:
             torch.set_num_threads(threads)
+        probes = [probe_seconds()] if dev.type == "cpu" else []  # the machine's speed while it is measured
         table = measure_op_table(dev, progress=None if progress is None else (lambda d, t, w: progress(d, t, f"op grid: {w}")))
+        probes += [probe_seconds()] if dev.type == "cpu" else []
         op_model = _op_model(table, quick, progress) if dev.type == "cpu" else None
+        probes += [probe_seconds()] if dev.type == "cpu" else []
         used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(before_threads)
@@ -226,6 +231,9 @@ def calibrate(
         "seconds": round(time.perf_counter() - start, 1),
         "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }  # fmt: skip
+    if probes:  # the geometric mean of the three: what a prediction's probe is held against
+        info["probe_s"] = math.exp(statistics.fmean(math.log(p) for p in probes))
+        info["probes_s"] = probes
     busy = busy_reason(load_before, load_after)
     if busy:
         info["busy"] = busy  # written with the figures, and repeated by every prediction that uses them

@@ -386,11 +386,32 @@ def local_hardware(data: Mapping[str, Any], path: Path | None = None) -> Hardwar
     device = data.get("device")
     busy = device.get("busy") if isinstance(device, Mapping) else None
     busy_note = f"the local calibration is noisy ({busy}): run `graphprof calibrate` again on a quiet machine" if busy else None
+    calibration = with_learned(Calibration.from_dict(data["calibration"]), data.get("learned", ()))
+    calibration, speed_note = _at_speed_now(calibration, device)
     return Hardware(
         **data["hardware"],
-        calibration=with_learned(Calibration.from_dict(data["calibration"]), data.get("learned", ())),
+        calibration=calibration,
         measured=device if isinstance(device, Mapping) else None,
-        notes=tuple(n for n in (note, busy_note) if n),
+        notes=tuple(n for n in (note, busy_note, speed_note) if n),
+    )
+
+
+def _at_speed_now(calibration: Calibration, device: object) -> tuple[Calibration, str | None]:
+    """``calibration`` scaled to this machine's speed now, where the calibration timed the probe
+    (:mod:`graphprof.devices.probe`, ``device.probe_s``), with a note; as it is otherwise."""
+    then = device.get("probe_s") if isinstance(device, Mapping) else None
+    if not isinstance(then, (int, float)) or isinstance(then, bool) or then <= 0 or calibration.op_model is None:
+        return calibration, None
+    from graphprof.devices.probe import SPEED_LIMITS, probe_seconds, speed_factor
+
+    now = probe_seconds()
+    factor = speed_factor(float(then), now)
+    if factor is None:
+        return calibration, (f"the speed probe ran {now * 1e3:.2f} ms now against {then * 1e3:.2f} ms when calibrated, outside "
+                             f"{SPEED_LIMITS[0]}-{SPEED_LIMITS[1]}x: predictions not scaled; run `graphprof calibrate` again")  # fmt: skip
+    return replace(calibration, speed=factor), (
+        f"predicted at this machine's speed now: the speed probe ran {now * 1e3:.2f} ms against {then * 1e3:.2f} ms when "
+        f"calibrated, so the calibration's times are scaled by {factor:.2f}"
     )
 
 

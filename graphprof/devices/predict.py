@@ -215,10 +215,14 @@ def _held(t: float, op: Any, near: Any, dtype: str, hardware: Hardware) -> float
     return min(max(t, own / max(rates)), own / max(min(rates), 1e-12))
 
 
-def _op_model_seconds(ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel) -> list[tuple[float, float, float, float, float]]:
+def _op_model_seconds(
+    ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel, speed: float = 1.0
+) -> list[tuple[float, float, float, float, float]]:
     """(seconds, q_low, q_high, the law's seconds, excess) of each call from the kind models: never below the
     call's roofline bound, held within its nearest samples' efficiencies outside its kind's sampled range, plus
-    the first touch of its large outputs where the model measured it."""
+    the first touch of its large outputs where the model measured it; all of it times ``speed``, the machine's
+    speed now against the calibration's (:attr:`~graphprof.devices.table.Calibration.speed`), the roofline bound
+    aside."""
     calls = [call_of(op) for op in ops]
     known = [(i, c) for i, c in enumerate(calls) if c is not None]
     predicted = model.predict([c for _, c in known])
@@ -228,10 +232,10 @@ def _op_model_seconds(ops: Sequence[Any], dtype: str, hardware: Hardware, model:
     for (i, _), (t, lo, hi), (far, near) in zip(known, predicted, ranges, strict=True):
         op = ops[i]
         bound = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth)
-        held = t if near is None else _held(t, op, near, dtype, hardware)
-        out[i] = (max(held, bound), lo, hi, max(t, bound), far)
+        held = speed * (t if near is None else _held(t, op, near, dtype, hardware))
+        out[i] = (max(held, bound), lo, hi, max(speed * t, bound), far)
     # the first touch of large outputs: every aten call's, one without a kind's included
-    return [(t + (x := model.extra_seconds(op)), lo, hi, law + x, far) for op, (t, lo, hi, law, far) in zip(ops, out, strict=True)]
+    return [(t + (x := speed * model.extra_seconds(op)), lo, hi, law + x, far) for op, (t, lo, hi, law, far) in zip(ops, out, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -250,7 +254,7 @@ def predict(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Cal
     model = calibration.op_model
     if model is None:
         return Prediction(tuple(predict_ops(ops, dtype, hardware, calibration)))
-    parts = _op_model_seconds(ops, dtype, hardware, model)
+    parts = _op_model_seconds(ops, dtype, hardware, model, calibration.speed)
     base = model.interval([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])
     below = sum(max(t - law, 0.0) for t, _, _, law, _ in parts)
     above = sum(max(law - t, 0.0) for t, _, _, law, _ in parts)
@@ -276,7 +280,7 @@ def predict_ops(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration:
     """Predicted seconds of each recorded call of ``ops`` (in execution order): the kind models' where the
     calibration has them (each op in context, host included), else the class rates on :func:`timeline`."""
     if calibration.op_model is not None:
-        return [p[0] for p in _op_model_seconds(ops, dtype, hardware, calibration.op_model)]
+        return [p[0] for p in _op_model_seconds(ops, dtype, hardware, calibration.op_model, calibration.speed)]
     demands = [
         (host_seconds(op, calibration), 0.0 if op.status is OpStatus.ZERO_COST else kernel_seconds(op, dtype, hardware, calibration))
         for op in ops

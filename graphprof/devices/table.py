@@ -87,6 +87,9 @@ class Calibration:
     memory: MemoryCurve | None = None
     #: per-kind latency models (:mod:`graphprof.devices.opmodel`): when present they predict every op, in context
     op_model: OpModel | None = field(hash=False, default=None)
+    #: how much slower (above 1) or faster this machine runs now than when it was calibrated, by the probe
+    #: (:mod:`graphprof.devices.probe`): the kind models' times are scaled by it; never stored in the file
+    speed: float = 1.0
 
     def rates_for(self, dtype: str, klass: str) -> ClassRates:
         table = self.rates.get(dtype) or self.rates.get("bfloat16" if dtype in ("float16", "bfloat16") else "float32")
