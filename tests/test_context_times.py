@@ -162,3 +162,12 @@ def test_a_forwards_faulted_bytes_are_shared_by_outputs_below_the_limit_and_pric
     # the samples lose what the pages cost them: the 8 MiB call half its faulted share of 6 MiB (4 of the 12 MiB it holds 8)
     samples = samples_from_context(profile, times, first_touch=touch)
     assert [s.seconds for s in samples][:2] == [pytest.approx(0.2 - 1e-9 * 64 * mib), pytest.approx(0.1 - 1e-9 * 8 * mib * 0.5)]
+
+
+@pytest.mark.slow
+def test_a_fresh_process_counts_a_forwards_faults_and_a_missing_model_gives_none() -> None:
+    from graphprof.calibrate.fresh_faults import fresh_fault_split
+
+    split = fresh_fault_split("squeezenet1_1", 2, 32 * 2**20, 2**20)
+    assert split is not None and split[0] >= 0.0 and split[1] > 0.0  # squeezenet at batch 2 has outputs over 1 MiB
+    assert fresh_fault_split("no_such_model_anywhere", 2, 32 * 2**20, 2**20) is None

@@ -21,7 +21,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -42,7 +42,7 @@ from graphprof.errors import InvalidInputError
 from graphprof.measure.run import resolve_device
 
 __all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
-           "measure_default_hardware", "faulting_share", "zoo_samples", "ZooTimes"]  # fmt: skip
+           "measure_default_hardware", "faulting_share", "fresh_faults", "zoo_samples", "ZooTimes"]  # fmt: skip
 
 #: The zoo models whose ops the full calibration times in place, ``(name, batch)``: each family at batch 1
 #: and a large batch (where activations outgrow the caches and the allocator's limit), none of them a model
@@ -161,8 +161,26 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None) 
     def stage(name: str) -> Progress | None:
         return None if progress is None else (lambda done, total, what: progress(done, total, f"{name}: {what}"))
 
-    zoo = zoo_samples(models, stage("models"), first_touch_of(table), passes=1 if quick else ZOO_PASSES)
+    touch = first_touch_of(table)
+    zoo = zoo_samples(models, stage("models"), touch, passes=1 if quick else ZOO_PASSES)
+    if touch is not None and not quick:  # the share a user's fresh process faults, not this process's
+        zoo = zoo._replace(faults=fresh_faults([m for m in models if m[1] > 1], touch, stage("faults")) or zoo.faults)
     return _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"))
+
+
+def fresh_faults(models: Sequence[tuple[str, int]], touch: FirstTouch, progress: Progress | None = None) -> list[tuple[float, float]]:
+    """Each model's :func:`~graphprof.calibrate.samples.fault_split` in a fresh process
+    (:mod:`graphprof.calibrate.fresh_faults`); a model that fails there is left out."""
+    from graphprof.calibrate.fresh_faults import fresh_fault_split
+
+    out = []
+    for i, (name, batch) in enumerate(models, start=1):
+        if progress is not None:
+            progress(i, len(models), f"{name} batch {batch} (a fresh process)")
+        split = fresh_fault_split(name, batch, touch.limit_bytes, touch.min_bytes)
+        if split is not None:
+            out.append(split)
+    return out
 
 
 def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None) -> LocalPreset:
