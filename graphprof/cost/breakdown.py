@@ -161,15 +161,20 @@ class PredictionBreakdown:
     ``layer_count``), with the measured forward by kind when a measurement of the same kind of device ran.
 
     ``taxonomy`` is ``"kind"`` or ``"class"``, the grouping the predictor priced by (:data:`TAXONOMIES`);
-    ``passes`` the pass the prediction covers, ``"forward"`` (eval) or ``"forward + backward"`` (train)."""
+    ``train``: the prediction covers the backward too (:attr:`passes` names the pass it covers)."""
 
     taxonomy: str
-    passes: str
+    train: bool
     kinds: tuple[PredictedPart, ...]
     layers: tuple[PredictedPart, ...]
     total_s: float
     layer_count: int
     measured: MeasuredByKind | None = None
+
+    @property
+    def passes(self) -> str:
+        """The pass the prediction covers: ``"forward"`` (eval) or ``"forward + backward"`` (train)."""
+        return "forward + backward" if self.train else "forward"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -205,7 +210,7 @@ def prediction_breakdown(
     kinds = tuple(PredictedPart(k, calls[k], t, _share(t, total)) for k, t in sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0])))
     ranked = sorted(range(len(rows)), key=lambda i: -by_row[i])[: max(0, top)]
     layers = tuple(PredictedPart(rows[i].name, len(rows[i].ops), by_row[i], _share(by_row[i], total), rows[i].type) for i in ranked)
-    return PredictionBreakdown(taxonomy, "forward + backward" if train else "forward", kinds, layers, total, len(rows))
+    return PredictionBreakdown(taxonomy, train, kinds, layers, total, len(rows))
 
 
 def _dry_kinds(forward: Iterable[tuple[str, Any, float]], taxonomy: str) -> tuple[dict[tuple[str, str], Counter[str]], dict[str, float]]:

@@ -31,7 +31,7 @@ def _kind_caption(b: PredictionBreakdown) -> str:
     m = b.measured
     if m is None:
         return caption
-    fwd = "" if b.passes == "forward" else "; 'Pred. fwd' is the forward's own prediction, like for like"
+    fwd = "" if not b.train else "; 'Pred. fwd' is the forward's own prediction, like for like"
     between = "; '(between calls)': Python, module calls and wrappers outside every call, predicted inside the calls' own times"
     unmatched = f"; {format_seconds(m.unmatched_s)} of calls the dry run did not record in their layer" if m.unmatched_s else ""
     return f"{caption}. {m.label}{fwd}{between}{unmatched}"
@@ -41,7 +41,7 @@ def _kind_table(b: PredictionBreakdown) -> Table:
     """One row per kind: calls, predicted seconds and share; with a measurement, the forward's measured
     seconds beside the forward's predicted ones and their ratio, then the time between calls and a total."""
     m = b.measured
-    train = b.passes != "forward"
+    train = b.train
     table = section_table(_kind_title(b), caption=_kind_caption(b), optional=("Calls", "Pred. fwd", "Share"))
     table.add_column("Kind", no_wrap=True, overflow="ellipsis")
     for name in ("Calls", "Predicted", "Share") + (("Pred. fwd",) if m is not None and train else ()):
