@@ -199,16 +199,16 @@ class OutOfRange:
                 "law_seconds": self.law_seconds}  # fmt: skip
 
 
-def _held(t: float, op: Any, near: Any, dtype: str, hardware: Hardware) -> float:
+def _held(t: float, own: float, near: Any, dtype: str, hardware: Hardware) -> float:
     """``t`` held between the times the nearest samples' efficiencies give this call's own work: efficiency is
     a sample's roofline time (``max(flops / peak, bytes / bandwidth)``) over its measured time, and a call the
     samples do not cover runs no faster than the best of them and no slower than the worst. Every call is held
     so, inside the range too (there the law and its neighbours already agree with the samples, mostly).
 
     Worked example: neighbours that ran at 40% and 60% of their roofline time bound a call whose own roofline
-    time is 1 ms to 1.67-2.5 ms; a law that says 30 ms for it (run off outside the range) gives 2.5 ms."""
+    time is 1 ms to 1.67-2.5 ms; a law that says 30 ms for it (run off outside the range) gives 2.5 ms. ``own`` is
+    the call's own roofline time."""
     peak, bandwidth = hardware.peak_flops(dtype), hardware.bandwidth
-    own = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / bandwidth)
     rates = [max(float(flops) / peak, float(nbytes) / bandwidth) / float(seconds) for flops, nbytes, seconds in near if seconds > 0]
     if own <= 0.0 or not rates or max(rates) <= 0.0:
         return t
@@ -232,7 +232,7 @@ def _op_model_seconds(
     for (i, _), (t, lo, hi), (far, near) in zip(known, predicted, ranges, strict=True):
         op = ops[i]
         bound = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth)
-        held = speed * (t if near is None else _held(t, op, near, dtype, hardware))
+        held = speed * (t if near is None else _held(t, bound, near, dtype, hardware))
         out[i] = (max(held, bound), lo, hi, max(speed * t, bound), far)
     # the first touch of large outputs: every aten call's, one without a kind's included
     return [(t + (x := speed * model.extra_seconds(op)), lo, hi, law + x, far) for op, (t, lo, hi, law, far) in zip(ops, out, strict=True)]
