@@ -152,8 +152,8 @@ def test_a_forwards_faulted_bytes_are_shared_by_outputs_below_the_limit_and_pric
     # the forward faulted 70 MiB: 64 MiB of them the large output's, 6 MiB spread over the 12 MiB exposed
     times = ContextTimes((("aten::gelu", 0.2), ("aten::gelu", 0.1), ("aten::relu", 0.05), ("aten::add", 0.01)), 0.36, 0.36, 3,
                          fault_bytes=70 * mib)  # fmt: skip
-    assert fault_split(profile, times, touch) == (6 * mib, 12 * mib)
-    shared = faulting_share(touch, [fault_split(profile, times, touch), (0.0, 4 * mib)])
+    assert fault_split(profile, times.fault_bytes, touch) == (6 * mib, 12 * mib)
+    shared = faulting_share(touch, [fault_split(profile, times.fault_bytes, touch), (0.0, 4 * mib)])
     assert shared is not None and shared.share_below == pytest.approx(6 / 16)  # all faulted over all exposed
     # priced: the 8 MiB output pays 3/8 of its bytes at 1 ns each; the 64 MiB one all; the 512 KiB one none
     assert shared.seconds(mid) == pytest.approx(1e-9 * 8 * mib * 6 / 16)

@@ -63,10 +63,7 @@ def _main(argv: list[str]) -> None:
             call_model(work, inputs)
         counted = [faulted_bytes(lambda: call_model(work, inputs)) for _ in range(COUNTED)]
 
-    class _Times:
-        fault_bytes = statistics.median(counted)
-
-    faulted, exposed = fault_split(profile, _Times(), FirstTouch(limit, 0.0, min_bytes=least))
+    faulted, exposed = fault_split(profile, statistics.median(counted), FirstTouch(limit, 0.0, min_bytes=least))
     print(json.dumps({"faulted": faulted, "exposed": exposed}))
 
 

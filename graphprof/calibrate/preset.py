@@ -129,7 +129,7 @@ def zoo_samples(
         out.samples.extend(samples_from_context(profile, times, group=name, first_touch=first_touch))
         out.outside.append(times.outside_s / times.forward_s)
         if first_touch is not None:
-            out.faults.append(fault_split(profile, times, first_touch))
+            out.faults.append(fault_split(profile, times.fault_bytes, first_touch))
     return out
 
 

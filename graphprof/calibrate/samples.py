@@ -112,15 +112,15 @@ def _less(seconds: float, touch: float) -> float:
     return max(seconds - touch, 0.25 * seconds)
 
 
-def fault_split(profile: Any, times: Any, first_touch: FirstTouch) -> tuple[float, float]:
-    """``(faulted, exposed)`` of one plain forward: the bytes its pages faulted in beyond its outputs at or above
+def fault_split(profile: Any, fault_bytes: float, first_touch: FirstTouch) -> tuple[float, float]:
+    """``(faulted, exposed)`` of one plain forward that faulted ``fault_bytes`` in all: the bytes its pages faulted in beyond its outputs at or above
     the first-touch limit (those fault whole, and are priced apart), and its outputs' bytes between
     :attr:`~graphprof.devices.opmodel.FirstTouch.min_bytes` and the limit, where the rest faulted."""
     above = exposed = 0.0
     for op in _forward_calls(profile):
         a, b = first_touch.split(fresh_outputs(op))
         above, exposed = above + a, exposed + b
-    return max(float(getattr(times, "fault_bytes", 0.0)) - above, 0.0), exposed
+    return max(float(fault_bytes) - above, 0.0), exposed
 
 
 def samples_from_context(
@@ -131,7 +131,7 @@ def samples_from_context(
     (:func:`fault_split`) shared over its calls by their outputs' bytes below the limit."""
     per_byte = 0.0
     if first_touch is not None:
-        faulted, exposed = fault_split(profile, times, first_touch)
+        faulted, exposed = fault_split(profile, times.fault_bytes, first_touch)
         per_byte = faulted / exposed if exposed > 0 else 0.0
     samples = []
     for op, seconds in context_pairs(profile, times):
