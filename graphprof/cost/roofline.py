@@ -67,7 +67,8 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
         notes += hardware.notes
     if calibration is not None and hardware is not None and calibration.bandwidth_gbs != hardware.bandwidth_gbs:
         calibration = None  # figures overridden on the command line: the table is for the preset
-    predicted, said, shares = _predicted(profile, hardware, calibration)
+    predicted, said = _predicted(profile, hardware, calibration)
+    shares = list(said.seconds) if said is not None else []
     notes += _out_of_range_notes(said.out_of_range if said is not None else ())
     forward = _forward_calls(profile, hardware, calibration, shares)
     layers = []
@@ -97,18 +98,17 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
 
 def _predicted(
     profile: Profile, hardware: Hardware | None, calibration: Calibration | None
-) -> tuple[list[float | None], Prediction | None, list[float]]:
-    """Predicted seconds per layer (``None`` each without a calibration), the predictor's whole answer (its
-    interval and the calls it priced out of range), and each recorded call's predicted seconds in execution
-    order (none without a calibration)."""
+) -> tuple[list[float | None], Prediction | None]:
+    """Predicted seconds per layer (``None`` each without a calibration) and the predictor's whole answer (each
+    recorded call's seconds in execution order, the interval and the calls it priced out of range)."""
     if calibration is None or hardware is None:
-        return [None] * len(profile.layers), None, []
+        return [None] * len(profile.layers), None
     ops = [(i, op) for i, row in enumerate(profile.layers) for op in row.ops]
     said = predict([op for _, op in ops], profile.dtype, hardware, calibration)
     predicted: list[float | None] = [0.0] * len(profile.layers)
     for (i, _), share in zip(ops, said.seconds, strict=True):
         predicted[i] = (predicted[i] or 0.0) + share
-    return predicted, said, list(said.seconds)
+    return predicted, said
 
 
 def _out_of_range_notes(outside: tuple[OutOfRange, ...]) -> list[str]:
