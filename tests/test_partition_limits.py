@@ -54,7 +54,7 @@ def test_the_solver_refuses_a_problem_it_cannot_finish() -> None:
 def test_partition_figures_are_bounded_before_any_work(options: dict, why: str, monkeypatch) -> None:
     from graphprof.partition import report
 
-    monkeypatch.setattr(report, "prepare_for", lambda *a, **k: pytest.fail("the model was prepared before the check"))
+    monkeypatch.setattr(report, "prepare_and_plan", lambda *a, **k: pytest.fail("the model was prepared before the check"))
     with pytest.raises(InvalidInputError, match=why):
         report.partition_report(torch.nn.Linear(4, 4), "cpu:1", run=True, input_shape=(1, 4), **options)
 

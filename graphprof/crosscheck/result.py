@@ -29,20 +29,19 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from graphprof.base.record import Record
+
 __all__ = ["OpCount", "Adjustment", "REASONS", "GroupComparison", "Explanation", "Status", "CrossCheck"]
 
 
 @dataclass(frozen=True)
-class OpCount:
+class OpCount(Record):
     """One op (or one of the reference's keys) with its count, its number of calls where known, and its group."""
 
     op: str
     count: int
     calls: int | None = None
     group: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "count": self.count, "calls": self.calls, "group": self.group}
 
 
 #: Why a reference's count of an op falls short of the op's count under its own convention.
@@ -54,7 +53,7 @@ REASONS: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class Adjustment:
+class Adjustment(Record):
     """What a reference's count of one op (``calls`` calls of it) falls short by, in its own convention and
     unit, measured on the shapes it recorded: positive when it counts less than it should."""
 
@@ -63,9 +62,6 @@ class Adjustment:
     reason: str
     group: str
     calls: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "amount": self.amount, "reason": self.reason, "group": self.group, "calls": self.calls}
 
 
 @dataclass(frozen=True)
@@ -106,7 +102,7 @@ class GroupComparison:
 
 
 @dataclass(frozen=True)
-class Explanation:
+class Explanation(Record):
     """One named cause of a difference, signed like it (positive: graphprof counts more).
 
     ``kind`` is an adjustment's reason (:data:`REASONS`; ``name`` is the reference's op) or
@@ -118,9 +114,6 @@ class Explanation:
     amount: int
     group: str
     calls: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "amount": self.amount, "group": self.group, "calls": self.calls}
 
 
 class Status(str, enum.Enum):

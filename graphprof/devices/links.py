@@ -33,9 +33,10 @@ plus ``8.4 + 7 x 3.4 = 32.2 us``: 0.880 ms.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import MappingProxyType
 
+from graphprof.base.record import Record
 from graphprof.errors import InvalidInputError
 
 __all__ = ["Link", "Links", "Group", "CollectiveKind", "collective_seconds", "group_layout"]
@@ -52,7 +53,7 @@ _KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 
 
 @dataclass(frozen=True)
-class Link:
+class Link(Record):
     """One kind of link: its technology (``nvlink``, ``xgmi``, ``pcie``, ``network``), its per-GPU,
     per-direction bandwidth in GB/s, and the document that gives it."""
 
@@ -60,9 +61,6 @@ class Link:
     gbs: float
     label: str
     source: str
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from graphprof.base.choices import OpStatus
+from graphprof.base.record import Record
 
 __all__ = [
     "ALONE",
@@ -282,7 +283,7 @@ FAULT_MIN_BYTES = float(2**20)
 
 
 @dataclass(frozen=True)
-class FirstTouch:
+class FirstTouch(Record):
     """What a fresh output costs where the allocator hands out new pages: an output of at least
     ``limit_bytes`` (glibc's largest mmap threshold, 32 MiB on 64-bit Linux) is mapped when allocated and
     unmapped when freed, so each of its pages faults on first touch, ``per_byte_s`` per byte, in a model's
@@ -322,14 +323,6 @@ class FirstTouch:
     def seconds(self, op: Any) -> float:
         """The first-touch time of one recorded call's fresh outputs."""
         return self.of_outputs(fresh_outputs(op)) if op.op.startswith("aten.") else 0.0
-
-    def to_dict(self) -> dict[str, float]:
-        return {
-            "limit_bytes": self.limit_bytes,
-            "per_byte_s": self.per_byte_s,
-            "share_below": self.share_below,
-            "min_bytes": self.min_bytes,
-        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FirstTouch:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from graphprof.base.choices import OpStatus
+from graphprof.base.record import Record
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.opmodel import Interval, OpModel, call_of, op_kind
 from graphprof.devices.table import Calibration
@@ -183,7 +184,7 @@ OUT_OF_RANGE_SD = 0.25
 
 
 @dataclass(frozen=True)
-class OutOfRange:
+class OutOfRange(Record):
     """One call its kind's samples do not cover: how far outside (standard deviations), the seconds it is priced
     at (held within its nearest samples' efficiencies) and what the kind's law alone would have said."""
 
@@ -193,10 +194,6 @@ class OutOfRange:
     excess_sd: float
     seconds: float
     law_seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "op": self.op, "kind": self.kind, "excess_sd": self.excess_sd, "seconds": self.seconds,
-                "law_seconds": self.law_seconds}  # fmt: skip
 
 
 def _held(t: float, own: float, near: Any, dtype: str, hardware: Hardware) -> float:

@@ -17,13 +17,14 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from graphprof.base.record import Record
 from graphprof.devices.opmodel import OpModel, Sample
 
 __all__ = ["Calibration", "ClassRates", "MemoryCurve", "shipped_calibration", "with_learned"]
 
 
 @dataclass(frozen=True)
-class ClassRates:
+class ClassRates(Record):
     """What one op family reaches on a device: a share of the peak (by reduction depth), a share of the
     streaming bandwidth, and a fixed latency per kernel (setup, tail, wave quantisation)."""
 
@@ -37,17 +38,9 @@ class ClassRates:
         """Share of the peak at this reduction depth: ``compute_fraction * depth / (depth + half_depth)``."""
         return self.compute_fraction * depth / (depth + self.half_depth)
 
-    def to_dict(self) -> dict[str, float]:
-        return {
-            "compute_fraction": self.compute_fraction,
-            "memory_fraction": self.memory_fraction,
-            "latency_s": self.latency_s,
-            "half_depth": self.half_depth,
-        }
-
 
 @dataclass(frozen=True)
-class MemoryCurve:
+class MemoryCurve(Record):
     """Streaming bandwidth by working-set size: ``near`` below ``cache_bytes``, ``far`` (DRAM) above."""
 
     near_gbs: float
@@ -58,9 +51,6 @@ class MemoryCurve:
         """Time to stream ``nbytes``: ``b * ((C / (C + b)) / near + (b / (C + b)) / far)``."""
         near = self.cache_bytes / (self.cache_bytes + nbytes)
         return nbytes * (near / (self.near_gbs * 1e9) + (1.0 - near) / (self.far_gbs * 1e9))
-
-    def to_dict(self) -> dict[str, float]:
-        return {"near_gbs": self.near_gbs, "far_gbs": self.far_gbs, "cache_bytes": self.cache_bytes}
 
 
 @dataclass(frozen=True)

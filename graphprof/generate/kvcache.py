@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from graphprof.base.choices import KVCache
+from graphprof.base.record import Record
 from graphprof.errors import InvalidInputError, MissingDependencyError
 
 __all__ = ["KVCacheSpec", "kv_spec", "make_cache"]
@@ -34,7 +35,7 @@ __all__ = ["KVCacheSpec", "kv_spec", "make_cache"]
 
 
 @dataclass(frozen=True)
-class KVCacheSpec:
+class KVCacheSpec(Record):
     """What one token costs in the cache: ``layers`` x ``kv_heads`` x ``head_dim``, for K and for V."""
 
     layers: int
@@ -58,9 +59,6 @@ class KVCacheSpec:
     def size(self, tokens: int, batch: int, dtype: torch.dtype) -> int:
         """Bytes of the whole cache holding ``tokens`` tokens of ``batch`` sequences."""
         return self.bytes_per_token(dtype) * tokens * batch
-
-    def to_dict(self) -> dict[str, int]:
-        return {"layers": self.layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim, "attention_heads": self.attention_heads}
 
 
 def _text_config(config: Any) -> Any:

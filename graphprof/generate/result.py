@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graphprof.base.choices import KVCache
+from graphprof.base.record import Record
 from graphprof.cost.bounds import Bound
 from graphprof.cost.result import cost_dict
 from graphprof.cost.tokens import TokenFlops
@@ -83,7 +84,7 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class Latency:
+class Latency(Record):
     """Time to first token (the prefill), time per output token (mean decode step), tokens per second
     (``batch / tpot``: the decode rate over all sequences) and the whole ``generate()`` (prefill + steps)."""
 
@@ -91,9 +92,6 @@ class Latency:
     tpot_s: float | None
     tokens_per_s: float | None
     total_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "tokens_per_s": self.tokens_per_s, "total_s": self.total_s}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from graphprof.base.choices import Mode, Optimizer
+from graphprof.base.record import Record
 from graphprof.devices.local import Host
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
 
@@ -23,7 +24,7 @@ OUTSIDE = "(outside layers)"
 
 
 @dataclass(frozen=True)
-class LayerTime:
+class LayerTime(Record):
     """One layer's measured self time (its own ops, not those of nested layers), mean over the profiled runs.
 
     ``cpu_us`` is host time; ``kernel_us`` the GPU kernel time of the ops it launched (``None`` on the CPU).
@@ -40,12 +41,9 @@ class LayerTime:
         """Kernel time on a GPU, host time on the CPU: what the layer costs the device that ran it."""
         return self.kernel_us if self.kernel_us is not None else self.cpu_us
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "calls": self.calls, "cpu_us": self.cpu_us, "kernel_us": self.kernel_us}
-
 
 @dataclass(frozen=True)
-class OpTime:
+class OpTime(Record):
     """One aten op within one layer: self time (host) and kernel time, mean per profiled run.
 
     ``dispatched_calls`` counts the calls that a ``TorchDispatchMode`` (graphprof's dry run) sees as
@@ -68,13 +66,6 @@ class OpTime:
     def dispatched_time_us(self) -> float:
         """Inclusive time of the dispatched calls: kernel time on a GPU, host time on the CPU."""
         return self.dispatched_kernel_us if self.dispatched_kernel_us is not None else self.dispatched_cpu_us
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "layer": self.layer, "op": self.op, "calls": self.calls, "cpu_us": self.cpu_us, "kernel_us": self.kernel_us,
-            "dispatched_calls": self.dispatched_calls, "dispatched_cpu_us": self.dispatched_cpu_us,
-            "dispatched_kernel_us": self.dispatched_kernel_us,
-        }  # fmt: skip
 
 
 @dataclass(frozen=True)

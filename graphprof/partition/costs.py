@@ -31,6 +31,7 @@ from typing import Any
 
 from torch import nn
 
+from graphprof.base.record import Record
 from graphprof.base.tied import tied_groups
 from graphprof.cost.result import Profile
 from graphprof.cost.roofline import classify
@@ -44,7 +45,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Unit:
+class Unit(Record):
     """One unit (a module a stage can begin at) and what it holds; bytes are integers."""
 
     name: str
@@ -54,12 +55,6 @@ class Unit:
     activation_bytes: int
     kv_bytes: int
     flops: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "nodes": self.nodes, "params": self.params, "weight_bytes": self.weight_bytes,
-            "activation_bytes": self.activation_bytes, "kv_bytes": self.kv_bytes, "flops": self.flops,
-        }  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from graphprof.partition.solver import Problem, holds_copy, solve
 from graphprof.partition.units import assign_nodes, choose_units, cut_bytes
 from graphprof.prepared import PreparedModel, prepare
 
-__all__ = ["partition", "plan_prepared", "prepare_for", "as_links", "problem_of", "cost_table"]
+__all__ = ["partition", "plan_prepared", "prepare_and_plan", "prepare_for", "as_links", "problem_of", "cost_table"]
 
 
 def problem_of(costs: CostTable, devices: Sequence[Device], links: Links) -> Problem:
@@ -210,9 +210,21 @@ def partition(
     A ``cpu`` device measures this machine with ``threads`` threads (``iters`` timed forwards), which
     needs the model's weights: a named model is then built on the CPU, else on the meta device.
     """
+    options: dict[str, Any] = {"objective": objective, "links": links, "kv_len": kv_len, "threads": threads, "iters": iters}
+    return prepare_and_plan(model_or_name, devices, batch_size=batch_size, dtype=dtype, **options, **prepare_options)[1]
+
+
+def prepare_and_plan(
+    model_or_name: nn.Module | str, devices: str | Sequence[Device], *, weights: bool = False, **options: Any
+) -> tuple[PreparedModel, Plan]:
+    """:func:`partition` (``options`` are its keywords) keeping the prepared model, built with its weights
+    where ``weights`` asks (a run of the plan needs them)."""
+    plan_keys = ("objective", "links", "kv_len", "threads", "iters")
+    planning = {k: options.pop(k) for k in plan_keys if k in options}
     devs = as_devices(devices)
-    prepared = prepare_for(model_or_name, devs, batch_size=batch_size, dtype=dtype, **prepare_options)
-    return plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
+    prepared = prepare_for(model_or_name, devs, weights=weights, **options)
+    planning["links"] = as_links(planning.get("links"), devs)
+    return prepared, plan_prepared(prepared, devs, **planning)
 
 
 def _cores_note(devices: Sequence[Device], threads: int) -> list[str]:

@@ -10,14 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch import nn
 
-from graphprof.base.choices import Objective
 from graphprof.base.limits import require_count
-from graphprof.partition.devices import LOCAL_CPU, Device, Links, as_devices
+from graphprof.partition.devices import LOCAL_CPU, Device
 from graphprof.partition.plan import Plan, Stage
-from graphprof.partition.planner import as_links, plan_prepared, prepare_for
+from graphprof.partition.planner import prepare_and_plan
 from graphprof.partition.run import PipelineRun, check_run_options, run_split
 
 __all__ = ["PartitionReport", "partition_report"]
@@ -40,32 +38,25 @@ def partition_report(
     model_or_name: nn.Module | str,
     devices: str | Sequence[Device],
     *,
-    objective: Objective | str = Objective.LATENCY,
-    links: Links | str | Sequence[str] | None = None,
-    batch_size: int | None = None,
-    dtype: str | torch.dtype | None = None,
-    kv_len: int | None = None,
-    threads: int = 1,
-    iters: int = 10,
     run: bool = False,
     micro_batches: int = 4,
     run_iters: int = 5,
     compare: bool = True,
-    **prepare_options: Any,
+    **options: Any,
 ) -> PartitionReport:
-    """:func:`graphprof.partition.partition`, then with ``run`` :func:`~graphprof.partition.run.run_split`
-    of the plan (and with ``compare`` of the equal-layer split too) on ``micro_batches`` micro-batches."""
+    """:func:`graphprof.partition.partition` (``options`` are its keywords), then with ``run``
+    :func:`~graphprof.partition.run.run_split` of the plan (and with ``compare`` of the equal-layer split
+    too) on ``micro_batches`` micro-batches."""
+    threads = options.get("threads", 1)
     check_run_options(micro_batches=micro_batches, iters=run_iters, threads=threads)  # before any work
-    if kv_len is not None:
-        require_count(kv_len, "the KV cache length (--kv-len)", low=0, high=10**9)
-    devs = as_devices(devices)
-    prepared = prepare_for(model_or_name, devs, weights=run, batch_size=batch_size, dtype=dtype, **prepare_options)
-    plan = plan_prepared(prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters)
+    if options.get("kv_len") is not None:
+        require_count(options["kv_len"], "the KV cache length (--kv-len)", low=0, high=10**9)
+    prepared, plan = prepare_and_plan(model_or_name, devices, weights=run, **options)
     if not run:
         return PartitionReport(plan)
-    options = {"micro_batches": micro_batches, "iters": run_iters, "threads": threads}
-    runs = [("plan", run_split(prepared, plan.split_points, predicted=_predicted(plan.stages), **options))]
+    timing = {"micro_batches": micro_batches, "iters": run_iters, "threads": threads}
+    runs = [("plan", run_split(prepared, plan.split_points, predicted=_predicted(plan.stages), **timing))]
     if compare:
         equal = next(b for b in plan.baselines if b.name == "equal-layers")
-        runs.append(("equal-layers", run_split(prepared, equal.split_points, predicted=_predicted(equal.stages), **options)))
+        runs.append(("equal-layers", run_split(prepared, equal.split_points, predicted=_predicted(equal.stages), **timing)))
     return PartitionReport(plan, tuple(runs))

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from graphprof.base.limits import format_bytes
 from graphprof.base.names import abbreviate
+from graphprof.formulas.cost import Cost
 from graphprof.render.fit import ReportTable
 
 __all__ = [
@@ -23,8 +24,10 @@ __all__ = [
     "OPTIONAL_COLUMNS",
     "TYPE_WIDTH",
     "FullNamesIfTheyFit",
+    "add_columns",
     "ai_cell",
     "bytes_cell",
+    "cost_cells",
     "count_cell",
     "format_count",
     "format_percent",
@@ -93,6 +96,11 @@ def ai_cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def cost_cells(cost: Cost) -> list[str]:
+    """A cost's MACs, FLOPs, bytes moved and arithmetic intensity, as table cells in that order."""
+    return [count_cell(cost.macs), count_cell(cost.flops), bytes_cell(cost.bytes_moved), ai_cell(cost.arithmetic_intensity)]
+
+
 def shape_cell(shapes: Sequence[tuple[int, ...]]) -> str:
     """The first two output shapes, ``1x64x56x56``, and how many more there are."""
     if not shapes:
@@ -138,6 +146,14 @@ class FullNamesIfTheyFit:
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self._table(console, options))
+
+
+def add_columns(table: Table, names: Sequence[str], *, left: Sequence[str] = (), center: Sequence[str] = ()) -> Table:
+    """Add a column per header in ``names``, in order: right-justified (figures) unless named in ``left``
+    or ``center``."""
+    for name in names:
+        table.add_column(name, justify="left" if name in left else "center" if name in center else "right")
+    return table
 
 
 def section_table(title: str, *, caption: str | None = None, header: bool = True, optional: Sequence[str] = ()) -> Table:

@@ -12,7 +12,7 @@ from graphprof.gnn.compare import EstimateComparison
 from graphprof.gnn.scaling import GraphScalingResult
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
 from graphprof.render.fit import ReportTable
-from graphprof.render.formatting import format_count, format_percent
+from graphprof.render.formatting import add_columns, format_count, format_percent
 
 __all__ = ["render_comparison", "render_graph_scaling", "growth_word"]
 
@@ -47,14 +47,8 @@ def render_comparison(comparison: EstimateComparison) -> RenderableType:
     """Per component: the seed's estimate (labelled so), graphprof's count, their ratio and why they differ."""
     title = f"{comparison.model}: seed estimate vs graphprof count ({comparison.num_nodes:,} nodes, {comparison.num_edges:,} edges), FLOPs"
     table = ReportTable(title=Text(title), title_justify="left")  # Text: pyg:gps is no emoji code
-    for name, justify in (
-        ("Component", "left"),
-        ("Seed estimate", "right"),
-        ("graphprof count", "right"),
-        ("count/est.", "right"),
-        ("Why they differ", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    names = ("Component", "Seed estimate", "graphprof count", "count/est.", "Why they differ")
+    add_columns(table, names, left=("Component", "Why they differ"))
     for row in comparison.rows:
         ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
         table.add_row(row.component, format_count(row.estimated_flops), format_count(row.counted_flops), ratio, row.reason)

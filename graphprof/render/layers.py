@@ -21,6 +21,7 @@ from graphprof.render.formatting import (
     FullNamesIfTheyFit,
     ai_cell,
     bytes_cell,
+    cost_cells,
     count_cell,
     format_percent,
     format_seconds,
@@ -68,17 +69,10 @@ def _layers_table(profile: Profile, show_shapes: bool, width: int | None) -> Tab
         table.add_column("Est. time", justify="right", overflow="fold", footer=format_seconds(roofline.seconds))
     names = short_names([row.name for row in profile.layers], width)
     for row, verdict, name in zip(profile.layers, roofline.layers, names, strict=True):
-        cost = row.cost
         cells = [name, row.type, count_cell(row.params)]
         if show_shapes:
             cells.append(shape_cell(row.output_shapes))
-        cells += [
-            count_cell(cost.macs),
-            count_cell(cost.flops),
-            bytes_cell(cost.bytes_moved),
-            ai_cell(cost.arithmetic_intensity),
-            verdict.bound.short,
-        ]
+        cells += [*cost_cells(row.cost), verdict.bound.short]
         if saved:
             cells.append(bytes_cell(row.saved_bytes))
         if timed:

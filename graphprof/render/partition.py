@@ -20,7 +20,7 @@ from graphprof.base.limits import format_bytes
 from graphprof.partition.plan import Plan, Stage
 from graphprof.partition.run import PipelineRun
 from graphprof.render.fit import ReportTable
-from graphprof.render.formatting import format_count, format_seconds
+from graphprof.render.formatting import add_columns, format_count, format_seconds
 from graphprof.render.plots import _figure, _save
 
 __all__ = ["render_plan", "render_runs", "plan_dict", "render_plan_plot"]
@@ -36,9 +36,8 @@ def _stage_table(plan: Plan) -> Table:
         box=box.SIMPLE_HEAD,
         optional=("units", "receive", "sent", "params", "#"),
     )
-    for name, justify in (("#", "right"), ("device", "left"), ("layers", "left"), ("units", "right"), ("params", "right"),
-                          ("compute", "right"), ("receive", "right"), ("memory / capacity", "right"), ("sent", "right")):  # fmt: skip
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    names = ("#", "device", "layers", "units", "params", "compute", "receive", "memory / capacity", "sent")
+    add_columns(table, names, left=("device", "layers"))
     for s in plan.stages:
         memory = f"{format_bytes(s.memory_bytes)} / {format_bytes(s.capacity_bytes)}"
         table.add_row(
@@ -54,8 +53,7 @@ def _baseline_table(plan: Plan) -> Table:
         box=box.SIMPLE_HEAD,
         optional=("stages", "fits", "slowest stage", "throughput"),
     )
-    for name in ("split", "stages", "latency", "slowest stage", "throughput", "fits", "plan is"):
-        table.add_column(name, justify="left" if name in ("split", "fits") else "right")
+    add_columns(table, ("split", "stages", "latency", "slowest stage", "throughput", "fits", "plan is"), left=("split", "fits"))
 
     def row(name: str, stages: Sequence[Stage], fits: bool, base: float | None) -> None:
         latency = sum(s.seconds for s in stages)
@@ -107,8 +105,8 @@ def render_runs(runs: Sequence[tuple[str, PipelineRun]]) -> RenderableType:
     parts: list[RenderableType] = []
     for label, run in runs:
         table = ReportTable(title=f"{label}: measured on local gloo processes ({run.threads} thread(s) each)", box=box.SIMPLE_HEAD)
-        for name in ("stage", "from", "predicted", "measured alone", "alone / predicted", "measured pipelined", "pipelined / predicted"):
-            table.add_column(name, justify="left" if name == "from" else "right")
+        names = ("stage", "from", "predicted", "measured alone", "alone / predicted", "measured pipelined", "pipelined / predicted")
+        add_columns(table, names, left=("from",))
         for s in run.stages:
             table.add_row(
                 str(s.index), s.first, format_seconds(s.predicted_s), format_seconds(s.alone_s), _ratio(s.alone_ratio),

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from graphprof.base.limits import format_bytes
 from graphprof.render.fit import ReportTable
-from graphprof.render.formatting import format_count
+from graphprof.render.formatting import add_columns, format_count
 from graphprof.training.result import CheckpointPlan, MemoryPlan, RanksPlan, StepBreakdown
 
 __all__ = ["render_memory_plan", "render_checkpoint_plan", "render_ranks_plan", "render_plan_plot"]
@@ -73,14 +73,7 @@ def render_checkpoint_plan(cp: CheckpointPlan, before: StepBreakdown) -> Rendera
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
-    for name, justify in (
-        ("module", "left"),
-        ("freed", "right"),
-        ("recompute FLOPs", "right"),
-        ("recompute time (est.)", "right"),
-        ("chosen", "center"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    add_columns(table, ("module", "freed", "recompute FLOPs", "recompute time (est.)", "chosen"), left=("module",), center=("chosen",))
     for c in cp.choices:
         table.add_row(
             c.module,

@@ -17,8 +17,7 @@ from graphprof.render.formatting import (
     OPTIONAL_COLUMNS,
     TYPE_WIDTH,
     FullNamesIfTheyFit,
-    ai_cell,
-    bytes_cell,
+    cost_cells,
     count_cell,
     section_table,
     shape_cell,
@@ -106,10 +105,9 @@ def _tree_table(profile: Profile, rows: list[ModuleRow], caption: str, show_shap
     for module, short in zip(rows, labels, strict=True):
         indent = "  " * module.depth
         label = profile.model_name if module.path == "" else short
-        cost = module.cost
         cells = [escape(indent + label), module.type, count_cell(module.params)]  # a name is text, never markup
         if show_shapes:
             cells.append(shape_cell(shapes.get(module.path, ())))
-        cells += [count_cell(cost.macs), count_cell(cost.flops), bytes_cell(cost.bytes_moved), ai_cell(cost.arithmetic_intensity)]
+        cells += cost_cells(module.cost)
         table.add_row(*cells, style="bold" if module.depth == 0 else None)
     return table

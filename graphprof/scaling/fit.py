@@ -8,13 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graphprof.base.record import Record
 from graphprof.errors import InvalidInputError
 
 __all__ = ["GrowthFit", "QuadraticFit", "Knee", "find_knee", "fit_growth", "fit_quadratic", "r2"]
 
 
 @dataclass(frozen=True)
-class GrowthFit:
+class GrowthFit(Record):
     """``metric ~ coefficient * value ** exponent``: a least-squares line through (log value, log metric)."""
 
     metric: str
@@ -22,12 +23,9 @@ class GrowthFit:
     coefficient: float
     r2: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "exponent": self.exponent, "coefficient": self.coefficient, "r2": self.r2}
-
 
 @dataclass(frozen=True)
-class QuadraticFit:
+class QuadraticFit(Record):
     """``metric = constant + linear * S + quadratic * S**2``, least squares (exact for a count that is
     a polynomial of degree 2 in S, such as a transformer's MACs in its sequence length)."""
 
@@ -42,12 +40,9 @@ class QuadraticFit:
         total = self.constant + self.linear * value + self.quadratic * value * value
         return self.quadratic * value * value / total if total else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "constant": self.constant, "linear": self.linear, "quadratic": self.quadratic, "r2": self.r2}
-
 
 @dataclass(frozen=True)
-class Knee:
+class Knee(Record):
     """Where measured time stops being flat (launch-bound) and starts growing with the axis.
 
     Found by fitting ``log t = a + slope * max(0, log x - log knee)`` (a hinge) at each point and keeping
@@ -57,9 +52,6 @@ class Knee:
     value: float
     index: int
     slope: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "index": self.index, "slope": self.slope}
 
 
 def r2(y: Any, predicted: Any) -> float:

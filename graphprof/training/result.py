@@ -11,6 +11,7 @@ from typing import Any
 
 from graphprof.base.choices import Choice, Optimizer, Phase
 from graphprof.base.display import NotebookDisplay
+from graphprof.base.record import Record
 
 __all__ = ["StepExecution", "StepBreakdown", "PhasePeak", "CheckpointChoice", "CheckpointPlan", "MemoryPlan", "RanksPlan"]
 
@@ -68,7 +69,7 @@ class PhasePeak:
 
 
 @dataclass(frozen=True)
-class CheckpointChoice:
+class CheckpointChoice(Record):
     """One module the plan may recompute: what checkpointing it frees and costs.
 
     ``freed_bytes``: what its forward saves for backward less the inputs a checkpoint keeps instead;
@@ -80,9 +81,6 @@ class CheckpointChoice:
     recompute_flops: int
     recompute_s: float
     chosen: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
