@@ -13,7 +13,8 @@ What a user runs for each configuration, verbatim on the command line::
 (here through the library call it makes, :func:`graphprof.sharding.shard_profile`), on a device described by its
 datasheet. For each configuration it prints the published figure with its source, the prediction (tokens/s per
 GPU, with the step's 80% interval), the breakdown (compute, recompute, exposed communication, optimizer,
-host) and the signed error ``predicted / published - 1``; then the median |error|, the signed median and
+host, and the three estimates of :mod:`graphprof.sharding.physics`: attention backward, comm SM contention,
+sustained clock) and the signed error ``predicted / published - 1``; then the median |error|, the signed median and
 the worst. **Nothing is fitted to these figures**: kernels come from the shipped H100 op table
 (``graphprof/devices/calibration/h100.json``, fitted to single kernels), a device without a table takes its
 datasheet figures with the H100's efficiencies (:mod:`graphprof.devices.derived`), links come from datasheets
@@ -131,7 +132,8 @@ def run(case: Case) -> dict[str, float]:
     mfu = "" if case.published_mfu is None else f" (published {case.published_mfu:.1%})"
     print(f"  step {step.time_s * 1e3:,.0f} ms: compute {b.compute_s * 1e3:,.0f}, recompute {b.recompute_s * 1e3:,.0f}, "
           f"exposed comm {b.communication_s * 1e3:,.0f} (of {step.communication_total_s * 1e3:,.0f}), optimizer {b.optimizer_s * 1e3:,.1f}, "
-          f"host {b.host_s * 1e3:,.1f} ms | MFU {step.mfu:.1%}, full-square {step.mfu_full_square:.1%}{mfu}, HFU {step.hfu:.1%}")  # fmt: skip
+          f"host {b.host_s * 1e3:,.1f}; estimates: attention backward {b.attention_backward_s * 1e3:,.0f}, comm SM contention "
+          f"{b.sm_contention_s * 1e3:,.0f}, sustained clock {b.sustained_clock_s * 1e3:,.0f} ms | MFU {step.mfu:.1%}, full-square {step.mfu_full_square:.1%}{mfu}, HFU {step.hfu:.1%}")  # fmt: skip
     print(f"  priced in {wall:.1f} s (load {os.getloadavg()[0]:.2f})")
     return {"error": error, "wall": wall}
 

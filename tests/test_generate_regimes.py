@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from graphprof.cost.fusion import fold_chains
 from graphprof.devices.derived import kernel_table
 from graphprof.devices.hardware import get_hardware
 from graphprof.devices.predict import kernel_seconds
 from graphprof.generate import profile_generation
 from graphprof.generate.regimes import forward_seconds
-from graphprof.sharding.steptime import fold_chains
 
 MODEL = "hf:llama?num_hidden_layers=2"
 A100 = get_hardware("a100")
@@ -79,3 +79,20 @@ def test_the_command_takes_compile() -> None:
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     assert doc["regimes"]["regime"] == "compiled" and doc["predicted"]["tpot_s"] == doc["regimes"]["compiled"]["tpot_s"]
+
+
+def test_the_report_table_shows_both_regimes_and_marks_the_predicted_one(compiled: object) -> None:
+    from rich.console import Console
+
+    from graphprof.render.formatting import format_seconds
+    from graphprof.render.generate import render_generation
+
+    console = Console(width=200, record=True)
+    console.print(render_generation(compiled))  # type: ignore[arg-type]
+    text = " ".join(console.export_text().split())
+    r = compiled.regimes  # type: ignore[attr-defined]
+    assert "decode eager (a host launch per kernel)" in text and "decode compiled (fused, CUDA graphs) = predicted" in text
+    assert f"TPOT {format_seconds(r.eager.tpot_s)}" in text and f"{r.compiled.kernels_per_step:,} kernels a step" in text
+    plain = Console(width=200, record=True)
+    plain.print(render_generation(profile_generation(MODEL, prompt_len=8, new_tokens=2)))
+    assert "decode eager" not in plain.export_text()  # no device, no regimes

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from graphprof.base.choices import ActivationCheckpoint, OpStatus, Phase
+from graphprof.cost.fusion import fold_chains
 from graphprof.cost.result import OpRecord
 from graphprof.devices.derived import kernel_table
 from graphprof.devices.hardware import HARDWARE, get_hardware
@@ -23,7 +24,7 @@ from graphprof.devices.predict import kernel_seconds
 from graphprof.errors import InvalidInputError
 from graphprof.formulas import Cost
 from graphprof.sharding import ShardSpec, StepOptions
-from graphprof.sharding.steptime import fold_chains, price_step, with_recompute
+from graphprof.sharding.steptime import price_step, with_recompute
 from graphprof.sharding.timeline import BLOCKING, GATHER, KERNEL, SCATTER, Item, simulate
 
 MS = 1e-3
@@ -212,7 +213,9 @@ def _price(dry: tuple[object, ShardSpec, object, list[str]], hardware: str = "h1
 def test_the_breakdown_sums_to_the_step_and_the_rates_follow_from_it(dry: tuple[object, ShardSpec, object, list[str]]) -> None:
     s = _price(dry)
     b = s.breakdown  # type: ignore[attr-defined]
-    assert b.compute_s + b.recompute_s + b.communication_s + b.optimizer_s + b.host_s == pytest.approx(s.time_s, rel=1e-12)  # type: ignore[attr-defined]
+    parts = (b.compute_s, b.recompute_s, b.communication_s, b.optimizer_s, b.host_s, b.attention_backward_s, b.sm_contention_s,
+             b.sustained_clock_s)  # fmt: skip
+    assert sum(parts) == pytest.approx(s.time_s, rel=1e-12)  # type: ignore[attr-defined]
     assert s.low_s < s.time_s < s.high_s  # type: ignore[attr-defined]
     assert s.tokens_per_s_per_gpu * s.time_s == pytest.approx(2 * 128)  # type: ignore[attr-defined]
     plain = dry[2]
@@ -309,7 +312,8 @@ def test_shard_profile_prices_a_gpu_preset_with_links_only_and_its_json_fits_the
     assert priced.step is not None and "1x32" in priced.inputs
     data = json.loads(render_result(priced, "json"))
     validate(data)
-    assert set(data["step"]["breakdown"]) == {"compute", "recompute", "communication", "optimizer", "host"}
+    assert set(data["step"]["breakdown"]) == {"compute", "recompute", "communication", "optimizer", "host", "attention_backward",
+                                              "sm_contention", "sustained_clock"}  # fmt: skip
     assert math.isclose(sum(data["step"]["breakdown"].values()), data["step"]["time_s"], rel_tol=1e-9)
     plain = shard_profile("hf:llama?num_hidden_layers=1", "fsdp:2", hardware="desktop-cpu", seq_len=32)
     assert plain.step is None  # no links: no step time, and no error

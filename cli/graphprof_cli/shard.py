@@ -25,8 +25,8 @@ __all__ = ["ShardRequest", "shard_command", "run_shard"]
 
 
 def _run_fits(req: ShardRequest) -> None:
-    """``--fits``: the step planned per rank (:func:`graphprof.training.plan_memory` with ``shard=``);
-    ``--output``: the plan as JSON (kind ``fits``)."""
+    """``--fits``: the step planned per rank (:func:`graphprof.training.plan_memory` with ``shard=`` and
+    ``--checkpoint``); ``--output``: the plan as JSON (kind ``fits``)."""
     from graphprof.render.plan import render_memory_plan
     from graphprof.training import plan_memory
     from graphprof_cli.common import console as make_console
@@ -43,6 +43,7 @@ def _run_fits(req: ShardRequest) -> None:
         "dtype": req.dtype,
         "optimizer": req.optimizer,
         "memory_budget": req.memory_budget,
+        "checkpoint": str(req.checkpoint),
     }
     with console.status(f"planning {req.model} as {spec} ...", spinner="dots"):
         plan = run_guarded(lambda: plan_memory(req.model, shard=spec, hardware=hardware, **options), req.debug)

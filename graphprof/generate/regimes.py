@@ -4,7 +4,7 @@ A decode step of a 7-8B model at batch 1 is some 300 small kernels: eager, the h
 kernel table's ``host_per_kernel_s`` each) outlast most of them, and the step is host-bound. Compiled with
 ``mode="reduce-overhead"`` (gpt-fast's and torchao's decode benchmarks), the step is one CUDA graph: no
 launch cost on the host, and Inductor fuses each chain of element-wise, norm and reduction calls into one
-kernel (:func:`graphprof.sharding.steptime.fold_chains`, the same rule the training step's ``--compile``
+kernel (:func:`graphprof.cost.fusion.fold_chains`, the same rule the training step's ``--compile``
 uses). What is left is the kernels back to back, each priced by the device's kernel table
 (:func:`graphprof.devices.predict.kernel_seconds`; a preset without a measured table borrows the H100's
 efficiencies, :func:`graphprof.devices.derived.kernel_table`): at batch 1 the matrix products stream their
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graphprof.base.choices import OpStatus
+from graphprof.cost.fusion import fold_chains
 from graphprof.cost.result import OpRecord, Profile
 from graphprof.devices.derived import kernel_table
 from graphprof.devices.hardware import Hardware
@@ -62,8 +63,6 @@ def _is_kernel(r: OpRecord) -> bool:
 def forward_seconds(profile: Profile, hardware: Hardware, compiled: bool) -> tuple[float, int]:
     """One forward's time on ``hardware`` and its kernel count: eager, every call's host launch and kernel on
     :func:`~graphprof.devices.predict.timeline`; compiled, the fused kernels' times summed (no host)."""
-    from graphprof.sharding.steptime import fold_chains  # the training step's fusion rule, shared
-
     table, _ = kernel_table(hardware)
     records: Sequence[OpRecord] = _forward_records(profile)
     if compiled:

@@ -1,6 +1,7 @@
 """A Rich report of a :class:`~graphprof.generate.GenerationProfile`: a pure function of it.
 
-Four parts: the summary (KV cache, time to first token, time per output token, tokens/s, will it fit),
+Four parts: the summary (KV cache, time to first token, time per output token, tokens/s, decode eager and
+compiled where a GPU device prices both, will it fit),
 the phases (prefill, the first and last decode steps, every decode step together), the blocks (each
 decoder layer and what is around them, prefill beside decode; consecutive identical layers folded into
 one row that says how many it stands for, each row showing one layer) and, with a real run, measured
@@ -68,6 +69,21 @@ def _latency_rows(table: Table, label: str, lat: Latency | None, unit: str) -> N
     )
 
 
+def _regime_rows(table: Table, g: GenerationProfile) -> None:
+    """Decode eager and compiled (:attr:`GenerationProfile.regimes`), the one ``predicted`` reports marked."""
+    r = g.regimes
+    if r is None:
+        return
+    for name, regime, how in (("eager", r.eager, "a host launch per kernel"), ("compiled", r.compiled, "fused, CUDA graphs")):
+        chosen = " = predicted" if name == r.regime else ""
+        if regime.tpot_s is None:
+            detail = f"TTFT {format_seconds(regime.ttft_s)}; no decode step"
+        else:
+            detail = (f"TPOT {format_seconds(regime.tpot_s)}, {g.batch / regime.tpot_s:,.0f} tokens/s, {regime.kernels_per_step:,} "
+                      f"kernels a step; TTFT {format_seconds(regime.ttft_s)}")  # fmt: skip
+        table.add_row(f"decode {name} ({how}){chosen}", detail)
+
+
 def _summary(g: GenerationProfile) -> Table:
     table = _table(_dtype_line(g))
     table.add_column("", no_wrap=True)
@@ -88,6 +104,7 @@ def _summary(g: GenerationProfile) -> Table:
         )
     _latency_rows(table, "time", g.lower_bound, "lower bound")
     _latency_rows(table, "time", g.predicted, "predicted")
+    _regime_rows(table, g)
     if g.fit is not None:
         f = g.fit
         verdict = "fits" if f.fits else "does NOT fit"

@@ -13,7 +13,9 @@ from graphprof.sharding.step_result import StepTime
 __all__ = ["render_step"]
 
 _PARTS = (("compute", "compute_s"), ("recompute", "recompute_s"), ("exposed communication", "communication_s"),
-          ("optimizer (AdamW)", "optimizer_s"), ("host (launches)", "host_s"))  # fmt: skip
+          ("optimizer (AdamW)", "optimizer_s"), ("host (launches)", "host_s"),
+          ("attention backward below forward rate (estimate)", "attention_backward_s"),
+          ("comm SM contention (estimate)", "sm_contention_s"), ("sustained clock (estimate)", "sustained_clock_s"))  # fmt: skip
 
 
 def _ms(seconds: float) -> str:

@@ -12,13 +12,14 @@ from graphprof.base.options import parse_shape
 from graphprof.cost.result import OpRecord
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
+from graphprof.sharding.checkpoint import unit_names
 from graphprof.sharding.result import RankFigures, ShardedProfile
 from graphprof.sharding.run import StepRecord, run_sharded_step
 from graphprof.sharding.spec import ShardSpec, check_layout, parse_shard
 from graphprof.sharding.step_result import StepOptions, StepTime
 from graphprof.sharding.steptime import price_step
 from graphprof.sharding.tp_plan import TensorPlan
-from graphprof.sharding.wraps import fake_world, shard_units, sharding_wraps
+from graphprof.sharding.wraps import fake_world, sharding_wraps
 
 __all__ = ["shard_profile"]
 
@@ -141,8 +142,7 @@ def shard_profile(
     with fake_world(spec) as meshes:  # first: a model tensor parallelism has no plan for is refused before the reference
         step = run_sharded_step(prepared.model, args, kwargs, sharding_wraps(spec, meshes, args, kwargs, prepared.name), run_dtype)
     plain = prepared.profile()  # the unsharded step at the same per-rank batch
-    names = {id(m): n for n, m in prepared.model.named_modules()}
-    blocks = [names[id(u)] for u in shard_units(prepared.model) if id(u) in names]
+    blocks = unit_names(prepared.model)  # what checkpointing recomputes, as the memory plan checkpoints it
     return ShardedProfile(
         model_name=prepared.name, strategy=spec.strategy, world=spec.world, dtype=plain.dtype,
         inputs=format_inputs(describe_inputs(args, kwargs, run_dtype)), units=len(step.unit_bytes),

@@ -35,22 +35,28 @@ class StepOptions:
 
 @dataclass(frozen=True)
 class TimeBreakdown:
-    """Where one step's wall time goes, seconds; the five parts sum to the step time.
+    """Where one step's wall time goes, seconds; the eight parts sum to the step time.
 
     ``compute``: the forward's and backward's kernels; ``recompute``: the kernels activation checkpointing
     runs again; ``communication``: time the GPU waits on a collective (an all-gather prefetch could not
     hide, a tensor-parallel all-reduce, the reduce-scatters left at the end); ``optimizer``: AdamW's step
-    on the shard; ``host``: time the GPU waits for the host to launch the next kernel."""
+    on the shard; ``host``: time the GPU waits for the host to launch the next kernel. Three estimates from
+    published figures (:mod:`graphprof.sharding.physics`): ``attention_backward``: attention's backward kernels
+    beyond their forward rate; ``sm_contention``: compute slowed by the SMs NCCL holds while a collective is
+    hidden; ``sustained_clock``: tensor-core work at the clock held at the power limit rather than the boost."""
 
     compute_s: float
     recompute_s: float
     communication_s: float
     optimizer_s: float
     host_s: float
+    attention_backward_s: float = 0.0
+    sm_contention_s: float = 0.0
+    sustained_clock_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        return self.compute_s + self.recompute_s + self.communication_s + self.optimizer_s + self.host_s
+        return float(sum(asdict(self).values()))
 
     def scaled(self, factor: float) -> TimeBreakdown:
         return TimeBreakdown(*(factor * v for v in asdict(self).values()))

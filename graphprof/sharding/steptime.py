@@ -30,12 +30,13 @@ and the optimizer runs once.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from graphprof.base.choices import ActivationCheckpoint, OpStatus, Phase
 from graphprof.base.options import parse_dtype
+from graphprof.cost.fusion import fold_alongside, fold_chains
 from graphprof.cost.result import OpRecord
 from graphprof.cost.tokens import ATTENTION_OPS, MODEL_FLOP_OPS
 from graphprof.devices.derived import kernel_table
@@ -44,19 +45,18 @@ from graphprof.devices.links import Group, Links, collective_seconds, group_layo
 from graphprof.devices.predict import host_seconds, kernel_seconds, op_class
 from graphprof.devices.table import Calibration
 from graphprof.errors import InvalidInputError
-from graphprof.formulas import Cost
+from graphprof.sharding.physics import physics_note, step_physics
 from graphprof.sharding.run import StepRecord
 from graphprof.sharding.spec import ShardSpec
 from graphprof.sharding.step_result import StepOptions, StepTime, TimeBreakdown
 from graphprof.sharding.timeline import BLOCKING, GATHER, KERNEL, SCATTER, Item, simulate
 
-__all__ = ["price_step", "step_items", "fold_chains", "with_recompute", "ADAMW_PASSES", "Z80"]
+__all__ = ["price_step", "step_items", "with_recompute", "ADAMW_PASSES", "Z80"]
 
 #: AdamW's fused step per parameter element: reads parameter, gradient, two moments; writes parameter, moments.
 ADAMW_PASSES = 7
 #: The z-score of the 90% quantile of a normal (an 80% interval is +-1.2816 sigma); a median absolute error is 0.6745 sigma.
 Z80, MEDIAN_ABS_Z = 1.2815515655446004, 0.6744897501960817
-_FOLDABLE = frozenset({"elementwise", "norm", "reduction"})
 _NETWORK = {"c10d._allgather_base_": (GATHER, "all_gather"), "c10d._reduce_scatter_base_": (SCATTER, "reduce_scatter"),
             "c10d.allreduce_": (SCATTER, "all_reduce")}  # fmt: skip
 _TENSOR_PARALLEL = {"_c10d_functional.all_reduce": "all_reduce", "_c10d_functional.all_gather_into_tensor": "all_gather",
@@ -135,12 +135,12 @@ def _kernel(r: OpRecord, p: _Pricing, block: int) -> Item | None:
 
 
 def step_items(step: StepRecord, p: _Pricing, blocks: Sequence[str]) -> list[Item]:
-    """The dry run's calls as timeline items, in order (compiled: element-wise chains fused, :func:`fold_chains`)."""
+    """The dry run's calls as timeline items, in order (compiled: element-wise chains fused, :func:`~graphprof.cost.fusion.fold_chains`)."""
     where = _Blocks(blocks)
     modules = step.modules or [None] * len(step.records)
     records = fold_chains(step.records) if p.compiled else step.records
     if p.compiled:
-        modules = _fold_modules(step.records, modules)
+        modules = fold_alongside(step.records, modules)
     items = []
     for r, module in zip(records, modules, strict=True):
         block = where.of(module)
@@ -149,61 +149,6 @@ def step_items(step: StepRecord, p: _Pricing, blocks: Sequence[str]) -> list[Ite
         if item is not None:
             items.append(item)
     return items
-
-
-def _foldable(r: OpRecord) -> bool:
-    return r.status is OpStatus.COUNTED and r.op.startswith("aten.") and op_class(r.op, r.input_shapes) in _FOLDABLE
-
-
-def _chains(records: Sequence[OpRecord]) -> Iterable[tuple[int, int]]:
-    """``(start, stop)`` of each maximal run of foldable calls (views inside a run are skipped, not breaks)."""
-    start = None
-    for i, r in enumerate(records):
-        if _foldable(r):
-            start = i if start is None else start
-        elif r.status is OpStatus.ZERO_COST and start is not None and r.phase is records[start].phase:
-            continue
-        elif start is not None:
-            yield start, i
-            start = None
-    if start is not None:
-        yield start, len(records)
-
-
-def _fused(run: Sequence[OpRecord]) -> OpRecord:
-    """One kernel for a chain: reads what the first reads plus each later call's reads beyond its
-    predecessor's output (kept in registers), writes what the last writes; FLOPs executed summed."""
-    read = run[0].cost.bytes_read + sum(max(0, b.cost.bytes_read - a.cost.bytes_written) for a, b in zip(run, run[1:], strict=False))
-    flops = sum(round(r.cost.flops * r.work_fraction) for r in run)
-    head = next((r for r in run if op_class(r.op, r.input_shapes) != "elementwise"), run[0])
-    cost = Cost(flops=flops, bytes_read=read, bytes_written=run[-1].cost.bytes_written)
-    return replace(head, cost=cost, work_fraction=1.0, output_shapes=run[-1].output_shapes)
-
-
-def fold_chains(records: Sequence[OpRecord]) -> list[OpRecord]:
-    """``records`` with each chain of element-wise, norm and reduction calls (:func:`_chains`) one fused call,
-    in the place of the chain's first; the views inside a chain are dropped."""
-    out: list[OpRecord] = []
-    last = 0
-    for start, stop in _chains(records):
-        out.extend(records[last:start])
-        run = [r for r in records[start:stop] if r.status is OpStatus.COUNTED]
-        out.append(_fused(run))
-        last = stop
-    out.extend(records[last:])
-    return out
-
-
-def _fold_modules(records: Sequence[OpRecord], modules: Sequence[str | None]) -> list[str | None]:
-    """The module beside each record of :func:`fold_chains`' output: a chain takes its first call's."""
-    out: list[str | None] = []
-    last = 0
-    for start, stop in _chains(records):
-        out.extend(modules[last:start])
-        out.append(modules[start])
-        last = stop
-    out.extend(modules[last:])
-    return out
 
 
 def _replayed(forward: Sequence[Item], policy: ActivationCheckpoint) -> list[Item]:
@@ -301,7 +246,9 @@ def price_step(step: StepRecord, spec: ShardSpec, hardware: Hardware, plain: Any
     mid, low, high = (simulate(items, overlap, s) for s in (None, _class_scales(p.table, -1.0), _class_scales(p.table, 1.0)))
     optimizer = _optimizer_seconds(p, step.shard_bytes * _dtype_scale(options.master_dtype, plain.dtype))
     ga = options.grad_accum
-    breakdown = TimeBreakdown(ga * mid.compute_s, ga * mid.recompute_s, ga * mid.communication_s, optimizer, ga * mid.host_s)
+    extra = step_physics(items, mid, hardware)
+    breakdown = TimeBreakdown(ga * mid.compute_s, ga * mid.recompute_s, ga * mid.communication_s, optimizer, ga * mid.host_s,
+                              ga * extra.attention_backward_s, ga * extra.sm_contention_s, ga * extra.sustained_clock_s)  # fmt: skip
     time_s = breakdown.total_s
     peak = hardware.peak_flops(plain.dtype)
     model = _model_flops(plain)
@@ -315,7 +262,7 @@ def price_step(step: StepRecord, spec: ShardSpec, hardware: Hardware, plain: Any
                   "model_flops_per_token_full": per_token_full, "mfu": per_token * rate / peak, "mfu_full_square": per_token_full * rate / peak}  # fmt: skip
     return StepTime(
         device=hardware.label, regime="compiled" if options.compiled else "eager", checkpoint=policy.value, grad_accum=ga,
-        gpus_per_node=options.gpus_per_node, time_s=time_s, low_s=ga * low.total_s + optimizer, high_s=ga * high.total_s + optimizer,
+        gpus_per_node=options.gpus_per_node, time_s=time_s, low_s=ga * (low.total_s + extra.total_s) + optimizer, high_s=ga * (high.total_s + extra.total_s) + optimizer,
         hfu=ga * mid.flops / time_s / peak, breakdown=breakdown, communication_total_s=ga * mid.collectives_s,
         kernels=ga * mid.kernels, kernel_model=p.table.source, notes=_notes(p, policy, options, derived_note), **tokens,
     )  # fmt: skip
@@ -340,6 +287,7 @@ def _notes(p: _Pricing, policy: ActivationCheckpoint, options: StepOptions, deri
     ]
     if policy is not ActivationCheckpoint.NONE:
         notes.append(f"activation checkpointing '{policy.value}' priced as recomputation; the activation bytes above are without it")
+    notes.append(physics_note(p.hardware))
     if derived is not None:
         notes.append(derived)
     return tuple(notes)

@@ -19,12 +19,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.base.choices import Lowering, Optimizer
+from graphprof.base.choices import ActivationCheckpoint, Lowering, Optimizer
 from graphprof.base.limits import parse_memory
 from graphprof.base.options import parse_dtype
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
 from graphprof.session import BuiltModel, build_model
+from graphprof.sharding.checkpoint import unit_checkpoint
 from graphprof.sharding.spec import ShardSpec, parse_shard
 from graphprof.training.measured import PlanCheck
 from graphprof.training.result import MemoryPlan
@@ -47,6 +48,7 @@ def plan_memory(
     example_inputs: tuple[Any, ...] | None = None,
     example_kwargs: dict[str, Any] | None = None,
     verify: bool | None = None,
+    checkpoint: ActivationCheckpoint | str = ActivationCheckpoint.NONE,
 ) -> MemoryPlan:
     """Will a training step of ``model_or_name`` fit ``hardware``? See the module docstring.
 
@@ -54,6 +56,8 @@ def plan_memory(
     GPU preset (NVIDIA's or AMD's: ROCm runs torch's CUDA defaults), off for the CPU. ``memory_budget`` (bytes, or ``"40GB"``) adds a checkpoint plan.
     ``verify`` runs the plan for real on this machine's CPU (random weights) and decides "fits" on the
     allocator's peak; by default on for a CPU preset's plan (a GPU's kernels are not this CPU's).
+    ``checkpoint`` (``none``, ``selective``, ``full``): every FSDP unit checkpointed as the priced step recomputes
+    it (:func:`graphprof.sharding.checkpoint.unit_checkpoint`), before the sharding.
     """
     opt = Optimizer.parse(optimizer) if isinstance(optimizer, str) else optimizer
     device = get_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -65,7 +69,11 @@ def plan_memory(
         model_or_name, batch_size=batch_size, input_shape=input_shape, example_inputs=example_inputs, example_kwargs=example_kwargs
     )
     cpu = device is None or device.target is Lowering.CPU  # foreach's default, and the CPU kernels' copies
-    plan = plan_step(step, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec, cpu_kernels=cpu and spec is None)
+    wrap = unit_checkpoint(checkpoint)
+    if wrap is not None and budget is not None:
+        raise InvalidInputError("a memory budget plans the checkpointing itself: give --checkpoint or --memory-budget, not both")
+    wraps = () if wrap is None else (wrap,)
+    plan = plan_step(step, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec, wraps=wraps, cpu_kernels=cpu and spec is None)
     if budget is not None:
         from graphprof.training.checkpoint import plan_checkpoint
 
@@ -74,6 +82,9 @@ def plan_memory(
             plan,
             checkpoint=plan_checkpoint(step, plan, budget, device, dtype=run_dtype, optimizer=opt, foreach=multi, shard=spec, check=check),
         )
+    if wrap is not None:
+        note = f"activation checkpointing '{checkpoint}' of every FSDP unit, as the priced step recomputes (graphprof.sharding.checkpoint)"
+        plan = replace(plan, notes=(*plan.notes, note))
     if device is None:
         return plan
     return replace(plan, device=device.label, device_memory_bytes=device.memory_bytes)

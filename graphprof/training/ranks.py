@@ -17,17 +17,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.base.choices import Optimizer
+from graphprof.base.choices import ActivationCheckpoint, Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
 from graphprof.run.step import Wrap
 from graphprof.session import BuiltModel, build_model
+from graphprof.sharding.checkpoint import unit_checkpoint, unit_names
 from graphprof.sharding.spec import MAX_WORLD, ShardSpec
-from graphprof.training.checkpoint import candidate_blocks
 from graphprof.training.result import MemoryPlan, RanksPlan
 from graphprof.training.simulate import plan_step
-from graphprof.training.step import checkpointed
 
 __all__ = ["plan_ranks", "extrapolate"]
 
@@ -135,8 +134,10 @@ def plan_ranks(
     run = {"dtype": parse_dtype(dtype), "optimizer": opt, "foreach": "GPU" in device.kind if foreach is None else foreach}
     step = build_model(model_or_name, batch_size=batch_size, input_shape=input_shape)
     world, tried = _search(step, device.memory_bytes, max_world, (), **run)
-    blocks = set(candidate_blocks(step.model))
-    world_cp, tried_cp = _search(step, device.memory_bytes, max_world, (checkpointed(blocks),), **run)
+    blocks = unit_names(step.model)  # the FSDP units: the blocks the priced step recomputes, so the two agree
+    full = unit_checkpoint(ActivationCheckpoint.FULL)
+    assert full is not None
+    world_cp, tried_cp = _search(step, device.memory_bytes, max_world, (full,), **run)
     ranked = _ranked(model_or_name, device, [(world, "none"), (world_cp, "full")], dtype, batch_size, input_shape) if rank else ()
     return RanksPlan(
         model_name=step.name, device=device.label, device_memory_bytes=device.memory_bytes, world=world,
@@ -146,7 +147,8 @@ def plan_ranks(
             "(--batch-size, --input-shape or the model's spec change it)",
             "per-rank peak of one training step simulated on FakeTensors with FSDP2 over a fake process group, "
             "at each world size listed; the others extrapolated (sharded state / N), then confirmed",
-            f"with checkpointing: every one of {len(blocks)} blocks recomputed in the backward (torch.utils.checkpoint)",
+            f"with checkpointing: every one of {len(blocks)} FSDP units recomputed in the backward (torch.utils.checkpoint), "
+            "the blocks the priced step recomputes",
             *(["ranked by tokens/s per GPU: each candidate's step priced on the device (graphprof shard's step time)"] if ranked else []),
         ), ranked=ranked,
     )  # fmt: skip
