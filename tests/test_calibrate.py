@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -171,7 +172,7 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(preset, "measure_op_table", fake_table)
     monkeypatch.setattr(
-        preset, "zoo_samples", lambda models, progress=None, first_touch=None, passes=1: preset.ZooTimes([], [], [])
+        preset, "zoo_samples", lambda models, progress=None, first_touch=None, passes=1, track=None: preset.ZooTimes([], [], [])
     )  # no real model runs here
     monkeypatch.setattr(preset, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
     out = tmp_path / "preset.json"
@@ -191,3 +192,7 @@ def test_real_calibration_of_this_cpu(tmp_path: Path) -> None:
     assert preset.device["threads"] == 1 and preset.device["seconds"] > 0
     assert preset.hardware.peak_flops("float32") > 0 and preset.calibration.accuracy["records"] > 50
     assert 0.0 <= preset.calibration.overlap <= 1.0
+    # the speed track: the reference first, then a reading before and after the grid, each sample model and
+    # the adaptive samples; the stored speed is the reference the samples were brought to
+    probes = preset.device["probes_s"]
+    assert preset.device["probe_s"] == statistics.median(probes) and len(probes) >= 1 + 2 * 2 and all(p > 0 for p in probes)

@@ -219,3 +219,38 @@ def test_a_measured_run_is_learned_and_used_for_another_model(tmp_path: Path, mo
     assert calibration.op_model.counts["run"] == learned
     other = classify(graphprof.profile_model("resnet18", input_shape=(1, 3, 32, 32)), get_hardware("local"))
     assert other.calibration is not None and other.calibration.summary()["records"]["own_runs"] == learned
+
+
+def test_a_learned_sample_leaves_out_what_the_calibration_prices_for_fresh_pages() -> None:
+    """The prediction adds the first-touch term back to every call, so a learned sample must not carry it too."""
+    from torch import nn
+
+    import graphprof
+    from graphprof.calibrate.samples import samples_from_run
+    from graphprof.devices.opmodel import FirstTouch, call_of
+
+    mlp = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+    prepared = graphprof.prepare(mlp, input_shape=(4, 64))
+    measured = prepared.measure(device="cpu", iters=2, warmup=1, layer_runs=1, breakdown=False)
+    profile = replace(prepared.profile(), measurement=measured)
+    # a 1 KiB limit: every fresh output here is "above" it; 1 ns a byte. The first linear and the GELU write
+    # 4 x 256 floats = 4,096 bytes (4.096 us), the last linear 4 x 64 floats = 1,024 bytes (1.024 us); a
+    # view writes nothing fresh (0)
+    touch = FirstTouch(limit_bytes=1024.0, per_byte_s=1e-9, min_bytes=0.0)
+    priced = {}
+    for row in profile.layers:
+        for op in row.ops:
+            call = call_of(op)
+            if call is not None:
+                priced[(call[0], tuple(call[1]))] = touch.seconds(op)
+    assert sorted({round(t * 1e6, 3) for t in priced.values()} - {0.0}) == [1.024, 4.096]  # microseconds
+    plain = samples_from_run(profile, measured)
+    less = samples_from_run(profile, measured, first_touch=touch)
+    assert len(plain) == len(less) >= 3
+    taken = []
+    for a, b in zip(plain, less, strict=True):
+        assert (a.kind, a.features) == (b.kind, b.features)
+        expected = priced[(a.kind, a.features)]
+        assert b.seconds == pytest.approx(max(a.seconds - expected, 0.25 * a.seconds), rel=1e-9)
+        taken.append(a.seconds - b.seconds)
+    assert any(t > 0 for t in taken)

@@ -41,7 +41,8 @@ def learn_from_run(profile: Any, hardware: Hardware, path: Path | None = None) -
     if str(getattr(measurement, "device", "cpu")).split(":")[0] != "cpu":
         return 0
     check_current(hardware.measured, path)
-    samples = samples_from_run(profile, measurement, source="run", group=str(getattr(profile, "model_name", "") or "run"))
+    group = str(getattr(profile, "model_name", "") or "run")
+    samples = samples_from_run(profile, measurement, source="run", group=group, first_touch=calibration.op_model.first_touch)
     rows = [row for row in (s.to_list() for s in samples) if usable_learned(row)]
     if not rows:
         return 0

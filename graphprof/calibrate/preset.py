@@ -16,7 +16,7 @@ it: a prediction holds for that thread count, and a loaded machine measures slow
 from __future__ import annotations
 
 import datetime
-import math
+import functools
 import os
 import platform
 import statistics
@@ -32,11 +32,11 @@ from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchma
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
 from graphprof.calibrate.samples import fault_split, first_touch_of, samples_from_context, samples_from_table
+from graphprof.calibrate.speed import SpeedTrack, at_speed
 from graphprof.calibrate.store import check_preset_path, write_preset
 from graphprof.devices.hardware import PRECISIONS, Hardware, local_hardware, match_hardware
 from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
 from graphprof.devices.opmodel import FirstTouch, OpModel, Sample
-from graphprof.devices.probe import probe_seconds
 from graphprof.devices.table import Calibration
 from graphprof.errors import InvalidInputError
 from graphprof.measure.run import resolve_device
@@ -97,8 +97,16 @@ class ZooTimes(NamedTuple):
     faults: list[tuple[float, float]]
 
 
+#: A calibration's speed track (none off the CPU) and the factor the op grid's times take.
+Speed = tuple[SpeedTrack | None, float]
+
+
 def zoo_samples(
-    models: tuple[tuple[str, int], ...], progress: Progress | None = None, first_touch: FirstTouch | None = None, passes: int = 1
+    models: tuple[tuple[str, int], ...],
+    progress: Progress | None = None,
+    first_touch: FirstTouch | None = None,
+    passes: int = 1,
+    track: SpeedTrack | None = None,
 ) -> ZooTimes:
     """Samples of each ``(zoo model, batch)``'s forward calls timed where they run (its plain forward
     profiled: :func:`graphprof.measure.context.context_times`, paired with its dry run), without what fresh
@@ -109,7 +117,9 @@ def zoo_samples(
     pass's samples are kept (the fit averages them): on this 2-core machine two identical passes differed
     by up to 30% a model (mobilenet_v2 at batch 1: 17.0 and 12.7 ms; maxvit_t at batch 4: 434 and 563 ms),
     and a user's forward lands anywhere in that spread. (Keeping each model's faster pass instead made the
-    predictions 9% too fast at the median on the held-out benchmark, and two calibrations up to 28% apart.)"""
+    predictions 9% too fast at the median on the held-out benchmark, and two calibrations up to 28% apart.)
+
+    With a ``track``, each model's samples are brought to its reference speed (:mod:`graphprof.calibrate.speed`)."""
     from graphprof.measure.context import context_times
     from graphprof.prepared import prepare
 
@@ -122,11 +132,12 @@ def zoo_samples(
         try:
             model = prepared.get(name) or prepared.setdefault(name, prepare(name, batch_size=batch))
             call = model.resolve(model.spec(batch_size=batch))
-            times = context_times(model.model, call.args, call.kwargs, device="cpu", dtype=call.dtype, runs=3)
+            timing = functools.partial(context_times, model.model, call.args, call.kwargs, device="cpu", dtype=call.dtype, runs=3)
+            times, factor = track.timed(timing) if track is not None else (timing(), 1.0)
             profile = profiles.get((name, batch)) or profiles.setdefault((name, batch), model.profile(batch_size=batch))
         except Exception:  # noqa: BLE001 - a model missing here (no timm, an old torchvision) only samples less
             continue
-        out.samples.extend(samples_from_context(profile, times, group=name, first_touch=first_touch))
+        out.samples.extend(at_speed(samples_from_context(profile, times, group=name, first_touch=first_touch), factor))
         out.outside.append(times.outside_s / times.forward_s)
         if first_touch is not None:
             out.faults.append(fault_split(profile, times.fault_bytes, first_touch))
@@ -142,30 +153,37 @@ def faulting_share(touch: FirstTouch | None, faults: list[tuple[float, float]]) 
     return replace(touch, share_below=min(sum(a for a, _ in faults) / exposed, 1.0))
 
 
-def _fit_adaptive(table: Mapping[str, Any], zoo: ZooTimes, models: list[str], progress: Progress | None) -> OpModel:
-    """Fit, then sample more of the kinds whose held-out error is widest, and fit again."""
+def _fit_adaptive(table: Mapping[str, Any], zoo: ZooTimes, models: list[str], progress: Progress | None, speed: Speed) -> OpModel:
+    """Fit, then sample more of the kinds whose held-out error is widest, and fit again (the grid's and the
+    extra samples' times at the track's reference speed: ``speed`` is the track and the grid's factor)."""
+    track, grid_factor = speed
     touch = faulting_share(first_touch_of(table), zoo.faults)
-    samples = samples_from_table(table) + zoo.samples
+    samples = at_speed(samples_from_table(table), grid_factor) + zoo.samples
     first = fit_op_model(samples, models, touch)
-    extra = measure_benchmarks(kind_benchmarks(worst_kinds(first, ADAPTIVE_KINDS), ADAPTIVE_PER_KIND), "cpu", progress)
-    more = samples_from_table({"floors": table["floors"], "records": extra}, group_prefix="adaptive")
-    fitted = fit_op_model(samples + more, models, touch) if more else first
+    benchmarks = kind_benchmarks(worst_kinds(first, ADAPTIVE_KINDS), ADAPTIVE_PER_KIND)
+    timing = functools.partial(measure_benchmarks, benchmarks, "cpu", progress)
+    extra, factor = track.timed(timing) if track is not None else (timing(), 1.0)
+    more = at_speed(samples_from_table({"floors": table["floors"], "records": extra}, group_prefix="adaptive"), factor)
+    if track is not None:  # every sample from the first reading's speed to the median reading's
+        samples, more = at_speed(samples, track.to_median()), at_speed(more, track.to_median())
+    fitted = fit_op_model(samples + more, models, touch) if more or track is not None else first
     share = statistics.median(zoo.outside) if zoo.outside else None
     return replace(fitted, accuracy={**fitted.accuracy, "outside_share": share})
 
 
-def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None) -> OpModel:
-    """The CPU's per-kind models from the grid and the zoo's ops timed in place (see the module docstring)."""
+def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, speed: Speed = (None, 1.0)) -> OpModel:
+    """The CPU's per-kind models from the grid and the zoo's ops timed in place (see the module docstring),
+    at the reference speed of ``speed``'s track (with the factor the grid's times take)."""
     models = QUICK_MODELS if quick else CALIBRATION_MODELS
 
     def stage(name: str) -> Progress | None:
         return None if progress is None else (lambda done, total, what: progress(done, total, f"{name}: {what}"))
 
     touch = first_touch_of(table)
-    zoo = zoo_samples(models, stage("models"), touch, passes=1 if quick else ZOO_PASSES)
+    zoo = zoo_samples(models, stage("models"), touch, passes=1 if quick else ZOO_PASSES, track=speed[0])
     if touch is not None and not quick:  # the share a user's fresh process faults, not this process's
         zoo = zoo._replace(faults=fresh_faults([m for m in models if m[1] > 1], touch, stage("faults")) or zoo.faults)
-    return _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"))
+    return _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"), speed)
 
 
 def fresh_faults(models: Sequence[tuple[str, int]], touch: FirstTouch, progress: Progress | None = None) -> list[tuple[float, float]]:
@@ -234,11 +252,12 @@ def calibrate(
     try:
         if threads is not None:
             torch.set_num_threads(threads)
-        probes = [probe_seconds()] if dev.type == "cpu" else []  # the machine's speed while it is measured
-        table = measure_op_table(dev, progress=None if progress is None else (lambda d, t, w: progress(d, t, f"op grid: {w}")))
-        probes += [probe_seconds()] if dev.type == "cpu" else []
-        op_model = _op_model(table, quick, progress) if dev.type == "cpu" else None
-        probes += [probe_seconds()] if dev.type == "cpu" else []
+        grid = functools.partial(
+            measure_op_table, dev, progress=None if progress is None else (lambda d, t, w: progress(d, t, f"op grid: {w}"))
+        )
+        track = SpeedTrack.start() if dev.type == "cpu" else None  # the machine's speed while it is measured
+        table, grid_factor = track.timed(grid) if track is not None else (grid(), 1.0)
+        op_model = _op_model(table, quick, progress, (track, grid_factor)) if dev.type == "cpu" else None
         used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(before_threads)
@@ -249,9 +268,9 @@ def calibrate(
         "seconds": round(time.perf_counter() - start, 1),
         "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }  # fmt: skip
-    if probes:  # the geometric mean of the three: what a prediction's probe is held against
-        info["probe_s"] = math.exp(statistics.fmean(math.log(p) for p in probes))
-        info["probes_s"] = probes
+    if track is not None:  # the speed the samples were brought to (graphprof.calibrate.speed), and every reading
+        info["probe_s"] = track.median_s
+        info["probes_s"] = track.readings_s
     busy = busy_reason(load_before, load_after)
     if busy:
         info["busy"] = busy  # written with the figures, and repeated by every prediction that uses them

@@ -17,7 +17,8 @@ faulted in (counted around plain forwards), shared over its calls by their outpu
 **A real run** (:func:`samples_from_run`): ``--measure`` times each aten op per layer under
 ``torch.profiler`` (:class:`graphprof.measure.OpTime`: the calls a dispatch mode sees, their inclusive
 time). Each (layer, op) whose dry-run records in that layer all share one configuration gives one sample
-per call, scaled as above so that the profiled calls sum to the plain forward.
+per call, scaled as above so that the profiled calls sum to the plain forward, and without the first-touch
+time the calibration prices for those calls (the run does not count its own faults).
 
 **The grid** (:func:`samples_from_table`): single calls timed back to back (:mod:`graphprof.calibrate.bench`),
 marked :data:`~graphprof.devices.opmodel.ALONE`: what running in place adds (a fresh output, a cold
@@ -57,8 +58,12 @@ def _scale(measurement: Any) -> float:
     return forward_us / inside_us if inside_us > 0 else 1.0
 
 
-def samples_from_run(profile: Any, measurement: Any, *, source: str = "run", group: str = "") -> list[Sample]:
-    """Samples of the ops of a measured forward whose configuration the dry run pins down (see above)."""
+def samples_from_run(
+    profile: Any, measurement: Any, *, source: str = "run", group: str = "", first_touch: FirstTouch | None = None
+) -> list[Sample]:
+    """Samples of the ops of a measured forward whose configuration the dry run pins down (see above), without
+    what fresh pages cost them as ``first_touch`` prices it (the calibration's term, which a prediction adds
+    back: a ``--measure`` run does not count its faults, so the calibration's share stands in for them)."""
     if measurement is None or not measurement.ops or measurement.forward is None:
         return []
     records = _forward_records(profile)
@@ -74,6 +79,8 @@ def samples_from_run(profile: Any, measurement: Any, *, source: str = "run", gro
             continue  # unmatched, or several configurations sharing one measured time
         kind, features = calls.pop()
         seconds = t.dispatched_time_us * 1e-6 / t.dispatched_calls * factor
+        if first_touch is not None and seconds > 0:
+            seconds = _less(seconds, sum(first_touch.seconds(op) for op in mine) / len(mine))
         if seconds > 0:
             samples += [Sample(kind, features, seconds, source, group)] * t.dispatched_calls
     return samples

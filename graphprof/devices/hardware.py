@@ -402,16 +402,16 @@ def _at_speed_now(calibration: Calibration, device: object) -> tuple[Calibration
     then = device.get("probe_s") if isinstance(device, Mapping) else None
     if not isinstance(then, (int, float)) or isinstance(then, bool) or then <= 0 or calibration.op_model is None:
         return calibration, None
-    from graphprof.devices.probe import SPEED_LIMITS, probe_seconds, speed_factor
+    from graphprof.devices.probe import READINGS, SPEED_LIMITS, probe_now, speed_factor
 
-    now = probe_seconds()
+    now = probe_now()
     factor = speed_factor(float(then), now)
     if factor is None:
         return calibration, (f"the speed probe ran {now * 1e3:.2f} ms now against {then * 1e3:.2f} ms when calibrated, outside "
                              f"{SPEED_LIMITS[0]}-{SPEED_LIMITS[1]}x: predictions not scaled; run `graphprof calibrate` again")  # fmt: skip
     return replace(calibration, speed=factor), (
-        f"predicted at this machine's speed now: the speed probe ran {now * 1e3:.2f} ms against {then * 1e3:.2f} ms when "
-        f"calibrated, so the calibration's times are scaled by {factor:.2f}"
+        f"predicted at this machine's speed now: the speed probe ran {now * 1e3:.2f} ms (the median of {READINGS} readings) "
+        f"against {then * 1e3:.2f} ms when calibrated (its median reading), so the calibration's times are scaled by {factor:.2f}"
     )
 
 

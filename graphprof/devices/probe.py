@@ -1,19 +1,17 @@
-"""How fast this CPU runs *now*, against how fast it ran when it was calibrated: one fixed small workload, timed.
+"""How fast this CPU runs at a moment: one fixed small workload, timed (about 0.1 s).
 
-A shared machine's speed drifts by tens of percent over minutes, whatever its load average says: on this
-2-core VM two full calibrations half an hour apart timed the same sample ops 50% apart (the op grid's
-one-element add 0.90 then 1.06 us, a 1x1 convolution in place 391 then 592 us at the median), and a model's
-forward measured right after the slower one ran at the faster one's speed. A prediction made from a table
-timed in a slow spell is then a slow machine's prediction. So ``graphprof calibrate`` times the probe
-(:func:`probe_seconds`) while it measures and stores it with the table (``device.probe_s``); a prediction for
-``local`` times the probe again and scales the kind models' times by ``now / then``
-(:attr:`graphprof.devices.table.Calibration.speed`), and says so.
+A shared machine's speed drifts by tens of percent over minutes, whatever its load average says. ``graphprof
+calibrate`` reads this probe around every stretch of its timing and brings each stretch's samples to the
+median reading (:mod:`graphprof.calibrate.speed`), so one calibration's table describes one speed, stored
+with it (``device.probe_s``); a prediction for ``local`` reads it :data:`READINGS` times (:func:`probe_now`) and
+scales the table by the median now over that one (:func:`speed_factor`), and says so. One reading alone is too
+noisy for either (``benchmarks/bench_drift.py``).
 
-The probe is a convolution block at batch 1 (a 3x3 and a 1x1 convolution, a batch norm, ReLUs, an
-addition: the op kinds that dominate the sample models), run under ``torch.no_grad`` with the thread count
-the caller has set; its time is the median of :data:`CHUNKS` chunks of calls, after warm-up. About 0.1 s.
+The probe is a convolution block at batch 1 (a 3x3 and a 1x1 convolution, a batch norm, ReLUs: the op kinds
+that dominate the sample models), run under ``torch.no_grad`` with the thread count the caller has set; its
+time is the median of :data:`CHUNKS` chunks of calls, after warm-up.
 
-Worked example: calibrated with the probe at 2.4 ms, timed now at 1.8 ms: predictions are scaled by 0.75.
+Worked example: a reference reading of 2.4 ms and one of 1.8 ms now: :func:`speed_factor` is 0.75.
 """
 
 from __future__ import annotations
@@ -24,10 +22,12 @@ import time
 import torch
 from torch import nn
 
-__all__ = ["CHUNKS", "SPEED_LIMITS", "probe_seconds", "speed_factor"]
+__all__ = ["CHUNKS", "READINGS", "SPEED_LIMITS", "probe_now", "probe_seconds", "speed_factor"]
 
 #: How many chunks of calls the probe's median is taken over, and each chunk's length (seconds).
 CHUNKS, CHUNK_S = 9, 0.01
+#: How many readings a prediction's probe takes the median of (about 0.5 s).
+READINGS = 5
 #: A speed factor outside these is not applied (the probe itself misread, or another machine): 1 is used.
 SPEED_LIMITS = (0.5, 2.0)
 
@@ -61,6 +61,12 @@ def probe_seconds() -> float:
                 block(x)
             chunks.append((time.perf_counter() - start) / calls)
     return statistics.median(chunks)
+
+
+def probe_now(readings: int = 0) -> float:
+    """The median of ``readings`` (default :data:`READINGS`) probe readings, back to back: one reading alone
+    strays (0.29 ms against a median of 0.46 in ``benchmarks/results/bench_drift.md``)."""
+    return statistics.median(probe_seconds() for _ in range(readings or READINGS))
 
 
 def speed_factor(calibrated_s: float, now_s: float) -> float | None:

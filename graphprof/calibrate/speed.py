@@ -1,0 +1,83 @@
+"""The calibration's samples at one speed: each stretch of timing scaled by the speed probe read around it.
+
+This 2-core VM's speed drifts by tens of percent within minutes (``benchmarks/bench_drift.py`` measures it).
+One calibration is several minutes of timing, so some sample models are timed in a slow spell and others in
+a fast one, and the fit learns the spells as if they were the ops. So the probe
+(:func:`graphprof.devices.probe.probe_seconds`, about 0.1 s) is read at the start and before and after each
+stretch of timing (the op grid, each sample model's forwards, the adaptive samples), and each stretch's times
+are multiplied by ``reference / geometric mean of the two readings``; before the final fit every sample is
+brought from the first reading to the **median of all the readings** (about 90 in a full calibration), which
+is the speed the table then describes and the one stored with it (``device.probe_s``).
+
+Why the median and not a reading: one reading is noisy. Alone and idle, this machine's probe read 0.29 to
+0.64 ms around a median of 0.46 (``benchmarks/results/bench_drift.md``: a 17% band from the 10th to the 90th
+percentile, tick to tick), and a reading correlated with the forward timed right after it at +0.1 only. The
+slow drift is real all the same (the probe read 0.46 ms at the median through a calibration and 0.36 ms twenty
+minutes later), so a prediction holds the median of five readings now against this median
+(:func:`graphprof.devices.hardware.local_hardware`).
+
+Worked example: first reading 0.40 ms; a model timed between readings of 0.48 and 0.52 ms (the machine 24%
+slow) has its times multiplied by ``0.40 / sqrt(0.48 * 0.52) = 0.80``; with a median of all readings of
+0.44 ms, every sample is then multiplied by ``0.44 / 0.40 = 1.10``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from graphprof.devices.opmodel import Sample
+from graphprof.devices.probe import probe_seconds, speed_factor
+
+__all__ = ["SpeedTrack", "at_speed"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class SpeedTrack:
+    """The first reading of the probe (the stretches' provisional reference) and every reading since, in order
+    (seconds a probe call)."""
+
+    reference_s: float
+    readings_s: list[float] = field(default_factory=list)
+    probe: Callable[[], float] = probe_seconds
+
+    @classmethod
+    def start(cls, probe: Callable[[], float] = probe_seconds) -> SpeedTrack:
+        first = probe()
+        return cls(first, [first], probe)
+
+    def read(self) -> float:
+        now = self.probe()
+        self.readings_s.append(now)
+        return now
+
+    def factor(self, before_s: float, after_s: float) -> float:
+        """What a stretch timed between readings ``before_s`` and ``after_s`` is multiplied by: the reference
+        over their geometric mean; 1 where that ratio is outside the probe's :data:`SPEED_LIMITS` (a misread)."""
+        ratio = speed_factor(self.reference_s, math.sqrt(before_s * after_s))
+        return 1.0 if ratio is None else 1.0 / ratio
+
+    @property
+    def median_s(self) -> float:
+        """The median of every reading so far: the speed the calibration's table is brought to."""
+        return statistics.median(self.readings_s)
+
+    def to_median(self) -> float:
+        """What samples scaled to the first reading are multiplied by to stand at :attr:`median_s` instead."""
+        return self.median_s / self.reference_s
+
+    def timed(self, work: Callable[[], T]) -> tuple[T, float]:
+        """``work()`` with a reading before and after it, and the factor its times take."""
+        before = self.read()
+        out = work()
+        return out, self.factor(before, self.read())
+
+
+def at_speed(samples: Sequence[Sample], factor: float) -> list[Sample]:
+    """``samples`` with their seconds multiplied by ``factor`` (the same list's copies when it is 1)."""
+    return list(samples) if factor == 1.0 else [replace(s, seconds=s.seconds * factor) for s in samples]

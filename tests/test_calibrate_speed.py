@@ -1,0 +1,63 @@
+"""The calibration's samples brought to one speed (``graphprof.calibrate.speed``)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from graphprof.calibrate.speed import SpeedTrack, at_speed
+from graphprof.devices.opmodel import Sample
+
+
+def _probe(*readings: float):
+    it = iter(readings)
+    return lambda: next(it)
+
+
+def test_the_module_docstrings_worked_example() -> None:
+    track = SpeedTrack.start(_probe(0.40e-3, 0.48e-3, 0.52e-3))
+    out, factor = track.timed(lambda: "timed")
+    assert out == "timed"
+    # 0.40 / sqrt(0.48 * 0.52) = 0.40 / 0.49960 = 0.80064
+    assert factor == pytest.approx(0.80064, abs=1e-5)
+    assert track.readings_s == [0.40e-3, 0.48e-3, 0.52e-3]
+    assert track.reference_s == 0.40e-3
+
+
+def test_a_stretch_at_the_reference_speed_is_left_alone_and_a_fast_one_is_slowed() -> None:
+    track = SpeedTrack.start(_probe(1.0, 1.0, 1.0, 0.5, 0.8))
+    assert track.timed(lambda: None)[1] == 1.0
+    # the machine ran fast (readings 0.5 and 0.8): its times are scaled up by 1 / sqrt(0.4) = 1.5811
+    assert track.timed(lambda: None)[1] == pytest.approx(1 / math.sqrt(0.4))
+
+
+def test_a_misread_probe_changes_nothing() -> None:
+    # 3 ms against a 1 ms reference is outside the probe's 0.5-2x: not applied
+    track = SpeedTrack.start(_probe(1e-3, 3e-3, 3e-3))
+    assert track.timed(lambda: None)[1] == 1.0
+
+
+def test_samples_are_scaled_and_nothing_else_changes() -> None:
+    samples = [Sample("conv", (1.0, 2.0), 0.010, "calibration", "resnet18"), Sample("add", (3.0,), 0.002)]
+    scaled = at_speed(samples, 0.8)
+    assert [s.seconds for s in scaled] == pytest.approx([0.008, 0.0016])
+    assert [(s.kind, s.features, s.source, s.group) for s in scaled] == [(s.kind, s.features, s.source, s.group) for s in samples]
+    assert at_speed(samples, 1.0) == samples and at_speed(samples, 1.0) is not samples
+
+
+def test_samples_end_at_the_median_reading() -> None:
+    # readings 0.40 (first), 0.48, 0.52, 0.44: median 0.46; samples scaled to the first reading are then
+    # multiplied by 0.46 / 0.40 = 1.15
+    track = SpeedTrack.start(_probe(0.40, 0.48, 0.52, 0.44))
+    track.timed(lambda: None)
+    track.read()
+    assert track.median_s == pytest.approx(0.46) and track.to_median() == pytest.approx(1.15)
+
+
+def test_a_predictions_probe_is_the_median_of_its_readings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphprof.devices import probe
+
+    # one stray fast reading (0.29) among five: the median, 0.46, is what the prediction holds against the file
+    monkeypatch.setattr(probe, "probe_seconds", _probe(0.50, 0.29, 0.46, 0.47, 0.45))
+    assert probe.probe_now() == pytest.approx(0.46) and probe.READINGS == 5
