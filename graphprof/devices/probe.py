@@ -65,7 +65,7 @@ def probe_seconds() -> float:
 
 def probe_now(readings: int = 0) -> float:
     """The median of ``readings`` (default :data:`READINGS`) probe readings, back to back: one reading alone
-    strays (0.29 ms against a median of 0.46 in ``benchmarks/results/bench_drift.md``)."""
+    strays (readings of 0.29 ms inside calibrations whose median reading was 0.46 ms)."""
     return statistics.median(probe_seconds() for _ in range(readings or READINGS))
 
 
