@@ -27,8 +27,8 @@ import sys
 import torch
 
 from graphprof.models import resolve_model
+from graphprof.run.step import checkpointed
 from graphprof.training import measure_step, plan_memory
-from graphprof.training.step import checkpointed
 
 MODEL, SHAPE = (
     "hf:bert-base?num_hidden_layers=6&hidden_size=256&num_attention_heads=4&intermediate_size=1024&vocab_size=2048&hidden_dropout_prob=0&attention_probs_dropout_prob=0",

@@ -20,9 +20,9 @@ import torch
 
 from graphprof.base.inputs import materialize
 from graphprof.measure.run import materialized
+from graphprof.run.step import checkpointed
 from graphprof.session import build_model
 from graphprof.training import measure_step, plan_memory
-from graphprof.training.step import checkpointed
 
 CASES = {
     "resnet18": (16, 3, 224, 224),

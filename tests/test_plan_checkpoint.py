@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from graphprof.errors import InvalidInputError
+from graphprof.run.step import checkpointed
 from graphprof.training import CheckpointPlan, measure_step, plan_memory
 from graphprof.training.checkpoint import candidate_blocks, solve_checkpoint
-from graphprof.training.step import checkpointed
 
 
 def _brute(freed: list[int], saved: list[int], seconds: list[float], forward: int, backward: int, budget: int) -> float | None:

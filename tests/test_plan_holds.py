@@ -9,8 +9,8 @@ from torch import nn
 from typer.testing import CliRunner
 
 from graphprof.errors import InvalidInputError
+from graphprof.run.step import checkpointed
 from graphprof.training import measure_step, plan_memory
-from graphprof.training.step import checkpointed
 
 
 class Convs(nn.Module):

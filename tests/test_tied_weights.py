@@ -228,11 +228,11 @@ def _quarter_bytes(model: nn.Module) -> int:
 @pytest.mark.parametrize("name", ["gpt2", "t5-base"])
 def test_planned_sharded_and_checkpointed_step_holds_each_tied_weight_once(name: str) -> None:
     from graphprof.base.choices import Optimizer
+    from graphprof.run.step import checkpointed
     from graphprof.session import build_model
     from graphprof.sharding.spec import ShardSpec
     from graphprof.training import plan_memory
     from graphprof.training.simulate import plan_step
-    from graphprof.training.step import checkpointed
 
     model = _resolve(name, "meta").model
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())

@@ -11,8 +11,9 @@ is the speed the table then describes and the one stored with it (``device.probe
 
 Why the median and not a reading: one reading is noisy. Alone and idle, this machine's probe read 0.40 to
 0.92 ms around a median of 0.46 (``benchmarks/results/bench_drift.md``: a 17% band from the 10th to the 90th
-percentile, tick to tick; inside calibrations, single readings of 0.29-0.33 ms stood beside medians of 0.42-0.47), and a reading correlated with the forward timed right after it at +0.1 only. The
-slow drift is real all the same (the probe read 0.46 ms at the median through a calibration and 0.36 ms twenty
+percentile, tick to tick; inside calibrations, single readings of 0.29-0.33 ms stood beside medians of
+0.42-0.47), and a reading correlated with the forward timed right after it at +0.1 only. The slow drift is
+real all the same (the probe read 0.46 ms at the median through a calibration and 0.36 ms twenty
 minutes later), so a prediction holds the median of five readings now against this median
 (:func:`graphprof.devices.hardware.local_hardware`).
 

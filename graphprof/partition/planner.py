@@ -210,21 +210,21 @@ def partition(
     A ``cpu`` device measures this machine with ``threads`` threads (``iters`` timed forwards), which
     needs the model's weights: a named model is then built on the CPU, else on the meta device.
     """
-    options: dict[str, Any] = {"objective": objective, "links": links, "kv_len": kv_len, "threads": threads, "iters": iters}
-    return prepare_and_plan(model_or_name, devices, batch_size=batch_size, dtype=dtype, **options, **prepare_options)[1]
+    return prepare_and_plan(model_or_name, devices, objective=objective, links=links, kv_len=kv_len, threads=threads, iters=iters,
+                            batch_size=batch_size, dtype=dtype, **prepare_options)[1]  # fmt: skip
 
 
 def prepare_and_plan(
-    model_or_name: nn.Module | str, devices: str | Sequence[Device], *, weights: bool = False, **options: Any
-) -> tuple[PreparedModel, Plan]:
-    """:func:`partition` (``options`` are its keywords) keeping the prepared model, built with its weights
-    where ``weights`` asks (a run of the plan needs them)."""
-    plan_keys = ("objective", "links", "kv_len", "threads", "iters")
-    planning = {k: options.pop(k) for k in plan_keys if k in options}
+    model_or_name: nn.Module | str, devices: str | Sequence[Device], *, weights: bool = False, objective: Objective | str = Objective.LATENCY,
+    links: Links | str | Sequence[str] | None = None, kv_len: int | None = None, threads: int = 1, iters: int = 10, **prepare_options: Any,
+) -> tuple[PreparedModel, Plan]:  # fmt: skip
+    """:func:`partition` keeping the prepared model, built with its weights where ``weights`` asks (a run of
+    the plan needs them)."""
     devs = as_devices(devices)
-    prepared = prepare_for(model_or_name, devs, weights=weights, **options)
-    planning["links"] = as_links(planning.get("links"), devs)
-    return prepared, plan_prepared(prepared, devs, **planning)
+    prepared = prepare_for(model_or_name, devs, weights=weights, **prepare_options)
+    return prepared, plan_prepared(
+        prepared, devs, objective=objective, links=as_links(links, devs), kv_len=kv_len, threads=threads, iters=iters
+    )
 
 
 def _cores_note(devices: Sequence[Device], threads: int) -> list[str]:

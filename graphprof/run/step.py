@@ -40,10 +40,32 @@ from graphprof.run.events import Observer, RunContext
 from graphprof.run.fakes import fake_mode, faking
 from graphprof.run.layers import module_layers
 
-__all__ = ["StepSpec", "run_step"]
+__all__ = ["StepSpec", "Wrap", "checkpointed", "run_step"]
 
 #: Called on the step's copy of the model, in order (``fully_shard``, checkpoint wrappers); returns the model to run.
 Wrap = Callable[[nn.Module], nn.Module]
+
+
+def checkpointed(modules: set[str], **checkpoint_options: Any) -> Wrap:
+    """A wrap that recomputes each named module's forward in the backward (``torch.utils.checkpoint``,
+    non-reentrant, through torch's ``checkpoint_wrapper``, with ``checkpoint_options`` such as a selective
+    policy's ``context_fn``), on the step's copy."""
+
+    def wrap(model: nn.Module) -> nn.Module:
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+            CheckpointImpl,
+            apply_activation_checkpointing,
+            checkpoint_wrapper,
+        )
+
+        chosen = {id(m) for name, m in model.named_modules() if name in modules}
+        apply_activation_checkpointing(
+            model, checkpoint_wrapper_fn=lambda m: checkpoint_wrapper(m, checkpoint_impl=CheckpointImpl.NO_REENTRANT, **checkpoint_options),
+            check_fn=lambda m: id(m) in chosen,
+        )  # fmt: skip
+        return model
+
+    return wrap
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,12 @@ transformer's decoder layers), each wrapped by torch's ``checkpoint_wrapper`` (n
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from torch import nn
 
 from graphprof.base.choices import ActivationCheckpoint
-from graphprof.run.step import Wrap
+from graphprof.run.step import Wrap, checkpointed
 from graphprof.sharding.wraps import shard_units
 
 __all__ = ["unit_checkpoint", "unit_names", "selective_policy"]
@@ -67,19 +66,11 @@ def unit_checkpoint(checkpoint: ActivationCheckpoint | str) -> Wrap | None:
     if policy is ActivationCheckpoint.NONE:
         return None
 
-    def wrap(model: nn.Module) -> nn.Module:
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-            CheckpointImpl,
-            apply_activation_checkpointing,
-            checkpoint_wrapper,
-        )
+    options: dict[str, Any] = (
+        {"context_fn": _contexts, "respect_saved_tensors_hooks": True} if policy is ActivationCheckpoint.SELECTIVE else {}
+    )
 
-        chosen = {id(u) for u in shard_units(model)}
-        extra: dict[str, Any] = (
-            {"context_fn": _contexts, "respect_saved_tensors_hooks": True} if policy is ActivationCheckpoint.SELECTIVE else {}
-        )
-        wrapper = partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT, **extra)
-        apply_activation_checkpointing(model, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: id(m) in chosen)
-        return model
+    def wrap(model: nn.Module) -> nn.Module:
+        return checkpointed(set(unit_names(model)), **options)(model)
 
     return wrap

@@ -42,12 +42,13 @@ from graphprof.devices.table import Calibration
 from graphprof.errors import InvalidInputError, MissingDependencyError
 from graphprof.run.events import Layer, Observer, OpEvent
 from graphprof.run.propagate import op_call
+from graphprof.run.step import checkpointed
 from graphprof.session import BuiltModel
 from graphprof.sharding.spec import ShardSpec
 from graphprof.training.measured import PlanCheck
 from graphprof.training.result import CheckpointChoice, CheckpointPlan, MemoryPlan
 from graphprof.training.simulate import plan_step
-from graphprof.training.step import StepInputs, checkpointed, simulate_step
+from graphprof.training.step import StepInputs, simulate_step
 
 __all__ = ["BlockCosts", "candidate_blocks", "solve_checkpoint", "plan_checkpoint", "SOLVER"]
 

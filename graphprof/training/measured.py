@@ -27,8 +27,8 @@ from graphprof.base.inputs import materialize
 from graphprof.base.limits import require_fits
 from graphprof.measure.memory import peak_during
 from graphprof.measure.run import cast_inputs, materialized
-from graphprof.run.step import Wrap
-from graphprof.training.step import checkpointed, make_optimizer, storage_bytes, train_step
+from graphprof.run.step import Wrap, checkpointed
+from graphprof.training.step import make_optimizer, storage_bytes, train_step
 from graphprof.training.tracker import optimizer_tensors
 
 __all__ = ["MeasuredStep", "PlanCheck", "measure_step"]

@@ -17,13 +17,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from graphprof.base.choices import ActivationCheckpoint, Optimizer
+from graphprof.base.choices import Optimizer
 from graphprof.base.inputs import describe_inputs, format_inputs
 from graphprof.devices.hardware import Hardware, get_hardware
 from graphprof.errors import InvalidInputError
-from graphprof.run.step import Wrap
+from graphprof.run.step import Wrap, checkpointed
 from graphprof.session import BuiltModel, build_model
-from graphprof.sharding.checkpoint import unit_checkpoint, unit_names
+from graphprof.sharding.checkpoint import unit_names
 from graphprof.sharding.spec import MAX_WORLD, ShardSpec
 from graphprof.training.result import MemoryPlan, RanksPlan
 from graphprof.training.simulate import plan_step
@@ -135,9 +135,7 @@ def plan_ranks(
     step = build_model(model_or_name, batch_size=batch_size, input_shape=input_shape)
     world, tried = _search(step, device.memory_bytes, max_world, (), **run)
     blocks = unit_names(step.model)  # the FSDP units: the blocks the priced step recomputes, so the two agree
-    full = unit_checkpoint(ActivationCheckpoint.FULL)
-    assert full is not None
-    world_cp, tried_cp = _search(step, device.memory_bytes, max_world, (full,), **run)
+    world_cp, tried_cp = _search(step, device.memory_bytes, max_world, (checkpointed(set(blocks)),), **run)
     ranked = _ranked(model_or_name, device, [(world, "none"), (world_cp, "full")], dtype, batch_size, input_shape) if rank else ()
     return RanksPlan(
         model_name=step.name, device=device.label, device_memory_bytes=device.memory_bytes, world=world,

@@ -28,7 +28,7 @@ from graphprof.run.step import StepSpec, Wrap, run_step
 from graphprof.training.result import PhasePeak, StepBreakdown
 from graphprof.training.tracker import StepMemory, dense_tensors
 
-__all__ = ["StepInputs", "StepOutcome", "train_step", "make_optimizer", "simulate_step", "checkpointed", "storage_bytes"]
+__all__ = ["StepInputs", "StepOutcome", "train_step", "make_optimizer", "simulate_step", "storage_bytes"]
 
 
 @dataclass(frozen=True)
@@ -164,24 +164,3 @@ def simulate_step(inputs: StepInputs, observers: Sequence[Observer] = ()) -> tup
         for phase, snap in tracker.peaks.items()
     )  # fmt: skip
     return StepOutcome(phases, tracker.saved_total), base
-
-
-def checkpointed(modules: set[str]) -> Wrap:
-    """A wrap that recomputes each named module's forward in the backward (``torch.utils.checkpoint``,
-    non-reentrant, through torch's ``checkpoint_wrapper``), on the step's copy."""
-
-    def wrap(model: nn.Module) -> nn.Module:
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-            CheckpointImpl,
-            apply_activation_checkpointing,
-            checkpoint_wrapper,
-        )
-
-        chosen = {id(m) for name, m in model.named_modules() if name in modules}
-        apply_activation_checkpointing(
-            model, checkpoint_wrapper_fn=lambda m: checkpoint_wrapper(m, checkpoint_impl=CheckpointImpl.NO_REENTRANT),
-            check_fn=lambda m: id(m) in chosen,
-        )  # fmt: skip
-        return model
-
-    return wrap
