@@ -11,7 +11,7 @@ import pytest
 
 from graphprof.devices.hardware import get_hardware
 from graphprof.sharding import StepOptions, shard_profile
-from graphprof.sharding.physics import ATTENTION_BACKWARD_RATIO, NCCL_SMS, gpu_family, step_physics
+from graphprof.sharding.physics import ATTENTION_BACKWARD_RATIO, NCCL_SMS, step_physics
 from graphprof.sharding.timeline import GATHER, KERNEL, Item, Timeline
 
 MS = 1e-3
@@ -38,9 +38,13 @@ def test_the_worked_example_by_hand() -> None:
     assert ATTENTION_BACKWARD_RATIO == 0.86 and NCCL_SMS == 16
 
 
-def test_families_are_read_from_the_label() -> None:
-    assert (gpu_family(A100), gpu_family(H100), gpu_family(get_hardware("h200"))) == ("A100", "H100", "H200")
-    assert gpu_family(get_hardware("desktop-cpu")) is None
+def test_sm_counts_and_clocks_are_figures_of_the_preset() -> None:
+    # whitepapers: A100 108 SMs, H100 SXM5 132, H100 PCIe 114 (a label lookup of "H100" gave the PCIe card 132)
+    sms = {name: get_hardware(name).sms for name in ("a100", "h100", "h100-pcie", "h200", "b200", "desktop-cpu", "mi300x")}
+    assert sms == {"a100": 108, "h100": 132, "h100-pcie": 114, "h200": 132, "b200": 148, "desktop-cpu": None, "mi300x": None}
+    assert A100.sustained_clock == pytest.approx(1305 / 1410) and H100.sustained_clock is None
+    pcie = step_physics([], Timeline(0.0, 0.0, 0.0, 0.0, 114 * MS, 1, 0.0), get_hardware("h100-pcie"))
+    assert pcie.sm_contention_s == pytest.approx(16 * MS, rel=1e-12)  # 114 ms hidden x 16 / 114 SMs
 
 
 @pytest.fixture(scope="module")

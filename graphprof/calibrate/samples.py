@@ -2,8 +2,10 @@
 
 **Ops where they run** (:func:`samples_from_context`): a plain forward's dispatched calls, timed in
 place (:func:`graphprof.measure.context.context_times`), paired in execution order with the dry run's
-forward records (the longest common runs of op names: a fused kernel the dry run sees decomposed, such
-as ``_native_multi_head_attention``, pairs with nothing and gives no sample). Each paired call gives one
+forward records (the longest common runs of op names: a call the dry run sees otherwise pairs with nothing
+and gives no sample; a fused CPU kernel the dry run records with its parts, such as
+``_native_multi_head_attention``, pairs but gives none either, since its parts are of several kinds and
+the predictor prices each by its own, :mod:`graphprof.cost.parts`). Each paired call gives one
 sample: its own time, scaled by ``plain forward / calls' sum`` so that the time outside every call
 (module calls, Python, freeing activations; or, below 1, the profiler's own cost) is shared over the
 calls in proportion to their time, and a model's samples sum to its plain forward. (Fitted as a cost
@@ -75,8 +77,8 @@ def samples_from_run(
         layer = "(model)" if t.layer in ("", "(model)") else t.layer
         mine = records.get((layer, functional_op(t.op.removeprefix("aten::"))), [])
         calls = {(c[0], tuple(c[1])) for c in (call_of(op) for op in mine) if c is not None}
-        if len(mine) != t.dispatched_calls or len(calls) != 1:
-            continue  # unmatched, or several configurations sharing one measured time
+        if len(mine) != t.dispatched_calls or len(calls) != 1 or any(getattr(op, "parts", ()) for op in mine):
+            continue  # unmatched, several configurations sharing one measured time, or a fused kernel's parts
         kind, features = calls.pop()
         seconds = t.dispatched_time_us * 1e-6 / t.dispatched_calls * factor
         if first_touch is not None and seconds > 0:
@@ -142,7 +144,7 @@ def samples_from_context(
         per_byte = faulted / exposed if exposed > 0 else 0.0
     samples = []
     for op, seconds in context_pairs(profile, times):
-        call = call_of(op)
+        call = None if getattr(op, "parts", ()) else call_of(op)
         if call is not None and seconds > 0:
             own = seconds
             if first_touch is not None:

@@ -12,6 +12,7 @@ from collections.abc import Hashable
 from typing import Any, cast
 
 from graphprof.base.choices import OpStatus, Phase
+from graphprof.cost.parts import fused_parts
 from graphprof.cost.result import LayerRow, OpRecord, UnsupportedOp
 from graphprof.formulas import ZERO, Cost, TensorMeta, op_cost, op_status
 from graphprof.formulas.fractions import MASKABLE, kernel_useful_fraction, kernel_work_fraction
@@ -41,6 +42,7 @@ def op_record(call: OpCall) -> OpRecord:
         output_shapes=shapes_of(call.out),
         work_fraction=kernel_work_fraction(call.func, call.args, call.kwargs) if masked else 1.0,
         useful_fraction=kernel_useful_fraction(call.func, call.args, call.kwargs) if masked else 1.0,
+        parts=fused_parts(call, op_record) if status is OpStatus.COUNTED else (),
     )
 
 

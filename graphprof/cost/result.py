@@ -51,8 +51,12 @@ class OpRecord:
     #: share of ``cost.flops`` that is useful work (the unmasked scores of causal attention, else 1):
     #: :attr:`Profile.useful_flops`
     useful_fraction: float = 1.0
+    #: the calls a fused CPU kernel makes inside itself, each costed by its own formula (:mod:`graphprof.cost.parts`):
+    #: what the predictor prices it by; empty for every other call
+    parts: tuple[OpRecord, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        inner = {"parts": [p.to_dict() for p in self.parts]} if self.parts else {}
         return {
             "op": self.op,
             "status": self.status,
@@ -62,6 +66,7 @@ class OpRecord:
             "useful_fraction": self.useful_fraction,
             "input_shapes": [list(s) for s in self.input_shapes],
             "output_shapes": [list(s) for s in self.output_shapes],
+            **inner,
         }
 
 

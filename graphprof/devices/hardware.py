@@ -93,6 +93,10 @@ class Hardware:
     notes: tuple[str, ...] = field(default=(), compare=False, repr=False)
     #: the links between GPUs of this kind, with their sources (:mod:`graphprof.devices.links`); ``None``: none published
     links: Links | None = field(default=None, compare=False, repr=False)
+    #: streaming multiprocessors (NVIDIA GPUs; :data:`_SMS` gives the sources); ``None``: not a figure of this device
+    sms: int | None = field(default=None, compare=False, repr=False)
+    #: sustained over boost clock of tensor-core work at the power limit (:data:`_SUSTAINED_CLOCK`); ``None``: none published
+    sustained_clock: float | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.peak_tflops) - set(PRECISIONS)
@@ -326,6 +330,14 @@ _LINKS: Mapping[str, Links] = MappingProxyType({
     "rtx4090": Links(Link("pcie", 32.0, "PCIe Gen4 x16, 64 GB/s both ways", "NVIDIA Ada Lovelace GPU architecture whitepaper: RTX 4090, PCIe Gen4 x16, no NVLink")),
 })  # fmt: skip
 
+#: Streaming multiprocessors per GPU, from NVIDIA's architecture whitepapers: NVIDIA A100 Tensor Core GPU
+#: Architecture (A100: 108 SMs); NVIDIA H100 Tensor Core GPU Architecture (H100 SXM5 132 SMs, H100 PCIe 114; the
+#: H200 is the H100 SXM5's GH100 with HBM3e, 132); NVIDIA Blackwell architecture technical brief (B200: 148).
+_SMS: Mapping[str, int] = MappingProxyType({"a100": 108, "h100": 132, "h100-pcie": 114, "h200": 132, "b200": 148})
+#: Sustained / boost clock of tensor-core work at the power limit: the A100's 1,305 / 1,410 MHz, the clock NVIDIA's
+#: published HPL Rpeak uses (https://glennklockwood.com/garden/peak-FLOPS). No such figure is published for the others.
+_SUSTAINED_CLOCK: Mapping[str, float] = MappingProxyType({"a100": 1305.0 / 1410.0})
+
 _PRESETS = tuple(
     Hardware(
         name=name,
@@ -339,6 +351,8 @@ _PRESETS = tuple(
         device_names=device_names,
         calibration=shipped_calibration(name),
         links=_LINKS.get(name),
+        sms=_SMS.get(name),
+        sustained_clock=_SUSTAINED_CLOCK.get(name),
     )
     for name, label, kind, peaks, bandwidth_gbs, memory_gb, device_names, source in _TABLE
 )

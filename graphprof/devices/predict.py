@@ -220,19 +220,37 @@ def _op_model_seconds(
     the first touch of its large outputs where the model measured it; all of it times ``speed``, the machine's
     speed now against the calibration's (:attr:`~graphprof.devices.table.Calibration.speed`), the roofline bound
     aside."""
-    calls = [call_of(op) for op in ops]
+    priced = [part for op in ops for part in (getattr(op, "parts", ()) or (op,))]  # a fused CPU kernel as the calls it makes
+    calls = [call_of(op) for op in priced]
     known = [(i, c) for i, c in enumerate(calls) if c is not None]
     predicted = model.predict([c for _, c in known])
     ranges = model.beyond_range([c for _, c in known])
-    out = [(0.0, 0.0, 0.0, 0.0, 0.0)] * len(ops)
+    out = [(0.0, 0.0, 0.0, 0.0, 0.0)] * len(priced)
     peak = hardware.peak_flops(dtype)
     for (i, _), (t, lo, hi), (far, near) in zip(known, predicted, ranges, strict=True):
-        op = ops[i]
+        op = priced[i]
         bound = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth)
         held = speed * (t if near is None else _held(t, bound, near, dtype, hardware))
         out[i] = (max(held, bound), lo, hi, max(speed * t, bound), far)
     # the first touch of large outputs: every aten call's, one without a kind's included
-    return [(t + (x := speed * model.extra_seconds(op)), lo, hi, law + x, far) for op, (t, lo, hi, law, far) in zip(ops, out, strict=True)]
+    each = [
+        (t + (x := speed * model.extra_seconds(op)), lo, hi, law + x, far) for op, (t, lo, hi, law, far) in zip(priced, out, strict=True)
+    ]
+    return _per_op(ops, each)
+
+
+def _per_op(ops: Sequence[Any], each: list[tuple[float, float, float, float, float]]) -> list[tuple[float, float, float, float, float]]:
+    """The prices of the calls :func:`_op_model_seconds` priced, one per op of ``ops``: a fused call's parts summed
+    (their quantiles weighted by their seconds, the furthest out of range)."""
+    out, at = [], 0
+    for op in ops:
+        group = each[at : at + max(len(getattr(op, "parts", ())), 1)]
+        at += len(group)
+        total = sum(g[0] for g in group)
+        weight = [g[0] / total if total > 0 else 1.0 / len(group) for g in group]
+        out.append((total, sum(w * g[1] for w, g in zip(weight, group, strict=True)), sum(w * g[2] for w, g in zip(weight, group, strict=True)),
+                    sum(g[3] for g in group), max(g[4] for g in group)))  # fmt: skip
+    return out
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,13 @@ def native_multi_head_attention_cost(
     return cost
 
 
+@register(aten._transform_bias_rescale_qkv)
+def transform_bias_rescale_qkv_cost(qkv: TensorMeta, qkv_bias: TensorMeta, num_heads: int, *args: Any, out: Any, **_: Any) -> Cost:
+    # the CPU fast path's split of the packed projection into heads: the bias added to every element, the
+    # query's third scaled by 1 / sqrt(head size); the generic rule counts its bytes (qkv and bias read, q, k, v written)
+    return Cost(flops=qkv.numel + qkv.numel // 3)
+
+
 @register(aten._transformer_encoder_layer_fwd)
 def transformer_encoder_layer_cost(
     src: TensorMeta,

@@ -52,6 +52,10 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
                 lines.append(
                     Phrases(Text(f"  {precision:>8}: {tflops:g} TFLOP/s, ridge point {device.ridge_point(precision):.1f} FLOPs/byte"))
                 )
+            if device.sms is not None:
+                lines.append(Phrases(Text(f"  {device.sms} SMs (the architecture whitepaper; shard prices NCCL's share of them)")))
+            if device.sustained_clock is not None:
+                lines.append(Phrases(Text(f"  tensor-core clock sustained at the power limit: {device.sustained_clock:.3f} of boost")))
     sources = Table.grid(padding=(0, 2))
     sources.add_column(no_wrap=True)
     sources.add_column(style="dim")

@@ -28,7 +28,15 @@ a GPU: projections, fused attention with the masks merged into one additive mask
 computes the score matrix, and the decomposition is kept.
 
 Inputs the fused kernels do not accept (3-d inputs, nested tensors, mismatched head dimensions) keep the
-decomposition, as on the GPU. A CPU target keeps the decomposition it really runs: no mode at all.
+decomposition, as on the GPU.
+
+A CPU target keeps the decomposition it really runs, with one exception. In eval without grad the CPU runs
+``nn.MultiheadAttention``'s fast path: one ``aten._native_multi_head_attention`` call. The dry run's tensors are on
+the meta device, which that path refuses, so without help it records the module's slow path (some forty calls:
+projections, ``bmm``, ``_safe_softmax``, copies). For a model holding a ``MultiheadAttention``,
+:class:`NativeAttentionMode` calls the fused op where the module's own checks would have taken it (self-attention,
+batched, even heads, eval, no grad, packed projection with a bias, no mask), so the op list, the tables and the
+predictor see the call the CPU runs; its MACs are the same. With a mask the decomposition is kept.
 MACs and FLOPs of attention do not depend on the lowering (one formula, :mod:`graphprof.formulas.attention`);
 bytes and the peak of live activations do.
 
@@ -50,11 +58,20 @@ import torch.nn.functional as F
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import _disable_current_modes
 
 from graphprof.base.choices import Lowering, Phase
 from graphprof.errors import InvalidInputError
 
-__all__ = ["parse_lowering", "lowering_context", "FusedAttentionMode", "GROUPED_MM", "grouped_mm_any_dtype", "moe_note"]
+__all__ = [
+    "parse_lowering",
+    "lowering_context",
+    "FusedAttentionMode",
+    "NativeAttentionMode",
+    "GROUPED_MM",
+    "grouped_mm_any_dtype",
+    "moe_note",
+]
 
 aten = torch.ops.aten
 
@@ -311,10 +328,78 @@ class FusedAttentionMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def lowering_context(lowering: Lowering | str | None) -> contextlib.AbstractContextManager[Any]:
-    """The context to run the dry run in for ``lowering``: the fused-attention mode for CUDA, nothing for CPU."""
+def _cpu_fast_path(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    embed_dim: int,
+    num_heads: int,
+    in_proj_weight: torch.Tensor | None,
+    in_proj_bias: torch.Tensor | None,
+    bias_k: torch.Tensor | None,
+    bias_v: torch.Tensor | None,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight: torch.Tensor,
+    out_proj_bias: torch.Tensor | None,
+    training: bool = True,
+    key_padding_mask: torch.Tensor | None = None,
+    need_weights: bool = True,
+    attn_mask: torch.Tensor | None = None,
+    use_separate_proj_weight: bool = False,
+    *args: Any,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+    **_: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """``F.multi_head_attention_forward`` (sequence first) as ``nn.MultiheadAttention``'s CPU fast path runs it,
+    where the module's own checks would have taken that path; ``None`` where they would not (or a mask is given)."""
+    tensors = [t for t in (query, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias) if t is not None]
+    taken = (
+        torch.backends.mha.get_fastpath_enabled()
+        and query.dim() == 3 and query is key and key is value
+        and query.transpose(0, 1).is_contiguous()  # the module was batch_first (it transposed a batch-first input)
+        and in_proj_weight is not None and in_proj_bias is not None and out_proj_bias is not None and not use_separate_proj_weight
+        and query.dtype == in_proj_weight.dtype == in_proj_bias.dtype
+        and not training and num_heads % 2 == 0
+        and bias_k is None and bias_v is None and not add_zero_attn
+        and key_padding_mask is None and attn_mask is None and not is_causal
+        and not torch.is_autocast_enabled()
+        and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+    )  # fmt: skip
+    if not taken:
+        return None
+    assert in_proj_weight is not None and in_proj_bias is not None and out_proj_bias is not None
+    with _disable_current_modes():  # the fused call reads the module's batch-first input: these views are not ops it runs
+        batch_first = query.transpose(0, 1)
+    out, weights = torch._native_multi_head_attention(
+        batch_first, batch_first, batch_first, embed_dim, num_heads, in_proj_weight, in_proj_bias,
+        out_proj_weight, out_proj_bias, None, need_weights, average_attn_weights,
+    )  # fmt: skip
+    with _disable_current_modes():
+        seq_first = out.transpose(0, 1)
+    return seq_first, weights if need_weights else None
+
+
+class NativeAttentionMode(TorchFunctionMode):
+    """Routes ``nn.MultiheadAttention`` to the fused call the CPU runs in eval (see the module docstring)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if func is F.multi_head_attention_forward:
+            fused = _cpu_fast_path(*args, **kwargs)
+            if fused is not None:
+                return fused
+        return func(*args, **kwargs)
+
+
+def lowering_context(lowering: Lowering | str | None, model: nn.Module | None = None) -> contextlib.AbstractContextManager[Any]:
+    """The context to run the dry run in for ``lowering``: the fused-attention mode for CUDA; for CPU, the fast
+    path of ``nn.MultiheadAttention`` where ``model`` holds one, else nothing."""
     if parse_lowering(lowering) is Lowering.CUDA:
         return FusedAttentionMode()
+    if model is not None and any(isinstance(m, nn.MultiheadAttention) for m in model.modules()):
+        return NativeAttentionMode()
     return contextlib.nullcontext()
 
 

@@ -14,13 +14,13 @@ the breakdown (:class:`~graphprof.sharding.step_result.TimeBreakdown`), so a rea
   that no compute kernel shares (NCCL maintainer, github.com/NVIDIA/nccl/issues/689: "NCCL CTAs won't share an SM
   with compute kernels"; a DGX with 8 NICs uses 16 SMs; H100 clusters' NCCL logs show 16 channels, issue 1453).
   While a collective is hidden under compute, the compute runs on ``SMs - 16`` SMs: each second of hidden
-  collective costs ``16 / SMs`` of a second of compute (:data:`NCCL_SMS`, :data:`SMS`).
+  collective costs ``16 / SMs`` of a second of compute (:data:`NCCL_SMS`; the device's ``Hardware.sms``).
 * **sustained clock** (``sustained_clock_s``): tensor-core work under a sustained load runs at the clock the GPU
   holds at its power limit, not the boost clock its datasheet peak assumes. NVIDIA's published HPL Rpeak for the
   A100 uses 1,305 MHz, the clock it sustains at its 400 W limit, against the 1,410 MHz boost
   (https://glennklockwood.com/garden/peak-FLOPS). Matrix-product and attention kernels take ``boost / sustained - 1``
-  longer (:data:`SUSTAINED_CLOCK`). No such figure is published for the H100 (at 700 W, or at the 500 W some
-  clusters run it at), so it is 1 there and the note says so.
+  longer (the device's ``Hardware.sustained_clock``). No such figure is published for the H100 (at 700 W, or at
+  the 500 W some clusters run it at), so it is 1 there and the note says so.
 """
 
 from __future__ import annotations
@@ -31,23 +31,14 @@ from dataclasses import dataclass
 from graphprof.devices.hardware import Hardware
 from graphprof.sharding.timeline import KERNEL, Item, Timeline
 
-__all__ = ["ATTENTION_BACKWARD_RATIO", "NCCL_SMS", "SMS", "SUSTAINED_CLOCK", "StepPhysics", "step_physics", "physics_note", "gpu_family"]
+__all__ = ["ATTENTION_BACKWARD_RATIO", "NCCL_SMS", "StepPhysics", "physics_note", "step_physics"]
 
 #: Backward over forward TFLOP/s of fused attention, head dim 128, sequence 8k, H100 SXM5 (FlashAttention-3 paper):
 #: FlashAttention-2 318 / 370 = 0.859, cuDNN 518 / 600 = 0.863, FlashAttention-3 559 / 646 = 0.865.
 ATTENTION_BACKWARD_RATIO = 0.86
 #: SMs an NCCL collective holds while it runs: one per channel, 16 channels (NCCL issues 689 and 1453).
 NCCL_SMS = 16
-#: SMs of each GPU family (datasheets: H100 / H200 SXM 132, A100 108, B200 148).
-SMS = {"H100": 132, "H200": 132, "A100": 108, "B200": 148}
-#: Sustained / boost clock of tensor-core work at the power limit: A100 1,305 / 1,410 MHz (NVIDIA's HPL Rpeak).
-SUSTAINED_CLOCK = {"A100": 1305.0 / 1410.0}
 _TENSOR_CORE = frozenset({"matmul", "attention"})
-
-
-def gpu_family(hardware: Hardware) -> str | None:
-    """The GPU family named in ``hardware``'s label (``"NVIDIA A100 SXM4 80GB"`` -> ``"A100"``), or ``None``."""
-    return next((family for family in SMS if family in hardware.label.upper()), None)
 
 
 @dataclass(frozen=True)
@@ -74,11 +65,9 @@ def step_physics(items: Sequence[Item], played: Timeline, hardware: Hardware) ->
     50 ms of collectives of which 5 ms exposed: attention backward ``10 x (1 / 0.86 - 1) = 1.63`` ms; SM contention
     ``45 x 16 / 108 = 6.67`` ms; sustained clock ``(100 + 10 + 1.63) x (1410 / 1305 - 1) = 8.98`` ms."""
     attention = sum(i.seconds for i in items if _attention_backward(i)) * (1.0 / ATTENTION_BACKWARD_RATIO - 1.0)
-    family = gpu_family(hardware)
-    sms = SMS.get(family or "")
+    sms, clock = hardware.sms, hardware.sustained_clock
     hidden = max(0.0, played.collectives_s - played.communication_s)
     contention = 0.0 if sms is None else hidden * NCCL_SMS / sms
-    clock = SUSTAINED_CLOCK.get(family or "")
     tensor_core = sum(i.seconds for i in items if i.kind == KERNEL and i.klass in _TENSOR_CORE) + attention
     sustained = 0.0 if clock is None else tensor_core * (1.0 / clock - 1.0)
     return StepPhysics(attention, contention, sustained)
@@ -86,9 +75,7 @@ def step_physics(items: Sequence[Item], played: Timeline, hardware: Hardware) ->
 
 def physics_note(hardware: Hardware) -> str:
     """What the three parts assumed on ``hardware``, for the step's notes."""
-    family = gpu_family(hardware)
-    clock = SUSTAINED_CLOCK.get(family or "")
-    sms = SMS.get(family or "")
+    clock, sms = hardware.sustained_clock, hardware.sms
     return (
         f"estimates from published figures, none fitted: attention backward at {ATTENTION_BACKWARD_RATIO} of its forward rate "
         "(FlashAttention-3 paper, H100, head dim 128); "
