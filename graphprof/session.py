@@ -232,7 +232,7 @@ class Session:
         """One run of ``cap``; a dry run that needs real values runs for real when that is allowed (and ``real_ok``)."""
         if cap.execution is Execution.DRY_RUN:
             try:
-                modes = [lowering_context(self.lowering, self.model)]
+                modes = [lowering_context(self.lowering)]
                 with structured(self.model) if self.structured_attention else contextlib.nullcontext():
                     trace = propagate(
                         cap.graph,

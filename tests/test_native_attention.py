@@ -123,9 +123,9 @@ def test_a_model_built_on_the_meta_device_records_the_fused_call_too() -> None:
         assert "aten.bmm" in _ops(graphprof.profile_model(bare, input_shape=(2, TOKENS, WIDTH), mode="eval"))
 
 
-def test_a_model_without_attention_runs_with_no_mode() -> None:
-    assert isinstance(lowering.lowering_context("cpu", nn.Linear(2, 2)), contextlib.nullcontext)
-    assert isinstance(lowering.lowering_context("cpu", Encoder()), lowering.NativeAttentionMode)
+def test_each_target_has_its_mode() -> None:
+    assert isinstance(lowering.lowering_context("cpu"), lowering.NativeAttentionMode)
+    assert isinstance(lowering.lowering_context("cuda"), lowering.FusedAttentionMode)
 
 
 def test_the_predictor_prices_the_fused_call_as_its_parts_and_calibration_takes_no_sample() -> None:
@@ -161,3 +161,76 @@ def test_parts_only_for_known_forward_forms() -> None:
     assert fused_parts(OpCall(func, (*args, TensorMeta((TOKENS, TOKENS), torch.bool)), {}, x, Phase.FORWARD), op_record) == ()
     assert fused_parts(OpCall(func, args, {"need_weights": True}, x, Phase.FORWARD), op_record) == ()
     assert fused_parts(OpCall(torch.ops.aten.mm.default, (pw, pw), {}, pw, Phase.FORWARD), op_record) == ()
+
+
+class Attend(nn.Module):
+    """Attention written with ``F.scaled_dot_product_attention`` (timm's and transformers' form)."""
+
+    def __init__(self, mask: str | None = None) -> None:
+        super().__init__()
+        self.qkv, self.mask = nn.Linear(WIDTH, 3 * WIDTH), mask
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, HEADS, WIDTH // HEADS).permute(2, 0, 3, 1, 4).unbind(0)
+        mask = None
+        if self.mask == "bool":
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+        elif self.mask == "float":
+            mask = torch.zeros(t, t)
+        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(b, t, WIDTH)
+
+
+def _top_level(model: nn.Module, x: torch.Tensor) -> list[str]:
+    """The costly aten calls the eager forward dispatches (what a dispatch mode sees), in order."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list[str] = []
+
+    class Tap(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), Tap():
+        model(x)
+    return seen
+
+
+@pytest.mark.parametrize("mask", [None, "bool", "float"])
+def test_sdpa_records_the_cpu_flash_kernel_the_eager_forward_runs(mask: str | None) -> None:
+    model, x = Attend(mask).eval(), torch.randn(2, TOKENS, WIDTH)
+    eager = _top_level(model, x)
+    assert "_scaled_dot_product_flash_attention_for_cpu" in eager and "bmm" not in eager
+    for meta in (False, True):  # a model with weights, and one built on the meta device as the zoo builds them
+        with torch.device("meta") if meta else contextlib.nullcontext():
+            built = Attend(mask).eval()
+        ops = [op.removeprefix("aten.") for op in _ops(graphprof.profile_model(built, input_shape=(2, TOKENS, WIDTH), mode="eval"), None)]
+        assert "_scaled_dot_product_flash_attention_for_cpu" in ops and "bmm" not in ops, ops
+    # the MACs are the decomposition's: 2 x 20 x 64 x 192 projection + 2 x (2 x 4 x 10 x 10 x 16) products
+    fused = graphprof.profile_model(Attend(mask).eval(), input_shape=(2, TOKENS, WIDTH), mode="eval")
+    assert fused.total_macs == 20 * WIDTH * 3 * WIDTH + 2 * (2 * HEADS * TOKENS * TOKENS * (WIDTH // HEADS))
+
+
+def test_sdpa_in_training_runs_the_flash_kernel_and_its_backward_as_eager_does() -> None:
+    model, x = Attend(), torch.randn(2, TOKENS, WIDTH)
+    from torch.profiler import profile
+
+    with profile() as prof:
+        model(x).sum().backward()
+    eager = {e.name.removeprefix("aten::") for e in prof.events()}
+    assert {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward"} <= eager
+    with torch.device("meta"):
+        built = Attend()
+    train = graphprof.profile_model(built, input_shape=(2, TOKENS, WIDTH), mode="train")
+    ops = {op.op for row in train.layers for op in row.ops}
+    assert {"aten._scaled_dot_product_flash_attention_for_cpu", "aten._scaled_dot_product_flash_attention_for_cpu_backward"} <= ops
+
+
+def test_dropout_keeps_the_decomposition_as_the_cpu_does() -> None:
+    q = torch.randn(1, HEADS, TOKENS, WIDTH // HEADS)
+    with torch.device("meta"):
+        meta = q.to("meta")
+    with lowering.NativeAttentionMode():
+        assert lowering._cpu_flash_sdpa(meta, meta, meta, dropout_p=0.1) is None  # torch picks the math path
+        assert lowering._cpu_flash_sdpa(meta, meta, meta) is not None

@@ -30,13 +30,19 @@ computes the score matrix, and the decomposition is kept.
 Inputs the fused kernels do not accept (3-d inputs, nested tensors, mismatched head dimensions) keep the
 decomposition, as on the GPU.
 
-A CPU target keeps the decomposition it really runs, with one exception. In eval without grad the CPU runs
-``nn.MultiheadAttention``'s fast path: one ``aten._native_multi_head_attention`` call. The dry run's tensors are on
-the meta device, which that path refuses, so without help it records the module's slow path (some forty calls:
-projections, ``bmm``, ``_safe_softmax``, copies). For a model holding a ``MultiheadAttention``,
-:class:`NativeAttentionMode` calls the fused op where the module's own checks would have taken it (self-attention,
-batched, even heads, eval, no grad, packed projection with a bias, no mask), so the op list, the tables and the
-predictor see the call the CPU runs; its MACs are the same. With a mask the decomposition is kept.
+A CPU target keeps the decomposition it really runs, except for two fused calls the CPU makes that the dry run's
+meta tensors do not reach by themselves (:class:`NativeAttentionMode`); the op list, the
+tables and the predictor then see the call the CPU runs, and the MACs are the same:
+
+* ``nn.MultiheadAttention``'s fast path, one ``aten._native_multi_head_attention`` call. The meta device fails the
+  module's device check, so without help the dry run records its slow path (projections, ``bmm``,
+  ``_safe_softmax``, copies). The mode calls the fused op where the module's own checks would have taken it
+  (self-attention, batched, batch first, even heads, eval, no grad, packed projection with a bias, no mask). With a
+  mask the decomposition is kept.
+* ``F.scaled_dot_product_attention``: the CPU runs its flash kernel, ``aten._scaled_dot_product_flash_attention_for_cpu``,
+  where torch's backend choice (``torch._fused_sdp_choice``, asked with stand-ins of the same dtypes and flags) picks
+  it, in training as in eval; the meta device always gives the math path (``bmm``, softmax over the whole score
+  matrix).
 MACs and FLOPs of attention do not depend on the lowering (one formula, :mod:`graphprof.formulas.attention`);
 bytes and the peak of live activations do.
 
@@ -381,8 +387,40 @@ def _cpu_fast_path(
     return seq_first, weights if need_weights else None
 
 
+def _cpu_flash_sdpa(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor | None:
+    """``F.scaled_dot_product_attention`` as the CPU runs it without grad: its flash kernel
+    (``aten._scaled_dot_product_flash_attention_for_cpu``) where torch's own backend choice picks it for tensors of
+    these dtypes, mask and flags (in training too: the kernel has its backward); ``None`` (the decomposition) where
+    it picks the math path, and for grouped-query attention."""
+    if enable_gqa or query.dim() != 4 or any(t.dim() != 4 for t in (key, value)):
+        return None
+    if any(t.stride(-1) != 1 for t in (query, key, value)) or query.shape[-1] != key.shape[-1]:
+        return None
+    with _disable_current_modes():  # ask torch's chooser with one-element stand-ins of the same dtypes and flags
+        tiny = [torch.empty((1, 1, 1, t.shape[-1]), dtype=t.dtype) for t in (query, key, value)]
+        mask = None if attn_mask is None else torch.empty((1, 1, 1, 1), dtype=attn_mask.dtype)
+        choice = torch.ops.aten._fused_sdp_choice.default(*tiny, mask, dropout_p, is_causal, scale=scale)
+    if choice != torch.nn.attention.SDPBackend.FLASH_ATTENTION.value:
+        return None
+    if attn_mask is not None and attn_mask.dtype == torch.bool:  # the kernel takes an additive mask, as eager converts it
+        attn_mask = _additive(attn_mask.logical_not(), query.dtype)
+    out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+    )
+    return cast(torch.Tensor, out[0])
+
+
 class NativeAttentionMode(TorchFunctionMode):
-    """Routes ``nn.MultiheadAttention`` to the fused call the CPU runs in eval (see the module docstring)."""
+    """Routes attention to the fused calls the CPU runs in eval (see the module docstring)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -390,17 +428,19 @@ class NativeAttentionMode(TorchFunctionMode):
             fused = _cpu_fast_path(*args, **kwargs)
             if fused is not None:
                 return fused
+        elif func is F.scaled_dot_product_attention:
+            flash = _cpu_flash_sdpa(*args, **kwargs)
+            if flash is not None:
+                return flash
         return func(*args, **kwargs)
 
 
-def lowering_context(lowering: Lowering | str | None, model: nn.Module | None = None) -> contextlib.AbstractContextManager[Any]:
-    """The context to run the dry run in for ``lowering``: the fused-attention mode for CUDA; for CPU, the fast
-    path of ``nn.MultiheadAttention`` where ``model`` holds one, else nothing."""
+def lowering_context(lowering: Lowering | str | None) -> contextlib.AbstractContextManager[Any]:
+    """The context to run the dry run in for ``lowering``: the fused-attention mode of each (CUDA's kernels, or
+    the CPU's fused calls in eval)."""
     if parse_lowering(lowering) is Lowering.CUDA:
         return FusedAttentionMode()
-    if model is not None and any(isinstance(m, nn.MultiheadAttention) for m in model.modules()):
-        return NativeAttentionMode()
-    return contextlib.nullcontext()
+    return NativeAttentionMode()
 
 
 aten = torch.ops.aten
