@@ -208,6 +208,11 @@ def _sdpa(b: int, heads: int, seq: int, dim: int, dt: torch.dtype) -> Benchmark:
     return Benchmark(f"sdpa {b}x{heads}x{seq}x{dim}", dt, make)
 
 
+#: Fused attention (the CPU's flash kernel) in the grid, (batch, heads, tokens, head size), across the ranges of
+#: the adaptive grid (``_kind_grid``): batch 1-8, 3-12 heads of 32 or 64, 49-512 tokens.
+_SDPA_GRID = ((1, 12, 197, 64), (8, 12, 197, 64), (2, 6, 49, 32), (4, 3, 256, 32), (1, 12, 512, 64), (8, 6, 64, 32), (4, 12, 196, 64))
+
+
 def benchmarks(full: bool = False) -> Iterator[Benchmark]:
     """The grid: matrix products, convolutions (dense, 1x1, grouped, depthwise, stem), memory-bound ops.
 
@@ -231,17 +236,7 @@ def benchmarks(full: bool = False) -> Iterator[Benchmark]:
         yield _linear(batch, fin, fout, f32)
     for b, m, n, k in ((12, 197, 197, 64), (96, 49, 49, 32), (12, 197, 64, 197)):
         yield _bmm(b * scale, m, n, k, f32)
-    # fused attention (the CPU's flash kernel), across the ranges of the adaptive grid (``_kind_grid``): batch 1-8,
-    # 3-12 heads of 32 or 64, 49-512 tokens
-    for b, heads, seq, dim in (
-        (1, 12, 197, 64),
-        (8, 12, 197, 64),
-        (2, 6, 49, 32),
-        (4, 3, 256, 32),
-        (1, 12, 512, 64),
-        (8, 6, 64, 32),
-        (4, 12, 196, 64),
-    ):
+    for b, heads, seq, dim in _SDPA_GRID:
         yield _sdpa(b * scale, heads, seq, dim, f32)
     for x, cout, kernel, groups, stride in (
         ((1, 64, 56, 56), 64, 3, 1, 1), ((8, 64, 56, 56), 64, 3, 1, 1), ((1, 128, 28, 28), 128, 3, 1, 1),
