@@ -129,16 +129,27 @@ def test_each_target_has_its_mode() -> None:
 
 
 def test_the_predictor_prices_the_fused_call_as_its_parts_and_calibration_takes_no_sample() -> None:
+    import graphprof.devices.predict as predict_module
     from graphprof.calibrate.samples import samples_from_context
+    from graphprof.devices.opmodel import ALONE, IN_CONTEXT, call_of
     from graphprof.devices.predict import predict_ops
     from tests.test_predict_breakdown import _kind_cpu
 
     hw = _kind_cpu()
     profile = graphprof.profile_model(Encoder().eval(), input_shape=(2, TOKENS, WIDTH), mode="eval")
     record = next(op for row in profile.layers for op in row.ops if op.parts)
-    whole = predict_ops([record], "float32", hw, hw.calibration)  # type: ignore[arg-type]
-    parts = predict_ops(list(record.parts), "float32", hw, hw.calibration)  # type: ignore[arg-type]
-    assert whole[0] == pytest.approx(sum(parts), rel=1e-12) and whole[0] > 0
+    contexts: list[tuple[str, float]] = []
+
+    def spy(op: object, context: float = IN_CONTEXT) -> object:
+        contexts.append((op.op, context))  # type: ignore[attr-defined]
+        return call_of(op, context)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(predict_module, "call_of", spy)
+        whole = predict_ops([record, record.parts[0]], "float32", hw, hw.calibration)  # type: ignore[arg-type]
+    # the fused call is priced as its seven parts, each as the grid's loops ran; a call of its own, in context
+    assert contexts == [(p.op, ALONE) for p in record.parts] + [("aten.mm", IN_CONTEXT)]
+    assert whole[0] > whole[1] > 0 and call_of(record.parts[0], ALONE)[1][-2] == ALONE  # type: ignore[index]
     # a measured forward's calls, paired by name: the fused call pairs, and gives no sample
     calls = [op for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD and op.op.startswith("aten.")]
     times = SimpleNamespace(ops=[(op.op.replace("aten.", "aten::"), 1e-4) for op in calls], forward_s=1e-4 * len(calls),

@@ -227,15 +227,15 @@ def _weight_elements(kind: str, input_shapes: Sequence[Sequence[int]]) -> int:
     return math.prod(mats[-1]) if len(mats) >= 2 else 0
 
 
-def call_of(op: Any) -> tuple[str, list[float], list[float]] | None:
-    """``(kind, features, generic features)`` of an :class:`~graphprof.cost.result.OpRecord`; ``None`` for a call
-    that costs nothing (``prim.*``) or that no formula counted."""
+def call_of(op: Any, context: float = IN_CONTEXT) -> tuple[str, list[float], list[float]] | None:
+    """``(kind, features, generic features)`` of an :class:`~graphprof.cost.result.OpRecord` run where ``context``
+    says (:func:`op_features`); ``None`` for a call that costs nothing (``prim.*``) or that no formula counted."""
     kind = op_kind(op.op, op.status, op.input_shapes)
     if kind is None or op.status is OpStatus.UNSUPPORTED:
         return None
     flops = float(op.cost.flops) * float(op.work_fraction)
     nbytes = float(op.cost.bytes_moved)
-    features = op_features(kind, flops, nbytes, op.input_shapes, op.output_shapes)
+    features = op_features(kind, flops, nbytes, op.input_shapes, op.output_shapes, context)
     return kind, features, features[:2]
 
 

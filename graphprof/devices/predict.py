@@ -48,7 +48,7 @@ from typing import Any
 from graphprof.base.choices import OpStatus
 from graphprof.base.record import Record
 from graphprof.devices.hardware import Hardware
-from graphprof.devices.opmodel import Interval, OpModel, call_of, op_kind
+from graphprof.devices.opmodel import ALONE, IN_CONTEXT, Interval, OpModel, call_of, op_kind
 from graphprof.devices.table import Calibration
 
 __all__ = [
@@ -220,21 +220,24 @@ def _op_model_seconds(
     the first touch of its large outputs where the model measured it; all of it times ``speed``, the machine's
     speed now against the calibration's (:attr:`~graphprof.devices.table.Calibration.speed`), the roofline bound
     aside."""
-    priced = [part for op in ops for part in (getattr(op, "parts", ()) or (op,))]  # a fused CPU kernel as the calls it makes
-    calls = [call_of(op) for op in priced]
+    # a fused CPU kernel as the calls it makes, each priced as the loop's samples ran (ALONE): back to back in one
+    # kernel, on operands the call before just wrote, with no module call or Python between them
+    priced = [(part, ALONE if parts else IN_CONTEXT) for op in ops for parts in [getattr(op, "parts", ())] for part in (parts or (op,))]
+    calls = [call_of(op, context) for op, context in priced]
     known = [(i, c) for i, c in enumerate(calls) if c is not None]
     predicted = model.predict([c for _, c in known])
     ranges = model.beyond_range([c for _, c in known])
     out = [(0.0, 0.0, 0.0, 0.0, 0.0)] * len(priced)
     peak = hardware.peak_flops(dtype)
     for (i, _), (t, lo, hi), (far, near) in zip(known, predicted, ranges, strict=True):
-        op = priced[i]
+        op = priced[i][0]
         bound = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth)
         held = speed * (t if near is None else _held(t, bound, near, dtype, hardware))
         out[i] = (max(held, bound), lo, hi, max(speed * t, bound), far)
     # the first touch of large outputs: every aten call's, one without a kind's included
     each = [
-        (t + (x := speed * model.extra_seconds(op)), lo, hi, law + x, far) for op, (t, lo, hi, law, far) in zip(priced, out, strict=True)
+        (t + (x := speed * model.extra_seconds(op)), lo, hi, law + x, far)
+        for (op, _), (t, lo, hi, law, far) in zip(priced, out, strict=True)
     ]
     return _per_op(ops, each)
 
