@@ -55,9 +55,11 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -314,93 +316,84 @@ def _fused_mha_forward(
     return F.linear(out, out_proj_weight, out_proj_bias).view(q_len, batch, embed_dim), None
 
 
-class FusedAttentionMode(TorchFunctionMode):
-    """Routes attention to the fused kernels a CUDA GPU runs (see the module docstring)."""
+class _RoutingMode(TorchFunctionMode):
+    """A mode that hands each function of :attr:`routes` to its lowering, and runs the function itself where the
+    lowering declines (returns ``None``) or none is named."""
+
+    routes: Mapping[Any, Callable[..., Any]] = MappingProxyType({})
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        if func is F.scaled_dot_product_attention:
-            out = _fused_sdpa(*args, **kwargs)
-            if out is not None:
-                return out
-        elif func is F.multi_head_attention_forward:
-            lowered = _fused_mha_forward(*args, **kwargs)
-            if lowered is not None:
-                return lowered
-        elif func is torch._native_multi_head_attention:
-            result = _fused_native_mha(*args, **kwargs)
-            if result is not None:
-                return result
-        return func(*args, **kwargs)
+        lowered = self.routes.get(func)
+        out = None if lowered is None else lowered(*args, **kwargs)
+        return func(*args, **kwargs) if out is None else out
 
 
-def _cpu_fast_path(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    embed_dim: int,
-    num_heads: int,
-    in_proj_weight: torch.Tensor | None,
-    in_proj_bias: torch.Tensor | None,
-    bias_k: torch.Tensor | None,
-    bias_v: torch.Tensor | None,
-    add_zero_attn: bool,
-    dropout_p: float,
-    out_proj_weight: torch.Tensor,
-    out_proj_bias: torch.Tensor | None,
-    training: bool = True,
-    key_padding_mask: torch.Tensor | None = None,
-    need_weights: bool = True,
-    attn_mask: torch.Tensor | None = None,
-    use_separate_proj_weight: bool = False,
-    *args: Any,
-    average_attn_weights: bool = True,
-    is_causal: bool = False,
-    **_: Any,
-) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+class FusedAttentionMode(_RoutingMode):
+    """Routes attention to the fused kernels a CUDA GPU runs (see the module docstring)."""
+
+    routes = MappingProxyType({
+        F.scaled_dot_product_attention: _fused_sdpa, F.multi_head_attention_forward: _fused_mha_forward,
+        torch._native_multi_head_attention: _fused_native_mha,
+    })  # fmt: skip
+
+
+#: ``F.multi_head_attention_forward``'s parameters, to read a call's arguments by name
+_MHA_FORWARD = inspect.signature(F.multi_head_attention_forward)
+
+
+def _cpu_fast_path(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """``F.multi_head_attention_forward`` (sequence first) as ``nn.MultiheadAttention``'s CPU fast path runs it,
     where the module's own checks would have taken that path; ``None`` where they would not (or a mask is given)."""
-    tensors = [t for t in (query, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias) if t is not None]
+    call = _MHA_FORWARD.bind(*args, **kwargs)
+    call.apply_defaults()
+    a = call.arguments
+    query, w, b, out_w, out_b = a["query"], a["in_proj_weight"], a["in_proj_bias"], a["out_proj_weight"], a["out_proj_bias"]
+    tensors = [t for t in (query, w, b, out_w, out_b) if t is not None]
     taken = (
         torch.backends.mha.get_fastpath_enabled()
-        and query.dim() == 3 and query is key and key is value
+        and query.dim() == 3 and query is a["key"] and a["key"] is a["value"]
         and query.transpose(0, 1).is_contiguous()  # the module was batch_first (it transposed a batch-first input)
-        and in_proj_weight is not None and in_proj_bias is not None and out_proj_bias is not None and not use_separate_proj_weight
-        and query.dtype == in_proj_weight.dtype == in_proj_bias.dtype
-        and not training and num_heads % 2 == 0
-        and bias_k is None and bias_v is None and not add_zero_attn
-        and key_padding_mask is None and attn_mask is None and not is_causal
+        and w is not None and b is not None and out_b is not None and not a["use_separate_proj_weight"]
+        and query.dtype == w.dtype == b.dtype
+        and not a["training"] and a["num_heads"] % 2 == 0
+        and a["bias_k"] is None and a["bias_v"] is None and not a["add_zero_attn"]
+        and a["key_padding_mask"] is None and a["attn_mask"] is None and not a["is_causal"]
         and not torch.is_autocast_enabled()
         and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
     )  # fmt: skip
     if not taken:
         return None
-    assert in_proj_weight is not None and in_proj_bias is not None and out_proj_bias is not None
     with _disable_current_modes():  # the fused call reads the module's batch-first input: these views are not ops it runs
         batch_first = query.transpose(0, 1)
     out, weights = torch._native_multi_head_attention(
-        batch_first, batch_first, batch_first, embed_dim, num_heads, in_proj_weight, in_proj_bias,
-        out_proj_weight, out_proj_bias, None, need_weights, average_attn_weights,
+        batch_first, batch_first, batch_first, a["embed_dim_to_check"], a["num_heads"], w, b, out_w, out_b, None,
+        a["need_weights"], a["average_attn_weights"],
     )  # fmt: skip
     with _disable_current_modes():
         seq_first = out.transpose(0, 1)
-    return seq_first, weights if need_weights else None
+    return seq_first, weights if a["need_weights"] else None
 
 
-def _cpu_flash_sdpa(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-) -> torch.Tensor | None:
-    """``F.scaled_dot_product_attention`` as the CPU runs it without grad: its flash kernel
+class _SdpaCall(NamedTuple):
+    """The arguments of ``F.scaled_dot_product_attention``, by position or by name as a call gave them."""
+
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    attn_mask: torch.Tensor | None = None
+    dropout_p: float = 0.0
+    is_causal: bool = False
+    scale: float | None = None
+    enable_gqa: bool = False
+
+
+def _cpu_flash_sdpa(*args: Any, **kwargs: Any) -> torch.Tensor | None:
+    """``F.scaled_dot_product_attention`` as the CPU runs it: its flash kernel
     (``aten._scaled_dot_product_flash_attention_for_cpu``) where torch's own backend choice picks it for tensors of
     these dtypes, mask and flags (in training too: the kernel has its backward); ``None`` (the decomposition) where
     it picks the math path, and for grouped-query attention."""
+    query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa = _SdpaCall(*args, **kwargs)
     if enable_gqa or query.dim() != 4 or any(t.dim() != 4 for t in (key, value)):
         return None
     if any(t.stride(-1) != 1 for t in (query, key, value)) or query.shape[-1] != key.shape[-1]:
@@ -419,20 +412,10 @@ def _cpu_flash_sdpa(
     return cast(torch.Tensor, out[0])
 
 
-class NativeAttentionMode(TorchFunctionMode):
-    """Routes attention to the fused calls the CPU runs in eval (see the module docstring)."""
+class NativeAttentionMode(_RoutingMode):
+    """Routes attention to the fused calls the CPU runs (see the module docstring)."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
-        if func is F.multi_head_attention_forward:
-            fused = _cpu_fast_path(*args, **kwargs)
-            if fused is not None:
-                return fused
-        elif func is F.scaled_dot_product_attention:
-            flash = _cpu_flash_sdpa(*args, **kwargs)
-            if flash is not None:
-                return flash
-        return func(*args, **kwargs)
+    routes = MappingProxyType({F.multi_head_attention_forward: _cpu_fast_path, F.scaled_dot_product_attention: _cpu_flash_sdpa})
 
 
 def lowering_context(lowering: Lowering | str | None) -> contextlib.AbstractContextManager[Any]:
