@@ -41,14 +41,11 @@ def test_macs_equal_flop_counter_mode(name):
     model = resolved.model.eval()
     profile = graphprof.profile_model(model, example_inputs=resolved.args, example_kwargs=resolved.kwargs)
     fused = any(op.op == "aten._native_multi_head_attention" for _, op in profile.iter_ops())
-    reference = flop_counter_macs(model, resolved.args, resolved.kwargs)
-    if not fused:
-        assert profile.total_macs == reference
-        return
-    # FlopCounterMode misses the fused kernel: it sees fewer MACs than graphprof ...
-    assert reference < profile.total_macs
-    # ... and exactly graphprof's number once the same products run as separate matmuls.
+    # FlopCounterMode does not count the fused MHA kernel, which graphprof's CPU dry run records where the eager
+    # forward runs it (the ViTs): it is held against the same products run as separate matmuls, the fast path off
+    # (on this meta-device model it is off in effect anyway: the module refuses the meta device)
     assert flop_counter_macs(model, resolved.args, resolved.kwargs, fastpath=False) == profile.total_macs
+    assert fused == name.startswith("vit_")  # the torchvision models built on nn.MultiheadAttention
 
 
 def test_llama_macs_equal_analytic_count():
