@@ -168,9 +168,12 @@ def test_parts_only_for_known_forward_forms() -> None:
     pw, pb = TensorMeta((WIDTH, WIDTH), f32), TensorMeta((WIDTH,), f32)
     func = torch.ops.aten._native_multi_head_attention.default
     args = (x, x, x, WIDTH, HEADS, w, b, pw, pb)
-    assert len(fused_parts(OpCall(func, args, {}, x, Phase.FORWARD), op_record)) == 7
-    assert fused_parts(OpCall(func, (*args, TensorMeta((TOKENS, TOKENS), torch.bool)), {}, x, Phase.FORWARD), op_record) == ()
+    # as the module's fast path calls it: no mask, no weights (the schema's default returns them)
+    assert len(fused_parts(OpCall(func, (*args, None, False), {}, x, Phase.FORWARD), op_record)) == 7
+    assert len(fused_parts(OpCall(func, args, {"need_weights": False}, x, Phase.FORWARD), op_record)) == 7
+    assert fused_parts(OpCall(func, (*args, TensorMeta((TOKENS, TOKENS), torch.bool), False), {}, x, Phase.FORWARD), op_record) == ()
     assert fused_parts(OpCall(func, args, {"need_weights": True}, x, Phase.FORWARD), op_record) == ()
+    assert fused_parts(OpCall(func, args, {}, x, Phase.FORWARD), op_record) == ()  # need_weights defaults to True
     assert fused_parts(OpCall(torch.ops.aten.mm.default, (pw, pw), {}, pw, Phase.FORWARD), op_record) == ()
 
 

@@ -26,6 +26,7 @@ on 12 x 197 x 197, ``bmm`` 12 x 197 x 197 x 64 (29.8 M), ``clone`` of 197 x 12 x
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 
@@ -53,16 +54,34 @@ def _transposed(t: TensorMeta) -> TensorMeta:
     return TensorMeta((cols, rows), t.dtype, (1, cols))
 
 
+class _NativeMha(NamedTuple):
+    """The arguments of ``aten._native_multi_head_attention``, by position or by name, with its schema's defaults."""
+
+    query: Any
+    key: Any
+    value: Any
+    embed_dim: int
+    num_head: int
+    qkv_weight: Any
+    qkv_bias: Any
+    proj_weight: Any
+    proj_bias: Any
+    mask: Any = None
+    need_weights: bool = True
+    average_attn_weights: bool = True
+    mask_type: int | None = None
+
+
 def _native_mha(call: OpCall) -> list[OpCall] | None:
     """The CPU kernel's calls for self-attention without a mask or returned weights (the form
     ``nn.MultiheadAttention`` takes in a vision or text encoder), else ``None``."""
-    query, key, value, _, heads, qkv_weight, qkv_bias, proj_weight, proj_bias, *rest = (*call.args, None, False)
-    mask, need_weights = rest[0], bool(rest[1]) if len(rest) > 1 else False
-    if call.kwargs.get("mask") is not None or call.kwargs.get("need_weights") or mask is not None or need_weights:
+    a = _NativeMha(*call.args, **call.kwargs)
+    query, heads, qkv_weight, qkv_bias, proj_weight, proj_bias = a.query, a.num_head, a.qkv_weight, a.qkv_bias, a.proj_weight, a.proj_bias
+    if a.mask is not None or a.need_weights:
         return None
-    if not all(isinstance(t, TensorMeta) for t in (query, key, value, qkv_weight, qkv_bias, proj_weight)) or query.ndim != 3:
+    if not all(isinstance(t, TensorMeta) for t in (query, a.key, a.value, qkv_weight, qkv_bias, proj_weight)) or query.ndim != 3:
         return None
-    if query.shape != key.shape or key.shape != value.shape or not isinstance(heads, int) or heads < 1:
+    if query.shape != a.key.shape or a.key.shape != a.value.shape or not isinstance(heads, int) or heads < 1:
         return None
     batch, tokens, width = query.shape
     head, dt, rows = width // heads, query.dtype, batch * tokens

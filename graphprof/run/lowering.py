@@ -420,7 +420,7 @@ class NativeAttentionMode(_RoutingMode):
 
 def lowering_context(lowering: Lowering | str | None) -> contextlib.AbstractContextManager[Any]:
     """The context to run the dry run in for ``lowering``: the fused-attention mode of each (CUDA's kernels, or
-    the CPU's fused calls in eval)."""
+    the fused calls the CPU makes)."""
     if parse_lowering(lowering) is Lowering.CUDA:
         return FusedAttentionMode()
     return NativeAttentionMode()
