@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         raw = json.loads(args.fit.read_text())
     table = fit(raw, args.preset)
-    out = args.out or ROOT / "graphprof" / "calibration" / f"{args.preset}.json"
+    out = args.out or ROOT / "graphprof" / "devices" / "calibration" / f"{args.preset}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n")
     acc = table["accuracy"]

@@ -3,6 +3,8 @@ checked against the analytic figures, and the process group left as found."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -18,9 +20,20 @@ from graphprof_cli.main import app
 def test_the_spec_is_parsed_once_and_a_bad_one_is_one_line() -> None:
     assert str(parse_shard("FSDP:64")) == "fsdp:64"
     assert str(parse_shard("tp:8,fsdp:4")) == "fsdp:4,tp:8" and parse_shard("fsdp:4, tp:8").world == 32
-    for bad in ("fsdp", "pp:4", "fsdp:1", "fsdp:x", "fsdp:²", "fsdp:99999999", "tp:2,tp:4", "fsdp:4,", "fsdp:512,tp:256"):
+    for bad in ("fsdp", "pp:4", "fsdp:0", "tp:1", "fsdp:1,tp:2", "fsdp:x", "fsdp:²", "fsdp:99999999", "tp:2,tp:4", "fsdp:4,", "fsdp:512,tp:256"):
         with pytest.raises(InvalidInputError, match="sharding"):
             parse_shard(bad)
+    one = parse_shard("fsdp:1")  # one GPU, unsharded: what torchtitan runs on a single device
+    assert (str(one), one.world, one.strategy) == ("fsdp:1", 1, "")
+
+
+def test_one_rank_holds_the_whole_model_and_sends_nothing() -> None:
+    p = shard_profile(Blocks(depth=3, head=10), "fsdp:1", input_shape=(4, 64), hardware="h100")
+    assert p.shard == "fsdp:1" and p.world == 1
+    assert p.rank.param_bytes == p.analytic.param_bytes == 99_914 * 4  # 3 x 33,088 + 650 parameters in float32
+    assert (p.rank.all_gather_bytes, p.rank.reduce_scatter_bytes, p.rank.all_gather_calls) == (0, 0, 0)
+    assert p.step is not None and p.step.breakdown.communication_s == 0.0 and p.step.communication_total_s == 0.0
+    assert p.step.time_s == pytest.approx(sum(dataclasses.astuple(p.step.breakdown)))
 
 
 @pytest.mark.parametrize("world", [2, 8, pytest.param(1024, marks=pytest.mark.slow)])

@@ -74,7 +74,7 @@ def shard_command(
         typer.Argument(
             metavar="STRATEGY:RANKS",
             help="How the training step is sharded, on a fake process group: fsdp:64 is FSDP2 over 64 ranks, "
-            "tp:8 tensor parallelism (DTensor) over 8, fsdp:8,tp:8 both over 64; "
+            "tp:8 tensor parallelism (DTensor) over 8, fsdp:8,tp:8 both over 64, fsdp:1 one GPU unsharded; "
             "with --fits, fsdp:auto finds the fewest FSDP ranks that fit --hardware.",
         ),
     ],

@@ -27,8 +27,8 @@ class ShardSpec:
     ``fsdp``: FSDP2's ``fully_shard``, parameters, gradients and optimizer state split over data-parallel
     ranks; ``tp``: DTensor's tensor parallelism, each planned linear layer split column- or row-wise.
 
-    >>> str(ShardSpec(fsdp=4, tp=2)), ShardSpec(fsdp=4, tp=2).world, ShardSpec(tp=8).strategy
-    ('fsdp:4,tp:2', 8, 'tp')
+    >>> str(ShardSpec(fsdp=4, tp=2)), ShardSpec(fsdp=4, tp=2).world, ShardSpec(tp=8).strategy, str(ShardSpec())
+    ('fsdp:4,tp:2', 8, 'tp', 'fsdp:1')
     """
 
     fsdp: int = 1
@@ -44,6 +44,8 @@ class ShardSpec:
         return ",".join(name for name in STRATEGIES if getattr(self, name) > 1)
 
     def __str__(self) -> str:
+        if self.world == 1:  # one rank: the step unsharded, as torchtitan runs on one GPU
+            return "fsdp:1"
         return ",".join(f"{name}:{getattr(self, name)}" for name in STRATEGIES if getattr(self, name) > 1)
 
 
@@ -58,8 +60,8 @@ def _degree(text: str, part: str) -> tuple[str, int]:
         )
     if not count.isascii() or not count.isdigit():
         raise InvalidInputError(f"sharding {text!r}: the number of ranks must be a whole number ({_EXAMPLE})")
-    if int(count) < 2:
-        raise InvalidInputError(f"sharding {text!r}: each parallelism over at least 2 ranks")
+    if int(count) < 1 or int(count) == 1 and (strategy != "fsdp" or "," in text):
+        raise InvalidInputError(f"sharding {text!r}: each parallelism over at least 2 ranks (fsdp:1 alone: one GPU, unsharded)")
     return strategy, int(count)
 
 
@@ -74,7 +76,7 @@ def parse_shard(text: str) -> ShardSpec:
         degrees[strategy] = count
     spec = ShardSpec(**degrees)
     if spec.world > MAX_WORLD:
-        raise InvalidInputError(f"sharding {text!r}: between 2 and {MAX_WORLD} ranks in all")
+        raise InvalidInputError(f"sharding {text!r}: at most {MAX_WORLD} ranks in all")
     return spec
 
 
