@@ -125,12 +125,55 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     torch.cuda.reset_peak_memory_stats()
     times = [_synced(step) for _ in range(args.iters)]
     params = sum(p.numel() for p in model.parameters())
+    kernels = _profiled(step) if args.profile else None
     return {"job": "train", "shape": args.shape, "spec": graphprof_spec(args.shape), "batch": args.batch, "seq": args.seq,
             "compile": args.compile, "checkpoint": args.checkpoint, "params": params, "tokens_per_step": args.batch * args.seq,
             "step_s_median": statistics.median(times), "step_s_min": min(times), "step_s_max": max(times), "steps_s": times,
             "warmup_s": warm, "setup_and_warmup_s": time.perf_counter() - t0,
             "tokens_per_s": args.batch * args.seq / statistics.median(times),
-            "peak_allocated_bytes": torch.cuda.max_memory_allocated()}  # fmt: skip
+            "peak_allocated_bytes": torch.cuda.max_memory_allocated(), **({"kernels": kernels} if kernels else {})}  # fmt: skip
+
+
+#: Kernel classes by name (first match wins), for the profiled step's summary.
+_CLASSES = (
+    ("nccl", ("nccl",)),
+    ("attention", ("flash", "fmha", "attention", "cudnn_sdpa")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "sm90_", "cublas", "wgmma")),
+    ("optimizer", ("multi_tensor_apply", "adam")),
+    ("copy_cast", ("copy", "cast", "fill", "memcpy", "memset", "cat")),
+    ("reduction_norm", ("reduce", "norm", "softmax", "nll", "cross_entropy", "sum")),
+    ("elementwise", ("elementwise", "vectorized", "triton", "unrolled", "index", "embedding", "gather", "scatter")),
+)
+
+
+def _class_of(name: str) -> str:
+    low = name.lower()
+    return next((klass for klass, keys in _CLASSES if any(k in low for k in keys)), "other")
+
+
+def _profiled(step: Any) -> dict[str, Any]:
+    """One step under torch.profiler: its wall time, the device time of its kernels by class, and the largest kernels."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        wall = _synced(step)
+    by_class: dict[str, list[float]] = {}
+    rows = []
+    for event in prof.key_averages():
+        device_us = getattr(event, "self_device_time_total", 0.0) or 0.0
+        if device_us <= 0 or event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        klass = _class_of(event.key)
+        total = by_class.setdefault(klass, [0.0, 0])
+        total[0] += device_us / 1e6
+        total[1] += event.count
+        rows.append((device_us / 1e6, event.count, klass, event.key[:120]))
+    rows.sort(reverse=True)
+    busy = sum(v[0] for v in by_class.values())
+    return {"profiled_wall_s": wall, "kernel_s": busy, "classes": {k: {"s": v[0], "count": v[1]} for k, v in sorted(by_class.items())},
+            "top": [{"s": s_, "count": c, "class": k, "name": n} for s_, c, k, n in rows[:40]]}  # fmt: skip
 
 
 class _Clock:
@@ -198,14 +241,19 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--checkpoint", choices=("none", "full"), default="none")
     t.add_argument("--warmup", type=int, default=3)
     t.add_argument("--iters", type=int, default=10)
+    t.add_argument("--profile", action="store_true", help="and one more step under torch.profiler: kernel time by class")
     d = sub.add_parser("decode")
     d.add_argument("--shape", choices=sorted(SHAPES), default="8b")
     d.add_argument("--prompt", type=int, default=1024)
     d.add_argument("--new", type=int, default=256)
     d.add_argument("--compile", action="store_true")
-    d.add_argument("--compile-how", choices=("auto", "manual", "no-trees"), default="auto",
-                   help="auto: generate compiles its decoding forward itself (static cache); manual: torch.compile(forward, "
-                   "mode='reduce-overhead'); no-trees: manual with CUDA-graph trees off")
+    d.add_argument(
+        "--compile-how",
+        choices=("auto", "manual", "no-trees"),
+        default="auto",
+        help="auto: generate compiles its decoding forward itself (static cache); manual: torch.compile(forward, "
+        "mode='reduce-overhead'); no-trees: manual with CUDA-graph trees off",
+    )
     for p in (t, d):
         p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")) / "gpu_step.jsonl")
         p.add_argument("--spec", action="store_true", help="print the graphprof spec of --shape and exit")

@@ -20,7 +20,19 @@ from graphprof_cli.main import app
 def test_the_spec_is_parsed_once_and_a_bad_one_is_one_line() -> None:
     assert str(parse_shard("FSDP:64")) == "fsdp:64"
     assert str(parse_shard("tp:8,fsdp:4")) == "fsdp:4,tp:8" and parse_shard("fsdp:4, tp:8").world == 32
-    for bad in ("fsdp", "pp:4", "fsdp:0", "tp:1", "fsdp:1,tp:2", "fsdp:x", "fsdp:²", "fsdp:99999999", "tp:2,tp:4", "fsdp:4,", "fsdp:512,tp:256"):
+    for bad in (
+        "fsdp",
+        "pp:4",
+        "fsdp:0",
+        "tp:1",
+        "fsdp:1,tp:2",
+        "fsdp:x",
+        "fsdp:²",
+        "fsdp:99999999",
+        "tp:2,tp:4",
+        "fsdp:4,",
+        "fsdp:512,tp:256",
+    ):
         with pytest.raises(InvalidInputError, match="sharding"):
             parse_shard(bad)
     one = parse_shard("fsdp:1")  # one GPU, unsharded: what torchtitan runs on a single device

@@ -236,6 +236,11 @@ def test_the_optimizer_streams_seven_shards(dry: tuple[object, ShardSpec, object
     assert _price(dry, master_dtype=None).breakdown.optimizer_s == pytest.approx(expected, rel=1e-12)  # type: ignore[attr-defined]
     expected = table.memory_seconds(7 * 2 * step.shard_bytes, H100.bandwidth) / rate  # type: ignore[attr-defined]
     assert _price(dry).breakdown.optimizer_s == pytest.approx(expected, rel=1e-12)  # type: ignore[attr-defined]
+    # torch.optim.AdamW's own default on CUDA: one pass a _foreach op, 20 element reads and writes (steptime's count)
+    expected = table.memory_seconds(20 * 2 * step.shard_bytes, H100.bandwidth) / rate  # type: ignore[attr-defined]
+    assert _price(dry, adamw="foreach").breakdown.optimizer_s == pytest.approx(expected, rel=1e-12)  # type: ignore[attr-defined]
+    with pytest.raises(InvalidInputError, match="AdamW implementation"):
+        _price(dry, adamw="sgd")
 
 
 def test_a_float32_reduce_scatter_moves_twice_the_bf16_bytes(dry: tuple[object, ShardSpec, object, list[str]]) -> None:

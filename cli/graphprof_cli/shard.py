@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from graphprof.base.choices import ActivationCheckpoint, Optimizer
+from graphprof.base.choices import ActivationCheckpoint, AdamWImpl, Optimizer
 from graphprof_cli import options as opt
 from graphprof_cli.common import flag, request_from, run_guarded
 from graphprof_cli.request import CommonOptions
@@ -65,6 +65,7 @@ class ShardRequest(CommonOptions):
     checkpoint: str = "none"
     gpus_per_node: int = 8
     compile: bool = False
+    adamw: str = "fused"
 
 
 def shard_command(
@@ -110,6 +111,13 @@ def shard_command(
     compile: Annotated[  # noqa: A002 - the option's name
         bool, flag("--compile", help="Price the step as torch.compile runs it: element-wise chains fused, CUDA graphs.")
     ] = False,
+    adamw: Annotated[
+        AdamWImpl,
+        typer.Option(
+            "--adamw",
+            help="AdamW's implementation (the step time): fused (torchtitan's default) or foreach (torch.optim.AdamW's own default).",
+        ),
+    ] = AdamWImpl.FUSED,
     debug: opt.DebugOption = False,
 ) -> None:
     """One rank of a sharded training step: its memory, FLOPs and collective bytes beside the analytic figures,
@@ -177,7 +185,8 @@ def run_shard(req: ShardRequest) -> None:
     spec, hardware, target = run_guarded(lambda: _checked(req), req.debug)
     console = make_console(req.width, stderr=target is not None and target.to_stdout)
     options = {"batch_size": req.batch_size, "input_shape": req.input_shape, "dtype": req.dtype}
-    timing = StepOptions(grad_accum=req.grad_accum, checkpoint=str(req.checkpoint), gpus_per_node=req.gpus_per_node, compiled=req.compile)
+    timing = StepOptions(grad_accum=req.grad_accum, checkpoint=str(req.checkpoint), gpus_per_node=req.gpus_per_node, compiled=req.compile,
+                         adamw=str(req.adamw))  # fmt: skip
     with console.status(f"sharding {req.model} as {spec} ...", spinner="dots"):
         result = run_guarded(
             lambda: shard_profile(req.model, spec, hardware=hardware, timing=timing, seq_len=_seq_len(req.seq_len), **options), req.debug

@@ -20,12 +20,12 @@ from graphprof.errors import InvalidInputError
 
 __all__ = [
     "Choice", "Mode", "Capture", "WarmUp", "Method", "Lowering", "Execution", "Phase", "OpStatus", "Objective", "OutputFormat",
-    "Reference", "SweepAxis", "Optimizer", "KVCache", "ActivationCheckpoint", "OPTIMIZER_STATE_TENSORS",
+    "Reference", "SweepAxis", "Optimizer", "AdamWImpl", "KVCache", "ActivationCheckpoint", "OPTIMIZER_STATE_TENSORS",
 ]  # fmt: skip
 
 
 #: How an error names a choice whose class name does not read as words.
-_WHAT = {"WarmUp": "warm-up policy", "SweepAxis": "sweep axis", "OpStatus": "op status", "KVCache": "KV cache",
+_WHAT = {"WarmUp": "warm-up policy", "AdamWImpl": "AdamW implementation", "SweepAxis": "sweep axis", "OpStatus": "op status", "KVCache": "KV cache",
          "ActivationCheckpoint": "activation checkpointing"}  # fmt: skip
 
 
@@ -180,6 +180,14 @@ class Optimizer(Choice):
 
     SGD = "sgd"
     ADAMW = "adamw"
+
+
+class AdamWImpl(Choice):
+    """AdamW's implementation in a priced training step (``graphprof shard --adamw``): one fused kernel
+    (torchtitan's default) or a ``_foreach`` op per stage (``torch.optim.AdamW``'s own default on CUDA)."""
+
+    FUSED = "fused"
+    FOREACH = "foreach"
 
 
 class KVCache(Choice):

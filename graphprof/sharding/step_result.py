@@ -23,7 +23,9 @@ class StepOptions:
     chains fused, CUDA graphs: no launch cost on the host); ``reduce_dtype``: the dtype FSDP2 reduce-scatters
     gradients in (``MixedPrecisionPolicy.reduce_dtype``; torchtitan's default ``float32``); ``master_dtype``:
     the dtype the sharded parameters, their gradients and AdamW's moments are kept in (torchtitan keeps
-    ``float32`` and casts to the compute dtype for the all-gather); ``None`` for either: the compute dtype."""
+    ``float32`` and casts to the compute dtype for the all-gather); ``None`` for either: the compute dtype;
+    ``adamw``: AdamW's implementation, ``fused`` (one kernel over the shard: torchtitan's default) or ``foreach``
+    (``torch.optim.AdamW``'s own default on CUDA: a pass over the shard per ``_foreach`` op)."""
 
     grad_accum: int = 1
     checkpoint: str = "none"
@@ -31,6 +33,7 @@ class StepOptions:
     compiled: bool = False
     reduce_dtype: str | None = "float32"
     master_dtype: str | None = "float32"
+    adamw: str = "fused"
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,13 @@ from graphprof.sharding.timeline import BLOCKING, GATHER, KERNEL, SCATTER, Item,
 
 __all__ = ["price_step", "step_items", "with_recompute", "ADAMW_PASSES", "Z80"]
 
-#: AdamW's fused step per parameter element: reads parameter, gradient, two moments; writes parameter, moments.
-ADAMW_PASSES = 7
+#: AdamW's step, passes over the shard per parameter element (each an element of the master dtype read or
+#: written). ``fused``: one kernel reads parameter, gradient and two moments and writes parameter and moments
+#: (4 + 3). ``foreach`` (torch.optim.AdamW's default on CUDA, not capturable): weight decay ``_foreach_mul_``
+#: (2), ``_foreach_lerp_`` of the first moment (3), ``_foreach_mul_`` and ``_foreach_addcmul_`` of the second
+#: (2 + 3), ``_foreach_sqrt`` (2), ``_foreach_div_`` and ``_foreach_add_`` of the denominator (2 + 2),
+#: ``_foreach_addcdiv_`` into the parameter (4): 20.
+ADAMW_PASSES = {"fused": 7, "foreach": 20}
 #: The z-score of the 90% quantile of a normal (an 80% interval is +-1.2816 sigma); a median absolute error is 0.6745 sigma.
 Z80, MEDIAN_ABS_Z = 1.2815515655446004, 0.6744897501960817
 _NETWORK = {"c10d._allgather_base_": (GATHER, "all_gather"), "c10d._reduce_scatter_base_": (SCATTER, "reduce_scatter"),
@@ -208,9 +213,11 @@ def _dtype_scale(dtype: str | None, run: str) -> float:
     return 1.0 if wanted is None or compute is None else wanted.itemsize / compute.itemsize
 
 
-def _optimizer_seconds(p: _Pricing, shard_bytes: float) -> float:
+def _optimizer_seconds(p: _Pricing, shard_bytes: float, implementation: str) -> float:
+    if implementation not in ADAMW_PASSES:
+        raise InvalidInputError(f"AdamW implementation {implementation!r}: one of {', '.join(ADAMW_PASSES)}")
     rate = p.table.rates_for(p.dtype, "elementwise")
-    return p.table.memory_seconds(ADAMW_PASSES * shard_bytes, p.hardware.bandwidth) / rate.memory_fraction
+    return p.table.memory_seconds(ADAMW_PASSES[implementation] * shard_bytes, p.hardware.bandwidth) / rate.memory_fraction
 
 
 def _model_flops(plain: Any) -> tuple[float, float, int] | None:
@@ -244,7 +251,7 @@ def price_step(step: StepRecord, spec: ShardSpec, hardware: Hardware, plain: Any
     items = with_recompute(step_items(step, p, blocks), policy)
     overlap = p.table.overlap
     mid, low, high = (simulate(items, overlap, s) for s in (None, _class_scales(p.table, -1.0), _class_scales(p.table, 1.0)))
-    optimizer = _optimizer_seconds(p, step.shard_bytes * _dtype_scale(options.master_dtype, plain.dtype))
+    optimizer = _optimizer_seconds(p, step.shard_bytes * _dtype_scale(options.master_dtype, plain.dtype), options.adamw)
     ga = options.grad_accum
     extra = step_physics(items, mid, hardware)
     breakdown = TimeBreakdown(ga * mid.compute_s, ga * mid.recompute_s, ga * mid.communication_s, optimizer, ga * mid.host_s,
@@ -280,7 +287,8 @@ def _notes(p: _Pricing, policy: ActivationCheckpoint, options: StepOptions, deri
         "collectives: NCCL's ring (and, for all-reduce across nodes, tree) cost at the datasheet bandwidth, no efficiency "
         "fitted; FSDP prefetch hides each all-gather under the previous unit's compute, tensor-parallel all-reduces block",
         f"mixed precision: gradients reduce-scattered in {options.reduce_dtype or p.dtype}, parameters and AdamW's moments "
-        f"kept in {options.master_dtype or p.dtype} (torchtitan's FSDP2 defaults: float32 for both)",
+        f"kept in {options.master_dtype or p.dtype} (torchtitan's FSDP2 defaults: float32 for both); AdamW {options.adamw}, "
+        f"{ADAMW_PASSES[options.adamw]} passes over the shard",
         "interval: 80%, from the kernel table's per-class median error (each class errs as one); communication taken as exact",
         "MFU: model FLOPs (causal attention as the triangle, train = 3 x forward) x tokens/s / dense bf16 peak; "
         "mfu_full_square counts attention over the full square, as many published MFUs do; HFU: the FLOPs the kernels execute, recomputation included",

@@ -44,7 +44,8 @@ def fake_world(spec: ShardSpec) -> Iterator[Meshes]:
 
     if dist.is_initialized():
         raise InvalidInputError("a torch.distributed process group already exists in this process: shard in a fresh one")
-    dims = {name: size for name, size in (("dp", spec.fsdp), ("tp", spec.tp)) if size > 1}
+    # fsdp:1 is FSDP2 on a one-rank group (a single GPU running FSDP2 code: its casts and copies, no traffic)
+    dims = {name: size for name, size in (("dp", spec.fsdp), ("tp", spec.tp)) if size > 1 or spec.world == 1 and name == "dp"}
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=spec.world)
     try:
         mesh = init_device_mesh("cpu", tuple(dims.values()), mesh_dim_names=tuple(dims))
