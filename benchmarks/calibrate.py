@@ -11,6 +11,8 @@ Two modes:
   file written by ``--measure``)::
 
       python benchmarks/calibrate.py --preset h100 --fit ../shared/calibration/h100_ops.json
+      python benchmarks/calibrate.py --preset h200 --fit benchmarks/results/h200_ops_measured.json \
+          --floors-from benchmarks/results/h200_graphprof_calibrate.json   # the host floor measured beside it
 
 Either way the table lands in ``graphprof/devices/calibration/<preset>.json`` (package data; ``--out`` to write
 elsewhere) and the fit's accuracy on its own records is printed and stored in the table.
@@ -40,6 +42,18 @@ from graphprof.calibrate.fit import fit_op_table, records_from_opbench  # noqa: 
 from graphprof.devices.hardware import get_hardware  # noqa: E402
 
 
+def with_floors(raw: dict[str, Any], local: Path) -> dict[str, Any]:
+    """``raw`` with the per-kernel host floor that ``graphprof calibrate --device cuda`` measured on the same GPU
+    (``local``: the preset it wrote; one eager op inside a chain of small layers), where ``raw`` has none."""
+    data = json.loads(local.read_text())
+    device, own = data.get("device", {}).get("name"), raw.get("device")
+    if device != own:
+        raise SystemExit(f"--floors-from {local}: measured on {device!r}, the records on {own!r}")
+    host = data["calibration"]["host_per_kernel_s"]
+    return {**raw, "host_per_kernel_s": raw.get("host_per_kernel_s") or host,
+            "host_per_kernel_from": f"graphprof calibrate --device cuda on the same {device} ({local.name})"}  # fmt: skip
+
+
 def fit(raw: dict[str, Any], preset: str) -> dict[str, Any]:
     """The table of ``preset`` fitted to opbench-style records by graphprof's one fitting procedure."""
     hardware = get_hardware(preset)
@@ -47,7 +61,7 @@ def fit(raw: dict[str, Any], preset: str) -> dict[str, Any]:
     table = fit_op_table(records_from_opbench(raw), hardware, preset=preset, kind="cuda", source=source).to_dict()
     table["device"] = raw.get("device", "")
     table["host_per_kernel_source"] = (
-        "measured: eager chain of small layers"
+        "measured: eager chain of small layers" + (f", {raw['host_per_kernel_from']}" if raw.get("host_per_kernel_from") else "")
         if raw.get("host_per_kernel_s")
         else "provisional: one eager op call with its launch exposed (median_s of a one-element add)"
     )
@@ -186,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--fit", type=Path, metavar="RECORDS.json", help="fit from recorded timings")
     mode.add_argument("--measure", type=Path, metavar="RECORDS.json", help="measure on this GPU, save the records, fit")
+    parser.add_argument(
+        "--floors-from",
+        type=Path,
+        default=None,
+        metavar="LOCAL.json",
+        help="take the per-kernel host floor from a `graphprof calibrate --device cuda` preset of the same GPU",
+    )
     parser.add_argument("--out", type=Path, default=None, help="table path (default graphprof/devices/calibration/<preset>.json)")
     args = parser.parse_args(argv)
     if args.measure is not None:
@@ -194,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         args.measure.write_text(json.dumps(raw, indent=1) + "\n")
     else:
         raw = json.loads(args.fit.read_text())
+    if args.floors_from is not None:
+        raw = with_floors(raw, args.floors_from)
     table = fit(raw, args.preset)
     out = args.out or ROOT / "graphprof" / "devices" / "calibration" / f"{args.preset}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

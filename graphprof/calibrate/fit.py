@@ -8,10 +8,12 @@ minimising the sum of absolute log errors (robust to one odd record)::
 
     1. overlap, MemoryCurve   from the float32 streaming records (add, relu) across sizes:
                               t = steady(floor, bytes / bandwidth(bytes), overlap)
+                              (on a GPU overlap is 1, CUDA's asynchronous launch: see _fit_streaming)
     2. per dtype and class    compute_fraction, memory_fraction, latency, half_depth, from every record:
                               t = steady(floor, kernel, overlap)   (kernel as in graphprof.devices.predict)
 
-No parameter is set by hand for a device or a model: the same grids fit a CPU and an H100. A class a
+No parameter is set by hand for a device or a model: the same grids fit a CPU and an H100 (the GPU's overlap
+is the launch queue's structure, not a number chosen for one device). A class a
 dtype has no records for takes float32's rates (``accuracy["borrowed"]`` lists them).
 """
 
@@ -52,12 +54,18 @@ def _curve_seconds(nbytes: torch.Tensor, near: torch.Tensor, far: torch.Tensor, 
     return nbytes * (share / near + (1.0 - share) / far)
 
 
-def _fit_streaming(records: Sequence[Mapping[str, Any]], floor: float) -> tuple[float, MemoryCurve]:
-    """Overlap and bandwidth curve from streaming records of several sizes."""
+def _fit_streaming(records: Sequence[Mapping[str, Any]], floor: float, kind: str) -> tuple[float, MemoryCurve]:
+    """Overlap and bandwidth curve from streaming records of several sizes.
+
+    On a GPU the overlap is not fitted: a CUDA launch is asynchronous, the host queueing the next kernel while
+    the device runs this one, so a back-to-back stream takes ``max(launch, kernel)`` (overlap 1). The streaming
+    records cannot tell it apart from a faster bandwidth curve (each is either launch-bound or far above the
+    launch), and a free fit landed anywhere from 0 (H200) to 0.9 (H100) on equally good losses."""
     nbytes = torch.tensor([float(r["bytes"]) for r in records], dtype=_F64)
     seconds = torch.tensor([float(r["seconds"]) for r in records], dtype=_F64)
     rate = nbytes / seconds
-    overlap = torch.linspace(0.0, 1.0, 11, dtype=_F64)[:, None, None, None, None]
+    grid = [1.0] if kind == "cuda" else torch.linspace(0.0, 1.0, 11).tolist()
+    overlap = torch.tensor(grid, dtype=_F64)[:, None, None, None, None]
     near = _geom(float(rate.max()) * 0.5, float(rate.max()) * 8, 21)[None, :, None, None, None]
     far = _geom(float(rate.min()) * 0.25, float(rate.max()) * 2, 21)[None, None, :, None, None]
     cache = _geom(16 * 2**10, 2**30, 33)[None, None, None, :, None]
@@ -70,16 +78,23 @@ def _fit_streaming(records: Sequence[Mapping[str, Any]], floor: float) -> tuple[
     return float(overlap.flatten()[i]), curve
 
 
-_CF = _geom(0.02, 1.0, 28)[:, None, None, None, None]
+#: compute fractions: geometric from 0.02, and every 0.025 from 0.5 up (where large products run, a 15% step is too coarse)
+_CF = torch.cat([_geom(0.02, 0.5, 20), torch.linspace(0.525, 1.0, 20, dtype=_F64)])[:, None, None, None, None]
+#: the classes whose rate is arithmetic: their fitted fraction never above the best one a record of theirs ran at
+_COMPUTE_CLASSES = frozenset({"matmul", "attention", "conv"})
 _MF = _geom(0.02, 2.0, 24)[None, :, None, None, None]
 _LAT = torch.cat([torch.zeros(1, dtype=_F64), _geom(0.2e-6, 200e-6, 23)])[None, None, :, None, None]
 _HALF = torch.tensor([0.0, 2, 4, 8, 16, 32, 64, 128, 256, 512], dtype=_F64)[None, None, None, :, None]
 
 
 def _fit_class(
-    records: Sequence[Mapping[str, Any]], peak: float, hardware: Hardware, curve: MemoryCurve, floor: float, overlap: float
+    records: Sequence[Mapping[str, Any]], peak: float, hardware: Hardware, curve: MemoryCurve, floor: float, overlap: float, klass: str
 ) -> tuple[ClassRates, list[float]]:
-    """(rates, relative error of each record) for one dtype and op class."""
+    """(rates, relative error of each record) for one dtype and op class.
+
+    In an arithmetic class the compute fraction is at most the best fraction of the peak any of its records
+    ran at: a free fit traded the few large products (where a training step spends its time) for the many
+    small ones, and priced an 8192 x 4096 x 16384 bf16 product at 97% of an H200's peak where it ran at 69%."""
     flops = torch.tensor([float(r["flops"]) for r in records], dtype=_F64)
     nbytes = torch.tensor([float(r["bytes"]) for r in records], dtype=_F64)
     depth = torch.tensor([reduction_depth(r["op"], r["shapes"]) for r in records], dtype=_F64)
@@ -90,6 +105,9 @@ def _fit_class(
     kernel = torch.maximum(bound, _LAT + torch.maximum(compute, memory / _MF))
     pred = _steady(floor, kernel, overlap)
     loss = (pred / seconds).log().abs().sum(-1)
+    if klass in _COMPUTE_CLASSES:
+        best = float((flops / (seconds * peak)).max())
+        loss = loss.masked_fill((_CF > best)[..., 0], math.inf)
     # ties (a parameter the records cannot pin down): the highest fractions, no latency, no depth effect
     loss = loss + 1e-6 * (-_CF.log() - _MF.log() + _LAT * 1e4 + (1 + _HALF).log())[..., 0]
     i, j, k, m = (int(x) for x in torch.unravel_index(torch.argmin(loss), loss.shape))
@@ -124,7 +142,7 @@ def fit_op_table(table: Mapping[str, Any], hardware: Hardware, *, preset: str, k
     dropped = [f"{r.get('label', r['op'])} {r['dtype']}: below half the floor (no kernel)" for r in table["records"] if r not in records]
     streaming = [r for r in records if r["op"] in STREAMING_OPS and r["dtype"] == "float32"]
     streaming = streaming or [r for r in records if r["op"] in STREAMING_OPS]
-    overlap, curve = _fit_streaming(streaming, floor)
+    overlap, curve = _fit_streaming(streaming, floor, kind)
     rates: dict[str, dict[str, ClassRates]] = {}
     errors: list[tuple[float, Mapping[str, Any]]] = []
     for dtype in sorted({r["dtype"] for r in records}):
@@ -132,7 +150,7 @@ def fit_op_table(table: Mapping[str, Any], hardware: Hardware, *, preset: str, k
         for klass in OP_CLASSES:
             chosen = [r for r in records if r["dtype"] == dtype and op_class(r["op"], r["shapes"]) == klass]
             if chosen:
-                fitted, errs = _fit_class(chosen, peak, hardware, curve, floor, overlap)
+                fitted, errs = _fit_class(chosen, peak, hardware, curve, floor, overlap, klass)
                 rates.setdefault(dtype, {})[klass] = fitted
                 errors += list(zip(errs, chosen, strict=True))
     base = rates.get("float32") or next(iter(rates.values()))
