@@ -100,3 +100,20 @@ def test_every_name_a_device_is_accepted_by_is_listed() -> None:
     assert "orin-agx" in hardware_aliases("jetson-orin") and get_hardware("orin-agx").name == "jetson-orin"
     listed = CliRunner().invoke(app, ["hardware"], env={"COLUMNS": "200"})
     assert listed.exit_code == 0 and "orin-agx" in listed.output, listed.output
+
+
+def test_each_preset_says_what_prices_its_kernels() -> None:
+    from typer.testing import CliRunner
+
+    from graphprof_cli.main import app
+
+    def model(name: str) -> str:
+        shown = CliRunner().invoke(app, ["hardware", name], env={"COLUMNS": "400"})
+        assert shown.exit_code == 0, shown.output
+        return next(line for line in shown.output.splitlines() if "kernel model" in line)
+
+    # the H100 and H200 ship tables measured on the device (H200: 286 opbench kernels, 279 kept after the floor)
+    assert "measured on the device" in model("h200") and "279 kernels" in model("h200") and "H200" in model("h200")
+    assert "measured on the device" in model("h100") and "H100" in model("h100")
+    assert "derived from its datasheet" in model("a100") and "no table measured on a100" in model("a100")
+    assert "roofline" in model("desktop-cpu")

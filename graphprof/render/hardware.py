@@ -56,6 +56,7 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
                 lines.append(Phrases(Text(f"  {device.sms} SMs (the architecture whitepaper; shard prices NCCL's share of them)")))
             if device.sustained_clock is not None:
                 lines.append(Phrases(Text(f"  tensor-core clock sustained at the power limit: {device.sustained_clock:.3f} of boost")))
+            lines.append(Phrases(Text(f"  kernel model: {_kernel_model(device)}")))
     sources = Table.grid(padding=(0, 2))
     sources.add_column(no_wrap=True)
     sources.add_column(style="dim")
@@ -66,6 +67,23 @@ def render_hardware(presets: Sequence[Hardware], *, detail: bool = False) -> Ren
     if linked:
         lines += [Text("Links between GPUs, per GPU and direction (graphprof/devices/links.py)", style="bold"), _links(linked)]
     return Group(*lines)
+
+
+def _kernel_model(device: Hardware) -> str:
+    """What prices a kernel on ``device`` (:func:`~graphprof.devices.derived.kernel_table`): its own measured table
+    with its fit's accuracy, a model derived from the datasheet, or the roofline alone."""
+    from graphprof.devices.derived import kernel_table
+    from graphprof.errors import InvalidInputError
+
+    try:
+        table, derived = kernel_table(device)
+    except InvalidInputError:
+        return "the roofline (no table measured on this device; `graphprof calibrate` measures this machine)"
+    if derived is not None:
+        return derived.removeprefix(f"kernel model of {device.name}: ")
+    accuracy = table.accuracy or {}
+    fit = f"; median |error| {accuracy['median_abs_error']:.1%} on its {accuracy['records']} kernels" if "records" in accuracy else ""
+    return f"a table measured on the device ({table.source}){fit}"
 
 
 def _links(presets: Sequence[Hardware]) -> RenderableType:
