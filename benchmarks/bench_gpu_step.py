@@ -58,7 +58,8 @@ def _train(row: dict[str, Any], preset: str) -> tuple[str, float, str]:
         f"| predicted {step.time_s * 1e3:,.1f} ms (80%: {step.low_s * 1e3:,.1f}-{step.high_s * 1e3:,.1f}) | error {step.time_s / measured - 1:+.1%}\n"
         f"  predicted: compute {b.compute_s * 1e3:,.1f}, recompute {b.recompute_s * 1e3:,.1f}, optimizer {b.optimizer_s * 1e3:,.1f}, "
         f"host {b.host_s * 1e3:,.1f}, attention backward {b.attention_backward_s * 1e3:,.1f} ms\n"
-        f"  peak memory: measured {row['peak_allocated_bytes'] / 1e9:,.1f} GB allocated, estimated {p.rank.memory_bytes / 1e9:,.1f} GB"
+        f"  peak memory: measured {row['peak_allocated_bytes'] / 1e9:,.1f} GB allocated, estimated {p.rank.memory_bytes / 1e9:,.1f} GB "
+        f"with bf16 shards, {(p.master_memory_bytes or p.rank.memory_bytes) / 1e9:,.1f} GB with float32 ones (as measured: torchtitan's)"
     )
     return command, step.time_s / measured - 1, text
 

@@ -134,6 +134,8 @@ def shards() -> Iterator[dict[str, Any]]:
     timing = StepOptions(grad_accum=2, checkpoint="full", gpus_per_node=2, compiled=True)
     yield _doc(shard_profile("hf:llama?num_hidden_layers=2", "fsdp:4", hardware="a100", timing=timing, seq_len=64))
     yield _doc(shard_profile(_tiny(), "fsdp:2", hardware="h100", input_shape=(2, 3, 16, 16)))  # no tokens: no tokens/s, no MFU
+    one = StepOptions(adamw="foreach", master_dtype=None)  # one GPU, shards in the compute dtype: no master-dtype peak
+    yield _doc(shard_profile("hf:llama?num_hidden_layers=2", "fsdp:1", hardware="h200", timing=one, dtype="bfloat16", seq_len=64))
 
 
 def fits() -> Iterator[dict[str, Any]]:

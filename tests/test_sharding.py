@@ -117,3 +117,13 @@ def test_a_layout_too_large_to_finish_is_refused_before_the_step() -> None:
     with pytest.raises(InvalidInputError, match="200 parameter tensors x 8,192 ranks"):
         shard_profile(model, "fsdp:8192", input_shape=(2, 4))
     assert time.perf_counter() - start < 10
+
+
+def test_the_peak_with_float32_master_shards_is_given_beside_the_counted_one() -> None:
+    p = shard_profile(Blocks(depth=3, head=10), "fsdp:2", input_shape=(4, 64), dtype="bfloat16", hardware="h100")
+    assert p.step is not None and p.step.master_dtype == "float32" and p.step.master_scale == 2.0
+    shards = p.rank.param_bytes + p.rank.grad_bytes + p.rank.optimizer_bytes  # counted in bf16 by the dry run
+    assert p.master_memory_bytes == p.rank.memory_bytes + shards  # each of the three twice as large in float32
+    assert p.to_dict()["step"]["memory_bytes_master"] == p.master_memory_bytes
+    same = shard_profile(Blocks(depth=3, head=10), "fsdp:2", input_shape=(4, 64), hardware="h100")  # float32 step
+    assert same.master_memory_bytes is None and same.to_dict()["step"]["memory_bytes_master"] is None

@@ -50,6 +50,11 @@ def render_sharded(p: ShardedProfile) -> RenderableType:
         verdict = "fits" if p.fits else "does NOT fit"
         peak += f" on {p.device} ({format_bytes(p.device_memory_bytes)}): {verdict}"
     lines: list[RenderableType] = [Text(peak, style="bold" if p.fits is not False else "bold red")]
+    master = p.master_memory_bytes
+    if master is not None and p.step is not None:
+        verdict = "" if p.device_memory_bytes is None else f": {'fits' if master <= p.device_memory_bytes else 'does NOT fit'}"
+        lines.append(Text(f"with the shards in {p.step.master_dtype} as the step time prices them (parameters, gradients, AdamW's "
+                          f"moments): {format_bytes(master)} (estimate){verdict}"))  # fmt: skip
     if p.step is not None:
         lines.append(render_step(p.step))
     lines += [Text(note, style="dim") for note in p.notes]

@@ -76,6 +76,17 @@ class ShardedProfile(NotebookDisplay):
         """Whether the rank's estimated peak fits the device's memory (``None`` without a device)."""
         return None if self.device_memory_bytes is None else self.rank.memory_bytes <= self.device_memory_bytes
 
+    @property
+    def master_memory_bytes(self) -> int | None:
+        """The rank's estimated peak with the shards the priced step keeps in its master dtype (torchtitan's
+        float32 parameters, gradients and AdamW moments under a bf16 step): ``rank.memory_bytes`` with those three
+        scaled; ``None`` where the step is not priced or keeps them in the compute dtype. An estimate: the dry
+        run itself holds the shards in the compute dtype."""
+        if self.step is None or self.step.master_scale == 1.0:
+            return None
+        shards = self.rank.param_bytes + self.rank.grad_bytes + self.rank.optimizer_bytes
+        return self.rank.memory_bytes + round((self.step.master_scale - 1.0) * shards)
+
     def differences(self) -> dict[str, float]:
         """Per figure: ``rank / analytic - 1`` (0.0 where both are 0)."""
         out = {}
@@ -92,5 +103,6 @@ class ShardedProfile(NotebookDisplay):
             "analytic": {**asdict(self.analytic), "memory_bytes": self.analytic.memory_bytes},
             "difference": self.differences(), "device": self.device, "device_memory_bytes": self.device_memory_bytes,
             "fits": self.fits, "tensor_parallel": {"colwise": list(self.colwise), "rowwise": list(self.rowwise)},
-            "notes": list(self.notes), "step": None if self.step is None else self.step.to_dict(),
+            "notes": list(self.notes),
+            "step": None if self.step is None else {**self.step.to_dict(), "memory_bytes_master": self.master_memory_bytes},
         }  # fmt: skip

@@ -94,6 +94,11 @@ class StepTime:
     kernels: int
     kernel_model: str
     notes: tuple[str, ...] = field(default=())
+    #: AdamW's implementation priced; the dtype of the sharded parameters, their gradients and AdamW's moments
+    #: (``None``: the compute dtype) and its element's bytes over the compute dtype's
+    adamw: str = "fused"
+    master_dtype: str | None = None
+    master_scale: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,4 +110,5 @@ class StepTime:
             "communication_total_s": self.communication_total_s, "kernels": self.kernels, "device": self.device,
             "regime": self.regime, "checkpoint": self.checkpoint, "grad_accum": self.grad_accum,
             "gpus_per_node": self.gpus_per_node, "kernel_model": self.kernel_model, "notes": list(self.notes),
+            "adamw": self.adamw, "master_dtype": self.master_dtype,
         }  # fmt: skip

@@ -272,6 +272,7 @@ def price_step(step: StepRecord, spec: ShardSpec, hardware: Hardware, plain: Any
         gpus_per_node=options.gpus_per_node, time_s=time_s, low_s=ga * (low.total_s + extra.total_s) + optimizer, high_s=ga * (high.total_s + extra.total_s) + optimizer,
         hfu=ga * mid.flops / time_s / peak, breakdown=breakdown, communication_total_s=ga * mid.collectives_s,
         kernels=ga * mid.kernels, kernel_model=p.table.source, notes=_notes(p, policy, options, derived_note), **tokens,
+        adamw=options.adamw, master_dtype=options.master_dtype, master_scale=_dtype_scale(options.master_dtype, plain.dtype),
     )  # fmt: skip
 
 
