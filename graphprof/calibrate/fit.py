@@ -65,8 +65,8 @@ def _fit_streaming(records: Sequence[Mapping[str, Any]], floor: float, kind: str
     nbytes = torch.tensor([float(r["bytes"]) for r in records], dtype=_F64)
     seconds = torch.tensor([float(r["seconds"]) for r in records], dtype=_F64)
     rate = nbytes / seconds
-    grid = [1.0] if kind == Lowering.CUDA else torch.linspace(0.0, 1.0, 11, dtype=_F64).tolist()
-    overlap = torch.tensor(grid, dtype=_F64)[:, None, None, None, None]
+    grid = torch.ones(1, dtype=_F64) if kind == Lowering.CUDA else torch.linspace(0.0, 1.0, 11, dtype=_F64)
+    overlap = grid[:, None, None, None, None]
     near = _geom(float(rate.max()) * 0.5, float(rate.max()) * 8, 21)[None, :, None, None, None]
     far = _geom(float(rate.min()) * 0.25, float(rate.max()) * 2, 21)[None, None, :, None, None]
     cache = _geom(16 * 2**10, 2**30, 33)[None, None, None, :, None]

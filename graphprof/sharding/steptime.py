@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graphprof.base.choices import ActivationCheckpoint, OpStatus, Phase
+from graphprof.base.choices import ActivationCheckpoint, AdamWImpl, OpStatus, Phase
 from graphprof.base.options import parse_dtype
 from graphprof.cost.fusion import fold_alongside, fold_chains
 from graphprof.cost.result import OpRecord
@@ -59,7 +59,7 @@ __all__ = ["price_step", "step_items", "with_recompute", "ADAMW_PASSES", "Z80"]
 #: (2), ``_foreach_lerp_`` of the first moment (3), ``_foreach_mul_`` and ``_foreach_addcmul_`` of the second
 #: (2 + 3), ``_foreach_sqrt`` (2), ``_foreach_div_`` and ``_foreach_add_`` of the denominator (2 + 2),
 #: ``_foreach_addcdiv_`` into the parameter (4): 20.
-ADAMW_PASSES = {"fused": 7, "foreach": 20}
+ADAMW_PASSES = {AdamWImpl.FUSED: 7, AdamWImpl.FOREACH: 20}
 #: The z-score of the 90% quantile of a normal (an 80% interval is +-1.2816 sigma); a median absolute error is 0.6745 sigma.
 Z80, MEDIAN_ABS_Z = 1.2815515655446004, 0.6744897501960817
 _NETWORK = {"c10d._allgather_base_": (GATHER, "all_gather"), "c10d._reduce_scatter_base_": (SCATTER, "reduce_scatter"),
@@ -213,9 +213,7 @@ def _dtype_scale(dtype: str | None, run: str) -> float:
     return 1.0 if wanted is None or compute is None else wanted.itemsize / compute.itemsize
 
 
-def _optimizer_seconds(p: _Pricing, shard_bytes: float, implementation: str) -> float:
-    if implementation not in ADAMW_PASSES:
-        raise InvalidInputError(f"AdamW implementation {implementation!r}: one of {', '.join(ADAMW_PASSES)}")
+def _optimizer_seconds(p: _Pricing, shard_bytes: float, implementation: AdamWImpl) -> float:
     rate = p.table.rates_for(p.dtype, "elementwise")
     return p.table.memory_seconds(ADAMW_PASSES[implementation] * shard_bytes, p.hardware.bandwidth) / rate.memory_fraction
 
@@ -251,7 +249,7 @@ def price_step(step: StepRecord, spec: ShardSpec, hardware: Hardware, plain: Any
     items = with_recompute(step_items(step, p, blocks), policy)
     overlap = p.table.overlap
     mid, low, high = (simulate(items, overlap, s) for s in (None, _class_scales(p.table, -1.0), _class_scales(p.table, 1.0)))
-    optimizer = _optimizer_seconds(p, step.shard_bytes * _dtype_scale(options.master_dtype, plain.dtype), options.adamw)
+    optimizer = _optimizer_seconds(p, step.shard_bytes * _dtype_scale(options.master_dtype, plain.dtype), AdamWImpl.parse(options.adamw))
     ga = options.grad_accum
     extra = step_physics(items, mid, hardware)
     breakdown = TimeBreakdown(ga * mid.compute_s, ga * mid.recompute_s, ga * mid.communication_s, optimizer, ga * mid.host_s,
@@ -289,7 +287,7 @@ def _notes(p: _Pricing, policy: ActivationCheckpoint, options: StepOptions, deri
         "fitted; FSDP prefetch hides each all-gather under the previous unit's compute, tensor-parallel all-reduces block",
         f"mixed precision: gradients reduce-scattered in {options.reduce_dtype or p.dtype}, parameters and AdamW's moments "
         f"kept in {options.master_dtype or p.dtype} (torchtitan's FSDP2 defaults: float32 for both); AdamW {options.adamw}, "
-        f"{ADAMW_PASSES[options.adamw]} passes over the shard",
+        f"{ADAMW_PASSES[AdamWImpl.parse(options.adamw)]} passes over the shard",
         "interval: 80%, from the kernel table's per-class median error (each class errs as one); communication taken as exact",
         "MFU: model FLOPs (causal attention as the triangle, train = 3 x forward) x tokens/s / dense bf16 peak; "
         "mfu_full_square counts attention over the full square, as many published MFUs do; HFU: the FLOPs the kernels execute, recomputation included",
