@@ -153,8 +153,9 @@ def test_a_forwards_faulted_bytes_are_shared_by_outputs_below_the_limit_and_pric
     times = ContextTimes((("aten::gelu", 0.2), ("aten::gelu", 0.1), ("aten::relu", 0.05), ("aten::add", 0.01)), 0.36, 0.36, 3,
                          fault_bytes=70 * mib)  # fmt: skip
     assert fault_split(profile, times.fault_bytes, touch) == (6 * mib, 12 * mib)
-    shared = faulting_share(touch, [fault_split(profile, times.fault_bytes, touch), (0.0, 4 * mib)])
-    assert shared is not None and shared.share_below == pytest.approx(6 / 16)  # all faulted over all exposed
+    # two forwards of one peak: no split between them, so the share is all faulted over all exposed
+    shared = faulting_share(touch, [(*fault_split(profile, times.fault_bytes, touch), 80e6), (0.0, 4 * mib, 80e6)])
+    assert shared is not None and shared.share_below == pytest.approx(6 / 16) and shared.trim_peak_bytes == 0.0
     # priced: the 8 MiB output pays 3/8 of its bytes at 1 ns each; the 64 MiB one all; the 512 KiB one none
     assert shared.seconds(mid) == pytest.approx(1e-9 * 8 * mib * 6 / 16)
     assert shared.seconds(big) == pytest.approx(1e-9 * 64 * mib) and shared.seconds(tiny) == 0.0
@@ -170,4 +171,36 @@ def test_a_fresh_process_counts_a_forwards_faults_and_a_missing_model_gives_none
 
     split = fresh_fault_split("squeezenet1_1", 2, 32 * 2**20, 2**20)
     assert split is not None and split[0] >= 0.0 and split[1] > 0.0  # squeezenet at batch 2 has outputs over 1 MiB
+    from graphprof.prepared import prepare
+
+    # its dry run's peak of live activations beside them, the one this process's dry run finds
+    assert split[2] == prepare("squeezenet1_1", batch_size=2).profile(batch_size=2).peak_activation_bytes > 0
     assert fresh_fault_split("no_such_model_anywhere", 2, 32 * 2**20, 2**20) is None
+
+
+def test_the_trim_peak_splits_the_forwards_that_fault_from_those_that_do_not() -> None:
+    """The docstring's example by hand: peaks 24, 48, 56 MB faulting 0, 0, 24 of 100 MB each split at 52 MB
+    with share 0.24 (nothing unexplained); a forward peaking below it pays no share, one at or above it does."""
+    from graphprof.calibrate.preset import faulting_share
+    from graphprof.formulas import Cost
+
+    touch = FirstTouch(32 * 2**20, 1e-9)
+    fitted = faulting_share(touch, [(0.0, 100e6, 24e6), (0.0, 100e6, 48e6), (24e6, 100e6, 56e6)])
+    assert fitted is not None
+    assert fitted.trim_peak_bytes == pytest.approx(52e6) and fitted.share_below == pytest.approx(0.24)
+    # every forward faulting alike: no split explains more than none (the lowest cut wins a tie)
+    flat = faulting_share(touch, [(10e6, 100e6, 24e6), (10e6, 100e6, 56e6)])
+    assert flat is not None and flat.trim_peak_bytes == 0.0 and flat.share_below == pytest.approx(0.1)
+    # nothing faulted anywhere: share 0
+    none = faulting_share(touch, [(0.0, 100e6, 24e6), (0.0, 100e6, 56e6)])
+    assert none is not None and none.share_below == 0.0
+    # priced: an 8 MB output pays 0.24 of its bytes at 1 ns each at a peak of 60 MB, nothing at 30 MB, the share
+    # where the peak is not known; a 64 MiB output (above the limit) pays whole at any peak
+    mid = SimpleNamespace(**{**vars(_record("gelu", 8_000_000, ((2_000_000,),))), "cost": Cost(flops=1, bytes_written=8_000_000)})
+    big = SimpleNamespace(**{**vars(_record("gelu", 64 * 2**20, ((16 * 2**20,),))), "cost": Cost(flops=1, bytes_written=64 * 2**20)})
+    assert fitted.for_forward(60e6).seconds(mid) == pytest.approx(1e-9 * 0.24 * 8e6)
+    assert fitted.for_forward(30e6).seconds(mid) == 0.0
+    assert fitted.for_forward(None).seconds(mid) == pytest.approx(1e-9 * 0.24 * 8e6)
+    assert fitted.for_forward(30e6).seconds(big) == pytest.approx(1e-9 * 64 * 2**20)
+    assert FirstTouch.from_dict(fitted.to_dict()) == fitted
+    assert FirstTouch.from_dict({"limit_bytes": 1.0, "per_byte_s": 1e-9}).trim_peak_bytes == 0.0  # a calibration from before

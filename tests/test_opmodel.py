@@ -8,12 +8,14 @@ import math
 import random
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
-from graphprof.base.choices import OpStatus
+from graphprof.base.choices import OpStatus, Phase
 from graphprof.devices.opmodel import Interval, OpModel, Sample, independent_interval, op_features, op_kind
 from graphprof.errors import InvalidInputError
 
@@ -254,3 +256,34 @@ def test_a_learned_sample_leaves_out_what_the_calibration_prices_for_fresh_pages
         assert b.seconds == pytest.approx(max(a.seconds - expected, 0.25 * a.seconds), rel=1e-9)
         taken.append(a.seconds - b.seconds)
     assert any(t > 0 for t in taken)
+
+
+def test_a_forward_below_the_trim_peak_pays_no_share_of_fresh_pages_and_the_report_passes_its_peak() -> None:
+    """The first touch below the limit is priced only in a forward whose live activations reach the trim peak:
+    the same calls predict the share's seconds more at a peak at or above it, none below it (by hand: the
+    GELU's 8,000,000 bytes, a share of 0.25 at 1 ns a byte: 2 ms)."""
+    import graphprof
+    from graphprof.cost.roofline import with_roofline
+    from graphprof.devices.hardware import custom_hardware
+    from graphprof.devices.opmodel import FirstTouch
+    from graphprof.devices.predict import predict
+    from graphprof.devices.table import Calibration
+    from graphprof.formulas import Cost
+
+    touch = FirstTouch(limit_bytes=1e9, per_byte_s=1e-9, share_below=0.25, min_bytes=1e6, trim_peak_bytes=50e6)
+    model = replace(_fitted(), first_touch=touch)
+    calibration = Calibration("test", "cpu", 100.0, 0.0, 0.0, {}, op_model=model)
+    hardware = replace(custom_hardware(1.0, 100.0), calibration=calibration)
+    gelu = SimpleNamespace(op="aten.gelu", status=OpStatus.COUNTED, phase=Phase.FORWARD, input_shapes=((2_000_000,),),
+                           output_shapes=((2_000_000,),), work_fraction=1.0,
+                           cost=Cost(flops=2_000_000, bytes_read=8_000_000, bytes_written=8_000_000))  # fmt: skip
+    below, above, unknown = (sum(predict([gelu], "float32", hardware, calibration, peak).seconds) for peak in (49e6, 50e6, None))
+    assert above - below == pytest.approx(0.25 * 8e6 * 1e-9, rel=1e-9) and unknown == pytest.approx(above, rel=1e-12)
+    # the report prices a real forward by its own dry run's peak: a small MLP peaks far below 50 MB, so no share
+    profile = graphprof.profile_model(nn.Sequential(nn.Linear(64, 64), nn.GELU()), input_shape=(4, 64))
+    assert 0 < profile.peak_activation_bytes < 50e6
+    priced = with_roofline(profile, hardware).roofline
+    ops = [op for row in profile.layers for op in row.ops]
+    assert priced is not None and priced.predicted_seconds == pytest.approx(
+        sum(predict(ops, "float32", hardware, calibration, 0.0).seconds)
+    )

@@ -86,8 +86,9 @@ def _op_model_lines(model: Any) -> list[str]:
         lines.append(
             f"  touch    outputs of {model.first_touch.limit_bytes / 2**20:,.0f} MiB and more come from fresh pages: "
             f"{model.first_touch.per_byte_s * 1e9:.3f} ms per MB on first touch, added to their op; in the sample models' "
-            f"forwards {model.first_touch.share_below:.1%} of the bytes of outputs from {model.first_touch.min_bytes / 2**20:,.0f} MiB "
-            "up faulted too, priced alike"
+            f"forwards whose live activations peak at {model.first_touch.trim_peak_bytes / 1e6:,.0f} MB and more (the heap then "
+            f"gives pages back) {model.first_touch.share_below:.1%} of the bytes of outputs from "
+            f"{model.first_touch.min_bytes / 2**20:,.0f} MiB up faulted too, priced alike; below that peak, none"
         )
     return lines
 

@@ -9,7 +9,8 @@ faulted 726 MB a forward, about 20% of those bytes. The share a prediction price
 per sample model at its large batch; the samples themselves lose the faults their own process counted.
 
 Run as ``python -m graphprof.calibrate.fresh_faults MODEL BATCH LIMIT_BYTES MIN_BYTES``: prints
-``{"faulted": ..., "exposed": ...}`` (:func:`graphprof.calibrate.samples.fault_split`).
+``{"faulted": ..., "exposed": ..., "peak": ...}`` (:func:`graphprof.calibrate.samples.fault_split`, and the dry
+run's peak of live activation bytes).
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ __all__ = ["fresh_fault_split"]
 WARMUP, COUNTED = 2, 3
 
 
-def fresh_fault_split(name: str, batch: int, limit_bytes: float, min_bytes: float, timeout_s: float = 300.0) -> tuple[float, float] | None:
-    """``(faulted, exposed)`` bytes of one plain forward of ``name`` at ``batch`` in a fresh process; ``None`` when
-    the process fails (a model missing here only samples less)."""
+def fresh_fault_split(
+    name: str, batch: int, limit_bytes: float, min_bytes: float, timeout_s: float = 300.0
+) -> tuple[float, float, float] | None:
+    """``(faulted, exposed, peak)`` bytes of one plain forward of ``name`` at ``batch`` in a fresh process (``peak``:
+    its dry run's live activations at their peak); ``None`` when the process fails (a model missing here only
+    samples less)."""
     command = [sys.executable, "-m", "graphprof.calibrate.fresh_faults", name, str(batch), repr(limit_bytes), repr(min_bytes)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -35,7 +39,7 @@ def fresh_fault_split(name: str, batch: int, limit_bytes: float, min_bytes: floa
     if done.returncode != 0 or not done.stdout.strip():
         return None
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    return float(out["faulted"]), float(out["exposed"])
+    return float(out["faulted"]), float(out["exposed"]), float(out["peak"])
 
 
 def _main(argv: list[str]) -> None:
@@ -64,7 +68,7 @@ def _main(argv: list[str]) -> None:
         counted = [faulted_bytes(lambda: call_model(work, inputs)) for _ in range(COUNTED)]
 
     faulted, exposed = fault_split(profile, statistics.median(counted), FirstTouch(limit, 0.0, min_bytes=least))
-    print(json.dumps({"faulted": faulted, "exposed": exposed}))
+    print(json.dumps({"faulted": faulted, "exposed": exposed, "peak": float(profile.peak_activation_bytes)}))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import itertools
 import os
 import platform
 import statistics
@@ -90,11 +91,12 @@ def _device_name(dev: torch.device) -> str:
 
 class ZooTimes(NamedTuple):
     """What the sample models' forwards gave: their calls' samples, each forward's share outside its calls, and
-    each forward's :func:`~graphprof.calibrate.samples.fault_split` (bytes faulted, bytes exposed)."""
+    each forward's :func:`~graphprof.calibrate.samples.fault_split` (bytes faulted, bytes exposed) with its dry
+    run's peak of live activation bytes."""
 
     samples: list[Sample]
     outside: list[float]
-    faults: list[tuple[float, float]]
+    faults: list[tuple[float, float, float]]
 
 
 #: A calibration's speed track (none off the CPU) and the factor the op grid's times take.
@@ -140,17 +142,33 @@ def zoo_samples(
         out.samples.extend(at_speed(samples_from_context(profile, times, group=name, first_touch=first_touch), factor))
         out.outside.append(times.outside_s / times.forward_s)
         if first_touch is not None:
-            out.faults.append(fault_split(profile, times.fault_bytes, first_touch))
+            out.faults.append((*fault_split(profile, times.fault_bytes, first_touch), float(profile.peak_activation_bytes)))
     return out
 
 
-def faulting_share(touch: FirstTouch | None, faults: list[tuple[float, float]]) -> FirstTouch | None:
-    """``touch`` with the share of the bytes of outputs below its limit that the sample models' forwards faulted
-    (all bytes faulted over all bytes exposed, at most 1); as it was without a measured forward."""
-    exposed = sum(b for _, b in faults)
-    if touch is None or exposed <= 0:
+def faulting_share(touch: FirstTouch | None, faults: Sequence[tuple[float, float, float]]) -> FirstTouch | None:
+    """``touch`` with where the sample models' forwards start to fault below its limit and how much: each forward
+    is ``(bytes faulted, bytes exposed, dry-run peak of live activations)``. The trim peak
+    (:attr:`~graphprof.devices.opmodel.FirstTouch.trim_peak_bytes`) is the split of the forwards by their peaks
+    that leaves the least faulted bytes unexplained, when those at or above it fault their share (all their bytes
+    faulted over all their bytes exposed, at most 1) and those below it none; as it was without a measured forward.
+
+    Worked example: forwards peaking at 24, 48 and 56 MB that faulted 0, 0 and 24 of 100 exposed MB each split
+    best between 48 and 56 MB (nothing unexplained): trim peak 52 MB, share 0.24; one split lower (36 MB) the
+    share would be 0.12 and leave 24 MB unexplained (12 + 12)."""
+    if touch is None or sum(b for _, b, _ in faults) <= 0:
         return touch
-    return replace(touch, share_below=min(sum(a for a, _ in faults) / exposed, 1.0))
+    peaks = sorted({p for _, _, p in faults})
+    best: tuple[float, float, float] | None = None  # (unexplained bytes, trim peak, share)
+    for cut in [0.0, *((lo + hi) / 2 for lo, hi in itertools.pairwise(peaks))]:
+        above = [(a, b) for a, b, p in faults if p >= cut]
+        exposed = sum(b for _, b in above)
+        share = min(sum(a for a, _ in above) / exposed, 1.0) if exposed > 0 else 0.0
+        unexplained = sum(abs(a - (share * b if p >= cut else 0.0)) for a, b, p in faults)
+        if best is None or unexplained < best[0] - 1e-9 * max(unexplained, 1.0):
+            best = (unexplained, cut, share)
+    assert best is not None  # the loop ran at least once (cut 0)
+    return replace(touch, share_below=best[2], trim_peak_bytes=best[1])
 
 
 def _fit_adaptive(table: Mapping[str, Any], zoo: ZooTimes, models: list[str], progress: Progress | None, speed: Speed) -> OpModel:
@@ -186,8 +204,10 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
     return _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"), speed)
 
 
-def fresh_faults(models: Sequence[tuple[str, int]], touch: FirstTouch, progress: Progress | None = None) -> list[tuple[float, float]]:
-    """Each model's :func:`~graphprof.calibrate.samples.fault_split` in a fresh process
+def fresh_faults(
+    models: Sequence[tuple[str, int]], touch: FirstTouch, progress: Progress | None = None
+) -> list[tuple[float, float, float]]:
+    """Each model's :func:`~graphprof.calibrate.samples.fault_split` in a fresh process, with its dry run's peak
     (:mod:`graphprof.calibrate.fresh_faults`); a model that fails there is left out."""
     from graphprof.calibrate.fresh_faults import fresh_fault_split
 

@@ -70,6 +70,7 @@ def samples_from_run(
         return []
     records = _forward_records(profile)
     factor = _scale(measurement)
+    touch = None if first_touch is None else first_touch.for_forward(getattr(profile, "peak_activation_bytes", None))
     samples = []
     for t in measurement.ops:
         if not t.dispatched_calls:
@@ -81,8 +82,8 @@ def samples_from_run(
             continue  # unmatched, several configurations sharing one measured time, or a fused kernel's parts
         kind, features = calls.pop()
         seconds = t.dispatched_time_us * 1e-6 / t.dispatched_calls * factor
-        if first_touch is not None and seconds > 0:
-            seconds = _less(seconds, sum(first_touch.seconds(op) for op in mine) / len(mine))
+        if touch is not None and seconds > 0:
+            seconds = _less(seconds, sum(touch.seconds(op) for op in mine) / len(mine))
         if seconds > 0:
             samples += [Sample(kind, features, seconds, source, group)] * t.dispatched_calls
     return samples

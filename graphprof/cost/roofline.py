@@ -104,7 +104,7 @@ def _predicted(
     if calibration is None or hardware is None:
         return [None] * len(profile.layers), None
     ops = [(i, op) for i, row in enumerate(profile.layers) for op in row.ops]
-    said = predict([op for _, op in ops], profile.dtype, hardware, calibration)
+    said = predict([op for _, op in ops], profile.dtype, hardware, calibration, profile.peak_activation_bytes)
     predicted: list[float | None] = [0.0] * len(profile.layers)
     for (i, _), share in zip(ops, said.seconds, strict=True):
         predicted[i] = (predicted[i] or 0.0) + share
@@ -134,7 +134,7 @@ def _forward_calls(
     if profile.mode is not Mode.TRAIN:
         return [(row.module or "(model)", op, t) for (row, op), t in zip(profile.iter_ops(), shares, strict=True)]
     ops = [(row.module or "(model)", op) for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD]
-    seconds = predict_ops([op for _, op in ops], profile.dtype, hardware, calibration)
+    seconds = predict_ops([op for _, op in ops], profile.dtype, hardware, calibration, profile.peak_activation_bytes)
     return [(layer, op, t) for (layer, op), t in zip(ops, seconds, strict=True)]
 
 

@@ -295,15 +295,35 @@ class FirstTouch(Record):
     (``share_below``: the calibration's sample models' faulted bytes over those outputs' bytes, measured in
     their plain forwards, :func:`graphprof.calibrate.samples.fault_split`).
 
+    The heap gives pages back only when the free block at its top outgrows glibc's *trim threshold* (twice the
+    mmap threshold: 64 MiB once raised to its ceiling), so a forward whose live activations never swing that far
+    re-uses its heap and faults nothing below the limit. ``trim_peak_bytes`` is where this machine's forwards
+    start to: the dry run's peak of live activation bytes (:attr:`graphprof.profile.Profile.peak_activation_bytes`)
+    from which the sample models' fresh processes faulted, fitted with the share by
+    :func:`graphprof.calibrate.preset.faulting_share`. A forward with a lower peak pays no ``share_below``
+    (:meth:`for_forward`). Measured on this 2-core machine, fresh processes at batch 8: squeezenet1_1 (peak 48.6
+    MB), shufflenet_v2_x1_0 (24 MB) and regnet_x_400mf (34 MB) faulted nothing, resnet34 (56 MB) 24% and
+    densenet121 (72 MB) 16% of those bytes; every model at batch 1 nothing.
+
     Worked example: 0.27 ms per MB above 32 MiB, a GELU writing 38.5 MB pays ``0.27e-3 * 38.5 = 10.4 ms``
     besides its own 2 ms of streaming; with ``share_below`` 0.1, a convolution writing 25.7 MB pays
-    ``0.27e-3 * 0.1 * 25.7 = 0.69 ms``.
+    ``0.27e-3 * 0.1 * 25.7 = 0.69 ms`` in a forward whose peak reaches ``trim_peak_bytes``, nothing in one
+    whose peak stays under it.
     """
 
     limit_bytes: float
     per_byte_s: float
     share_below: float = 0.0
     min_bytes: float = FAULT_MIN_BYTES
+    trim_peak_bytes: float = 0.0
+
+    def for_forward(self, peak_bytes: float | None) -> FirstTouch:
+        """The term for a forward whose dry run peaked at ``peak_bytes`` of live activations: without the share
+        below the limit where the peak stays under :attr:`trim_peak_bytes` (the heap never trims); as it is
+        where the peak is not known (``None``)."""
+        if peak_bytes is None or peak_bytes >= self.trim_peak_bytes or self.share_below == 0.0:
+            return self
+        return replace(self, share_below=0.0)
 
     def split(self, sizes: Iterable[float]) -> tuple[float, float]:
         """Bytes of outputs of these sizes at or above the limit, and between :attr:`min_bytes` and the limit."""
@@ -327,7 +347,7 @@ class FirstTouch(Record):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FirstTouch:
         return cls(float(data["limit_bytes"]), float(data["per_byte_s"]), float(data.get("share_below", 0.0)),
-                   float(data.get("min_bytes", FAULT_MIN_BYTES)))  # fmt: skip
+                   float(data.get("min_bytes", FAULT_MIN_BYTES)), float(data.get("trim_peak_bytes", 0.0)))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -471,9 +491,10 @@ class OpModel:
     #: the first touch of large fresh outputs (None: not measured; the kinds' samples then hold it)
     first_touch: FirstTouch | None = None
 
-    def extra_seconds(self, op: Any) -> float:
-        """What a recorded call adds besides its kind's prediction: the first touch of its large outputs."""
-        return 0.0 if self.first_touch is None else self.first_touch.seconds(op)
+    def extra_seconds(self, op: Any, peak_bytes: float | None = None) -> float:
+        """What a recorded call adds besides its kind's prediction: the first touch of its large outputs, in a
+        forward whose live activations peak at ``peak_bytes`` (:meth:`FirstTouch.for_forward`)."""
+        return 0.0 if self.first_touch is None else self.first_touch.for_forward(peak_bytes).seconds(op)
 
     def model_for(self, kind: str) -> tuple[str, KindModel] | None:
         if kind in self.kinds:

@@ -213,13 +213,13 @@ def _held(t: float, own: float, near: Any, dtype: str, hardware: Hardware) -> fl
 
 
 def _op_model_seconds(
-    ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel, speed: float = 1.0
+    ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel, speed: float = 1.0, peak_bytes: float | None = None
 ) -> list[tuple[float, float, float, float, float]]:
     """(seconds, q_low, q_high, the law's seconds, excess) of each call from the kind models: never below the
     call's roofline bound, held within its nearest samples' efficiencies outside its kind's sampled range, plus
     the first touch of its large outputs where the model measured it; all of it times ``speed``, the machine's
     speed now against the calibration's (:attr:`~graphprof.devices.table.Calibration.speed`), the roofline bound
-    aside."""
+    aside; the first touch as a forward peaking at ``peak_bytes`` pays it."""
     # a fused CPU kernel as the calls it makes, each priced as the loop's samples ran (ALONE): back to back in one
     # kernel, on operands the call before just wrote, with no module call or Python between them
     priced = [(part, ALONE if parts else IN_CONTEXT) for op in ops for parts in [getattr(op, "parts", ())] for part in (parts or (op,))]
@@ -235,8 +235,9 @@ def _op_model_seconds(
         held = speed * (t if near is None else _held(t, bound, near, dtype, hardware))
         out[i] = (max(held, bound), lo, hi, max(speed * t, bound), far)
     # the first touch of large outputs: every aten call's, one without a kind's included
+    touch = None if model.first_touch is None else model.first_touch.for_forward(peak_bytes)
     each = [
-        (t + (x := speed * model.extra_seconds(op)), lo, hi, law + x, far)
+        (t + (x := speed * (0.0 if touch is None else touch.seconds(op))), lo, hi, law + x, far)
         for (op, _), (t, lo, hi, law, far) in zip(priced, out, strict=True)
     ]
     return _per_op(ops, each)
@@ -266,13 +267,15 @@ class Prediction:
     out_of_range: tuple[OutOfRange, ...] = ()
 
 
-def predict(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> Prediction:
+def predict(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration, peak_bytes: float | None = None) -> Prediction:
     """Each call's predicted seconds (:func:`predict_ops`), the interval (:func:`predict_interval`) and the calls
-    out of range (:func:`out_of_range`) of ``ops``, from one pass of the predictor."""
+    out of range (:func:`out_of_range`) of ``ops``, from one pass of the predictor. ``peak_bytes``: the dry run's
+    peak of live activation bytes in the forward ``ops`` come from, which decides whether its heap gives pages
+    back (:meth:`~graphprof.devices.opmodel.FirstTouch.for_forward`; ``None``: not known, the share priced)."""
     model = calibration.op_model
     if model is None:
         return Prediction(tuple(predict_ops(ops, dtype, hardware, calibration)))
-    parts = _op_model_seconds(ops, dtype, hardware, model, calibration.speed)
+    parts = _op_model_seconds(ops, dtype, hardware, model, calibration.speed, peak_bytes)
     base = model.interval([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])
     below = sum(max(t - law, 0.0) for t, _, _, law, _ in parts)
     above = sum(max(law - t, 0.0) for t, _, _, law, _ in parts)
@@ -294,11 +297,14 @@ def predict_interval(ops: Sequence[Any], dtype: str, hardware: Hardware, calibra
     return predict(ops, dtype, hardware, calibration).interval
 
 
-def predict_ops(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> list[float]:
+def predict_ops(
+    ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration, peak_bytes: float | None = None
+) -> list[float]:
     """Predicted seconds of each recorded call of ``ops`` (in execution order): the kind models' where the
-    calibration has them (each op in context, host included), else the class rates on :func:`timeline`."""
+    calibration has them (each op in context, host included), else the class rates on :func:`timeline`;
+    ``peak_bytes`` as for :func:`predict`."""
     if calibration.op_model is not None:
-        return [p[0] for p in _op_model_seconds(ops, dtype, hardware, calibration.op_model, calibration.speed)]
+        return [p[0] for p in _op_model_seconds(ops, dtype, hardware, calibration.op_model, calibration.speed, peak_bytes)]
     demands = [
         (host_seconds(op, calibration), 0.0 if op.status is OpStatus.ZERO_COST else kernel_seconds(op, dtype, hardware, calibration))
         for op in ops

@@ -53,7 +53,7 @@ SCHEMA_VERSIONS: dict[str, str] = {
     "graph": "1.1",
     "graph-scaling": "1.1",
     "graph-estimate": "1.1",
-    "calibrate": "1.2",  # 1.2: ops timed in place: smearing per kind, first_touch, held_out_summary, outside_share
+    "calibrate": "1.2",  # 1.2: ops timed in place: smearing per kind, first_touch, held_out_summary, outside_share (first_touch.trim_peak_bytes added since, optional: older files still read)
     "shard": "1.4",  # 1.4: step gains adamw, master_dtype, memory_bytes_master (the peak with master-dtype shards); 1.3: step.breakdown gains attention_backward, sm_contention, sustained_clock (estimates); 1.2: step (the step's time, tokens/s per GPU, MFU, HFU, breakdown); 1.1: shard, tensor_parallel, all_reduce_*
     "fits": "1.0",
     "fits-ranks": "1.1",  # 1.1: ranked (the candidates that fit, by tokens/s per GPU)
