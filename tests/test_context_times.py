@@ -204,3 +204,23 @@ def test_the_trim_peak_splits_the_forwards_that_fault_from_those_that_do_not() -
     assert fitted.for_forward(30e6).seconds(big) == pytest.approx(1e-9 * 64 * 2**20)
     assert FirstTouch.from_dict(fitted.to_dict()) == fitted
     assert FirstTouch.from_dict({"limit_bytes": 1.0, "per_byte_s": 1e-9}).trim_peak_bytes == 0.0  # a calibration from before
+
+
+def test_one_slow_climb_of_the_first_touch_ladder_does_not_set_the_price(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each size's figures are the median of the climbs: a first climb at 1.35 ns a byte above 32 MiB (a host
+    backing pages afresh) among four at 0.18 ns gives 0.18 ns, and the limit stays between 31 and 33 MiB."""
+    from graphprof.calibrate import bench
+
+    calls: list[float] = []
+
+    def extra(mib: float, dev: torch.device) -> tuple[float, float]:
+        calls.append(mib)
+        slow = len(calls) <= len(bench.TOUCH_LADDER_MIB)  # the first climb
+        paid = mib > 32
+        return (mib * 2**20 * (1.35e-9 if slow else 0.18e-9) if paid else 0.0), 1e-3
+
+    monkeypatch.setattr(bench, "_fresh_extra", extra)
+    touch = bench.measure_first_touch(torch.device("cpu"))
+    assert len(calls) == bench.TOUCH_CLIMBS * len(bench.TOUCH_LADDER_MIB)
+    assert touch["per_byte_s"] == pytest.approx(0.18e-9)
+    assert 31 * 2**20 < touch["limit_bytes"] < 33 * 2**20

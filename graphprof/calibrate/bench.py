@@ -306,6 +306,11 @@ def measure_floors(dev: torch.device) -> dict[str, float]:
 TOUCH_LADDER_MIB = (128, 96, 64, 48, 36, 33, 31, 28, 24, 16, 8, 4, 1)
 #: Sizes whose cost per byte is at least this share of the largest sizes' pay for their first touch.
 TOUCH_SHARE = 1 / 3
+#: How many times the ladder is climbed, each size's figures the median of the climbs. One climb is not enough:
+#: on this 2-core virtual machine the first calibration after an idle hour read 1.35 ns a byte (and a limit of
+#: 78 MiB), where three climbs in a row ten minutes later read 0.178-0.182 ns and 32 MiB (the host backing the
+#: guest's pages afresh, once); each climb takes about 2 s.
+TOUCH_CLIMBS = 5
 
 
 def _fresh_extra(mib: float, dev: torch.device) -> tuple[float, float]:
@@ -324,13 +329,17 @@ def measure_first_touch(dev: torch.device) -> dict[str, Any]:
 
     One op in a loop frees its output and allocates the next: below the allocator's limit the freed block
     is re-used, above it (glibc maps such a block and unmaps it when freed) every page faults again.
-    Timed at :data:`TOUCH_LADDER_MIB`, largest first: the cost per byte is the median of the three largest
+    Timed at :data:`TOUCH_LADDER_MIB`, largest first, :data:`TOUCH_CLIMBS` times over (each size's median): the cost per byte is the median of the three largest
     sizes', the limit the geometric middle between the smallest size from which every larger one pays at
     least :data:`TOUCH_SHARE` of it and the next smaller. When even the largest sizes pay less than a
     tenth of the op's own time for their first touch, there is no limit (``limit_bytes`` is ``None``: an
     allocator that keeps its blocks). Run only on the CPU (a GPU's caching allocator keeps its blocks).
     """
-    ladder = [(mib * 2**20, *_fresh_extra(mib, dev)) for mib in TOUCH_LADDER_MIB]
+    climbs = [[_fresh_extra(mib, dev) for mib in TOUCH_LADDER_MIB] for _ in range(TOUCH_CLIMBS)]
+    ladder = [
+        (mib * 2**20, statistics.median(c[i][0] for c in climbs), statistics.median(c[i][1] for c in climbs))
+        for i, mib in enumerate(TOUCH_LADDER_MIB)
+    ]
     rates = [extra / size for size, extra, _ in ladder]
     top = statistics.median(rates[:3])
     table = [[size, extra] for size, extra, _ in ladder]
