@@ -159,16 +159,21 @@ def faulting_share(touch: FirstTouch | None, faults: Sequence[tuple[float, float
     if touch is None or sum(b for _, b, _ in faults) <= 0:
         return touch
     peaks = sorted({p for _, _, p in faults})
-    best: tuple[float, float, float] | None = None  # (unexplained bytes, trim peak, share)
-    for cut in [0.0, *((lo + hi) / 2 for lo, hi in itertools.pairwise(peaks))]:
-        above = [(a, b) for a, b, p in faults if p >= cut]
-        exposed = sum(b for _, b in above)
-        share = min(sum(a for a, _ in above) / exposed, 1.0) if exposed > 0 else 0.0
-        unexplained = sum(abs(a - (share * b if p >= cut else 0.0)) for a, b, p in faults)
-        if best is None or unexplained < best[0] - 1e-9 * max(unexplained, 1.0):
-            best = (unexplained, cut, share)
-    assert best is not None  # the loop ran at least once (cut 0)
-    return replace(touch, share_below=best[2], trim_peak_bytes=best[1])
+    scored = [(*_split_at(faults, cut), cut) for cut in [0.0, *((lo + hi) / 2 for lo, hi in itertools.pairwise(peaks))]]
+    least = min(unexplained for unexplained, _, _ in scored)
+    # the lowest cut among the best (a tie prices the faults where the evidence cannot tell)
+    _, share, cut = next(s for s in scored if s[0] <= least * (1 + 1e-9) + 1e-6)
+    return replace(touch, share_below=share, trim_peak_bytes=cut)
+
+
+def _split_at(faults: Sequence[tuple[float, float, float]], cut: float) -> tuple[float, float]:
+    """``(unexplained bytes, share)`` of the forwards split at the peak ``cut``: the share is what those at or above
+    it faulted over what they exposed (at most 1); unexplained, how far each forward's faulted bytes lie from its
+    share of its exposed bytes (none below the cut)."""
+    above = [(a, b) for a, b, p in faults if p >= cut]
+    exposed = sum(b for _, b in above)
+    share = min(sum(a for a, _ in above) / exposed, 1.0) if exposed > 0 else 0.0
+    return sum(abs(a - (share * b if p >= cut else 0.0)) for a, b, p in faults), share
 
 
 def _fit_adaptive(table: Mapping[str, Any], zoo: ZooTimes, models: list[str], progress: Progress | None, speed: Speed) -> OpModel:
