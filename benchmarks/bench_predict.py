@@ -29,7 +29,7 @@ summary gives that share beside the predictor's score, per batch size and overal
 +-10%, the worst, whether the lower bound was ever above the measurement, the 80% interval's coverage, with
 the goals beside them (:data:`GOALS`); then the two calibrations' agreement: the calibration runs twice, back
 to back, and every model's prediction under the first is compared with the second's (goal: every model
-within 10%, the median within 5%). Writes ``benchmarks/results/bench_predict.md`` (``--output``).
+within 10%, the median within 5%), each prediction made in a fresh process. Writes ``benchmarks/results/bench_predict.md`` (``--output``).
 """
 
 from __future__ import annotations
@@ -246,18 +246,30 @@ def _names(args: argparse.Namespace) -> list[str]:
     return names
 
 
-def _predictions(points: Sequence[tuple[str, int]]) -> dict[tuple[str, int], float]:
-    """Every point's prediction under the ``local`` calibration as it stands (the first, before the second replaces it)."""
-    import graphprof
-    from graphprof.cost.roofline import classify
-    from graphprof.devices.hardware import get_hardware
-
+def _predictions(points: Sequence[tuple[str, int]], threads: int) -> dict[tuple[str, int], float]:
+    """Every point's prediction under the ``local`` calibration as it stands (the first, before the second replaces
+    it), each in a fresh process as the points' own are (``graphprof --model M --batch-size B --hardware local``):
+    like for like, its probe read as a user's process reads it, not in this process after two calibrations."""
+    exe = Path(sys.executable).with_name("graphprof")
     found = {}
     for name, batch in points:
-        try:
-            found[(name, batch)] = classify(graphprof.profile_model(name, batch_size=batch), get_hardware("local")).predicted_seconds or 0.0
-        except Exception:  # noqa: BLE001 - reported below, where the point fails
-            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "predicted.json"
+            command = [
+                str(exe) if exe.exists() else "graphprof",
+                "--model",
+                name,
+                "--batch-size",
+                str(batch),
+                "--hardware",
+                "local",
+                "-o",
+                str(out),
+            ]
+            env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+            if done.returncode == 0 and out.exists():  # a failure is reported below, where the point fails
+                found[(name, batch)] = float(json.loads(out.read_text())["roofline"].get("predicted_time_s") or 0.0)
     return found
 
 
@@ -291,7 +303,7 @@ def main() -> int:
 
     load, start = _load(), time.perf_counter()
     calibrate("cpu", threads=args.threads, quick=args.quick)
-    took_first, first = time.perf_counter() - start, _predictions(points)
+    took_first, first = time.perf_counter() - start, _predictions(points, args.threads)
     start = time.perf_counter()
     preset = calibrate("cpu", threads=args.threads, quick=args.quick)
     took = time.perf_counter() - start
