@@ -170,3 +170,40 @@ def test_a_local_file_that_timed_the_probe_is_scaled_to_now_with_a_note() -> Non
     assert scaled is cal and note is not None and "not scaled" in note
     same, none = _at_speed_now(cal, {"threads": 2})  # no probe in the file: as it was, silently
     assert same is cal and none is None
+
+
+def test_a_prediction_holds_its_probe_against_the_calibrations_as_a_new_process_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``probe_offset`` (a new process's reading over the calibration's own): a reading now of 0.27 ms against a
+    median of 0.25 ms read 0.27 ms in new processes is the same speed (factor 1); without the offset, 1.08."""
+    from graphprof.devices import probe
+    from graphprof.devices.hardware import _at_speed_now
+
+    monkeypatch.setattr(probe, "probe_now", lambda readings=probe.READINGS: 0.27e-3)
+    cal = _calibration(_model([16, 32, 64]))
+    same, note = _at_speed_now(cal, {"probe_s": 0.25e-3, "probe_offset": 0.27 / 0.25})
+    assert same.speed == pytest.approx(1.0) and note is not None and "as a new process reads it" in note
+    plain, _ = _at_speed_now(cal, {"probe_s": 0.25e-3})
+    assert plain.speed == pytest.approx(0.27 / 0.25)
+    wild, _ = _at_speed_now(cal, {"probe_s": 0.25e-3, "probe_offset": 9.0})  # outside the probe's limits: not used
+    assert wild.speed == pytest.approx(0.27 / 0.25)
+
+
+def test_the_process_offset_is_a_new_processs_median_reading_over_this_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphprof.calibrate import speed
+
+    inside = iter([0.25e-3, 0.24e-3, 0.26e-3])
+    fresh = iter([0.27e-3, None, 0.26e-3])  # one new process failed: the others' median
+    monkeypatch.setattr(speed, "probe_now", lambda: next(inside))
+    monkeypatch.setattr(speed, "fresh_probe", lambda threads: next(fresh))
+    assert speed.process_offset(2) == pytest.approx(0.265 / 0.25)
+    monkeypatch.setattr(speed, "probe_now", lambda: 0.25e-3)
+    monkeypatch.setattr(speed, "fresh_probe", lambda threads: None)
+    assert speed.process_offset(2, pairs=1) is None  # no new process read it
+
+
+@pytest.mark.slow
+def test_a_new_process_reads_the_probe() -> None:
+    from graphprof.devices.probe import fresh_probe
+
+    reading = fresh_probe(1)
+    assert reading is not None and 0 < reading < 1.0
