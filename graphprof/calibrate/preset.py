@@ -33,7 +33,7 @@ from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchma
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
 from graphprof.calibrate.samples import fault_split, first_touch_of, samples_from_context, samples_from_table
-from graphprof.calibrate.speed import SpeedTrack, at_speed, process_offset
+from graphprof.calibrate.speed import SpeedTrack, at_speed
 from graphprof.calibrate.store import check_preset_path, write_preset
 from graphprof.devices.hardware import PRECISIONS, Hardware, local_hardware, match_hardware
 from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
@@ -284,7 +284,6 @@ def calibrate(
         table, grid_factor = track.timed(grid) if track is not None else (grid(), 1.0)
         op_model = _op_model(table, quick, progress, (track, grid_factor)) if dev.type == "cpu" else None
         used_threads = torch.get_num_threads()
-        offset = process_offset(used_threads) if track is not None else None  # a user's new process reads the probe so
     finally:
         torch.set_num_threads(before_threads)
     load_after = loadavg()
@@ -297,8 +296,6 @@ def calibrate(
     if track is not None:  # the speed the samples were brought to (graphprof.calibrate.speed), and every reading
         info["probe_s"] = track.median_s
         info["probes_s"] = track.readings_s
-        if offset is not None:
-            info["probe_offset"] = offset
     busy = busy_reason(load_before, load_after)
     if busy:
         info["busy"] = busy  # written with the figures, and repeated by every prediction that uses them

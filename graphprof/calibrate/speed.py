@@ -17,14 +17,6 @@ real all the same (the probe read 0.46 ms at the median through a calibration an
 minutes later), so a prediction holds the median of five readings now against this median
 (:func:`graphprof.devices.hardware.local_hardware`).
 
-**A fresh process reads the probe slower.** The table's speed is the calibration's own long-lived process's; a
-user's ``graphprof`` command reads the probe in a new process, where it ran 0.252-0.268 ms against 0.248 ms at
-the median inside the calibration that had just ended (six processes, quiet), while the sample models' forwards
-ran no slower there (resnet34 at batch 1: 32.6-33.8 ms fresh, 35.4-35.9 in the calibration). Held against the
-in-process median, every fresh prediction was scaled about 6% up for a machine that was not slower. So the
-calibration ends by reading the probe in turn in its own process and in new ones (:func:`process_offset`), and
-a prediction holds its reading against the stored median times that offset (``device.probe_offset``).
-
 Worked example: first reading 0.40 ms; a model timed between readings of 0.48 and 0.52 ms (the machine 24%
 slow) has its times multiplied by ``0.40 / sqrt(0.48 * 0.52) = 0.80``; with a median of all readings of
 0.44 ms, every sample is then multiplied by ``0.44 / 0.40 = 1.10``.
@@ -39,14 +31,11 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from graphprof.devices.opmodel import Sample
-from graphprof.devices.probe import fresh_probe, probe_now, probe_seconds, speed_factor
+from graphprof.devices.probe import probe_seconds, speed_factor
 
-__all__ = ["OFFSET_PAIRS", "SpeedTrack", "at_speed", "process_offset"]
+__all__ = ["SpeedTrack", "at_speed"]
 
 T = TypeVar("T")
-
-#: How many times :func:`process_offset` reads the probe in this process and in a new one, in turn.
-OFFSET_PAIRS = 3
 
 
 @dataclass
@@ -93,18 +82,3 @@ class SpeedTrack:
 def at_speed(samples: Sequence[Sample], factor: float) -> list[Sample]:
     """``samples`` with their seconds multiplied by ``factor`` (the same list's copies when it is 1)."""
     return list(samples) if factor == 1.0 else [replace(s, seconds=s.seconds * factor) for s in samples]
-
-
-def process_offset(threads: int, pairs: int = OFFSET_PAIRS) -> float | None:
-    """A new process's probe reading over this process's, each the median of ``pairs`` readings taken in turn
-    (:func:`~graphprof.devices.probe.probe_now` here, :func:`~graphprof.devices.probe.fresh_probe` there); ``None``
-    where no new process could read it, or the ratio lies outside the probe's limits (a misread)."""
-    inside, fresh = [], []
-    for _ in range(pairs):
-        inside.append(probe_now())
-        reading = fresh_probe(threads)
-        if reading is not None:
-            fresh.append(reading)
-    if not fresh:
-        return None
-    return speed_factor(statistics.median(inside), statistics.median(fresh))

@@ -418,10 +418,6 @@ def _at_speed_now(calibration: Calibration, device: object) -> tuple[Calibration
         return calibration, None
     from graphprof.devices.probe import READINGS, SPEED_LIMITS, probe_now, speed_factor
 
-    offset = device.get("probe_offset") if isinstance(device, Mapping) else None  # a new process reads it so much slower
-    if isinstance(offset, (int, float)) and not isinstance(offset, bool) and SPEED_LIMITS[0] <= offset <= SPEED_LIMITS[1]:
-        then = then * offset
-
     now = probe_now()
     factor = speed_factor(float(then), now)
     if factor is None:
@@ -429,8 +425,7 @@ def _at_speed_now(calibration: Calibration, device: object) -> tuple[Calibration
                              f"{SPEED_LIMITS[0]}-{SPEED_LIMITS[1]}x: predictions not scaled; run `graphprof calibrate` again")  # fmt: skip
     return replace(calibration, speed=factor), (
         f"predicted at this machine's speed now: the speed probe ran {now * 1e3:.2f} ms (the median of {READINGS} readings) "
-        f"against {then * 1e3:.2f} ms when calibrated (its median reading, as a new process reads it), so the calibration's "
-        f"times are scaled by {factor:.2f}"
+        f"against {then * 1e3:.2f} ms when calibrated (its median reading), so the calibration's times are scaled by {factor:.2f}"
     )
 
 

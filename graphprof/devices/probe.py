@@ -22,7 +22,7 @@ import time
 import torch
 from torch import nn
 
-__all__ = ["CHUNKS", "READINGS", "SPEED_LIMITS", "fresh_probe", "probe_now", "probe_seconds", "speed_factor"]
+__all__ = ["CHUNKS", "READINGS", "SPEED_LIMITS", "probe_now", "probe_seconds", "speed_factor"]
 
 #: How many chunks of calls the probe's median is taken over, and each chunk's length (seconds).
 CHUNKS, CHUNK_S = 9, 0.01
@@ -75,27 +75,3 @@ def speed_factor(calibrated_s: float, now_s: float) -> float | None:
         return None
     factor = now_s / calibrated_s
     return factor if SPEED_LIMITS[0] <= factor <= SPEED_LIMITS[1] else None
-
-
-def fresh_probe(threads: int, timeout_s: float = 120.0) -> float | None:
-    """:func:`probe_now` as a new process reads it (``python -m graphprof.devices.probe``, ``threads`` torch threads):
-    what a user's ``graphprof`` command reads before it predicts; ``None`` where the process fails."""
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "graphprof.devices.probe", str(threads)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return None
-    try:
-        return float(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
-    except (ValueError, IndexError):
-        return None
-
-
-if __name__ == "__main__":
-    import sys
-
-    torch.set_num_threads(int(sys.argv[1]))
-    print(repr(probe_now()))
