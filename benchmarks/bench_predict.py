@@ -95,23 +95,30 @@ def _wait_quiet(limit: float, quiet: float) -> bool:
     return _load() <= quiet
 
 
-def _command(name: str, batch: int, iters: int, out: Path) -> list[str]:
-    """The command the issue's user runs, verbatim, writing its result as JSON."""
+def _command(name: str, batch: int, iters: int) -> list[str]:
+    """The arguments of the command the issue's user runs, verbatim (:func:`_graphprof` adds the JSON output)."""
+    return ["--model", name, "--batch-size", str(batch), "--hardware", "local",
+            "--measure", "--device", "cpu", "--iters", str(iters), "--warmup", "2", "--no-learn"]  # fmt: skip
+
+
+def _graphprof(arguments: list[str], threads: int) -> dict[str, Any]:
+    """One fresh ``graphprof`` process with ``arguments`` and ``threads`` OpenMP threads: its JSON result; a
+    RuntimeError with its last line where it fails."""
     exe = Path(sys.executable).with_name("graphprof")
-    return [str(exe) if exe.exists() else "graphprof", "--model", name, "--batch-size", str(batch), "--hardware", "local",
-            "--measure", "--device", "cpu", "--iters", str(iters), "--warmup", "2", "--no-learn", "-o", str(out)]  # fmt: skip
-
-
-def _run_once(name: str, batch: int, iters: int, threads: int) -> dict[str, Any]:
-    """One fresh ``graphprof --measure`` process (:func:`_command`): its JSON result."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "point.json"
+        out = Path(tmp) / "result.json"
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-        done = subprocess.run(_command(name, batch, iters, out), env=env, capture_output=True, text=True, check=False)
+        command = [str(exe) if exe.exists() else "graphprof", *arguments, "-o", str(out)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0 or not out.exists():
             raise RuntimeError(f"exit {done.returncode}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
         result: dict[str, Any] = json.loads(out.read_text())
         return result
+
+
+def _run_once(name: str, batch: int, iters: int, threads: int) -> dict[str, Any]:
+    """One fresh ``graphprof --measure`` process (:func:`_command`): its JSON result."""
+    return _graphprof(_command(name, batch, iters), threads)
 
 
 @dataclass(frozen=True)
@@ -250,26 +257,13 @@ def _predictions(points: Sequence[tuple[str, int]], threads: int) -> dict[tuple[
     """Every point's prediction under the ``local`` calibration as it stands (the first, before the second replaces
     it), each in a fresh process as the points' own are (``graphprof --model M --batch-size B --hardware local``):
     like for like, its probe read as a user's process reads it, not in this process after two calibrations."""
-    exe = Path(sys.executable).with_name("graphprof")
     found = {}
     for name, batch in points:
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "predicted.json"
-            command = [
-                str(exe) if exe.exists() else "graphprof",
-                "--model",
-                name,
-                "--batch-size",
-                str(batch),
-                "--hardware",
-                "local",
-                "-o",
-                str(out),
-            ]
-            env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-            if done.returncode == 0 and out.exists():  # a failure is reported below, where the point fails
-                found[(name, batch)] = float(json.loads(out.read_text())["roofline"].get("predicted_time_s") or 0.0)
+        try:
+            result = _graphprof(["--model", name, "--batch-size", str(batch), "--hardware", "local"], threads)
+        except RuntimeError:  # reported below, where the point fails
+            continue
+        found[(name, batch)] = float(result["roofline"].get("predicted_time_s") or 0.0)
     return found
 
 

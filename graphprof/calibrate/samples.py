@@ -70,7 +70,7 @@ def samples_from_run(
         return []
     records = _forward_records(profile)
     factor = _scale(measurement)
-    touch = None if first_touch is None else first_touch.for_forward(getattr(profile, "peak_activation_bytes", None))
+    touch = None if first_touch is None else first_touch.for_forward(profile.peak_activation_bytes)
     samples = []
     for t in measurement.ops:
         if not t.dispatched_calls:

@@ -491,11 +491,6 @@ class OpModel:
     #: the first touch of large fresh outputs (None: not measured; the kinds' samples then hold it)
     first_touch: FirstTouch | None = None
 
-    def extra_seconds(self, op: Any, peak_bytes: float | None = None) -> float:
-        """What a recorded call adds besides its kind's prediction: the first touch of its large outputs, in a
-        forward whose live activations peak at ``peak_bytes`` (:meth:`FirstTouch.for_forward`)."""
-        return 0.0 if self.first_touch is None else self.first_touch.for_forward(peak_bytes).seconds(op)
-
     def model_for(self, kind: str) -> tuple[str, KindModel] | None:
         if kind in self.kinds:
             return kind, self.kinds[kind]
