@@ -166,16 +166,20 @@ def test_a_forwards_faulted_bytes_are_shared_by_outputs_below_the_limit_and_pric
 
 
 @pytest.mark.slow
-def test_a_fresh_process_counts_a_forwards_faults_and_a_missing_model_gives_none() -> None:
-    from graphprof.calibrate.fresh_faults import fresh_fault_split
+def test_a_fresh_process_counts_a_forwards_faults_times_it_and_a_missing_model_gives_none() -> None:
+    from graphprof.calibrate.fresh_faults import TIMED, fresh_forward
 
-    split = fresh_fault_split("squeezenet1_1", 2, 32 * 2**20, 2**20)
-    assert split is not None and split[0] >= 0.0 and split[1] > 0.0  # squeezenet at batch 2 has outputs over 1 MiB
+    run = fresh_forward("squeezenet1_1", 2, 32 * 2**20, 2**20)
+    assert run is not None and run.faulted >= 0.0 and run.exposed > 0.0  # squeezenet at batch 2 has outputs over 1 MiB
     from graphprof.prepared import prepare
 
     # its dry run's peak of live activations beside them, the one this process's dry run finds
-    assert split[2] == prepare("squeezenet1_1", batch_size=2).profile(batch_size=2).peak_activation_bytes > 0
-    assert fresh_fault_split("no_such_model_anywhere", 2, 32 * 2**20, 2**20) is None
+    assert run.peak == prepare("squeezenet1_1", batch_size=2).profile(batch_size=2).peak_activation_bytes > 0
+    assert run.faults == (run.faulted, run.exposed, run.peak)
+    # its forward's mean time and the probe: a squeezenet forward at batch 2 is far above one probe call (a
+    # small block at batch 1) and far below a second on any CPU this runs on
+    assert TIMED == 10 and 0.0 < run.probe_s < run.forward_s < 1.0
+    assert fresh_forward("no_such_model_anywhere", 2, 32 * 2**20, 2**20) is None
 
 
 def test_the_trim_peak_splits_the_forwards_that_fault_from_those_that_do_not() -> None:

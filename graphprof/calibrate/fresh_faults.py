@@ -1,36 +1,63 @@
-"""The page faults of a model's forward as a user's process sees them: a fresh process, the dry run, then plain
-forwards (the order of ``graphprof --model M --measure``).
+"""A sample model's forward as a user's process runs it: a fresh process, the dry run, then plain forwards (the
+order of ``graphprof --model M --measure``): the page faults they take, the time they take, and the speed probe.
 
-The calibration's own process has run many models by the time it times one, and its heap faults far less:
-on this 2-core machine the sample models' batch-8 forwards faulted 3.8% of the bytes of their outputs between
-1 MiB and the allocator's limit there, where a fresh ``graphprof --measure`` of efficientnet_b3 at batch 8
+**Faults.** The calibration's own process has run many models by the time it times one, and its heap faults far
+less: on this 2-core machine the sample models' batch-8 forwards faulted 3.8% of the bytes of their outputs
+between 1 MiB and the allocator's limit there, where a fresh ``graphprof --measure`` of efficientnet_b3 at batch 8
 faulted 726 MB a forward, about 20% of those bytes. The share a prediction prices
-(:attr:`graphprof.devices.opmodel.FirstTouch.share_below`) is therefore measured here, one fresh process
-per sample model at its large batch; the samples themselves lose the faults their own process counted.
+(:attr:`graphprof.devices.opmodel.FirstTouch.share_below`) is therefore measured here, at each sample model's
+large batch; the samples themselves lose the faults their own process counted.
+
+**Time.** The figure a user holds a prediction against is the mean of ``--iters 10`` plain forwards in a new
+process, and the calibration's long-running process does not time forwards as one does: on a 2-core AMD EPYC VM
+its passes of resnet34 at batch 1 ran 64.9 and 88.7 ms where new processes ran 54-56 ms, and the speed probe
+read around them (0.29-0.50 ms) moved them further off. So each sample model's forward is timed here too, as
+``--measure`` times it (:data:`TIMED` forwards, their mean), with the probe's median of five readings
+(:func:`graphprof.devices.probe.probe_now`) taken before and after; the calibration brings that model's
+samples to this time at its own speed (:func:`graphprof.calibrate.preset.zoo_samples`).
 
 Run as ``python -m graphprof.calibrate.fresh_faults MODEL BATCH LIMIT_BYTES MIN_BYTES``: prints
-``{"faulted": ..., "exposed": ..., "peak": ...}`` (:func:`graphprof.calibrate.samples.fault_split`, and the dry
-run's peak of live activation bytes).
+``{"faulted": ..., "exposed": ..., "peak": ..., "forward_s": ..., "probe_s": ...}``
+(:func:`graphprof.calibrate.samples.fault_split`, the dry run's peak of live activation bytes, the forwards'
+mean seconds, and the geometric mean of the two probe medians).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
+from typing import NamedTuple
 
-__all__ = ["fresh_fault_split"]
+__all__ = ["FreshForward", "fresh_forward"]
 
 #: Forwards before the faults are counted, and forwards counted (their median).
 WARMUP, COUNTED = 2, 3
+#: Plain forwards timed after them, as ``--measure --iters 10`` times them (their mean).
+TIMED = 10
 
 
-def fresh_fault_split(
-    name: str, batch: int, limit_bytes: float, min_bytes: float, timeout_s: float = 300.0
-) -> tuple[float, float, float] | None:
-    """``(faulted, exposed, peak)`` bytes of one plain forward of ``name`` at ``batch`` in a fresh process (``peak``:
-    its dry run's live activations at their peak); ``None`` when the process fails (a model missing here only
-    samples less)."""
+class FreshForward(NamedTuple):
+    """One sample model's forward in a fresh process: ``(faulted, exposed)`` bytes as
+    :func:`~graphprof.calibrate.samples.fault_split` splits its faults, its dry run's ``peak`` of live activation
+    bytes, the mean seconds of a plain forward, and the speed probe's seconds around them."""
+
+    faulted: float
+    exposed: float
+    peak: float
+    forward_s: float
+    probe_s: float
+
+    @property
+    def faults(self) -> tuple[float, float, float]:
+        """``(faulted, exposed, peak)``: what :func:`graphprof.calibrate.preset.faulting_share` fits."""
+        return self.faulted, self.exposed, self.peak
+
+
+def fresh_forward(name: str, batch: int, limit_bytes: float, min_bytes: float, timeout_s: float = 300.0) -> FreshForward | None:
+    """``name`` at ``batch`` run in a fresh process (see the module docstring); ``None`` when the process fails (a
+    model missing here only samples less)."""
     command = [sys.executable, "-m", "graphprof.calibrate.fresh_faults", name, str(batch), repr(limit_bytes), repr(min_bytes)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -39,7 +66,7 @@ def fresh_fault_split(
     if done.returncode != 0 or not done.stdout.strip():
         return None
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    return float(out["faulted"]), float(out["exposed"]), float(out["peak"])
+    return FreshForward(*(float(out[key]) for key in FreshForward._fields))
 
 
 def _main(argv: list[str]) -> None:
@@ -49,10 +76,11 @@ def _main(argv: list[str]) -> None:
 
     from graphprof.calibrate.samples import fault_split
     from graphprof.devices.opmodel import FirstTouch
+    from graphprof.devices.probe import probe_now
     from graphprof.measure.context import faulted_bytes
     from graphprof.measure.heap import settle_malloc
     from graphprof.measure.run import cast_inputs, materialized
-    from graphprof.measure.timing import call_model
+    from graphprof.measure.timing import call_model, profile_forward
     from graphprof.prepared import prepare
 
     name, batch, limit, least = argv[0], int(argv[1]), float(argv[2]), float(argv[3])
@@ -66,9 +94,13 @@ def _main(argv: list[str]) -> None:
         for _ in range(WARMUP):
             call_model(work, inputs)
         counted = [faulted_bytes(lambda: call_model(work, inputs)) for _ in range(COUNTED)]
+    before = probe_now()
+    plain = profile_forward(work, inputs, num_runs=TIMED, warmup_runs=0, device=torch.device("cpu"))
+    probe = math.sqrt(before * probe_now())
 
     faulted, exposed = fault_split(profile, statistics.median(counted), FirstTouch(limit, 0.0, min_bytes=least))
-    print(json.dumps({"faulted": faulted, "exposed": exposed, "peak": float(profile.peak_activation_bytes)}))
+    print(json.dumps({"faulted": faulted, "exposed": exposed, "peak": float(profile.peak_activation_bytes),
+                      "forward_s": plain.mean / 1e3, "probe_s": probe}))  # fmt: skip
 
 
 if __name__ == "__main__":

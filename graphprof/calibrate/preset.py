@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import functools
 import itertools
+import math
 import os
 import platform
 import statistics
@@ -25,25 +26,30 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
 from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchmarks, measure_op_table
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
+from graphprof.calibrate.fresh_faults import FreshForward, fresh_forward
 from graphprof.calibrate.samples import fault_split, first_touch_of, samples_from_context, samples_from_table
 from graphprof.calibrate.speed import SpeedTrack, at_speed
 from graphprof.calibrate.store import check_preset_path, write_preset
 from graphprof.devices.hardware import PRECISIONS, Hardware, local_hardware, match_hardware
 from graphprof.devices.local import LOCAL, cpu_model, load_average, missing_local_message, read_local
 from graphprof.devices.opmodel import FirstTouch, OpModel, Sample
+from graphprof.devices.probe import speed_factor
 from graphprof.devices.table import Calibration
 from graphprof.errors import InvalidInputError
 from graphprof.measure.run import resolve_device
 
+if TYPE_CHECKING:
+    from graphprof.measure.context import ContextTimes
+
 __all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
-           "measure_default_hardware", "faulting_share", "fresh_faults", "zoo_samples", "ZooTimes"]  # fmt: skip
+           "measure_default_hardware", "faulting_share", "fresh_forwards", "zoo_samples", "ZooTimes", "anchored"]  # fmt: skip
 
 #: The zoo models whose ops the full calibration times in place, ``(name, batch)``: each family at batch 1
 #: and a large batch (where activations outgrow the caches and the allocator's limit), none of them a model
@@ -109,6 +115,7 @@ def zoo_samples(
     first_touch: FirstTouch | None = None,
     passes: int = 1,
     track: SpeedTrack | None = None,
+    anchors: Mapping[tuple[str, int], FreshForward] | None = None,
 ) -> ZooTimes:
     """Samples of each ``(zoo model, batch)``'s forward calls timed where they run (its plain forward
     profiled: :func:`graphprof.measure.context.context_times`, paired with its dry run), without what fresh
@@ -121,7 +128,10 @@ def zoo_samples(
     and a user's forward lands anywhere in that spread. (Keeping each model's faster pass instead made the
     predictions 9% too fast at the median on the held-out benchmark, and two calibrations up to 28% apart.)
 
-    With a ``track``, each model's samples are brought to its reference speed (:mod:`graphprof.calibrate.speed`)."""
+    With a ``track``, each model's samples are brought to its reference speed (:mod:`graphprof.calibrate.speed`).
+    A model with an ``anchor`` (its forward in a fresh process, :mod:`graphprof.calibrate.fresh_faults`) has its
+    calls brought to sum to that forward's time instead of this process's, and to the reference speed by the
+    probe read around it there: each pass keeps its own shares of the time, and the time is the user's."""
     from graphprof.measure.context import context_times
     from graphprof.prepared import prepare
 
@@ -139,8 +149,11 @@ def zoo_samples(
             profile = profiles.get((name, batch)) or profiles.setdefault((name, batch), model.profile(batch_size=batch))
         except Exception:  # noqa: BLE001 - a model missing here (no timm, an old torchvision) only samples less
             continue
-        out.samples.extend(at_speed(samples_from_context(profile, times, group=name, first_touch=first_touch), factor))
         out.outside.append(times.outside_s / times.forward_s)
+        anchor = (anchors or {}).get((name, batch))
+        if anchor is not None:
+            times, factor = anchored(times, anchor, track)
+        out.samples.extend(at_speed(samples_from_context(profile, times, group=name, first_touch=first_touch), factor))
         if first_touch is not None:
             out.faults.append((*fault_split(profile, times.fault_bytes, first_touch), float(profile.peak_activation_bytes)))
     return out
@@ -203,26 +216,38 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
         return None if progress is None else (lambda done, total, what: progress(done, total, f"{name}: {what}"))
 
     touch = first_touch_of(table)
-    zoo = zoo_samples(models, stage("models"), touch, passes=1 if quick else ZOO_PASSES, track=speed[0])
-    if touch is not None and not quick:  # the share a user's fresh process faults, not this process's
-        zoo = zoo._replace(faults=fresh_faults([m for m in models if m[1] > 1], touch, stage("faults")) or zoo.faults)
+    fresh = {} if quick else fresh_forwards(models, touch, stage("fresh processes"))  # as the user's process runs them
+    zoo = zoo_samples(models, stage("models"), touch, passes=1 if quick else ZOO_PASSES, track=speed[0], anchors=fresh)
+    faults = [run.faults for (_, batch), run in fresh.items() if batch > 1]
+    if touch is not None and faults:  # the share a user's fresh process faults, not this process's
+        zoo = zoo._replace(faults=faults)
     return _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"), speed)
 
 
-def fresh_faults(
-    models: Sequence[tuple[str, int]], touch: FirstTouch, progress: Progress | None = None
-) -> list[tuple[float, float, float]]:
-    """Each model's :func:`~graphprof.calibrate.samples.fault_split` in a fresh process, with its dry run's peak
-    (:mod:`graphprof.calibrate.fresh_faults`); a model that fails there is left out."""
-    from graphprof.calibrate.fresh_faults import fresh_fault_split
+def anchored(times: ContextTimes, anchor: FreshForward, track: SpeedTrack | None) -> tuple[ContextTimes, float]:
+    """``times`` whose plain forward is ``anchor``'s (a fresh process's), and the factor that brings it from the
+    speed the probe read there to ``track``'s reference (1 without a track, or where the two readings lie
+    outside :data:`~graphprof.devices.probe.SPEED_LIMITS` of each other).
 
-    out = []
+    Worked example: a forward of 54 ms in a fresh process whose probe read 0.30 ms, against a reference
+    reading of 0.40 ms: the calls sum to 54 ms, times ``0.40 / 0.30``: 72 ms at the reference speed."""
+    ratio = None if track is None else speed_factor(anchor.probe_s, track.reference_s)
+    return replace(times, forward_s=anchor.forward_s), 1.0 if ratio is None else ratio
+
+
+def fresh_forwards(
+    models: Sequence[tuple[str, int]], touch: FirstTouch | None, progress: Progress | None = None
+) -> dict[tuple[str, int], FreshForward]:
+    """Each model's forward in a fresh process (:mod:`graphprof.calibrate.fresh_faults`): its faults split at
+    ``touch``'s limit (none without one), its time and the probe; a model that fails there is left out."""
+    limit, least = (math.inf, 2.0**20) if touch is None else (touch.limit_bytes, touch.min_bytes)
+    out = {}
     for i, (name, batch) in enumerate(models, start=1):
         if progress is not None:
             progress(i, len(models), f"{name} batch {batch} (a fresh process)")
-        split = fresh_fault_split(name, batch, touch.limit_bytes, touch.min_bytes)
-        if split is not None:
-            out.append(split)
+        run = fresh_forward(name, batch, limit, least)
+        if run is not None:
+            out[(name, batch)] = run
     return out
 
 
