@@ -172,7 +172,9 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(preset, "measure_op_table", fake_table)
     monkeypatch.setattr(
-        preset, "zoo_samples", lambda models, progress=None, first_touch=None, passes=1, track=None, anchors=None: preset.ZooTimes([], [], [])
+        preset,
+        "zoo_samples",
+        lambda models, progress=None, first_touch=None, passes=1, track=None, anchors=None: preset.ZooTimes([], [], []),
     )  # no real model runs here
     monkeypatch.setattr(preset, "fresh_forwards", lambda models, touch, progress=None: {})
     monkeypatch.setattr(preset, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
@@ -201,7 +203,7 @@ def test_real_calibration_of_this_cpu(tmp_path: Path) -> None:
 
 def test_a_fresh_process_anchors_a_sample_models_time_at_the_reference_speed() -> None:
     """The docstring's example: 54 ms with the probe at 0.30 ms there, a reference reading of 0.40 ms: the calls
-    sum to 54 ms, taking 0.40 / 0.30; the calls keep their shares; no track, no factor; a probe 3x off is a
+    sum to 54 ms, taking (0.40 / 0.30) ** 0.6; the calls keep their shares; no track, no factor; a probe 3x off is a
     misread (outside the probe's limits), no factor either."""
     from graphprof.calibrate.fresh_faults import FreshForward
     from graphprof.calibrate.preset import anchored
@@ -211,6 +213,10 @@ def test_a_fresh_process_anchors_a_sample_models_time_at_the_reference_speed() -
     times = ContextTimes((("aten::conv2d", 0.060), ("aten::relu", 0.020)), forward_s=0.070, profiled_s=0.085, runs=3)
     anchor = FreshForward(0.0, 0.0, 1e6, forward_s=0.054, probe_s=0.00030)
     got, factor = anchored(times, anchor, SpeedTrack(0.00040, [0.00040], probe=lambda: 0.00040))
-    assert got.forward_s == 0.054 and got.ops == times.ops and factor == pytest.approx(0.40 / 0.30)
+    assert (
+        got.forward_s == 0.054
+        and got.ops == times.ops
+        and factor == pytest.approx((0.40 / 0.30) ** 0.6) == pytest.approx(64.2 / 54, rel=1e-3)
+    )
     assert anchored(times, anchor, None)[1] == 1.0
     assert anchored(times, anchor._replace(probe_s=0.0012), SpeedTrack(0.00040))[1] == 1.0

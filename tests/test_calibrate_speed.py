@@ -19,8 +19,8 @@ def test_the_module_docstrings_worked_example() -> None:
     track = SpeedTrack.start(_probe(0.40e-3, 0.48e-3, 0.52e-3))
     out, factor = track.timed(lambda: "timed")
     assert out == "timed"
-    # 0.40 / sqrt(0.48 * 0.52) = 0.40 / 0.49960 = 0.80064
-    assert factor == pytest.approx(0.80064, abs=1e-5)
+    # (0.40 / sqrt(0.48 * 0.52)) ** 0.6 = (0.40 / 0.49960) ** 0.6 = 0.80064 ** 0.6 = 0.87511 (the probe's elasticity)
+    assert factor == pytest.approx(0.87511, abs=1e-5)
     assert track.readings_s == [0.40e-3, 0.48e-3, 0.52e-3]
     assert track.reference_s == 0.40e-3
 
@@ -28,8 +28,8 @@ def test_the_module_docstrings_worked_example() -> None:
 def test_a_stretch_at_the_reference_speed_is_left_alone_and_a_fast_one_is_slowed() -> None:
     track = SpeedTrack.start(_probe(1.0, 1.0, 1.0, 0.5, 0.8))
     assert track.timed(lambda: None)[1] == 1.0
-    # the machine ran fast (readings 0.5 and 0.8): its times are scaled up by 1 / sqrt(0.4) = 1.5811
-    assert track.timed(lambda: None)[1] == pytest.approx(1 / math.sqrt(0.4))
+    # the machine ran fast (readings 0.5 and 0.8): its times are scaled up by (1 / sqrt(0.4)) ** 0.6 = 1.3164
+    assert track.timed(lambda: None)[1] == pytest.approx((1 / math.sqrt(0.4)) ** 0.6) == pytest.approx(1.3164, abs=1e-4)
 
 
 def test_a_misread_probe_changes_nothing() -> None:
@@ -48,11 +48,11 @@ def test_samples_are_scaled_and_nothing_else_changes() -> None:
 
 def test_samples_end_at_the_median_reading() -> None:
     # readings 0.40 (first), 0.48, 0.52, 0.44: median 0.46; samples scaled to the first reading are then
-    # multiplied by 0.46 / 0.40 = 1.15
+    # multiplied by (0.46 / 0.40) ** 0.6 = 1.15 ** 0.6 = 1.0875
     track = SpeedTrack.start(_probe(0.40, 0.48, 0.52, 0.44))
     track.timed(lambda: None)
     track.read()
-    assert track.median_s == pytest.approx(0.46) and track.to_median() == pytest.approx(1.15)
+    assert track.median_s == pytest.approx(0.46) and track.to_median() == pytest.approx(1.0875, abs=1e-4)
 
 
 def test_a_predictions_probe_is_the_median_of_its_readings(monkeypatch: pytest.MonkeyPatch) -> None:

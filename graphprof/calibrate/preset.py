@@ -3,7 +3,7 @@
 Example::
 
     >>> from graphprof.calibrate import calibrate          # doctest: +SKIP
-    >>> preset = calibrate()                               # ~2.5 min on a 2-core CPU (quick=True: under one); writes ~/.cache/graphprof/local.json
+    >>> preset = calibrate()                               # ~7 min on a 2-core CPU (quick=True: about one); writes ~/.cache/graphprof/local.json
     >>> preset.hardware.peak_flops("float32")              # the fastest FLOP rate this machine showed
 
 The preset's peak per dtype is the fastest FLOP rate any benchmark reached, and its bandwidth the fastest
@@ -230,7 +230,8 @@ def anchored(times: ContextTimes, anchor: FreshForward, track: SpeedTrack | None
     outside :data:`~graphprof.devices.probe.SPEED_LIMITS` of each other).
 
     Worked example: a forward of 54 ms in a fresh process whose probe read 0.30 ms, against a reference
-    reading of 0.40 ms: the calls sum to 54 ms, times ``0.40 / 0.30``: 72 ms at the reference speed."""
+    reading of 0.40 ms: the calls sum to 54 ms, times ``(0.40 / 0.30) ** 0.6 = 1.188`` (the probe's
+    :data:`~graphprof.devices.probe.SPEED_ELASTICITY`): 64.2 ms at the reference speed."""
     ratio = None if track is None else speed_factor(anchor.probe_s, track.reference_s)
     return replace(times, forward_s=anchor.forward_s), 1.0 if ratio is None else ratio
 

@@ -17,9 +17,12 @@ real all the same (the probe read 0.46 ms at the median through a calibration an
 minutes later), so a prediction holds the median of five readings now against this median
 (:func:`graphprof.devices.hardware.local_hardware`).
 
+Every ratio of readings is raised to :data:`~graphprof.devices.probe.SPEED_ELASTICITY` (0.6): a forward follows
+the probe only in part (:mod:`graphprof.devices.probe`).
+
 Worked example: first reading 0.40 ms; a model timed between readings of 0.48 and 0.52 ms (the machine 24%
-slow) has its times multiplied by ``0.40 / sqrt(0.48 * 0.52) = 0.80``; with a median of all readings of
-0.44 ms, every sample is then multiplied by ``0.44 / 0.40 = 1.10``.
+slow by the probe) has its times multiplied by ``(0.40 / sqrt(0.48 * 0.52)) ** 0.6 = 0.80 ** 0.6 = 0.875``;
+with a median of all readings of 0.44 ms, every sample is then multiplied by ``1.10 ** 0.6 = 1.059``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from graphprof.devices.opmodel import Sample
-from graphprof.devices.probe import probe_seconds, speed_factor
+from graphprof.devices.probe import SPEED_ELASTICITY, probe_seconds, speed_factor
 
 __all__ = ["SpeedTrack", "at_speed"]
 
@@ -69,8 +72,9 @@ class SpeedTrack:
         return statistics.median(self.readings_s)
 
     def to_median(self) -> float:
-        """What samples scaled to the first reading are multiplied by to stand at :attr:`median_s` instead."""
-        return self.median_s / self.reference_s
+        """What samples scaled to the first reading are multiplied by to stand at :attr:`median_s` instead (the
+        ratio raised to :data:`~graphprof.devices.probe.SPEED_ELASTICITY`, as every speed factor is)."""
+        return (self.median_s / self.reference_s) ** SPEED_ELASTICITY
 
     def timed(self, work: Callable[[], T]) -> tuple[T, float]:
         """``work()`` with a reading before and after it, and the factor its times take."""

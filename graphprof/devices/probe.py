@@ -4,14 +4,24 @@ A shared machine's speed drifts by tens of percent over minutes, whatever its lo
 calibrate`` reads this probe around every stretch of its timing and brings each stretch's samples to the
 median reading (:mod:`graphprof.calibrate.speed`), so one calibration's table describes one speed, stored
 with it (``device.probe_s``); a prediction for ``local`` reads it :data:`READINGS` times (:func:`probe_now`) and
-scales the table by the median now over that one (:func:`speed_factor`), and says so. One reading alone is too
-noisy for either (``benchmarks/bench_drift.py``).
+scales the table by the median now over that one, raised to :data:`SPEED_ELASTICITY` (:func:`speed_factor`), and
+says so. One reading alone is too noisy for either (``benchmarks/bench_drift.py``).
+
+**Why not the ratio itself.** The probe is as noisy as the forwards it stands for, so a forward follows it only in
+part. On a 2-core AMD EPYC VM, 18 fresh processes (12 of resnet50, 6 of mobilenet_v2, batch 1, 2 threads) each
+read the probe (the median of five readings) and then timed ten plain forwards: the probe ran 0.28-0.64 ms from
+process to process and the forwards 56-111 ms (resnet50), and the log of a forward followed the log of its
+process's probe with a slope of 0.60 (correlation 0.65, each model about its own mean). The spread of the log
+forward about its model's mean was 0.189 unscaled, 0.166 scaled by the whole ratio, and 0.145 scaled by its
+square root. A ratio in full lets one stray reading (0.64 ms in a process whose forwards ran at the median)
+scale a prediction twice over.
 
 The probe is a convolution block at batch 1 (a 3x3 and a 1x1 convolution, a batch norm, ReLUs: the op kinds
 that dominate the sample models), run under ``torch.no_grad`` with the thread count the caller has set; its
 time is the median of :data:`CHUNKS` chunks of calls, after warm-up.
 
-Worked example: a reference reading of 2.4 ms and one of 1.8 ms now: :func:`speed_factor` is 0.75.
+Worked example: a reference reading of 2.4 ms and one of 1.8 ms now: the ratio is 0.75, and :func:`speed_factor`
+``0.75 ** 0.6 = 0.841``.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import time
 import torch
 from torch import nn
 
-__all__ = ["CHUNKS", "READINGS", "SPEED_LIMITS", "probe_now", "probe_seconds", "speed_factor"]
+__all__ = ["CHUNKS", "READINGS", "SPEED_ELASTICITY", "SPEED_LIMITS", "probe_now", "probe_seconds", "speed_factor"]
 
 #: How many chunks of calls the probe's median is taken over, and each chunk's length (seconds).
 CHUNKS, CHUNK_S = 9, 0.01
@@ -30,6 +40,8 @@ CHUNKS, CHUNK_S = 9, 0.01
 READINGS = 5
 #: A speed factor outside these is not applied (the probe itself misread, or another machine): 1 is used.
 SPEED_LIMITS = (0.5, 2.0)
+#: How far a forward's time follows the probe's: the ratio of two readings is raised to this (see the module docstring).
+SPEED_ELASTICITY = 0.6
 
 
 def _block() -> nn.Module:
@@ -70,8 +82,9 @@ def probe_now(readings: int = READINGS) -> float:
 
 
 def speed_factor(calibrated_s: float, now_s: float) -> float | None:
-    """``now / then`` of the probe, or ``None`` when it falls outside :data:`SPEED_LIMITS` (not applied)."""
+    """``(now / then) ** SPEED_ELASTICITY`` of the probe, or ``None`` when ``now / then`` falls outside
+    :data:`SPEED_LIMITS` (not applied)."""
     if calibrated_s <= 0 or now_s <= 0:
         return None
-    factor = now_s / calibrated_s
-    return factor if SPEED_LIMITS[0] <= factor <= SPEED_LIMITS[1] else None
+    ratio = now_s / calibrated_s
+    return ratio**SPEED_ELASTICITY if SPEED_LIMITS[0] <= ratio <= SPEED_LIMITS[1] else None
