@@ -74,7 +74,7 @@ class SpeedTrack:
     def to_median(self) -> float:
         """What samples scaled to the first reading are multiplied by to stand at :attr:`median_s` instead (the
         ratio raised to :data:`~graphprof.devices.probe.SPEED_ELASTICITY`, as every speed factor is)."""
-        return (self.median_s / self.reference_s) ** SPEED_ELASTICITY
+        return float((self.median_s / self.reference_s) ** SPEED_ELASTICITY)
 
     def timed(self, work: Callable[[], T]) -> tuple[T, float]:
         """``work()`` with a reading before and after it, and the factor its times take."""
