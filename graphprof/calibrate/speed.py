@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from graphprof.devices.opmodel import Sample
-from graphprof.devices.probe import SPEED_ELASTICITY, probe_seconds, speed_factor
+from graphprof.devices.probe import followed, probe_seconds, speed_factor
 
 __all__ = ["SpeedTrack", "at_speed"]
 
@@ -74,7 +74,7 @@ class SpeedTrack:
     def to_median(self) -> float:
         """What samples scaled to the first reading are multiplied by to stand at :attr:`median_s` instead (the
         ratio raised to :data:`~graphprof.devices.probe.SPEED_ELASTICITY`, as every speed factor is)."""
-        return float((self.median_s / self.reference_s) ** SPEED_ELASTICITY)
+        return followed(self.median_s / self.reference_s)
 
     def timed(self, work: Callable[[], T]) -> tuple[T, float]:
         """``work()`` with a reading before and after it, and the factor its times take."""

@@ -32,7 +32,7 @@ import time
 import torch
 from torch import nn
 
-__all__ = ["CHUNKS", "READINGS", "SPEED_ELASTICITY", "SPEED_LIMITS", "probe_now", "probe_seconds", "speed_factor"]
+__all__ = ["CHUNKS", "READINGS", "SPEED_ELASTICITY", "SPEED_LIMITS", "followed", "probe_now", "probe_seconds", "speed_factor"]
 
 #: How many chunks of calls the probe's median is taken over, and each chunk's length (seconds).
 CHUNKS, CHUNK_S = 9, 0.01
@@ -81,10 +81,16 @@ def probe_now(readings: int = READINGS) -> float:
     return statistics.median(probe_seconds() for _ in range(readings))
 
 
+def followed(ratio: float) -> float:
+    """What a forward's time is multiplied by where the probe's time was multiplied by ``ratio``:
+    ``ratio ** SPEED_ELASTICITY`` (the module docstring says why not ``ratio``)."""
+    return float(ratio**SPEED_ELASTICITY)
+
+
 def speed_factor(calibrated_s: float, now_s: float) -> float | None:
     """``(now / then) ** SPEED_ELASTICITY`` of the probe, or ``None`` when ``now / then`` falls outside
     :data:`SPEED_LIMITS` (not applied)."""
     if calibrated_s <= 0 or now_s <= 0:
         return None
     ratio = now_s / calibrated_s
-    return ratio**SPEED_ELASTICITY if SPEED_LIMITS[0] <= ratio <= SPEED_LIMITS[1] else None
+    return followed(ratio) if SPEED_LIMITS[0] <= ratio <= SPEED_LIMITS[1] else None
