@@ -17,6 +17,12 @@ Figures, per timed step (after ``warmup`` untimed ones), medians over ``iters`` 
 * **end to end**: from a barrier to the last stage's output, for the whole batch; throughput is
   ``batch / step``. GPipe's step takes about ``sum(stage) + (micro-batches - 1) x max(stage)``.
 
+Each stage's process first brings its C heap to the state graphprof's own timings start from
+(:func:`graphprof.measure.heap.settle_malloc`): the stage times the plan predicts come from such timings,
+and a fresh process that has not freed a large block yet serves every activation of a few MiB from
+freshly faulted pages (resnet50 on ``cpu:2`` here: the first stage, whose activations are the largest,
+ran 1.17-1.22x its prediction alone without it, 0.93-0.96x with it).
+
 The last stage's output is checked against the unsplit model's output on the same batch (``rtol``,
 ``atol``). Times here are taken on a shared machine: the processes compete for its cores.
 """
@@ -43,6 +49,7 @@ from graphprof.base.atomic import sigterm_raises
 from graphprof.base.inputs import materialize
 from graphprof.base.limits import format_bytes, require_count, require_fits
 from graphprof.errors import InvalidInputError, MeasurementError
+from graphprof.measure.heap import settle_malloc
 from graphprof.prepared import PreparedModel
 
 __all__ = ["StageRun", "PipelineRun", "run_split", "step_prediction"]
@@ -253,6 +260,7 @@ def _worker(rank: int, world: int, job: _Job, results: Any, parent: int) -> None
 
     _end_with_parent(parent)
     torch.set_num_threads(job.threads)
+    settle_malloc()  # the heap as graphprof's own timings leave it, which the plan's measured or predicted stage times assume
     try:
         dist.init_process_group("gloo", init_method=job.address, rank=rank, world_size=world)
         try:
