@@ -38,6 +38,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -116,6 +117,16 @@ def _graphprof(arguments: list[str], threads: int) -> dict[str, Any]:
         return result
 
 
+def speed_of(result: dict[str, Any]) -> float:
+    """The factor a result's prediction was scaled by for the machine's speed when it ran (the ``local`` preset's
+    note: :func:`graphprof.devices.hardware.local_hardware`); 1 where none was applied."""
+    for note in result.get("roofline", {}).get("notes", []):
+        found = re.search(r"times are scaled by ([0-9.]+)", str(note))
+        if found:
+            return float(found.group(1))
+    return 1.0
+
+
 def _run_once(name: str, batch: int, iters: int, threads: int) -> dict[str, Any]:
     """One fresh ``graphprof --measure`` process (:func:`_command`): its JSON result."""
     return _graphprof(_command(name, batch, iters), threads)
@@ -136,6 +147,8 @@ class Point:
     load_after: float
     #: the second calibration's prediction over the first's, minus one (``nan`` where the first failed)
     calibrations: float
+    #: the same with each prediction's speed factor taken out: the two tables alone, at their own speeds
+    tables: float = float("nan")
 
     @property
     def measured(self) -> float:
@@ -161,7 +174,7 @@ class Point:
         return self.load <= QUIET
 
 
-def point(name: str, batch: int, args: argparse.Namespace, first: dict[tuple[str, int], float]) -> Point:
+def point(name: str, batch: int, args: argparse.Namespace, first: dict[tuple[str, int], tuple[float, float]]) -> Point:
     """One model at one batch, as a user runs it: ``args.repeat`` fresh processes, each after the load has fallen
     to ``args.max_load``; ``first`` holds the first calibration's predictions."""
     runs, loads = [], []
@@ -172,11 +185,12 @@ def point(name: str, batch: int, args: argparse.Namespace, first: dict[tuple[str
     roofline = runs[0]["roofline"]
     predicted = float(roofline.get("predicted_time_s") or 0.0)
     interval = roofline.get("predicted_interval") or {}
-    before = first.get((name, batch))
+    before, before_speed = first.get((name, batch), (0.0, 1.0))
+    tables = (predicted / speed_of(runs[0])) / (before / before_speed) - 1.0 if before else float("nan")
     return Point(
         name, batch, predicted, float(interval.get("low_s", 0.0)), float(interval.get("high_s", 0.0)),
         float(roofline.get("lower_bound_time_s") or 0.0), tuple(r["runtime"]["forward"]["mean"] / 1e3 for r in runs),
-        max(loads), _load(), predicted / before - 1.0 if before else float("nan"),
+        max(loads), _load(), predicted / before - 1.0 if before else float("nan"), tables,
     )  # fmt: skip
 
 
@@ -186,13 +200,13 @@ def _row(p: Point) -> str:
     agree, pairs = p.pairs
     return (f"| {p.model} | {p.batch} | {p.predicted * 1e3:.1f} ({p.low * 1e3:.1f}–{p.high * 1e3:.1f}) | "
             f"{p.measured * 1e3:.1f} ({runs}) | {p.spread:.1%} | {agree}/{pairs} | {p.error:+.1%} | {'yes' if covered else 'no'} | "
-            f"{'yes' if p.lower <= p.measured else '**no**'} | {p.calibrations:+.1%} | {p.load:.2f} -> {p.load_after:.2f}"
+            f"{'yes' if p.lower <= p.measured else '**no**'} | {p.calibrations:+.1%} ({p.tables:+.1%}) | {p.load:.2f} -> {p.load_after:.2f}"
             f"{'' if p.quiet else ' REFUSED'} |")  # fmt: skip
 
 
 HEADER = [
     "| model | batch | predicted ms (80%) | measured ms: median (each process) | spread | pairs within ±10% | error | in 80% "
-    "| LB <= measured | 2nd / 1st calibration | load before -> after |",
+    "| LB <= measured | 2nd / 1st calibration (tables alone) | load before -> after |",
     "|---|---:|---:|---:|---:|---:|---:|:---:|:---:|---:|---:|",
 ]
 
@@ -236,6 +250,10 @@ def _summary(points: Sequence[Point]) -> list[str]:
         f"- two calibrations back to back: predictions differ by at most {max(spreads, default=float('nan')):.1%}, "
         f"median {statistics.median(spreads) if spreads else float('nan'):.1%} (goal: {g['calibrations']})",
     ]
+    tables = [abs(p.tables) for p in points if p.tables == p.tables]
+    if tables:
+        lines.append(f"- the same with each prediction's speed factor taken out (the two tables alone): at most {max(tables):.1%}, "
+                     f"median {statistics.median(tables):.1%}")  # fmt: skip
     return lines
 
 
@@ -253,17 +271,18 @@ def _names(args: argparse.Namespace) -> list[str]:
     return names
 
 
-def _predictions(points: Sequence[tuple[str, int]], threads: int) -> dict[tuple[str, int], float]:
+def _predictions(points: Sequence[tuple[str, int]], threads: int) -> dict[tuple[str, int], tuple[float, float]]:
     """Every point's prediction under the ``local`` calibration as it stands (the first, before the second replaces
     it), each in a fresh process as the points' own are (``graphprof --model M --batch-size B --hardware local``):
-    like for like, its probe read as a user's process reads it, not in this process after two calibrations."""
+    like for like, its probe read as a user's process reads it, not in this process after two calibrations; with the
+    speed factor that process applied."""
     found = {}
     for name, batch in points:
         try:
             result = _graphprof(["--model", name, "--batch-size", str(batch), "--hardware", "local"], threads)
         except RuntimeError:  # reported below, where the point fails
             continue
-        found[(name, batch)] = float(result["roofline"].get("predicted_time_s") or 0.0)
+        found[(name, batch)] = (float(result["roofline"].get("predicted_time_s") or 0.0), speed_of(result))
     return found
 
 

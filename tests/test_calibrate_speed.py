@@ -61,3 +61,22 @@ def test_a_predictions_probe_is_the_median_of_its_readings(monkeypatch: pytest.M
     # one stray fast reading (0.29) among five: the median, 0.46, is what the prediction holds against the file
     monkeypatch.setattr(probe, "probe_seconds", _probe(0.50, 0.29, 0.46, 0.47, 0.45))
     assert probe.probe_now() == pytest.approx(0.46) and probe.READINGS == 5
+
+
+def test_a_reading_inside_the_calibrations_band_leaves_the_prediction_alone() -> None:
+    from graphprof.devices.probe import band_of, speed_factor, speed_factor_beyond
+
+    readings = [0.29e-3 + i * 0.02e-3 for i in range(11)]  # 0.29 .. 0.49 ms: 10th and 90th percentiles 0.31 and 0.47
+    band = band_of(readings)
+    assert band == pytest.approx((0.31e-3, 0.47e-3))
+    assert band_of(readings[:9]) is None  # too few readings to say
+    assert speed_factor_beyond(0.39e-3, 0.40e-3, band) == 1.0
+    # outside: the ratio to the nearer edge, (0.60 / 0.47) ** 0.6 = 1.2766 ** 0.6 = 1.1578; (0.25 / 0.31) ** 0.6 = 0.8065 ** 0.6 = 0.8789
+    assert speed_factor_beyond(0.39e-3, 0.60e-3, band) == pytest.approx(1.1578, abs=1e-4)
+    assert speed_factor_beyond(0.39e-3, 0.25e-3, band) == pytest.approx(0.8789, abs=1e-4)
+    # continuous at the edges, never further from 1 than the whole ratio, and as before without a band
+    assert speed_factor_beyond(0.39e-3, 0.47e-3, band) == pytest.approx(1.0)
+    whole = speed_factor(0.39e-3, 0.60e-3)
+    assert whole is not None and whole > speed_factor_beyond(0.39e-3, 0.60e-3, band)  # type: ignore[operator]
+    assert speed_factor_beyond(0.39e-3, 0.60e-3, None) == whole
+    assert speed_factor_beyond(0.39e-3, 3e-3, band) is None  # a misread: outside the 0.5-2x limits

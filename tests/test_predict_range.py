@@ -171,3 +171,16 @@ def test_a_local_file_that_timed_the_probe_is_scaled_to_now_with_a_note() -> Non
     assert scaled is cal and note is not None and "not scaled" in note
     same, none = _at_speed_now(cal, {"threads": 2})  # no probe in the file: as it was, silently
     assert same is cal and none is None
+
+
+def test_a_local_file_with_its_readings_predicts_at_its_own_speed_inside_the_band(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphprof.devices import probe
+    from graphprof.devices.hardware import _at_speed_now
+
+    monkeypatch.setattr(probe, "probe_now", lambda readings=probe.READINGS: 0.45e-3)
+    cal = _calibration(_model([16, 32, 64]))
+    readings = [0.29e-3 + i * 0.02e-3 for i in range(11)]
+    same, _ = _at_speed_now(cal, {"probe_s": 0.39e-3, "probes_s": readings})
+    assert same.speed == 1.0
+    alone, _ = _at_speed_now(cal, {"probe_s": 0.39e-3})  # an older file without its readings: the whole ratio
+    assert alone.speed == pytest.approx((0.45 / 0.39) ** 0.6)

@@ -416,16 +416,19 @@ def _at_speed_now(calibration: Calibration, device: object) -> tuple[Calibration
     then = device.get("probe_s") if isinstance(device, Mapping) else None
     if not isinstance(then, (int, float)) or isinstance(then, bool) or then <= 0 or calibration.op_model is None:
         return calibration, None
-    from graphprof.devices.probe import READINGS, SPEED_LIMITS, probe_now, speed_factor
+    from graphprof.devices.probe import READINGS, SPEED_LIMITS, band_of, probe_now, speed_factor_beyond
 
+    readings = device.get("probes_s") if isinstance(device, Mapping) else None
+    band = band_of([float(r) for r in readings if isinstance(r, (int, float))]) if isinstance(readings, list) else None
     now = probe_now()
-    factor = speed_factor(float(then), now)
+    factor = speed_factor_beyond(float(then), now, band)
     if factor is None:
         return calibration, (f"the speed probe ran {now * 1e3:.2f} ms now against {then * 1e3:.2f} ms when calibrated, outside "
                              f"{SPEED_LIMITS[0]}-{SPEED_LIMITS[1]}x: predictions not scaled; run `graphprof calibrate` again")  # fmt: skip
+    within = f" (its readings spanned {band[0] * 1e3:.2f}-{band[1] * 1e3:.2f} ms)" if band is not None else ""
     return replace(calibration, speed=factor), (
         f"predicted at this machine's speed now: the speed probe ran {now * 1e3:.2f} ms (the median of {READINGS} readings) "
-        f"against {then * 1e3:.2f} ms when calibrated (its median reading), so the calibration's times are scaled by {factor:.2f}"
+        f"against {then * 1e3:.2f} ms when calibrated (its median reading){within}, so the calibration's times are scaled by {factor:.2f}"
     )
 
 

@@ -3,9 +3,10 @@
 A shared machine's speed drifts by tens of percent over minutes, whatever its load average says. ``graphprof
 calibrate`` reads this probe around every stretch of its timing and brings each stretch's samples to the
 median reading (:mod:`graphprof.calibrate.speed`), so one calibration's table describes one speed, stored
-with it (``device.probe_s``); a prediction for ``local`` reads it :data:`READINGS` times (:func:`probe_now`) and
-scales the table by the median now over that one, raised to :data:`SPEED_ELASTICITY` (:func:`speed_factor`), and
-says so. One reading alone is too noisy for either (``benchmarks/bench_drift.py``).
+with it (``device.probe_s``, every reading in ``device.probes_s``); a prediction for ``local`` reads it
+:data:`READINGS` times (:func:`probe_now`) and, where that median lies outside the band the calibration's own
+readings spanned, scales the table by its ratio to the band's edge, raised to :data:`SPEED_ELASTICITY`
+(:func:`speed_factor_beyond`), and says so. One reading alone is too noisy for either (``benchmarks/bench_drift.py``).
 
 **Why not the ratio itself.** The probe is as noisy as the forwards it stands for, so a forward follows it only in
 part. On a 2-core AMD EPYC VM, 18 fresh processes (12 of resnet50, 6 of mobilenet_v2, batch 1, 2 threads) each
@@ -28,11 +29,15 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-__all__ = ["CHUNKS", "READINGS", "SPEED_ELASTICITY", "SPEED_LIMITS", "followed", "probe_now", "probe_seconds", "speed_factor"]
+__all__ = [
+    "BAND", "CHUNKS", "READINGS", "SPEED_ELASTICITY", "SPEED_LIMITS", "band_of", "followed", "probe_now", "probe_seconds",
+    "speed_factor", "speed_factor_beyond",
+]  # fmt: skip
 
 #: How many chunks of calls the probe's median is taken over, and each chunk's length (seconds).
 CHUNKS, CHUNK_S = 9, 0.01
@@ -42,6 +47,8 @@ READINGS = 5
 SPEED_LIMITS = (0.5, 2.0)
 #: How far a forward's time follows the probe's: the ratio of two readings is raised to this (see the module docstring).
 SPEED_ELASTICITY = 0.6
+#: The quantiles of a calibration's own readings that bound its band of speeds (:func:`band_of`).
+BAND = (0.1, 0.9)
 
 
 def _block() -> nn.Module:
@@ -94,3 +101,39 @@ def speed_factor(calibrated_s: float, now_s: float) -> float | None:
         return None
     ratio = now_s / calibrated_s
     return followed(ratio) if SPEED_LIMITS[0] <= ratio <= SPEED_LIMITS[1] else None
+
+
+def band_of(readings: Sequence[float]) -> tuple[float, float] | None:
+    """The band of speeds a calibration's own readings spanned: their :data:`BAND` quantiles (10th and 90th
+    percentiles), or ``None`` for fewer than ten readings (a calibration too short to say)."""
+    usable = sorted(r for r in readings if r > 0)
+    if len(usable) < 10:
+        return None
+    cuts = statistics.quantiles(usable, n=100, method="inclusive")
+    return cuts[round(BAND[0] * 100) - 1], cuts[round(BAND[1] * 100) - 1]
+
+
+def speed_factor_beyond(calibrated_s: float, now_s: float, band: tuple[float, float] | None) -> float | None:
+    """What a prediction is multiplied by for a probe reading ``now_s`` against a calibration whose median reading
+    was ``calibrated_s`` and whose readings spanned ``band``: 1 inside the band (the table already averages over
+    such spells: a process that reads there runs at the table's speed, give or take the noise the interval
+    carries), else the ratio to the band's nearer edge raised to :data:`SPEED_ELASTICITY`; ``None`` where
+    ``now / then`` falls outside :data:`SPEED_LIMITS`. Without a band, :func:`speed_factor`.
+
+    Why a band: on this machine a fresh process's probe reads anywhere in the calibration's own spread (0.28 to
+    0.64 ms from process to process, around a median of 0.31), and scaling every prediction by it made two
+    predictions of one model from one calibration differ by up to 1.4x, against a reference (the median of three
+    fresh processes) that the reading of one process does not move. Outside the band the machine has changed.
+
+    Worked example: a band of 0.29-0.48 ms around a median of 0.31 ms: a reading of 0.40 ms gives 1; one of 0.60
+    ms gives ``(0.60 / 0.48) ** 0.6 = 1.143`` (the whole ratio to the median, ``(0.60 / 0.31) ** 0.6``, would give
+    1.486); one of 0.25 ms gives ``(0.25 / 0.29) ** 0.6 = 0.915``."""
+    whole = speed_factor(calibrated_s, now_s)
+    if whole is None or band is None:
+        return whole
+    low, high = min(band[0], calibrated_s), max(band[1], calibrated_s)
+    if now_s > high:
+        return followed(now_s / high)
+    if now_s < low:
+        return followed(now_s / low)
+    return 1.0
