@@ -110,6 +110,12 @@ def test_the_plain_forward_sees_the_dry_runs_calls_and_leaves_the_model_as_found
     assert model.training and all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
     samples = samples_from_context(profile, times, group="toy")
     assert samples and all(s.features[-2] == IN_CONTEXT and s.group == "toy" for s in samples if s.kind != "generic")
+    # the calls alone (the calibration's anchored models): the same calls, the forward's time the profiled one's,
+    # no faults counted, and the model still as found
+    alone = context_times(model, (x,), {}, runs=2, warmup=1, timed=2, plain=False)
+    assert [name for name, _ in alone.ops] == [name for name, _ in times.ops]
+    assert alone.forward_s == alone.profiled_s > 0 and alone.fault_bytes == 0.0
+    assert model.training and all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
 def test_where_a_call_was_timed_is_a_feature() -> None:

@@ -131,7 +131,9 @@ def zoo_samples(
     With a ``track``, each model's samples are brought to its reference speed (:mod:`graphprof.calibrate.speed`).
     A model with an ``anchor`` (its forward in a fresh process, :mod:`graphprof.calibrate.fresh_faults`) has its
     calls brought to sum to that forward's time instead of this process's, and to the reference speed by the
-    probe read around it there: each pass keeps its own shares of the time, and the time is the user's."""
+    probe read around it there: each pass keeps its own shares of the time, and the time is the user's; its plain
+    forward and faults are not timed again here (``context_times(..., plain=False)``: about a third of the forwards
+    of a pass saved), and the anchor's faults stand for it."""
     from graphprof.measure.context import context_times
     from graphprof.prepared import prepare
 
@@ -141,21 +143,24 @@ def zoo_samples(
     for i, (name, batch) in enumerate([m for _ in range(passes) for m in models], start=1):
         if progress is not None:
             progress(i, len(models) * passes, f"{name} batch {batch}")
+        anchor = (anchors or {}).get((name, batch))
         try:
             model = prepared.get(name) or prepared.setdefault(name, prepare(name, batch_size=batch))
             call = model.resolve(model.spec(batch_size=batch))
-            timing = functools.partial(context_times, model.model, call.args, call.kwargs, device="cpu", dtype=call.dtype, runs=3)
+            timing = functools.partial(
+                context_times, model.model, call.args, call.kwargs, device="cpu", dtype=call.dtype, runs=3, plain=anchor is None
+            )
             times, factor = track.timed(timing) if track is not None else (timing(), 1.0)
             profile = profiles.get((name, batch)) or profiles.setdefault((name, batch), model.profile(batch_size=batch))
         except Exception:  # noqa: BLE001 - a model missing here (no timm, an old torchvision) only samples less
             continue
-        out.outside.append(times.outside_s / times.forward_s)
-        anchor = (anchors or {}).get((name, batch))
-        if anchor is not None:
+        if anchor is not None:  # its plain forward and faults are the fresh process's: not timed again here
             times, factor = anchored(times, anchor, track)
+        out.outside.append(times.outside_s / times.forward_s)
         out.samples.extend(at_speed(samples_from_context(profile, times, group=name, first_touch=first_touch), factor))
         if first_touch is not None:
-            out.faults.append((*fault_split(profile, times.fault_bytes, first_touch), float(profile.peak_activation_bytes)))
+            split = (*fault_split(profile, times.fault_bytes, first_touch), float(profile.peak_activation_bytes))
+            out.faults.append(split if anchor is None else anchor.faults)
     return out
 
 

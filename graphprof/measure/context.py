@@ -18,6 +18,11 @@ measures the ops *there*:
    torchvision model on this 2-core machine they were 70-460 MB, run after run, in outputs of 2 MiB and
    more that the allocator had handed back to the kernel (glibc trims its heap and unmaps large blocks).
 
+With ``plain=False`` steps 1 and 3 are left out (``warmup`` untimed forwards come first all the same): for a
+caller that has the plain forward's time and faults from elsewhere (the calibration's fresh processes,
+:mod:`graphprof.calibrate.fresh_faults`); ``forward_s`` is then the profiled forwards' wall time and
+``fault_bytes`` 0.
+
 :class:`ContextTimes` keeps the two apart: the ops' sum under the profiler, the plain forward without
 it, and what lies between (the host's time outside every dispatched call: module calls, Python,
 composite ops' wrappers). :func:`graphprof.calibrate.samples.samples_from_context` pairs the calls with
@@ -35,6 +40,7 @@ import torch
 from torch import nn
 
 from graphprof.errors import MeasurementError
+from graphprof.measure.heap import settle_malloc
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import dispatched
 from graphprof.measure.run import cast_inputs, materialized, resolve_device
@@ -111,8 +117,10 @@ def context_times(
     warmup: int = 2,
     timed: int = 5,
     seed: int = 0,
+    plain: bool = True,
 ) -> ContextTimes:
-    """Time ``model``'s plain forward and each of its dispatched calls in place (see the module docstring).
+    """Time ``model``'s plain forward and each of its dispatched calls in place (see the module docstring;
+    ``plain=False`` times the calls alone).
 
     The model is left as found: a model elsewhere (another device, the meta device) runs as a seeded copy.
     """
@@ -124,8 +132,21 @@ def context_times(
     work, _ = materialized(model, dev, dtype, seed)
     batch: Any = cast_inputs(kwargs, dev, dtype) if kwargs else cast_inputs(args, dev, dtype)
     with ProfilingContext(work, disable_dropout=True, eval_mode=True, seed=seed), torch.no_grad():
-        plain = profile_forward(work, batch, num_runs=timed, warmup_runs=warmup, device=dev)
+        forward = _plain_seconds(work, batch, dev, warmup, timed if plain else 0)
         profiled = [_profiled_calls(work, batch) for _ in range(runs)]
-        faults = [faulted_bytes(lambda: call_model(work, batch)) for _ in range(timed if dev.type == "cpu" else 0)]
-    return ContextTimes(_medians([calls for calls, _ in profiled]), plain.median / 1e3,
-                        statistics.median(wall for _, wall in profiled), runs, statistics.median(faults) if faults else 0.0)  # fmt: skip
+        faults = [faulted_bytes(lambda: call_model(work, batch)) for _ in range(timed if plain and dev.type == "cpu" else 0)]
+    wall = statistics.median(w for _, w in profiled)
+    return ContextTimes(_medians([calls for calls, _ in profiled]), forward if forward is not None else wall, wall, runs,
+                        statistics.median(faults) if faults else 0.0)  # fmt: skip
+
+
+def _plain_seconds(work: nn.Module, batch: Any, dev: torch.device, warmup: int, timed: int) -> float | None:
+    """The plain forward's median seconds over ``timed`` runs after ``warmup`` (``profile_forward``), or ``None``
+    for ``timed`` 0: then the ``warmup`` runs alone, on the heap as ``profile_forward`` settles it."""
+    if timed > 0:
+        return profile_forward(work, batch, num_runs=timed, warmup_runs=warmup, device=dev).median / 1e3
+    if dev.type == "cpu":
+        settle_malloc()
+    for _ in range(warmup):
+        call_model(work, batch)
+    return None
