@@ -176,7 +176,7 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
         "zoo_samples",
         lambda models, progress=None, first_touch=None, passes=1, track=None, anchors=None: preset.ZooTimes([], [], []),
     )  # no real model runs here
-    monkeypatch.setattr(preset, "fresh_forwards", lambda models, touch, progress=None: {})
+    monkeypatch.setattr(preset, "fresh_forwards", lambda models, touch, progress=None, processes=2: {})
     monkeypatch.setattr(preset, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
     out = tmp_path / "preset.json"
     result = CliRunner().invoke(app, ["calibrate", "--output", str(out)])
@@ -220,3 +220,28 @@ def test_a_fresh_process_anchors_a_sample_models_time_at_the_reference_speed() -
     )
     assert anchored(times, anchor, None)[1] == 1.0
     assert anchored(times, anchor._replace(probe_s=0.0012), SpeedTrack(0.00040))[1] == 1.0
+
+
+def test_a_sample_models_fresh_processes_merge_into_one_anchor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merged``'s example: 50 ms at a probe of 0.30 ms and 60 ms at 0.40 ms give 54.8 ms at 0.3464 ms (the
+    geometric means: sqrt(50 x 60) = 54.77, sqrt(0.30 x 0.40) = 0.3464); faults their mean. ``fresh_forwards`` runs
+    every model once, then every model again, and leaves out a model that failed in every process."""
+    from graphprof.calibrate import preset
+    from graphprof.calibrate.fresh_faults import FreshForward, merged
+
+    one, two = FreshForward(10e6, 100e6, 5e6, 0.050, 0.30e-3), FreshForward(20e6, 100e6, 5e6, 0.060, 0.40e-3)
+    got = merged([one, two])
+    assert got.forward_s == pytest.approx(0.05477, rel=1e-4) and got.probe_s == pytest.approx(0.3464e-3, rel=1e-4)
+    assert (got.faulted, got.exposed, got.peak) == (15e6, 100e6, 5e6) and merged([one]) == one
+
+    order: list[tuple[str, int]] = []
+    runs = iter([one, None, two, None])
+
+    def fake(name: str, batch: int, limit: float, least: float) -> FreshForward | None:
+        order.append((name, batch))
+        return next(runs)
+
+    monkeypatch.setattr(preset, "fresh_forward", fake)
+    anchors = preset.fresh_forwards([("a", 1), ("b", 8)], None, processes=2)
+    assert order == [("a", 1), ("b", 8), ("a", 1), ("b", 8)]
+    assert set(anchors) == {("a", 1)} and anchors[("a", 1)] == merged([one, two])

@@ -14,7 +14,9 @@ its passes of resnet34 at batch 1 ran 64.9 and 88.7 ms where new processes ran 5
 read around them (0.29-0.50 ms) moved them further off. So each sample model's forward is timed here too, as
 ``--measure`` times it (:data:`TIMED` forwards, their mean), with the probe's median of five readings
 (:func:`graphprof.devices.probe.probe_now`) taken before and after; the calibration brings that model's
-samples to this time at its own speed (:func:`graphprof.calibrate.preset.zoo_samples`).
+samples to this time at its own speed (:func:`graphprof.calibrate.preset.zoo_samples`). One process strays by tens
+of percent here, so each model runs in :data:`PROCESSES` of them, merged into one anchor (:func:`merged`): with
+one, two calibrations back to back predicted one held-out model 22.7% apart.
 
 Run as ``python -m graphprof.calibrate.fresh_faults MODEL BATCH LIMIT_BYTES MIN_BYTES``: prints
 ``{"faulted": ..., "exposed": ..., "peak": ..., "forward_s": ..., "probe_s": ...}``
@@ -26,16 +28,21 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["FreshForward", "fresh_forward"]
+__all__ = ["FreshForward", "fresh_forward", "merged", "PROCESSES"]
 
 #: Forwards before the faults are counted, and forwards counted (their median).
 WARMUP, COUNTED = 2, 3
 #: Plain forwards timed after them, as ``--measure --iters 10`` times them (their mean).
 TIMED = 10
+#: Fresh processes per sample model: one process's forward strays by tens of percent here (the reference's own
+#: three processes of one point spread 17% at the median), and its anchor sets the model's samples.
+PROCESSES = 2
 
 
 class FreshForward(NamedTuple):
@@ -69,9 +76,25 @@ def fresh_forward(name: str, batch: int, limit_bytes: float, min_bytes: float, t
     return FreshForward(*(float(out[key]) for key in FreshForward._fields))
 
 
-def _main(argv: list[str]) -> None:
-    import statistics
+def merged(runs: Sequence[FreshForward]) -> FreshForward:
+    """One anchor from several fresh processes of a model: each forward brought to the geometric mean of their
+    probes by its own probe (:func:`graphprof.devices.probe.followed`), then their geometric mean, at that probe;
+    faults the mean of theirs (``exposed`` and ``peak`` are the dry run's, the same in each).
 
+    Worked example: 50 ms at a probe of 0.30 ms and 60 ms at 0.40 ms: their probes' geometric mean is 0.3464 ms,
+    so 50 ms x (0.3464 / 0.30) ** 0.6 = 54.5 ms and 60 ms x (0.3464 / 0.40) ** 0.6 = 55.0 ms; the anchor is 54.8 ms
+    at 0.3464 ms."""
+    from graphprof.devices.probe import followed
+
+    if len(runs) == 1:
+        return runs[0]
+    probe = math.exp(statistics.fmean(math.log(r.probe_s) for r in runs))
+    forward = math.exp(statistics.fmean(math.log(r.forward_s * followed(probe / r.probe_s)) for r in runs))
+    first = runs[0]
+    return FreshForward(statistics.fmean(r.faulted for r in runs), first.exposed, first.peak, forward, probe)
+
+
+def _main(argv: list[str]) -> None:
     import torch
 
     from graphprof.calibrate.samples import fault_split

@@ -33,7 +33,7 @@ import torch
 from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchmarks, measure_op_table
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
-from graphprof.calibrate.fresh_faults import FreshForward, fresh_forward
+from graphprof.calibrate.fresh_faults import PROCESSES, FreshForward, fresh_forward, merged
 from graphprof.calibrate.samples import fault_split, first_touch_of, samples_from_context, samples_from_table
 from graphprof.calibrate.speed import SpeedTrack, at_speed
 from graphprof.calibrate.store import check_preset_path, write_preset
@@ -242,19 +242,22 @@ def anchored(times: ContextTimes, anchor: FreshForward, track: SpeedTrack | None
 
 
 def fresh_forwards(
-    models: Sequence[tuple[str, int]], touch: FirstTouch | None, progress: Progress | None = None
+    models: Sequence[tuple[str, int]], touch: FirstTouch | None, progress: Progress | None = None, processes: int = PROCESSES
 ) -> dict[tuple[str, int], FreshForward]:
-    """Each model's forward in a fresh process (:mod:`graphprof.calibrate.fresh_faults`): its faults split at
-    ``touch``'s limit (none without one), its time and the probe; a model that fails there is left out."""
+    """Each model's forward in ``processes`` fresh processes (:mod:`graphprof.calibrate.fresh_faults`), one model
+    after the other and then again (a slow spell does not take every process of one model), merged into one
+    anchor (:func:`~graphprof.calibrate.fresh_faults.merged`): its faults split at ``touch``'s limit (none
+    without one), its time and the probe; a model that fails in every process is left out."""
     limit, least = (math.inf, 2.0**20) if touch is None else (touch.limit_bytes, touch.min_bytes)
-    out = {}
-    for i, (name, batch) in enumerate(models, start=1):
+    runs: dict[tuple[str, int], list[FreshForward]] = {}
+    order = [m for _ in range(processes) for m in models]
+    for i, (name, batch) in enumerate(order, start=1):
         if progress is not None:
-            progress(i, len(models), f"{name} batch {batch} (a fresh process)")
+            progress(i, len(order), f"{name} batch {batch} (a fresh process)")
         run = fresh_forward(name, batch, limit, least)
         if run is not None:
-            out[(name, batch)] = run
-    return out
+            runs.setdefault((name, batch), []).append(run)
+    return {point: merged(found) for point, found in runs.items()}
 
 
 def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None) -> LocalPreset:
