@@ -77,19 +77,17 @@ def fresh_forward(name: str, batch: int, limit_bytes: float, min_bytes: float, t
 
 
 def merged(runs: Sequence[FreshForward]) -> FreshForward:
-    """One anchor from several fresh processes of a model: each forward brought to the geometric mean of their
-    probes by its own probe (:func:`graphprof.devices.probe.followed`), then their geometric mean, at that probe;
-    faults the mean of theirs (``exposed`` and ``peak`` are the dry run's, the same in each).
+    """One anchor from several fresh processes of a model: the geometric mean of their forwards, at the geometric
+    mean of their probes; faults the mean of theirs (``exposed`` and ``peak`` are the dry run's, the same in each).
+    (Bringing each forward to the probes' geometric mean by its own probe first would change nothing: those factors'
+    geometric mean is 1.)
 
-    Worked example: 50 ms at a probe of 0.30 ms and 60 ms at 0.40 ms: their probes' geometric mean is 0.3464 ms,
-    so 50 ms x (0.3464 / 0.30) ** 0.6 = 54.5 ms and 60 ms x (0.3464 / 0.40) ** 0.6 = 55.0 ms; the anchor is 54.8 ms
-    at 0.3464 ms."""
-    from graphprof.devices.probe import followed
-
+    Worked example: 50 ms at a probe of 0.30 ms and 60 ms at 0.40 ms: the anchor is sqrt(50 x 60) = 54.8 ms at
+    sqrt(0.30 x 0.40) = 0.3464 ms."""
     if len(runs) == 1:
         return runs[0]
-    probe = math.exp(statistics.fmean(math.log(r.probe_s) for r in runs))
-    forward = math.exp(statistics.fmean(math.log(r.forward_s * followed(probe / r.probe_s)) for r in runs))
+    probe = statistics.geometric_mean(r.probe_s for r in runs)
+    forward = statistics.geometric_mean(r.forward_s for r in runs)
     first = runs[0]
     return FreshForward(statistics.fmean(r.faulted for r in runs), first.exposed, first.peak, forward, probe)
 
