@@ -158,9 +158,10 @@ def zoo_samples(
             times, factor = anchored(times, anchor, track)
         out.outside.append(times.outside_s / times.forward_s)
         out.samples.extend(at_speed(samples_from_context(profile, times, group=name, first_touch=first_touch), factor))
-        if first_touch is not None:
-            split = (*fault_split(profile, times.fault_bytes, first_touch), float(profile.peak_activation_bytes))
-            out.faults.append(split if anchor is None else anchor.faults)
+        if first_touch is not None and anchor is not None:
+            out.faults.append(anchor.faults)
+        elif first_touch is not None:
+            out.faults.append((*fault_split(profile, times.fault_bytes, first_touch), float(profile.peak_activation_bytes)))
     return out
 
 

@@ -21,7 +21,7 @@ Each stage's process first brings its C heap to the state graphprof's own timing
 (:func:`graphprof.measure.heap.settle_malloc`): the stage times the plan predicts come from such timings,
 and a fresh process that has not freed a large block yet serves every activation of a few MiB from
 freshly faulted pages (resnet50 on ``cpu:2`` here: the first stage, whose activations are the largest,
-ran 1.17-1.22x its prediction alone without it, 0.93-0.96x with it).
+ran 1.17-1.22x its prediction alone without it, 0.92-0.96x with it, for the plan's split and the equal one).
 
 The last stage's output is checked against the unsplit model's output on the same batch (``rtol``,
 ``atol``). Times here are taken on a shared machine: the processes compete for its cores.
