@@ -8,6 +8,7 @@ calls it sees are the dry run's, the model is left as found)."""
 from __future__ import annotations
 
 import math
+import statistics
 from types import SimpleNamespace
 
 import numpy as np
@@ -234,3 +235,73 @@ def test_one_slow_climb_of_the_first_touch_ladder_does_not_set_the_price(monkeyp
     assert len(calls) == bench.TOUCH_CLIMBS * len(bench.TOUCH_LADDER_MIB)
     assert touch["per_byte_s"] == pytest.approx(0.18e-9)
     assert 31 * 2**20 < touch["limit_bytes"] < 33 * 2**20
+
+
+def test_the_limit_is_at_most_glibcs_settled_threshold_where_a_loop_finds_a_larger_block_at_the_heaps_top(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ladder whose 33 MiB step paid nothing (served from the heap's free top in the loop) puts the middle at
+    sqrt(33 x 36) = 34.5 MiB; with glibc the limit is its settled mmap threshold, 32 MiB less 16 KiB, instead;
+    and the record says what a convolution's blocked copies come to here."""
+    from graphprof.calibrate import bench
+    from graphprof.measure.heap import STEADY_BLOCK_BYTES
+
+    monkeypatch.setattr(bench, "_fresh_extra", lambda mib, dev: ((mib * 2**20 * 0.2e-9) if mib > 33 else 0.0, 1e-3))
+    monkeypatch.setattr(bench, "glibc", lambda: True)
+    assert bench.measure_first_touch(torch.device("cpu"))["limit_bytes"] == float(STEADY_BLOCK_BYTES)
+    monkeypatch.setattr(bench, "glibc", lambda: False)
+    touch = bench.measure_first_touch(torch.device("cpu"))
+    assert touch["limit_bytes"] == pytest.approx((33 * 36) ** 0.5 * 2**20)
+    assert touch["conv_block"] in (0, 8, 16) and touch["threads"] == torch.get_num_threads()
+
+
+def _conv_record(x: tuple[int, ...], w: tuple[int, ...], y: tuple[int, ...]) -> SimpleNamespace:
+    from graphprof.formulas import Cost
+
+    return SimpleNamespace(op="aten.convolution", status=OpStatus.COUNTED, input_shapes=(x, w), output_shapes=(y,),
+                           cost=Cost(flops=1, bytes_written=4 * math.prod(y)))  # fmt: skip
+
+
+def test_a_convolutions_blocked_copies_are_fresh_memory_and_priced_as_outputs() -> None:
+    """Counted on an AVX-512 machine (block 16), fp32: (8, 40, 150, 150) depthwise writes its output (28.8 MB)
+    and two copies at 48 channels, 8 x 48 x 150 x 150 x 4 = 34.56 MB each; an input of fewer channels than a
+    block is read as it is (a first convolution's 3); one thread's 1x1 stride-1 convolution at batch 8 is
+    PyTorch's own kernel (no copies), at two threads oneDNN's."""
+    from graphprof.devices.opmodel import conv_scratch
+
+    dw = _conv_record((8, 40, 150, 150), (40, 1, 3, 3), (8, 40, 150, 150))
+    touch = FirstTouch(limit_bytes=32 * 2**20, per_byte_s=1e-9, min_bytes=2**20, conv_block=16, threads=2)
+    assert touch.fresh(dw) == pytest.approx([28.8e6, 34.56e6, 34.56e6])
+    assert touch.seconds(dw) == pytest.approx(1e-9 * 2 * 34.56e6)  # the copies above 32 MiB; the output below, share 0
+    first = _conv_record((8, 3, 300, 300), (40, 3, 3, 3), (8, 40, 150, 150))
+    assert conv_scratch("aten.convolution", first.input_shapes, first.output_shapes, 4.0, 16, 2) == pytest.approx([34.56e6])
+    pointwise = ((8, 64, 56, 56), (256, 64, 1, 1)), ((8, 256, 56, 56),)
+    assert conv_scratch("aten.convolution", *pointwise, 4.0, 16, 1) == []
+    assert conv_scratch("aten.convolution", *pointwise, 4.0, 16, 2) == pytest.approx([8 * 64 * 56 * 56 * 4, 8 * 256 * 56 * 56 * 4])
+    # AVX2's block of 8: 40 channels need no rounding; no oneDNN (block 0) or not a convolution: nothing
+    assert conv_scratch("aten.convolution", dw.input_shapes, dw.output_shapes, 4.0, 8, 2) == pytest.approx([28.8e6, 28.8e6])
+    assert conv_scratch("aten.convolution", dw.input_shapes, dw.output_shapes, 4.0, 0, 2) == []
+    assert conv_scratch("aten.add", dw.input_shapes, dw.output_shapes, 4.0, 16, 2) == []
+    # a calibration from before the copies were priced prices none
+    assert FirstTouch.from_dict({"limit_bytes": 1.0, "per_byte_s": 1e-9}).fresh(dw) == pytest.approx([28.8e6])
+
+
+def test_the_copies_counted_match_a_convolutions_faults_in_a_loop() -> None:
+    """An independent reference: the minor faults one call of a depthwise convolution takes in a loop, its output
+    and both copies above glibc's settled threshold, match the bytes priced within a page each."""
+    from graphprof.calibrate.bench import conv_copies
+    from graphprof.measure.context import faulted_bytes
+    from graphprof.measure.heap import settle_malloc
+
+    copies = conv_copies()
+    if not settle_malloc() or copies["conv_block"] != 16 or copies["threads"] < 2:
+        pytest.skip("counted for glibc, oneDNN's AVX-512 block and two threads or more")
+    x, w = torch.randn(8, 192, 75, 75), torch.randn(192, 1, 3, 3)
+    with torch.no_grad():
+        for _ in range(2):
+            torch.nn.functional.conv2d(x, w, None, 1, 1, 1, 192)
+        counted = statistics.median(faulted_bytes(lambda: torch.nn.functional.conv2d(x, w, None, 1, 1, 1, 192)) for _ in range(3))
+    record = _conv_record((8, 192, 75, 75), (192, 1, 3, 3), (8, 192, 75, 75))
+    priced = sum(FirstTouch(32 * 2**20, 1e-9, conv_block=16, threads=copies["threads"]).fresh(record))
+    assert priced == pytest.approx(3 * 34.56e6)
+    assert abs(counted - priced) < 0.05 * priced

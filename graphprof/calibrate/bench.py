@@ -35,7 +35,7 @@ from graphprof.base.choices import OpStatus
 from graphprof.errors import ShapePropagationError, first_line
 from graphprof.formulas import op_cost, op_status
 from graphprof.formulas.registry import op_name
-from graphprof.measure.heap import settle_malloc
+from graphprof.measure.heap import STEADY_BLOCK_BYTES, glibc, settle_malloc
 from graphprof.run.events import Observer, OpEvent
 from graphprof.run.loop import run_model
 
@@ -334,6 +334,15 @@ def measure_first_touch(dev: torch.device) -> dict[str, Any]:
     least :data:`TOUCH_SHARE` of it and the next smaller. When even the largest sizes pay less than a
     tenth of the op's own time for their first touch, there is no limit (``limit_bytes`` is ``None``: an
     allocator that keeps its blocks). Run only on the CPU (a GPU's caching allocator keeps its blocks).
+
+    With glibc the limit is at most its mmap threshold as :func:`~graphprof.measure.heap.settle_malloc` leaves
+    it (32 MiB - 16 KiB): a loop of one op finds its one block a little above it at the heap's free top (here
+    33 MiB paid nothing in the loop, the ladder's middle is 34.5 MiB), a forward among its live blocks mostly
+    not. Counted on this 2-core machine, efficientnet_b3 at batch 8 (blocks of 34.56 MB throughout its third
+    stage): 1279-1299 MB faulted a forward; the middle prices 415 MB whole and the share of 3002 MB, 547 MB in
+    all; the threshold 1313 MB whole and the share of 2103 MB, 1406 MB in all (the share 4.4%). A depthwise
+    convolution there faulted its output and both copies at 34.56 MB in a loop too (103.7 MB a call).
+    Also records :func:`conv_copies`.
     """
     climbs = [[_fresh_extra(mib, dev) for mib in TOUCH_LADDER_MIB] for _ in range(TOUCH_CLIMBS)]
     ladder = [
@@ -344,10 +353,24 @@ def measure_first_touch(dev: torch.device) -> dict[str, Any]:
     top = statistics.median(rates[:3])
     table = [[size, extra] for size, extra, _ in ladder]
     if top * ladder[0][0] < 0.1 * ladder[0][2]:
-        return {"limit_bytes": None, "per_byte_s": 0.0, "ladder": table}
+        return {"limit_bytes": None, "per_byte_s": 0.0, "ladder": table, **conv_copies()}
     paying = next((i for i in range(len(rates)) if rates[i] < TOUCH_SHARE * top), len(rates))
     lower = ladder[paying][0] if paying < len(ladder) else ladder[-1][0] / 2
-    return {"limit_bytes": (ladder[paying - 1][0] * lower) ** 0.5, "per_byte_s": top, "ladder": table}
+    limit = (ladder[paying - 1][0] * lower) ** 0.5
+    if glibc():  # at most the settled mmap threshold (see the docstring)
+        limit = min(limit, float(STEADY_BLOCK_BYTES))
+    return {"limit_bytes": limit, "per_byte_s": top, "ladder": table, **conv_copies()}
+
+
+def conv_copies() -> dict[str, int]:
+    """What a convolution's unseen blocked copies come to here (:func:`graphprof.devices.opmodel.conv_scratch`):
+    oneDNN's channel block (16 where PyTorch dispatches AVX-512 kernels, 8 for AVX2; 0 without oneDNN or
+    with another instruction set: no copies priced) and the threads the calibration runs (one thread takes
+    PyTorch's own 1x1 kernel)."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    usable = torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+    block = 16 if capability.startswith("AVX512") else 8 if capability == "AVX2" else 0
+    return {"conv_block": block if usable else 0, "threads": torch.get_num_threads()}
 
 
 def measure_op_table(device: str | torch.device = "cpu", progress: Progress | None = None, full: bool | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ samples to this time at its own speed (:func:`graphprof.calibrate.preset.zoo_sam
 of percent here, so each model runs in :data:`PROCESSES` of them, merged into one anchor (:func:`merged`): with
 one, two calibrations back to back predicted one held-out model 22.7% apart.
 
-Run as ``python -m graphprof.calibrate.fresh_faults MODEL BATCH LIMIT_BYTES MIN_BYTES``: prints
+Run as ``python -m graphprof.calibrate.fresh_faults MODEL BATCH LIMIT_BYTES MIN_BYTES [CONV_BLOCK THREADS]``: prints
 ``{"faulted": ..., "exposed": ..., "peak": ..., "forward_s": ..., "probe_s": ...}``
 (:func:`graphprof.calibrate.samples.fault_split`, the dry run's peak of live activation bytes, the forwards'
 mean seconds, and the geometric mean of the two probe medians).
@@ -62,10 +62,14 @@ class FreshForward(NamedTuple):
         return self.faulted, self.exposed, self.peak
 
 
-def fresh_forward(name: str, batch: int, limit_bytes: float, min_bytes: float, timeout_s: float = 300.0) -> FreshForward | None:
+def fresh_forward(
+    name: str, batch: int, limit_bytes: float, min_bytes: float, blocks: tuple[int, int] = (0, 0), timeout_s: float = 300.0
+) -> FreshForward | None:
     """``name`` at ``batch`` run in a fresh process (see the module docstring); ``None`` when the process fails (a
-    model missing here only samples less)."""
-    command = [sys.executable, "-m", "graphprof.calibrate.fresh_faults", name, str(batch), repr(limit_bytes), repr(min_bytes)]
+    model missing here only samples less). ``blocks``: the first touch's ``(conv_block, threads)``, what a
+    convolution's unseen copies come to (:func:`graphprof.devices.opmodel.conv_scratch`)."""
+    command = [sys.executable, "-m", "graphprof.calibrate.fresh_faults", name, str(batch), repr(limit_bytes), repr(min_bytes),
+               *(repr(b) for b in blocks)]  # fmt: skip
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
@@ -105,6 +109,7 @@ def _main(argv: list[str]) -> None:
     from graphprof.prepared import prepare
 
     name, batch, limit, least = argv[0], int(argv[1]), float(argv[2]), float(argv[3])
+    block, threads = (int(argv[4]), int(argv[5])) if len(argv) > 5 else (0, 0)
     model = prepare(name, batch_size=batch)
     call = model.resolve(model.spec(batch_size=batch))
     profile = model.profile(batch_size=batch)  # the dry run first, as the user's command makes it
@@ -119,7 +124,9 @@ def _main(argv: list[str]) -> None:
     plain = profile_forward(work, inputs, num_runs=TIMED, warmup_runs=0, device=torch.device("cpu"))
     probe = math.sqrt(before * probe_now())
 
-    faulted, exposed = fault_split(profile, statistics.median(counted), FirstTouch(limit, 0.0, min_bytes=least))
+    faulted, exposed = fault_split(
+        profile, statistics.median(counted), FirstTouch(limit, 0.0, min_bytes=least, conv_block=block, threads=threads)
+    )
     print(json.dumps({"faulted": faulted, "exposed": exposed, "peak": float(profile.peak_activation_bytes),
                       "forward_s": plain.mean / 1e3, "probe_s": probe}))  # fmt: skip
 

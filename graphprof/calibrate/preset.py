@@ -250,12 +250,13 @@ def fresh_forwards(
     anchor (:func:`~graphprof.calibrate.fresh_faults.merged`): its faults split at ``touch``'s limit (none
     without one), its time and the probe; a model that fails in every process is left out."""
     limit, least = (math.inf, 2.0**20) if touch is None else (touch.limit_bytes, touch.min_bytes)
+    blocks = (0, 0) if touch is None else (touch.conv_block, touch.threads)
     runs: dict[tuple[str, int], list[FreshForward]] = {}
     order = [m for _ in range(processes) for m in models]
     for i, (name, batch) in enumerate(order, start=1):
         if progress is not None:
             progress(i, len(order), f"{name} batch {batch} (a fresh process)")
-        run = fresh_forward(name, batch, limit, least)
+        run = fresh_forward(name, batch, limit, least, blocks)
         if run is not None:
             runs.setdefault((name, batch), []).append(run)
     return {point: merged(found) for point, found in runs.items()}

@@ -37,7 +37,7 @@ from typing import Any
 
 from graphprof.base.choices import OpStatus, Phase
 from graphprof.base.names import functional_op
-from graphprof.devices.opmodel import ALONE, FirstTouch, Sample, call_of, fresh_outputs, op_features, op_kind
+from graphprof.devices.opmodel import ALONE, FirstTouch, Sample, call_of, conv_scratch, op_features, op_kind
 
 __all__ = ["context_pairs", "fault_split", "first_touch_of", "samples_from_context", "samples_from_run", "samples_from_table"]
 
@@ -113,7 +113,8 @@ def first_touch_of(table: Mapping[str, Any]) -> FirstTouch | None:
     touch = table.get("floors", {}).get("first_touch")
     if not touch or touch.get("limit_bytes") is None:
         return None
-    return FirstTouch(float(touch["limit_bytes"]), float(touch["per_byte_s"]))
+    return FirstTouch(float(touch["limit_bytes"]), float(touch["per_byte_s"]), conv_block=int(touch.get("conv_block", 0)),
+                      threads=int(touch.get("threads", 0)))  # fmt: skip
 
 
 def _less(seconds: float, touch: float) -> float:
@@ -123,12 +124,13 @@ def _less(seconds: float, touch: float) -> float:
 
 
 def fault_split(profile: Any, fault_bytes: float, first_touch: FirstTouch) -> tuple[float, float]:
-    """``(faulted, exposed)`` of one plain forward that faulted ``fault_bytes`` in all: the bytes its pages faulted in beyond its outputs at or above
-    the first-touch limit (those fault whole, and are priced apart), and its outputs' bytes between
+    """``(faulted, exposed)`` of one plain forward that faulted ``fault_bytes`` in all: the bytes its pages faulted in
+    beyond its fresh blocks (outputs and convolutions' copies, :meth:`~graphprof.devices.opmodel.FirstTouch.fresh`)
+    at or above the first-touch limit (those fault whole, and are priced apart), and its fresh blocks' bytes between
     :attr:`~graphprof.devices.opmodel.FirstTouch.min_bytes` and the limit, where the rest faulted."""
     above = exposed = 0.0
     for op in _forward_calls(profile):
-        a, b = first_touch.split(fresh_outputs(op))
+        a, b = first_touch.split(first_touch.fresh(op))
         above, exposed = above + a, exposed + b
     return max(float(fault_bytes) - above, 0.0), exposed
 
@@ -149,7 +151,7 @@ def samples_from_context(
         if call is not None and seconds > 0:
             own = seconds
             if first_touch is not None:
-                above, between = first_touch.split(fresh_outputs(op))
+                above, between = first_touch.split(first_touch.fresh(op))
                 own = _less(seconds, first_touch.per_byte_s * (above + min(per_byte, 1.0) * between))
             samples.append(Sample(call[0], tuple(call[1]), own, source, group))
     return samples
@@ -169,6 +171,8 @@ def samples_from_table(table: Mapping[str, Any], group_prefix: str = "grid") -> 
         features = op_features(kind, float(r["flops"]), float(r["bytes"]), r["shapes"], r.get("out_shapes", []), ALONE)
         seconds = float(r["seconds"])
         if touch is not None:  # float32: 4 bytes an element
-            seconds = _less(seconds, touch.of_outputs(4.0 * math.prod(shape) for shape in r.get("out_shapes", [])))
+            outputs = [4.0 * math.prod(shape) for shape in r.get("out_shapes", [])]
+            copies = conv_scratch(r["op"], r["shapes"], r.get("out_shapes", []), 4.0, touch.conv_block, touch.threads)
+            seconds = _less(seconds, touch.of_outputs(outputs + copies))
         samples.append(Sample(kind, tuple(features), seconds, "calibration", f"{group_prefix}:{r.get('label', r['op'])}"))
     return samples

@@ -61,6 +61,7 @@ __all__ = [
     "OpModel",
     "Sample",
     "call_of",
+    "conv_scratch",
     "fresh_bytes",
     "fresh_outputs",
     "independent_interval",
@@ -270,6 +271,36 @@ def fresh_outputs(op: Any) -> list[float]:
     return [written * n / total for n in sizes] if total > 0 else [written]
 
 
+def conv_scratch(
+    op: str, input_shapes: Sequence[Sequence[int]], output_shapes: Sequence[Sequence[int]], itemsize: float, block: int, threads: int
+) -> list[float]:
+    """Bytes of the blocked copies oneDNN makes around a CPU convolution of plain (NCHW) tensors, which the dry
+    run never sees: its input reordered to channel blocks of ``block`` (the channels rounded up to it; none where
+    the input has fewer channels than a block, which oneDNN reads as it is) and its output computed in blocks,
+    then copied into the tensor the op returns. None where ``block`` is 0 (no oneDNN here, or not measured), for
+    anything but a convolution, or where PyTorch takes its own kernel instead (a 1x1 convolution of stride 1
+    on a batch under 16 in one thread). ``itemsize``: bytes an element.
+
+    They are fresh memory each call, like an output: at or above the allocator's limit they fault in full.
+    Counted on this 2-core AVX-512 machine (minor faults x 4 KiB, fp32, one call in a loop): a 3x3 depthwise
+    convolution of ``(8, 192, 75, 75)`` faulted 103.7 MB a call, its output and both copies at 34.56 MB each;
+    of ``(8, 24, 400, 400)`` to 16 channels 163.8 MB, its input's copy at 32 channels; of ``(8, 12, 400, 400)``
+    nothing. Worked example: ``(8, 40, 150, 150)`` depthwise, block 16: ``8 x 48 x 150 x 150 x 4`` = 34.56 MB
+    each way."""
+    if block <= 0 or _name(op) not in _CONV or len(input_shapes) < 2 or not output_shapes:
+        return []
+    x, w, y = input_shapes[0], input_shapes[1], output_shapes[0]
+    if len(x) < 3 or len(w) < 3 or len(x) != len(y):
+        return []
+    if threads == 1 and math.prod(w[2:]) == 1 and x[0] < 16 and tuple(x[2:]) == tuple(y[2:]):
+        return []  # PyTorch's own 1x1 kernel
+
+    def blocked(shape: Sequence[int]) -> float:
+        return float(shape[0] * -(-shape[1] // block) * block * math.prod(shape[2:])) * itemsize
+
+    return [blocked(x)] * (x[1] >= block) + [blocked(y)]
+
+
 def fresh_bytes(op: Any, limit: float = 0.0) -> float:
     """Bytes a recorded call writes into memory of its own (:func:`fresh_outputs`), counting only outputs of
     at least ``limit`` bytes."""
@@ -316,6 +347,10 @@ class FirstTouch(Record):
     share_below: float = 0.0
     min_bytes: float = FAULT_MIN_BYTES
     trim_peak_bytes: float = 0.0
+    #: oneDNN's channel block here (16 with AVX-512, 8 with AVX2; 0: no copies priced) and the threads the
+    #: calibration ran: what a convolution's unseen copies come to (:func:`conv_scratch`)
+    conv_block: int = 0
+    threads: int = 0
 
     def for_forward(self, peak_bytes: float | None) -> FirstTouch:
         """The term for a forward whose dry run peaked at ``peak_bytes`` of live activations: without the share
@@ -325,8 +360,19 @@ class FirstTouch(Record):
             return self
         return replace(self, share_below=0.0)
 
+    def fresh(self, op: Any) -> list[float]:
+        """Bytes of each block of fresh memory one recorded call writes: its outputs (:func:`fresh_outputs`) and a
+        convolution's blocked copies (:func:`conv_scratch`)."""
+        outputs = fresh_outputs(op)
+        if self.conv_block <= 0 or _name(op.op) not in _CONV:
+            return outputs
+        elements = math.prod(op.output_shapes[0]) if outputs and op.output_shapes else 0
+        if elements <= 0:
+            return outputs
+        return outputs + conv_scratch(op.op, op.input_shapes, op.output_shapes, sum(outputs) / elements, self.conv_block, self.threads)
+
     def split(self, sizes: Iterable[float]) -> tuple[float, float]:
-        """Bytes of outputs of these sizes at or above the limit, and between :attr:`min_bytes` and the limit."""
+        """Bytes of fresh blocks of these sizes at or above the limit, and between :attr:`min_bytes` and the limit."""
         above = between = 0.0
         for size in sizes:
             if size >= self.limit_bytes:
@@ -341,13 +387,14 @@ class FirstTouch(Record):
         return self.per_byte_s * (above + self.share_below * between)
 
     def seconds(self, op: Any) -> float:
-        """The first-touch time of one recorded call's fresh outputs."""
-        return self.of_outputs(fresh_outputs(op)) if op.op.startswith("aten.") else 0.0
+        """The first-touch time of one recorded call's fresh memory (:meth:`fresh`)."""
+        return self.of_outputs(self.fresh(op)) if op.op.startswith("aten.") else 0.0
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FirstTouch:
         return cls(float(data["limit_bytes"]), float(data["per_byte_s"]), float(data.get("share_below", 0.0)),
-                   float(data.get("min_bytes", FAULT_MIN_BYTES)), float(data.get("trim_peak_bytes", 0.0)))  # fmt: skip
+                   float(data.get("min_bytes", FAULT_MIN_BYTES)), float(data.get("trim_peak_bytes", 0.0)),
+                   int(data.get("conv_block", 0)), int(data.get("threads", 0)))  # fmt: skip
 
 
 @dataclass(frozen=True)
