@@ -164,6 +164,7 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
     from typer.testing import CliRunner
 
     from graphprof.calibrate import preset
+    from graphprof.calibrate.fresh_faults import FreshForward
     from graphprof_cli.main import app
 
     def fake_table(device: Any, progress: Any = None, full: Any = None) -> dict[str, Any]:
@@ -176,13 +177,17 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
         "zoo_samples",
         lambda models, progress=None, first_touch=None, passes=1, track=None, anchors=None: preset.ZooTimes([], [], []),
     )  # no real model runs here
-    monkeypatch.setattr(preset, "fresh_forwards", lambda models, touch, progress=None, processes=2: {})
+    anchor = FreshForward(1e6, 10e6, 5e6, 0.050, 0.30e-3)
+    monkeypatch.setattr(preset, "fresh_forwards", lambda models, touch, progress=None, processes=3: {("resnet34", 8): anchor})
     monkeypatch.setattr(preset, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
     out = tmp_path / "preset.json"
     result = CliRunner().invoke(app, ["calibrate", "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert f"wrote {out}" in result.output.replace("\n", "")
-    assert read_local(out) is not None
+    written = read_local(out)
+    assert written is not None  # the file validates against its schema, the anchors kept beside the fit's accuracy
+    anchors = written["calibration"]["op_model"]["accuracy"]["anchors"]
+    assert anchors == {"resnet34@8": {"forward_s": 0.050, "probe_s": 0.30e-3}}
 
 
 @pytest.mark.slow
@@ -223,8 +228,9 @@ def test_a_fresh_process_anchors_a_sample_models_time_at_the_reference_speed() -
 
 
 def test_a_sample_models_fresh_processes_merge_into_one_anchor(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``merged``'s example: 50 ms at a probe of 0.30 ms and 60 ms at 0.40 ms give 54.8 ms at 0.3464 ms (the
-    geometric means: sqrt(50 x 60) = 54.77, sqrt(0.30 x 0.40) = 0.3464); faults their mean. ``fresh_forwards`` runs
+    """``merged``'s examples: 50 ms at a probe of 0.30 ms and 60 ms at 0.40 ms give 54.8 ms at 0.3464 ms (the
+    geometric means: sqrt(50 x 60) = 54.77, sqrt(0.30 x 0.40) = 0.3464); faults their mean; with a third process
+    at 80 ms the median process, 60 ms at 0.40 ms, in any order. ``fresh_forwards`` runs
     every model once, then every model again, and leaves out a model that failed in every process."""
     from graphprof.calibrate import preset
     from graphprof.calibrate.fresh_faults import FreshForward, merged
@@ -233,11 +239,15 @@ def test_a_sample_models_fresh_processes_merge_into_one_anchor(monkeypatch: pyte
     got = merged([one, two])
     assert got.forward_s == pytest.approx(0.05477, rel=1e-4) and got.probe_s == pytest.approx(0.3464e-3, rel=1e-4)
     assert (got.faulted, got.exposed, got.peak) == (15e6, 100e6, 5e6) and merged([one]) == one
+    three = FreshForward(30e6, 100e6, 5e6, 0.080, 0.35e-3)
+    for runs_ in ([one, two, three], [three, one, two], [two, three, one]):
+        median = merged(runs_)
+        assert (median.forward_s, median.probe_s, median.faulted) == (0.060, 0.40e-3, pytest.approx(20e6))
 
     order: list[tuple[str, int]] = []
     runs = iter([one, None, two, None])
 
-    def fake(name: str, batch: int, limit: float, least: float) -> FreshForward | None:
+    def fake(name: str, batch: int, limit: float, least: float, blocks: tuple[int, int] = (0, 0)) -> FreshForward | None:
         order.append((name, batch))
         return next(runs)
 

@@ -227,7 +227,12 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
     faults = [run.faults for (_, batch), run in fresh.items() if batch > 1]
     if touch is not None and faults:  # the share a user's fresh process faults, not this process's
         zoo = zoo._replace(faults=faults)
-    return _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"), speed)
+    fitted = _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"), speed)
+    if not fresh:
+        return fitted
+    # each sample model's anchor, kept in the file: what sets the table's speed, to hold two calibrations side by side
+    anchors = {f"{name}@{batch}": {"forward_s": run.forward_s, "probe_s": run.probe_s} for (name, batch), run in fresh.items()}
+    return replace(fitted, accuracy={**fitted.accuracy, "anchors": anchors})
 
 
 def anchored(times: ContextTimes, anchor: FreshForward, track: SpeedTrack | None) -> tuple[ContextTimes, float]:
