@@ -242,7 +242,7 @@ def test_a_sample_models_fresh_processes_merge_into_one_anchor(monkeypatch: pyte
     three = FreshForward(30e6, 100e6, 5e6, 0.080, 0.35e-3)
     for runs_ in ([one, two, three], [three, one, two], [two, three, one]):
         median = merged(runs_)
-        assert (median.forward_s, median.probe_s, median.faulted) == (0.060, 0.40e-3, pytest.approx(20e6))
+        assert (median.forward_s, median.probe_s, median.faulted) == pytest.approx((0.060, 0.40e-3, 20e6))
 
     order: list[tuple[str, int]] = []
     runs = iter([one, None, two, None])
