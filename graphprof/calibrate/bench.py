@@ -363,7 +363,7 @@ def measure_first_touch(dev: torch.device) -> dict[str, Any]:
 
 
 def conv_copies() -> dict[str, int]:
-    """What a convolution's unseen blocked copies come to here (:func:`graphprof.devices.opmodel.conv_scratch`):
+    """What a convolution's unseen blocked copies come to here (:func:`graphprof.devices.firsttouch.conv_scratch`):
     oneDNN's channel block (16 where PyTorch dispatches AVX-512 kernels, 8 for AVX2; 0 without oneDNN or
     with another instruction set: no copies priced) and the threads the calibration runs (one thread takes
     PyTorch's own 1x1 kernel)."""

@@ -69,7 +69,7 @@ def fresh_forward(
 ) -> FreshForward | None:
     """``name`` at ``batch`` run in a fresh process (see the module docstring); ``None`` when the process fails (a
     model missing here only samples less). ``blocks``: the first touch's ``(conv_block, threads)``, what a
-    convolution's unseen copies come to (:func:`graphprof.devices.opmodel.conv_scratch`)."""
+    convolution's unseen copies come to (:func:`graphprof.devices.firsttouch.conv_scratch`)."""
     command = [sys.executable, "-m", "graphprof.calibrate.fresh_faults", name, str(batch), repr(limit_bytes), repr(min_bytes),
                *(repr(b) for b in blocks)]  # fmt: skip
     try:

@@ -113,8 +113,7 @@ def first_touch_of(table: Mapping[str, Any]) -> FirstTouch | None:
     touch = table.get("floors", {}).get("first_touch")
     if not touch or touch.get("limit_bytes") is None:
         return None
-    return FirstTouch(float(touch["limit_bytes"]), float(touch["per_byte_s"]), conv_block=int(touch.get("conv_block", 0)),
-                      threads=int(touch.get("threads", 0)))  # fmt: skip
+    return FirstTouch.from_dict(touch)
 
 
 def _less(seconds: float, touch: float) -> float:
@@ -125,7 +124,7 @@ def _less(seconds: float, touch: float) -> float:
 
 def fault_split(profile: Any, fault_bytes: float, first_touch: FirstTouch) -> tuple[float, float]:
     """``(faulted, exposed)`` of one plain forward that faulted ``fault_bytes`` in all: the bytes its pages faulted in
-    beyond its fresh blocks (outputs and convolutions' copies, :meth:`~graphprof.devices.opmodel.FirstTouch.fresh`)
+    beyond its fresh blocks (outputs and convolutions' copies, :meth:`~graphprof.devices.firsttouch.FirstTouch.fresh`)
     at or above the first-touch limit (those fault whole, and are priced apart), and its fresh blocks' bytes between
     :attr:`~graphprof.devices.opmodel.FirstTouch.min_bytes` and the limit, where the rest faulted."""
     above = exposed = 0.0
