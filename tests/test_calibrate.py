@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from graphprof.base.choices import OpStatus
+from graphprof.base.choices import OpStatus, Phase
 from graphprof.calibrate import fit as fit_module
 from graphprof.calibrate.preset import LocalPreset, load_local, measure_default_hardware, preset_from_table
 from graphprof.calibrate.store import write_preset
@@ -255,3 +256,52 @@ def test_a_sample_models_fresh_processes_merge_into_one_anchor(monkeypatch: pyte
     anchors = preset.fresh_forwards([("a", 1), ("b", 8)], None, processes=2)
     assert order == [("a", 1), ("b", 8), ("a", 1), ("b", 8)]
     assert set(anchors) == {("a", 1)} and anchors[("a", 1)] == merged([one, two])
+
+
+@pytest.mark.slow
+def test_a_sample_models_fresh_process_reports_what_its_own_dry_run_and_forwards_say() -> None:
+    """One real fresh process (``python -m graphprof.calibrate.fresh_faults``, as the calibration runs it): the
+    dry run's peak is the one this process computes for the same model; with no limit (``inf``) every output
+    from 1 MiB up is exposed to faulting, so ``exposed`` is the sum of those outputs here; the time is a
+    plain forward's (within 5x of one timed here: a different process, a different speed) and the probe read."""
+    from graphprof.calibrate.fresh_faults import fresh_forward
+    from graphprof.devices.firsttouch import fresh_outputs
+    from graphprof.prepared import prepare
+
+    got = fresh_forward("squeezenet1_1", 8, math.inf, 2.0**20)
+    assert got is not None
+    model = prepare("squeezenet1_1", batch_size=8)
+    profile = model.profile(batch_size=8)
+    assert got.peak == float(profile.peak_activation_bytes) > 0
+    calls = [op for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD and op.op.startswith("aten.")]
+    large = sum(b for op in calls for b in fresh_outputs(op) if b >= 2.0**20)
+    assert got.exposed == pytest.approx(large) and 0.0 <= got.faulted
+    x = torch.randn(8, 3, 224, 224)
+    with torch.no_grad():
+        model.model(x)
+        start = time.perf_counter()
+        model.model(x)
+        here = time.perf_counter() - start
+    assert here / 5 < got.forward_s < here * 5 and got.probe_s > 0
+
+
+def test_a_sample_model_whose_two_processes_agree_runs_no_third(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``a``'s two processes ran 50 and 52 ms (4% apart, within AGREE = 5%): no third, the anchor their geometric
+    mean, sqrt(50 x 52) = 50.99 ms; ``b``'s 50 and 60 ms (20% apart) take a third, 56 ms, the median; the third
+    round runs after both first two; the progress total falls from 6 to 5 when it starts."""
+    from graphprof.calibrate import preset
+    from graphprof.calibrate.fresh_faults import FreshForward
+
+    times = {"a": iter([0.050, 0.052]), "b": iter([0.050, 0.060, 0.056])}
+    order: list[str] = []
+    totals: list[int] = []
+
+    def fake(name: str, batch: int, limit: float, least: float, blocks: tuple[int, int] = (0, 0)) -> FreshForward:
+        order.append(name)
+        return FreshForward(0.0, 1e6, 1e6, next(times[name]), 0.30e-3)
+
+    monkeypatch.setattr(preset, "fresh_forward", fake)
+    anchors = preset.fresh_forwards([("a", 1), ("b", 1)], None, lambda done, total, what: totals.append(total), processes=3)
+    assert order == ["a", "b", "a", "b", "b"] and totals == [6, 6, 6, 6, 5]
+    assert anchors[("a", 1)].forward_s == pytest.approx(0.05099, rel=1e-4)
+    assert anchors[("b", 1)].forward_s == pytest.approx(0.056)

@@ -20,8 +20,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: Words that mark a command as the reader's own: their checkpoint, their package, "M" for their model.
 PLACEHOLDERS = ("./best.pt", "mypkg.", "--model M ")
-#: Seconds one command may take on a 2-core CPU (calibrate, validate over a family and a 70B plan are the slowest).
+#: Seconds one command may take on a 2-core CPU (validate over a family and a 70B plan are the slowest) ...
 TIMEOUT_S = 900
+#: ... but the full calibration, which times its sample models in about 60 fresh processes: 570 s here, and a CI
+#: machine ran it past 900 s when it took 700 s here. How long it takes is benchmarks/bench_predict.py's to report.
+SLOW_COMMANDS = {"graphprof calibrate": 1800}
 
 
 def readme_commands(text: str) -> list[str]:
@@ -56,7 +59,12 @@ def _run(command: str, folder: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")]), "XDG_CACHE_HOME": str(folder / "cache")}
     env.pop("GRAPHPROF_CAPTURE", None)
     return subprocess.run(
-        ["bash", "-c", f"set -eo pipefail; {shell}"], cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        ["bash", "-c", f"set -eo pipefail; {shell}"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SLOW_COMMANDS.get(command, TIMEOUT_S),
     )
 
 
