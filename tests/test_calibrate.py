@@ -283,25 +283,3 @@ def test_a_sample_models_fresh_process_reports_what_its_own_dry_run_and_forwards
         model.model(x)
         here = time.perf_counter() - start
     assert here / 5 < got.forward_s < here * 5 and got.probe_s > 0
-
-
-def test_a_sample_model_whose_two_processes_agree_runs_no_third(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``a``'s two processes ran 50 and 52 ms (4% apart, within AGREE = 5%): no third, the anchor their geometric
-    mean, sqrt(50 x 52) = 50.99 ms; ``b``'s 50 and 60 ms (20% apart) take a third, 56 ms, the median; the third
-    round runs after both first two; the progress total falls from 6 to 5 when it starts."""
-    from graphprof.calibrate import preset
-    from graphprof.calibrate.fresh_faults import FreshForward
-
-    times = {"a": iter([0.050, 0.052]), "b": iter([0.050, 0.060, 0.056])}
-    order: list[str] = []
-    totals: list[int] = []
-
-    def fake(name: str, batch: int, limit: float, least: float, blocks: tuple[int, int] = (0, 0)) -> FreshForward:
-        order.append(name)
-        return FreshForward(0.0, 1e6, 1e6, next(times[name]), 0.30e-3)
-
-    monkeypatch.setattr(preset, "fresh_forward", fake)
-    anchors = preset.fresh_forwards([("a", 1), ("b", 1)], None, lambda done, total, what: totals.append(total), processes=3)
-    assert order == ["a", "b", "a", "b", "b"] and totals == [6, 6, 6, 6, 5]
-    assert anchors[("a", 1)].forward_s == pytest.approx(0.05099, rel=1e-4)
-    assert anchors[("b", 1)].forward_s == pytest.approx(0.056)

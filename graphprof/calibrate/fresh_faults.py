@@ -15,7 +15,7 @@ read around them (0.29-0.50 ms) moved them further off. So each sample model's f
 ``--measure`` times it (:data:`TIMED` forwards, their mean), with the probe's median of five readings
 (:func:`graphprof.devices.probe.probe_now`) taken before and after; the calibration brings that model's
 samples to this time at its own speed (:func:`graphprof.calibrate.preset.zoo_samples`). One process strays by tens
-of percent here, so each model runs in up to :data:`PROCESSES` of them (:func:`graphprof.calibrate.preset.fresh_forwards`), merged into one anchor (:func:`merged`): with
+of percent here, so each model runs in :data:`PROCESSES` of them, merged into one anchor (:func:`merged`): with
 one, two calibrations back to back predicted one held-out model 22.7% apart.
 
 Run as ``python -m graphprof.calibrate.fresh_faults MODEL BATCH LIMIT_BYTES MIN_BYTES [CONV_BLOCK THREADS]``: prints
@@ -33,14 +33,14 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 __all__ = ["FreshForward", "fresh_forward", "merged", "PROCESSES"]
 
-#: Plain forwards before the timed ones, and plain forwards timed (their mean), as ``--measure --warmup 2
-#: --iters 10`` runs them; the faults are counted over the timed ones (their mean a forward: what the mean time
-#: pays). (Counting them over three more forwards of their own cost a calibration 53 s of its 566 s here.)
-WARMUP, TIMED = 2, 10
+#: Forwards before the faults are counted, and forwards counted (their median).
+WARMUP, COUNTED = 2, 3
+#: Plain forwards timed after them, as ``--measure --iters 10`` times them (their mean).
+TIMED = 10
 #: Fresh processes per sample model: one process's forward strays by tens of percent here (the reference's own
 #: three processes of one point spread 13-20% at the median), and its anchor sets the model's samples. Three, whose
 #: median is the anchor as it is the benchmark's figure: with two (their geometric mean), two calibrations back to
@@ -125,16 +125,18 @@ def _main(argv: list[str]) -> None:
     with torch.no_grad():
         for _ in range(WARMUP):
             call_model(work, inputs)
+        counted = [faulted_bytes(lambda: call_model(work, inputs)) for _ in range(COUNTED)]
     before = probe_now()
-    timed: list[Any] = []
-    faults = faulted_bytes(lambda: timed.append(profile_forward(work, inputs, num_runs=TIMED, warmup_runs=0, device=torch.device("cpu"))))
+    plain = profile_forward(work, inputs, num_runs=TIMED, warmup_runs=0, device=torch.device("cpu"))
     probe = math.sqrt(before * probe_now())
 
-    faulted, exposed = fault_split(profile, faults / TIMED, FirstTouch(limit, 0.0, min_bytes=least, conv_block=block, threads=threads))
+    faulted, exposed = fault_split(
+        profile, statistics.median(counted), FirstTouch(limit, 0.0, min_bytes=least, conv_block=block, threads=threads)
+    )
     print(json.dumps({"faulted": faulted, "exposed": exposed, "peak": float(profile.peak_activation_bytes),
-                      "forward_s": timed[0].mean / 1e3, "probe_s": probe}), flush=True)  # fmt: skip
+                      "forward_s": plain.mean / 1e3, "probe_s": probe}), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
     _main(sys.argv[1:])
-    os._exit(0)  # skips the interpreter's teardown of torch: about 0.9 s a process here, 60 s of a calibration
+    os._exit(0)  # skips the interpreter's teardown of torch once the figures are out: about 0.9 s a process here

@@ -66,9 +66,6 @@ ZOO_PASSES = 2
 QUICK_MODELS = (("mobilenet_v2", 1), ("shufflenet_v2_x1_0", 1), ("regnet_x_400mf", 1), ("vit_b_16", 1), ("resnet34", 1))
 #: Adaptive sampling: after the first fit, this many new grid configurations of each of the worst kinds.
 ADAPTIVE_KINDS, ADAPTIVE_PER_KIND = 4, 10
-#: Two fresh processes of a sample model this close (the larger forward over the smaller, minus one) run no third
-#: (:func:`fresh_forwards`): the median of three would move their anchor by at most half of it.
-AGREE = 0.05
 
 
 @dataclass(frozen=True)
@@ -253,36 +250,21 @@ def anchored(times: ContextTimes, anchor: FreshForward, track: SpeedTrack | None
 def fresh_forwards(
     models: Sequence[tuple[str, int]], touch: FirstTouch | None, progress: Progress | None = None, processes: int = PROCESSES
 ) -> dict[tuple[str, int], FreshForward]:
-    """Each model's forward in up to ``processes`` fresh processes (:mod:`graphprof.calibrate.fresh_faults`), one
-    model after the other and then again (a slow spell does not take every process of one model), merged into one
+    """Each model's forward in ``processes`` fresh processes (:mod:`graphprof.calibrate.fresh_faults`), one model
+    after the other and then again (a slow spell does not take every process of one model), merged into one
     anchor (:func:`~graphprof.calibrate.fresh_faults.merged`): its faults split at ``touch``'s limit (none
-    without one), its time and the probe; a model that fails in every process is left out.
-
-    A model whose first two processes agree within :data:`AGREE` runs no third: the median of three lies between
-    any two of them, so it could move the anchor by at most half their spread, and the two's geometric mean
-    stands for it (a third process of every model cost a calibration here about a third of its fresh processes'
-    time, most of it at batch 8, where two processes mostly agree)."""
+    without one), its time and the probe; a model that fails in every process is left out."""
     limit, least = (math.inf, 2.0**20) if touch is None else (touch.limit_bytes, touch.min_bytes)
     blocks = (0, 0) if touch is None else (touch.conv_block, touch.threads)
     runs: dict[tuple[str, int], list[FreshForward]] = {}
-    done, total = 0, len(models) * processes  # at most; the total falls when the third round starts
-    for round_ in range(processes):
-        order = [m for m in models if round_ < 2 or not _agree(runs.get(m, []))]
-        total -= len(models) - len(order)
-        for name, batch in order:
-            done += 1
-            if progress is not None:
-                progress(done, total, f"{name} batch {batch} (a fresh process)")
-            run = fresh_forward(name, batch, limit, least, blocks)
-            if run is not None:
-                runs.setdefault((name, batch), []).append(run)
+    order = [m for _ in range(processes) for m in models]
+    for i, (name, batch) in enumerate(order, start=1):
+        if progress is not None:
+            progress(i, len(order), f"{name} batch {batch} (a fresh process)")
+        run = fresh_forward(name, batch, limit, least, blocks)
+        if run is not None:
+            runs.setdefault((name, batch), []).append(run)
     return {point: merged(found) for point, found in runs.items()}
-
-
-def _agree(runs: Sequence[FreshForward]) -> bool:
-    """Two or more processes whose forwards lie within :data:`AGREE` of each other (the larger over the smaller)."""
-    times = [r.forward_s for r in runs]
-    return len(times) >= 2 and max(times) <= (1.0 + AGREE) * min(times)
 
 
 def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None) -> LocalPreset:
