@@ -38,7 +38,6 @@ import argparse
 import itertools
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -118,13 +117,10 @@ def _graphprof(arguments: list[str], threads: int) -> dict[str, Any]:
 
 
 def speed_of(result: dict[str, Any]) -> float:
-    """The factor a result's prediction was scaled by for the machine's speed when it ran (the ``local`` preset's
-    note: :func:`graphprof.devices.hardware.local_hardware`); 1 where none was applied."""
-    for note in result.get("roofline", {}).get("notes", []):
-        found = re.search(r"times are scaled by ([0-9.]+)", str(note))
-        if found:
-            return float(found.group(1))
-    return 1.0
+    """The factor a result's prediction was scaled by for the machine's speed when it ran
+    (``roofline.prediction.speed_factor``: :func:`graphprof.devices.hardware.local_hardware`); 1 where none was
+    applied."""
+    return float(((result.get("roofline") or {}).get("prediction") or {}).get("speed_factor") or 1.0)
 
 
 def _run_once(name: str, batch: int, iters: int, threads: int) -> dict[str, Any]:

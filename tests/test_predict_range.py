@@ -184,3 +184,39 @@ def test_a_local_file_with_its_readings_predicts_at_its_own_speed_inside_the_ban
     assert same.speed == 1.0
     alone, _ = _at_speed_now(cal, {"probe_s": 0.39e-3})  # an older file without its readings: the whole ratio
     assert alone.speed == pytest.approx((0.45 / 0.39) ** 0.6)
+
+
+def test_the_speed_factor_a_prediction_took_is_in_its_json_as_its_note_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``roofline.prediction.speed_factor`` is the factor the note prints (read back the way a benchmark reads it),
+    1 where none was applied; the result validates against the schema either way."""
+    import re
+
+    from graphprof.devices import probe
+    from graphprof.devices.hardware import _at_speed_now
+
+    monkeypatch.setattr(probe, "probe_now", lambda readings=probe.READINGS: 0.45e-3)
+    cal = _calibration(_model([16, 32, 64]))
+    scaled, note = _at_speed_now(cal, {"probe_s": 0.39e-3})
+    found = re.search(r"scaled by ([0-9.]+)", str(note))
+    assert found is not None
+    summary = scaled.summary()
+    assert summary["speed_factor"] == pytest.approx(float(found.group(1)), abs=0.005)
+    assert summary["speed_factor"] == pytest.approx((0.45 / 0.39) ** 0.6)  # 1.0896 by hand
+    assert cal.summary()["speed_factor"] == 1.0
+    import dataclasses
+
+    from torch import nn
+
+    import graphprof
+    from graphprof.cost.roofline import with_roofline
+    from graphprof.render.sink import render_result
+    from graphprof.schemas import validate
+
+    calibration = dataclasses.replace(graphprof.get_hardware("h100").calibration, op_model=_model([16, 32, 64]),
+                                      bandwidth_gbs=HW.bandwidth_gbs, speed=scaled.speed)  # fmt: skip
+    result = with_roofline(
+        graphprof.profile_model(nn.Linear(64, 64), input_shape=(32, 64)), dataclasses.replace(HW, calibration=calibration)
+    )
+    data = json.loads(render_result(result))
+    assert data["roofline"]["prediction"]["speed_factor"] == pytest.approx(1.0896, abs=1e-4)
+    validate(data)

@@ -113,6 +113,7 @@ class Calibration:
             "preset": self.preset,
             "source": self.source,
             "records": {"calibration": model.counts.get("calibration", 0), "own_runs": model.counts.get("run", 0)},
+            "speed_factor": self.speed,
             "interval": "80%: quantiles of log error over whole held-out models" if model.model_q is not None
             else "80%: per-kind held-out quantiles combined assuming independent op errors",
             "formula": "sum over ops of the op kind's model in context: exp(ridge on log features + k nearest "
