@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from graphprof.base.choices import OpStatus, Phase
+from graphprof.base.choices import OpStatus
 from graphprof.calibrate import fit as fit_module
 from graphprof.calibrate.preset import LocalPreset, load_local, measure_default_hardware, preset_from_table
 from graphprof.calibrate.store import write_preset
@@ -265,6 +265,7 @@ def test_a_sample_models_fresh_process_reports_what_its_own_dry_run_and_forwards
     from 1 MiB up is exposed to faulting, so ``exposed`` is the sum of those outputs here; the time is a
     plain forward's (within 5x of one timed here: a different process, a different speed) and the probe read."""
     from graphprof.calibrate.fresh_faults import fresh_forward
+    from graphprof.calibrate.samples import _forward_calls
     from graphprof.devices.firsttouch import fresh_outputs
     from graphprof.prepared import prepare
 
@@ -273,8 +274,7 @@ def test_a_sample_models_fresh_process_reports_what_its_own_dry_run_and_forwards
     model = prepare("squeezenet1_1", batch_size=8)
     profile = model.profile(batch_size=8)
     assert got.peak == float(profile.peak_activation_bytes) > 0
-    calls = [op for row in profile.layers for op in row.ops if op.phase is Phase.FORWARD and op.op.startswith("aten.")]
-    large = sum(b for op in calls for b in fresh_outputs(op) if b >= 2.0**20)
+    large = sum(b for op in _forward_calls(profile) for b in fresh_outputs(op) if b >= 2.0**20)  # by hand, not split()
     assert got.exposed == pytest.approx(large) and 0.0 <= got.faulted
     x = torch.randn(8, 3, 224, 224)
     with torch.no_grad():

@@ -191,8 +191,14 @@ def test_the_speed_factor_a_prediction_took_is_in_its_json_as_its_note_says(monk
     1 where none was applied; the result validates against the schema either way."""
     import re
 
+    from torch import nn
+
+    import graphprof
+    from graphprof.cost.roofline import with_roofline
     from graphprof.devices import probe
     from graphprof.devices.hardware import _at_speed_now
+    from graphprof.render.sink import render_result
+    from graphprof.schemas import validate
 
     monkeypatch.setattr(probe, "probe_now", lambda readings=probe.READINGS: 0.45e-3)
     cal = _calibration(_model([16, 32, 64]))
@@ -203,20 +209,10 @@ def test_the_speed_factor_a_prediction_took_is_in_its_json_as_its_note_says(monk
     assert summary["speed_factor"] == pytest.approx(float(found.group(1)), abs=0.005)
     assert summary["speed_factor"] == pytest.approx((0.45 / 0.39) ** 0.6)  # 1.0896 by hand
     assert cal.summary()["speed_factor"] == 1.0
-    import dataclasses
 
-    from torch import nn
-
-    import graphprof
-    from graphprof.cost.roofline import with_roofline
-    from graphprof.render.sink import render_result
-    from graphprof.schemas import validate
-
-    calibration = dataclasses.replace(graphprof.get_hardware("h100").calibration, op_model=_model([16, 32, 64]),
-                                      bandwidth_gbs=HW.bandwidth_gbs, speed=scaled.speed)  # fmt: skip
-    result = with_roofline(
-        graphprof.profile_model(nn.Linear(64, 64), input_shape=(32, 64)), dataclasses.replace(HW, calibration=calibration)
-    )
+    calibration = replace(graphprof.get_hardware("h100").calibration, op_model=_model([16, 32, 64]),
+                          bandwidth_gbs=HW.bandwidth_gbs, speed=scaled.speed)  # fmt: skip
+    result = with_roofline(graphprof.profile_model(nn.Linear(64, 64), input_shape=(32, 64)), replace(HW, calibration=calibration))
     data = json.loads(render_result(result))
     assert data["roofline"]["prediction"]["speed_factor"] == pytest.approx(1.0896, abs=1e-4)
     validate(data)
