@@ -23,14 +23,14 @@ C finds B's chunk free, and the 20 MiB top never exceeds the trim threshold, so 
 heap faults nothing: 40 MiB a forward in all.
 
 Held against fresh processes' minor faults at batch 8 on this 2-core machine (``benchmarks/bench_faults.py``, the
-median of three processes a model, ``benchmarks/results/bench_faults.md``): over 20 models the replay's heap faults
-are off by 1,072 MB in all (+1,025 MB signed), the calibration's share law (the predictor's term today) by 1,698 MB
-(-1,698 MB signed); within 25 MB on 8 and 6 models. It is right where the heap trims every forward (resnet34 71 /
-77-90 MB, vgg11 84 / 77, squeezenet1_0 75 / 38-69, efficientnet_b1 79 / 77-88, mobilevit_xs 268 / 67-245) and where
-it never does (0 / 0 on six models), and too high where the real heap trims less than its rules say: regnet_y_400mf
-and regnet_y_1_6gf 71-77 / 0-1 MB, resnet101 231 / 101-173, densenet121 244 / 0-74. The measurement itself varies:
-the same model's heap faults differ several-fold from one process to the next (swin_v2_t 0, 151 and 229 MB), which
-a replay of one order cannot follow. Not yet the predictor's term (see the benchmark).
+median of three processes a model, ``benchmarks/results/bench_faults.md``), over 20 models, summed: the replay over
+the captured graph's order is off by 708 MB (-87 MB signed; within 25 MB on 10 models), over the eager forward's
+order by 870 MB (+672 MB; 9), the calibration's share law (the predictor's term today) by 2,130 MB (-2,040 MB; 6).
+It is right where the heap trims every forward (resnet34 71 / 71-77 MB measured, mobilevit_xs 268 / 258-278) and
+where it never does (0 / 0 on four models), and too high where the real heap trims less than its rules say
+(regnet_y_400mf and regnet_y_1_6gf 67-77 / 0-74 MB). The measurement varies: the same model's heap faults differ
+several-fold from one process to the next (densenet121 46, 250 and 263 MB; efficientnet_b2 90, 299 and 289), which a
+replay of one order cannot follow. Not yet the predictor's term (see the benchmark's results).
 """
 
 from __future__ import annotations
