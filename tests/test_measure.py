@@ -248,3 +248,20 @@ def test_measured_report_per_layer_and_per_op() -> None:
     as_gpu = dataclasses.replace(profile, measurement=dataclasses.replace(m, device="cuda:0"))
     out = text(as_gpu, "h100")
     assert "Predicted" in out and "Meas./pred." in out and out.count("<< worst prediction") == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "confstr") or os.confstr("CS_GNU_LIBC_VERSION") is None, reason="glibc's mmap threshold")
+def test_a_cpu_forward_counts_the_pages_it_faults_plain_and_profiled() -> None:
+    # each forward writes a fresh 40 MiB output (10,485,760 floats): above glibc's 32 MiB ceiling on its mmap
+    # threshold, so it is mapped afresh and every one of its 10,240 pages faults, in a plain forward and a profiled
+    # one alike; a training forward is not counted
+    mib = 2**20
+    pm = graphprof.prepare(nn.Sequential(nn.ReLU()), input_shape=(1, 10 * mib))
+    m = pm.measure(device="cpu", iters=3, warmup=1, layer_runs=2, breakdown=False)
+    assert m.faults is not None
+    assert 40 * mib <= m.faults.plain_bytes < 80 * mib and 40 * mib <= m.faults.profiled_bytes < 80 * mib
+    assert m.to_dict()["runtime"]["faults"] == {"plain_bytes": m.faults.plain_bytes, "profiled_bytes": m.faults.profiled_bytes}
+    assert (
+        graphprof.prepare(nn.Sequential(nn.Linear(4, 2)), input_shape=(2, 4)).measure(device="cpu", iters=2, warmup=1, mode="train").faults
+        is None
+    )

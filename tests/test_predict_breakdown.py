@@ -24,6 +24,7 @@ from graphprof.cost.result import Profile
 from graphprof.cost.roofline import with_roofline
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.predict import predict_ops
+from graphprof.measure.result import ForwardFaults
 from graphprof.render import render_report
 from graphprof.render.sink import render_result
 from graphprof.schemas import validate
@@ -114,7 +115,8 @@ def test_by_hand_measured_calls_take_the_kinds_of_the_dry_runs_calls() -> None:
     forward = [("0", rec("aten.addmm"), 3e-6), ("1", rec("aten.relu"), 1e-6)]
     ops = [timed("0", "aten::addmm", 1, 6.0), timed("1", "aten::relu_", 1, 2.0), timed("(outside layers)", "aten::mul", 1, 1.0),
            timed("0", "aten::empty", 0, 5.0)]  # fmt: skip
-    run = SimpleNamespace(ops=ops, layer_sum_us=12.0, device="cpu", layer_runs=3, overhead=0.05, forward_cv=0.02)
+    faults = ForwardFaults(775.6e6, 620.4e6)  # counted around the plain and the profiled forwards
+    run = SimpleNamespace(ops=ops, layer_sum_us=12.0, device="cpu", layer_runs=3, overhead=0.05, forward_cv=0.02, faults=faults)
     m = measured_by_kind(run, forward, "class")
     kinds = {k.kind: k for k in m.kinds}
     assert set(kinds) == {"matmul", "elementwise"}
@@ -124,6 +126,9 @@ def test_by_hand_measured_calls_take_the_kinds_of_the_dry_runs_calls() -> None:
     assert m.unmatched_s == pytest.approx(1e-6) and m.between_s == pytest.approx(3e-6)
     assert m.measured_s == pytest.approx(12e-6) and m.predicted_s == pytest.approx(4e-6)
     assert "profiler overhead +5.0%" in m.label and "CV 2.0%" in m.label
+    assert "page faults a forward: 775.6 MB plain, 620.4 MB profiled" in m.label
+    assert m.to_dict()["faults"] == {"plain_bytes": 775.6e6, "profiled_bytes": 620.4e6}
+    assert "page faults" not in measured_by_kind(SimpleNamespace(**{**vars(run), "faults": None}), forward, "class").label
 
 
 # ---- invariants --------------------------------------------------------------------------------------------
@@ -211,6 +216,8 @@ def test_with_a_measurement_the_measured_forward_sits_beside_the_prediction(mode
     if m.between_s > 0:  # the calls and the time between them make up the profiled forward's layers
         assert m.measured_s == pytest.approx(profile.measurement.layer_sum_us * 1e-6, rel=1e-9)
     assert "profiler overhead" in m.label and "CV" in m.label
+    # page faults are counted around CPU forwards in eval mode only (a training step's forward is not the plain one)
+    assert (profile.measurement.faults is not None) is (mode == "eval")
     data = json.loads(render_result(profile))
     validate(data)
     assert data["roofline"]["prediction_breakdown"]["measured"]["pass"] == "forward"

@@ -112,7 +112,9 @@ class MeasuredKind:
 
 @dataclass(frozen=True)
 class MeasuredByKind:
-    """The measured forward's op time by kind beside the forward's prediction (see the module docstring)."""
+    """The measured forward's op time by kind beside the forward's prediction (see the module docstring); ``faults``:
+    the bytes of fresh pages a plain and a profiled forward faulted in (``graphprof.measure.ForwardFaults``; CPU,
+    eval; ``None`` elsewhere), named in :attr:`label`."""
 
     kinds: tuple[MeasuredKind, ...]
     device: str
@@ -126,6 +128,7 @@ class MeasuredByKind:
     between_s: float
     #: measured seconds of calls the dry run did not record in their layer (their kind from elsewhere)
     unmatched_s: float
+    faults: Any
 
     @property
     def predicted_s(self) -> float:
@@ -143,14 +146,22 @@ class MeasuredByKind:
             f"measured in context on {self.device}: each dispatched aten call's inclusive time in {self.runs} profiled "
             f"forwards, mean per forward, under torch.profiler with per-layer ranges (profiler overhead "
             f"{self.profiler_overhead:+.1%} on the forward); noise: the plain forward's CV {self.forward_cv:.1%} "
-            "(per-op spread not recorded); beside the forward's prediction"
+            "(per-op spread not recorded); beside the forward's prediction" + self._faults_text()
         )
+
+    def _faults_text(self) -> str:
+        if self.faults is None:
+            return ""
+        plain, profiled = self.faults.plain_bytes / 1e6, self.faults.profiled_bytes / 1e6
+        return (f"; page faults a forward: {plain:,.1f} MB plain, {profiled:,.1f} MB profiled (the plain forward pays its "
+                "own, which the profiled op times leave out where they differ)")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "pass": "forward", "label": self.label, "device": self.device, "runs": self.runs,
             "profiler_overhead": self.profiler_overhead, "forward_cv": self.forward_cv, "between_calls_s": self.between_s,
             "unmatched_s": self.unmatched_s, "predicted_time_s": self.predicted_s, "measured_time_s": self.measured_s,
+            "faults": None if self.faults is None else self.faults.to_dict(),
             "by_kind": [k.to_dict() for k in self.kinds],
         }  # fmt: skip
 
@@ -254,5 +265,6 @@ def measured_by_kind(measurement: Any, forward: Sequence[tuple[str, Any, float]]
     kinds = tuple(MeasuredKind(k, predicted.get(k, 0.0), measured.get(k, 0.0), calls.get(k, 0.0)) for k in names)
     between = max(0.0, measurement.layer_sum_us * 1e-6 - ops_s)
     return MeasuredByKind(
-        kinds, measurement.device, measurement.layer_runs, measurement.overhead, measurement.forward_cv, between, unmatched
-    )
+        kinds, measurement.device, measurement.layer_runs, measurement.overhead, measurement.forward_cv, between, unmatched,
+        measurement.faults,
+    )  # fmt: skip

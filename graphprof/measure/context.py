@@ -44,7 +44,7 @@ from graphprof.measure.heap import settle_malloc
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import dispatched
 from graphprof.measure.run import cast_inputs, materialized, resolve_device
-from graphprof.measure.timing import ProfilingContext, call_model, profile_forward
+from graphprof.measure.timing import ProfilingContext, call_model, faulted_bytes, profile_forward
 
 __all__ = ["ContextTimes", "context_times", "faulted_bytes"]
 
@@ -84,19 +84,6 @@ def _profiled_calls(work: nn.Module, batch: Any) -> tuple[list[tuple[str, float]
         wall = time.perf_counter() - start
     calls = sorted((e for e in prof.events() if dispatched(e)), key=lambda e: e.time_range.start)
     return [(e.name, e.cpu_time_total * 1e-6) for e in calls], wall
-
-
-def faulted_bytes(fn: Any) -> float:
-    """Bytes of fresh pages the process faulted in while ``fn()`` ran (minor faults x the page size); 0 where
-    the platform does not count them (no ``resource`` module)."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        fn()
-        return 0.0
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    fn()
-    return float(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) * resource.getpagesize()
 
 
 def _medians(runs: list[list[tuple[str, float]]]) -> tuple[tuple[str, float], ...]:

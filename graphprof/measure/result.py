@@ -16,7 +16,7 @@ from graphprof.base.record import Record
 from graphprof.devices.local import Host
 from graphprof.measure.timing import NOISY_CV, RuntimeStats
 
-__all__ = ["OUTSIDE", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Measurement"]
+__all__ = ["OUTSIDE", "ForwardFaults", "LayerTime", "OpTime", "MemoryStats", "MemoryBreakdown", "MeasuredMemory", "Measurement"]
 
 
 #: Name of the pseudo-layer that collects profiler events outside every layer range.
@@ -184,6 +184,23 @@ class MeasuredMemory:
 
 
 @dataclass(frozen=True)
+class ForwardFaults:
+    """Bytes of fresh pages one forward faulted in on the CPU (minor faults x the page size), the median per
+    forward: ``plain_bytes`` over the timed plain forwards (those :attr:`Measurement.forward` times),
+    ``profiled_bytes`` over the profiled ones (per-layer ranges under ``torch.profiler``, those the per-layer and
+    per-op times come from). Each fault costs a fraction of a microsecond (0.24-0.33 ns a byte measured on a
+    2-core EPYC VM), so where the two differ the profiled forwards' op times leave out what the plain forward pays:
+    timm's mobilevit_xs at batch 8 faulted 775 MB a plain forward there, its profiled forwards 1.01x the
+    prediction and the plain one 1.34x (``benchmarks/bench_faults.py``)."""
+
+    plain_bytes: float
+    profiled_bytes: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plain_bytes": self.plain_bytes, "profiled_bytes": self.profiled_bytes}
+
+
+@dataclass(frozen=True)
 class Measurement:
     """A real run of a prepared model: model-level times, per-layer and per-op times, memory, host.
 
@@ -215,6 +232,8 @@ class Measurement:
     notes: tuple[str, ...] = ()
     #: MFU and HFU per timed span (``graphprof.measure.utilization.Utilization``), once a device's peak is known
     utilization: tuple[Any, ...] = ()
+    #: page faults per forward, plain and profiled (CPU, eval: ``None`` on a GPU, in train mode or uncounted)
+    faults: ForwardFaults | None = None
 
     @property
     def layer_sum_us(self) -> float:
@@ -257,6 +276,7 @@ class Measurement:
                 "layer_runs": self.layer_runs,
                 "layer_sum_us": self.layer_sum_us,
                 "kernel_busy_us": self.kernel_busy_us,
+                "faults": None if self.faults is None else self.faults.to_dict(),
                 "layers": [layer.to_dict() for layer in self.layers],
                 "ops": [op.to_dict() for op in self.ops],
             },

@@ -24,7 +24,7 @@ import copy
 import datetime
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +43,14 @@ from graphprof.errors import GraphprofError, InvalidInputError, MeasurementError
 from graphprof.measure.kineto import quiet_kineto
 from graphprof.measure.layers import LayerRanges, attribute, kernel_busy_us
 from graphprof.measure.memory import peak_during, tracked_breakdown
-from graphprof.measure.result import LayerTime, MeasuredMemory, Measurement, OpTime
+from graphprof.measure.result import ForwardFaults, LayerTime, MeasuredMemory, Measurement, OpTime
 from graphprof.measure.timing import (
     ProfilingContext,
     RuntimeStats,
     call_model,
     check_runs,
     default_loss,
+    faulted_bytes,
     profile_backward,
     profile_forward,
     profile_training_step,
@@ -292,6 +293,8 @@ class _ModelTimes:
     forward: RuntimeStats
     backward: RuntimeStats | None = None
     training_step: RuntimeStats | None = None
+    #: the median bytes a timed plain forward faulted in (CPU, eval), else ``None``
+    fault_bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -305,6 +308,8 @@ class _Run:
     dev: torch.device
     train: bool
     options: MeasureOptions
+    #: bytes of fresh pages each profiled forward faulted in (the profiled forwards append them)
+    profiled_faults: list[float] = field(default_factory=list)
 
     def batch(self) -> tuple[nn.Module, Any]:
         return _batch(self.work, self.args, self.kwargs)
@@ -318,7 +323,10 @@ def _model_times(run: _Run) -> _ModelTimes:
     uninstrumented. A training step on the user's own model puts its parameters back afterwards."""
     module, batch = run.batch()
     n, warm, dev = run.options.iters, run.options.warmup, run.dev
-    times = _ModelTimes(profile_forward(module, batch, num_runs=n, warmup_runs=warm, grad=run.train, device=dev))
+    faults: list[float] | None = [] if _counts_faults(run) else None
+    times = _ModelTimes(profile_forward(module, batch, num_runs=n, warmup_runs=warm, grad=run.train, device=dev, faults=faults))
+    if faults and len(faults) > warm:
+        times.fault_bytes = statistics.median(faults[warm:])
     if run.train:
         times.backward = profile_backward(module, batch, num_runs=n, warmup_runs=warm, device=dev)
         restore = run.work is run.model
@@ -326,6 +334,17 @@ def _model_times(run: _Run) -> _ModelTimes:
             module, batch, run.optimizer(), num_runs=n, warmup_runs=warm, restore=restore, device=dev
         )
     return times
+
+
+def _counts_faults(run: _Run) -> bool:
+    """Whether the run counts its forwards' page faults: a CPU forward in eval mode."""
+    return run.dev.type == "cpu" and not run.train
+
+
+def _faults(times: _ModelTimes, profiled: list[float]) -> ForwardFaults | None:
+    if times.fault_bytes is None or not profiled:
+        return None
+    return ForwardFaults(times.fault_bytes, statistics.median(profiled))
 
 
 def _layer_times(run: _Run, name: str) -> tuple[tuple[LayerTime, ...], tuple[OpTime, ...], RuntimeStats, float | None, tuple[str, ...]]:
@@ -346,7 +365,7 @@ def _layer_times(run: _Run, name: str) -> tuple[tuple[LayerTime, ...], tuple[OpT
                 torch.cuda.synchronize(dev)
             t = time.perf_counter()
             try:
-                run_model(None, work, args, kwargs, [ranges], fake=False)
+                run.profiled_faults.append(faulted_bytes(lambda: run_model(None, work, args, kwargs, [ranges], fake=False)))
             finally:
                 ranges.close()
             if cuda:
@@ -489,4 +508,5 @@ def measure_run(
         layer_runs=options.layer_runs,
         traces=traces,
         notes=tuple(notes),
+        faults=_faults(times, run.profiled_faults) if _counts_faults(run) else None,
     )

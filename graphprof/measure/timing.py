@@ -46,6 +46,7 @@ __all__ = [
     "call_model",
     "default_loss",
     "check_runs",
+    "faulted_bytes",
 ]
 
 #: A timing whose coefficient of variation (std / mean over the timed runs) is above this is a noisy run.
@@ -239,17 +240,45 @@ def _device_of(model: nn.Module) -> torch.device:
     return next((t.device for t in model.parameters()), torch.device("cpu"))
 
 
+def faulted_bytes(fn: Any) -> float:
+    """Bytes of fresh pages the process faulted in while ``fn()`` ran (minor faults x the page size); 0 where
+    the platform does not count them (no ``resource`` module)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        fn()
+        return 0.0
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    fn()
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) * resource.getpagesize()
+
+
 def profile_forward(
-    model: nn.Module, batch: Any, num_runs: int = 100, warmup_runs: int = 10, *, grad: bool = False, **options: Any
+    model: nn.Module,
+    batch: Any,
+    num_runs: int = 100,
+    warmup_runs: int = 10,
+    *,
+    grad: bool = False,
+    faults: list[float] | None = None,
+    **options: Any,
 ) -> RuntimeStats:
     """Time ``model(batch)`` under ``torch.no_grad()`` (seed 004), or with autograd recording when
-    ``grad`` (the forward of a training step). ``options`` go to :func:`benchmark_function`."""
+    ``grad`` (the forward of a training step). ``options`` go to :func:`benchmark_function`. ``faults``, when
+    given, receives the bytes of fresh pages each call faulted in (:func:`faulted_bytes`; warm-up calls first):
+    one ``getrusage`` on each side of a call, inside the timed span (about a microsecond)."""
     options.setdefault("device", _device_of(model))
     mode = torch.enable_grad if grad else torch.no_grad
 
-    def forward() -> None:
+    def call() -> None:
         with mode():
             call_model(model, batch)
+
+    def forward() -> None:
+        if faults is None:
+            call()
+        else:
+            faults.append(faulted_bytes(call))
 
     return benchmark_function(forward, num_runs=num_runs, warmup_runs=warmup_runs, **options)
 
