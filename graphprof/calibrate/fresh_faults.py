@@ -108,10 +108,9 @@ def _main(argv: list[str]) -> None:
     from graphprof.calibrate.samples import fault_split
     from graphprof.devices.opmodel import FirstTouch
     from graphprof.devices.probe import probe_now
-    from graphprof.measure.context import faulted_bytes
     from graphprof.measure.heap import settle_malloc
     from graphprof.measure.run import cast_inputs, materialized
-    from graphprof.measure.timing import call_model, profile_forward
+    from graphprof.measure.timing import call_model, faulted_bytes, profile_forward
     from graphprof.prepared import prepare
 
     name, batch, limit, least = argv[0], int(argv[1]), float(argv[2]), float(argv[3])
