@@ -42,12 +42,14 @@ __all__ = [
     "OUTSIDE_ATEN",
     "TAXONOMIES",
     "TOP_LAYERS",
+    "PredictedFaults",
     "PredictedPart",
     "MeasuredByKind",
     "MeasuredKind",
     "PredictionBreakdown",
     "kind_of",
     "measured_by_kind",
+    "predicted_faults",
     "prediction_breakdown",
 ]
 
@@ -88,6 +90,37 @@ class PredictedPart:
     def to_dict(self) -> dict[str, Any]:
         out = {"name": self.name, "calls": self.calls, "predicted_s": self.predicted_s, "share": self.share}
         return {**out, "type": self.type} if self.type else out
+
+
+@dataclass(frozen=True)
+class PredictedFaults:
+    """The page faults the prediction prices inside its calls' times (an estimate): the bytes of fresh pages one
+    forward is taken to fault, at ``per_byte_s`` a byte (the calibration's :class:`~graphprof.devices.firsttouch.FirstTouch`),
+    times the prediction's speed factor: ``seconds``. ``share_below``: the share of fresh blocks between 1 MiB and
+    the allocator's threshold counted (every block above it is)."""
+
+    bytes: float
+    seconds: float
+    per_byte_s: float
+    share_below: float
+
+    @property
+    def label(self) -> str:
+        return (f"page faults priced inside the calls (an estimate): {self.bytes / 1e6:,.1f} MB a forward, "
+                f"{self.seconds * 1e3:,.1f} ms at {self.per_byte_s * 1e9:.3f} ns a byte (every fresh block above the "
+                f"allocator's threshold, {self.share_below:.1%} of those from 1 MiB to it)")  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bytes": self.bytes, "seconds": self.seconds, "per_byte_s": self.per_byte_s, "share_below": self.share_below}
+
+
+def predicted_faults(ops: Iterable[Any], touch: Any, speed: float) -> PredictedFaults | None:
+    """What ``touch`` (a :class:`~graphprof.devices.firsttouch.FirstTouch` already set for the forward's peak, or
+    ``None``) prices for the recorded calls ``ops`` (a fused call by its parts, as the predictor prices it)."""
+    if touch is None or touch.per_byte_s <= 0:
+        return None
+    seconds = sum(touch.seconds(part) for op in ops for part in (op.parts or (op,)))
+    return PredictedFaults(seconds / touch.per_byte_s, speed * seconds, touch.per_byte_s, touch.share_below)
 
 
 @dataclass(frozen=True)
@@ -181,6 +214,7 @@ class PredictionBreakdown:
     total_s: float
     layer_count: int
     measured: MeasuredByKind | None = None
+    faults: PredictedFaults | None = None
 
     @property
     def passes(self) -> str:
@@ -194,6 +228,7 @@ class PredictionBreakdown:
             "predicted_time_s": self.total_s, "by_kind": [k.to_dict() for k in self.kinds],
             "top_layers": [layer.to_dict() for layer in self.layers], "layers": self.layer_count,
             "measured": None if self.measured is None else self.measured.to_dict(),
+            "faults": None if self.faults is None else self.faults.to_dict(),
         }  # fmt: skip
 
 

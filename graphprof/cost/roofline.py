@@ -34,7 +34,7 @@ from typing import Any
 
 from graphprof.base.choices import Mode, Phase
 from graphprof.cost.bounds import DEFAULT_THRESHOLD, LayerBound, Roofline, classify_layer, ridge_point, roofline_time
-from graphprof.cost.breakdown import PredictionBreakdown, measured_by_kind, prediction_breakdown
+from graphprof.cost.breakdown import PredictionBreakdown, measured_by_kind, predicted_faults, prediction_breakdown
 from graphprof.cost.result import Profile
 from graphprof.devices.hardware import Hardware
 from graphprof.devices.predict import OutOfRange, Prediction, predict, predict_ops
@@ -157,6 +157,10 @@ def _breakdown(
         return None
     taxonomy = "kind" if calibration.op_model is not None else "class"
     found = prediction_breakdown(profile.layers, shares, taxonomy, train=profile.mode is Mode.TRAIN)
+    touch = None if calibration.op_model is None else calibration.op_model.first_touch
+    if touch is not None and profile.mode is not Mode.TRAIN:
+        ops = [op for _, op in profile.iter_ops()]
+        found = replace(found, faults=predicted_faults(ops, touch.for_forward(profile.peak_activation_bytes), calibration.speed))
     m = profile.measurement
     if m is None or hardware.target != str(m.device).split(":")[0]:
         return found

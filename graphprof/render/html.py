@@ -221,7 +221,9 @@ def _prediction(profile: Profile) -> str:
         return ""
     m = b.measured
     headers = ["kind", "calls", "predicted", "share"] + (["predicted fwd", "measured fwd", "measured / predicted"] if m is not None else [])
-    what = f"Predicted (an estimate) of the {b.passes}, by {TAXONOMIES[b.taxonomy]}."
+    what = f"Predicted (an estimate) of the {b.passes}, by {TAXONOMIES[b.taxonomy]}." + (
+        "" if b.faults is None else f" The {b.faults.label}."
+    )
     label = f" {m.label}; between calls {_seconds(m.between_s)} measured, predicted inside the calls' own times." if m is not None else ""
     layers = [[(x.name, x.name), (x.type, x.type), (_seconds(x.predicted_s), x.predicted_s), (f"{x.share:.1%}", x.share)] for x in b.layers]
     return (

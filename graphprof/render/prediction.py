@@ -27,7 +27,7 @@ def _kind_title(b: PredictionBreakdown) -> str:
 
 
 def _kind_caption(b: PredictionBreakdown) -> str:
-    caption = f"grouped by {TAXONOMIES[b.taxonomy]}"
+    caption = f"grouped by {TAXONOMIES[b.taxonomy]}" + ("" if b.faults is None else f"; {b.faults.label}")
     m = b.measured
     if m is None:
         return caption
