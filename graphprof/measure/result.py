@@ -188,8 +188,8 @@ class ForwardFaults:
     """Bytes of fresh pages one forward faulted in on the CPU (minor faults x the page size), the median per
     forward: ``plain_bytes`` over the timed plain forwards (those :attr:`Measurement.forward` times),
     ``profiled_bytes`` over the profiled ones (per-layer ranges under ``torch.profiler``, those the per-layer and
-    per-op times come from). A 4 KiB page costs about 1-1.5 us to fault in inside a forward (0.28-0.36 ns a byte on
-    a 2-core EPYC VM, ``README``), so where the two differ the profiled op times leave out what the plain forward
+    per-op times come from). A 4 KiB page costs about 1.3-1.5 us to fault in inside a forward (0.33-0.38 ns a byte on
+    a 2-core EPYC VM, ``benchmarks/bench_fault_cost.py``), so where the two differ the profiled op times leave out what the plain forward
     pays: timm's mobilevit_xs at batch 8 faulted 788 MB a plain forward and 487 MB a profiled one there, and the
     profiled forward's layers summed to 424 ms against the plain forward's 479 ms."""
 
