@@ -40,7 +40,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graphprof.devices.firsttouch import CONV_NAMES, FirstTouch, conv_scratch, packet_name
+from graphprof.devices.firsttouch import FirstTouch, conv_scratch
 
 __all__ = ["PAGE", "TOP_PAD", "GlibcHeap", "HeapStep", "heap_steps", "steady_faults"]
 
@@ -151,10 +151,9 @@ def heap_steps(steps: Sequence[Any], touch: FirstTouch) -> list[HeapStep]:
     """A run's :class:`~graphprof.run.observers.allocations.Step` records as the allocator sees them on this CPU:
     each convolution with the blocked copies oneDNN makes inside it (:func:`~graphprof.devices.firsttouch.conv_scratch`,
     ``touch``'s channel block and threads)."""
-    out = []
-    for s in steps:
-        scratch: list[float] = []
-        if touch.conv_block > 0 and packet_name(s.op) in CONV_NAMES and s.output_shapes and len(s.input_shapes) > 1:
-            scratch = conv_scratch(s.op, s.input_shapes, s.output_shapes, s.itemsize, touch.conv_block, touch.threads)
-        out.append(HeapStep(s.freed, s.allocated, tuple(scratch)))
-    return out
+    return [
+        HeapStep(
+            s.freed, s.allocated, tuple(conv_scratch(s.op, s.input_shapes, s.output_shapes, s.itemsize, touch.conv_block, touch.threads))
+        )
+        for s in steps
+    ]

@@ -24,7 +24,7 @@ import copy
 import datetime
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -308,8 +308,6 @@ class _Run:
     dev: torch.device
     train: bool
     options: MeasureOptions
-    #: bytes of fresh pages each profiled forward faulted in (the profiled forwards append them)
-    profiled_faults: list[float] = field(default_factory=list)
 
     def batch(self) -> tuple[nn.Module, Any]:
         return _batch(self.work, self.args, self.kwargs)
@@ -342,21 +340,28 @@ def _counts_faults(run: _Run) -> bool:
 
 
 def _faults(times: _ModelTimes, profiled: list[float]) -> ForwardFaults | None:
+    """Both counts, where the timed plain forwards were counted (:func:`_counts_faults`)."""
     if times.fault_bytes is None or not profiled:
         return None
     return ForwardFaults(times.fault_bytes, statistics.median(profiled))
 
 
-def _layer_times(run: _Run, name: str) -> tuple[tuple[LayerTime, ...], tuple[OpTime, ...], RuntimeStats, float | None, tuple[str, ...]]:
+#: What :func:`_layer_times` returns: layer and op times, the instrumented forward, the GPU's busy time, the traces
+#: written and each profiled forward's faulted bytes.
+_LayerTimes = tuple[tuple[LayerTime, ...], tuple[OpTime, ...], RuntimeStats, float | None, tuple[str, ...], list[float]]
+
+
+def _layer_times(run: _Run, name: str) -> _LayerTimes:
     """``layer_runs`` forwards on the run loop with :class:`LayerRanges` under ``torch.profiler`` (a
-    Chrome trace each when asked): mean layer and op times, the instrumented forward, the GPU's busy time."""
+    Chrome trace each when asked): mean layer and op times, the instrumented forward, the GPU's busy time, and
+    the bytes of fresh pages each profiled forward faulted in."""
     from torch.profiler import ProfilerActivity, profile
 
     work, args, kwargs, dev, options = run.work, run.args, run.kwargs, run.dev, run.options
     cuda = dev.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     ranges = LayerRanges()
-    runs, busy, wall, traces = [], [], [], []
+    runs, busy, wall, traces, faults = [], [], [], [], []
     run_model(None, work, args, kwargs, [], fake=False)  # warm the hooks' path once (None: the model itself runs)
     traced = options.trace_dir is not None  # a trace file carries shapes and memory events, as seed 003's do
     for _ in range(options.layer_runs):
@@ -365,7 +370,7 @@ def _layer_times(run: _Run, name: str) -> tuple[tuple[LayerTime, ...], tuple[OpT
                 torch.cuda.synchronize(dev)
             t = time.perf_counter()
             try:
-                run.profiled_faults.append(faulted_bytes(lambda: run_model(None, work, args, kwargs, [ranges], fake=False)))
+                faults.append(faulted_bytes(lambda: run_model(None, work, args, kwargs, [ranges], fake=False)))
             finally:
                 ranges.close()
             if cuda:
@@ -380,7 +385,7 @@ def _layer_times(run: _Run, name: str) -> tuple[tuple[LayerTime, ...], tuple[OpT
             traces.append(_export_trace(prof, options.trace_dir, name))
     layers, ops = _mean_times(runs, ranges.types, cuda)
     instrumented = RuntimeStats.from_samples(wall, [], options.layer_runs, "perf_counter")
-    return layers, ops, instrumented, (statistics.fmean(busy) if busy else None), tuple(traces)
+    return layers, ops, instrumented, (statistics.fmean(busy) if busy else None), tuple(traces), faults
 
 
 def _export_trace(prof: Any, trace_dir: str | Path, name: str) -> str:
@@ -480,7 +485,7 @@ def measure_run(
             with ProfilingContext(work, disable_dropout=True, eval_mode=not train, seed=options.seed):
                 run = _Run(work, model, run_args, run_kwargs, dev, train, options)
                 times = _model_times(run)
-                layers, ops, instrumented, busy, traces = _layer_times(run, name)
+                layers, ops, instrumented, busy, traces, profiled_faults = _layer_times(run, name)
                 memory = _memory(run, notes)
     except GraphprofError:
         raise
@@ -508,5 +513,5 @@ def measure_run(
         layer_runs=options.layer_runs,
         traces=traces,
         notes=tuple(notes),
-        faults=_faults(times, run.profiled_faults) if _counts_faults(run) else None,
+        faults=_faults(times, profiled_faults),
     )
