@@ -44,11 +44,9 @@ WARMUP, TIMED = 3, 7
 
 def _child(name: str, batch: int, kept: bool) -> None:
     """One fresh process: the plain forward's median seconds and faulted bytes, as JSON on the last line."""
-    import ctypes
-
     import torch
 
-    from graphprof.measure.heap import settle_malloc
+    from graphprof.measure.heap import keep_heap, settle_malloc
     from graphprof.measure.run import cast_inputs, materialized
     from graphprof.measure.timing import call_model, faulted_bytes
     from graphprof.prepared import prepare
@@ -60,9 +58,7 @@ def _child(name: str, batch: int, kept: bool) -> None:
     inputs = cast_inputs(call.kwargs if call.kwargs else call.args, torch.device("cpu"), call.dtype)
     settle_malloc()
     if kept:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-4, 0)  # M_MMAP_MAX: map nothing
-        libc.mallopt(-1, 2**30)  # M_TRIM_THRESHOLD: never give the heap back
+        keep_heap()  # M_MMAP_MAX 0: map nothing; M_TRIM_THRESHOLD 1 GiB: never give the heap back
     seconds, faults = [], []
     with torch.no_grad():
         for _ in range(WARMUP):

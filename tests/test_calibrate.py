@@ -283,3 +283,58 @@ def test_a_sample_models_fresh_process_reports_what_its_own_dry_run_and_forwards
         model.model(x)
         here = time.perf_counter() - start
     assert here / 5 < got.forward_s < here * 5 and got.probe_s > 0
+
+
+def test_the_in_forward_cost_of_a_fault_pools_the_anchors_and_replaces_the_ladders_within_its_range() -> None:
+    """``fault_cost``'s example: 100 ms saved over 400 MB at a factor of 1.0 and 60 ms over 200 MB at 1.2 give
+    (0.100 + 0.072) / 600e6 = 0.2867 ns a byte; a forward not measured (0 bytes) adds nothing. ``in_forward_cost``
+    puts it in the first-touch term where it lies within 0.5-3x of the ladder's, else keeps the ladder's; merged
+    anchors average both figures."""
+    from graphprof.calibrate.fresh_faults import FreshForward, fault_cost, merged
+    from graphprof.calibrate.preset import in_forward_cost
+    from graphprof.devices.opmodel import FirstTouch
+
+    a = FreshForward(0.0, 0.0, 0.0, 0.5, 0.3e-3, fault_bytes=400e6, saved_s=0.100)
+    b = FreshForward(0.0, 0.0, 0.0, 0.5, 0.3e-3, fault_bytes=200e6, saved_s=0.060)
+    none = FreshForward(0.0, 0.0, 0.0, 0.05, 0.3e-3)
+    assert fault_cost([(a, 1.0), (b, 1.2), (none, 1.0)]) == pytest.approx(0.172 / 600e6)
+    assert fault_cost([(none, 1.0)]) is None
+    touch = FirstTouch(32 * 2**20, 0.237e-9)
+    got, found = in_forward_cost(touch, {("a", 8): a, ("b", 8): b, ("c", 1): none}, None)
+    # no speed track: every factor 1, (0.100 + 0.060) / 600e6 = 0.2667 ns, 1.13x the ladder's
+    assert got is not None and got.per_byte_s == pytest.approx(0.160 / 600e6) and found["used"]
+    assert found["ladder_per_byte_s"] == 0.237e-9 and got.limit_bytes == touch.limit_bytes
+    wild = a._replace(saved_s=1.0)  # 2.5 ns a byte: over 3x the ladder's
+    assert in_forward_cost(touch, {("a", 8): wild}, None) == (touch, {"ladder_per_byte_s": 0.237e-9, "forward_per_byte_s": 2.5e-9, "used": False})
+    assert in_forward_cost(touch, {("c", 1): none}, None)[0] == touch and in_forward_cost(None, {}, None) == (None, {})
+    both = merged([a, b])
+    assert (both.fault_bytes, both.saved_s) == pytest.approx((300e6, 0.080))
+
+
+_KEPT_CHILD = """
+import json, torch
+from graphprof.calibrate.fresh_faults import _kept
+from graphprof.measure.timing import faulted_bytes
+relu, x = torch.nn.ReLU(), torch.randn(10 * 2**20)
+with torch.no_grad():
+    relu(x)
+    faulted = faulted_bytes(lambda: relu(x))
+print(json.dumps(_kept(relu, x, faulted, 0.010) + (faulted,)))
+"""
+
+
+def test_a_kept_heap_faults_nothing_once_grown() -> None:
+    """A fresh process: a ReLU writing a fresh 40 MiB output faults all of it with glibc's defaults (above the 32
+    MiB threshold: mapped every call); on the kept heap, after the warm-up calls, nothing, so every faulted byte
+    counts. The seconds saved are a difference of two timings (not checked: noise)."""
+    import json
+    import subprocess
+    import sys
+
+    from graphprof.measure.heap import glibc
+
+    if not glibc():
+        pytest.skip("glibc's allocator")
+    done = subprocess.run([sys.executable, "-c", _KEPT_CHILD], capture_output=True, text=True, timeout=300, check=True)
+    fault_bytes, _saved, faulted = json.loads(done.stdout.strip().splitlines()[-1])
+    assert 40 * 2**20 <= faulted < 41 * 2**20 and fault_bytes == faulted

@@ -90,6 +90,13 @@ def _op_model_lines(model: Any) -> list[str]:
             f"gives pages back) {model.first_touch.share_below:.1%} of the bytes of outputs from "
             f"{model.first_touch.min_bytes / 2**20:,.0f} MiB up faulted too, priced alike; below that peak, none"
         )
+    cost = model.accuracy.get("fault_cost") or {}
+    if cost.get("forward_per_byte_s") is not None:
+        lines.append(
+            f"           a faulted byte cost {cost['forward_per_byte_s'] * 1e9:.3f} ns inside the sample models' forwards (plain "
+            f"against a kept heap), {cost['ladder_per_byte_s'] * 1e9:.3f} ns in a lone loop: "
+            + ("the forwards' figure is priced" if cost["used"] else "the loop's is priced (the forwards' lies out of range)")
+        )
     return lines
 
 

@@ -18,10 +18,21 @@ samples to this time at its own speed (:func:`graphprof.calibrate.preset.zoo_sam
 of percent here, so each model runs in :data:`PROCESSES` of them, merged into one anchor (:func:`merged`): with
 one, two calibrations back to back predicted one held-out model 22.7% apart.
 
+**What a fault costs.** The first-touch ladder (:func:`graphprof.calibrate.bench.measure_first_touch`) times a
+lone ``clamp_min`` into fresh pages, 0.237 ns a byte on this 2-core machine; inside a forward a faulted byte costs
+more: fresh processes of mobilevit_xs, vgg11 and efficientnet_b2 at batch 8 put it at 0.33-0.38 ns
+(``benchmarks/bench_fault_cost.py``: the forward with glibc's defaults against the same with the heap kept). Priced at
+the ladder's cost, the samples keep about 0.1 ns of every faulted byte in their kinds' models, and a prediction
+under-prices the faults themselves. So a process whose forward faulted at least :data:`KEPT_MIN_BYTES` then keeps its
+heap (:func:`graphprof.measure.heap.keep_heap`: nothing mapped, nothing given back) and times :data:`TIMED` more
+forwards, which fault nothing once the heap has grown: the difference, the same process at the same speed, over the
+bytes the plain forwards faulted is what a fault costs in that forward (it includes the unmapping and trimming that
+come with faults in this allocator). :func:`fault_cost` pools the sample models' figures.
+
 Run as ``python -m graphprof.calibrate.fresh_faults MODEL BATCH LIMIT_BYTES MIN_BYTES [CONV_BLOCK THREADS]``: prints
-``{"faulted": ..., "exposed": ..., "peak": ..., "forward_s": ..., "probe_s": ...}``
+``{"faulted": ..., "exposed": ..., "peak": ..., "forward_s": ..., "probe_s": ..., "fault_bytes": ..., "saved_s": ...}``
 (:func:`graphprof.calibrate.samples.fault_split`, the dry run's peak of live activation bytes, the forwards'
-mean seconds, and the geometric mean of the two probe medians).
+mean seconds, the geometric mean of the two probe medians, and what faults cost the forward, as above).
 """
 
 from __future__ import annotations
@@ -33,14 +44,17 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-__all__ = ["FreshForward", "fresh_forward", "merged", "PROCESSES"]
+__all__ = ["FreshForward", "fault_cost", "fresh_forward", "merged", "PROCESSES"]
 
 #: Forwards before the faults are counted, and forwards counted (their median).
 WARMUP, COUNTED = 2, 3
 #: Plain forwards timed after them, as ``--measure --iters 10`` times them (their mean).
 TIMED = 10
+#: A forward that faults at least this much a forward is timed on the kept heap too (batch 1 forwards fault next
+#: to nothing here: their difference would be noise).
+KEPT_MIN_BYTES = 32 * 2**20
 #: Fresh processes per sample model: one process's forward strays by tens of percent here (the reference's own
 #: three processes of one point spread 13-20% at the median), and its anchor sets the model's samples. Three, whose
 #: median is the anchor as it is the benchmark's figure: with two (their geometric mean), two calibrations back to
@@ -51,13 +65,18 @@ PROCESSES = 3
 class FreshForward(NamedTuple):
     """One sample model's forward in a fresh process: ``(faulted, exposed)`` bytes as
     :func:`~graphprof.calibrate.samples.fault_split` splits its faults, its dry run's ``peak`` of live activation
-    bytes, the mean seconds of a plain forward, and the speed probe's seconds around them."""
+    bytes, the mean seconds of a plain forward, and the speed probe's seconds around them. Where its forward
+    faulted at least :data:`KEPT_MIN_BYTES`, what faults cost it (see the module docstring): ``fault_bytes``, the
+    bytes a plain forward faulted beyond a forward on the kept heap, and ``saved_s``, the seconds it took beyond
+    one (both 0 where not measured)."""
 
     faulted: float
     exposed: float
     peak: float
     forward_s: float
     probe_s: float
+    fault_bytes: float = 0.0
+    saved_s: float = 0.0
 
     @property
     def faults(self) -> tuple[float, float, float]:
@@ -99,7 +118,21 @@ def merged(runs: Sequence[FreshForward]) -> FreshForward:
     probe = statistics.geometric_mean(r.probe_s for r in middle)
     forward = statistics.geometric_mean(r.forward_s for r in middle)
     first = runs[0]
-    return FreshForward(statistics.fmean(r.faulted for r in runs), first.exposed, first.peak, forward, probe)
+    return FreshForward(statistics.fmean(r.faulted for r in runs), first.exposed, first.peak, forward, probe,
+                        statistics.fmean(r.fault_bytes for r in runs), statistics.fmean(r.saved_s for r in runs))  # fmt: skip
+
+
+def fault_cost(anchors: Sequence[tuple[FreshForward, float]]) -> float | None:
+    """Seconds a faulted byte costs inside a forward, pooled over the sample models' anchors, each with the factor
+    that brings its process to the reference speed: the seconds their plain forwards took beyond the kept heap's over
+    the bytes they faulted beyond it (a ratio of sums: a forward that faults little adds its noise, not its weight);
+    ``None`` where none measured it.
+
+    Worked example: 100 ms saved over 400 MB at a factor of 1.0 and 60 ms over 200 MB at 1.2:
+    (0.100 + 0.072) / 600e6 = 0.287 ns a byte."""
+    measured = [(a.saved_s * factor, a.fault_bytes) for a, factor in anchors if a.fault_bytes > 0]
+    total = sum(b for _, b in measured)
+    return sum(s for s, _ in measured) / total if total > 0 else None
 
 
 def _main(argv: list[str]) -> None:
@@ -128,12 +161,33 @@ def _main(argv: list[str]) -> None:
     before = probe_now()
     plain = profile_forward(work, inputs, num_runs=TIMED, warmup_runs=0, device=torch.device("cpu"))
     probe = math.sqrt(before * probe_now())
+    fault_bytes, saved_s = _kept(work, inputs, statistics.median(counted), plain.mean / 1e3)
 
     faulted, exposed = fault_split(
         profile, statistics.median(counted), FirstTouch(limit, 0.0, min_bytes=least, conv_block=block, threads=threads)
     )
     print(json.dumps({"faulted": faulted, "exposed": exposed, "peak": float(profile.peak_activation_bytes),
-                      "forward_s": plain.mean / 1e3, "probe_s": probe}), flush=True)  # fmt: skip
+                      "forward_s": plain.mean / 1e3, "probe_s": probe, "fault_bytes": fault_bytes, "saved_s": saved_s}),
+          flush=True)  # fmt: skip
+
+
+def _kept(work: Any, inputs: Any, faulted: float, forward_s: float) -> tuple[float, float]:
+    """``(fault_bytes, saved_s)`` of a forward that faulted ``faulted`` bytes in ``forward_s`` seconds, against
+    :data:`TIMED` forwards on the kept heap (after :data:`WARMUP` + 1 that grow it); ``(0, 0)`` below
+    :data:`KEPT_MIN_BYTES` or off glibc."""
+    import torch
+
+    from graphprof.measure.heap import keep_heap
+    from graphprof.measure.timing import call_model, profile_forward
+
+    if faulted < KEPT_MIN_BYTES or not keep_heap():
+        return 0.0, 0.0
+    with torch.no_grad():
+        for _ in range(WARMUP + 1):
+            call_model(work, inputs)
+    left: list[float] = []
+    kept = profile_forward(work, inputs, num_runs=TIMED, warmup_runs=0, device=torch.device("cpu"), faults=left)
+    return max(faulted - statistics.median(left), 0.0), forward_s - kept.mean / 1e3
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import torch
 from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchmarks, measure_op_table
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
-from graphprof.calibrate.fresh_faults import PROCESSES, FreshForward, fresh_forward, merged
+from graphprof.calibrate.fresh_faults import PROCESSES, FreshForward, fault_cost, fresh_forward, merged
 from graphprof.calibrate.samples import fault_split, first_touch_of, samples_from_context, samples_from_table
 from graphprof.calibrate.speed import SpeedTrack, at_speed
 from graphprof.calibrate.store import check_preset_path, write_preset
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from graphprof.measure.context import ContextTimes
 
 __all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
-           "measure_default_hardware", "faulting_share", "fresh_forwards", "zoo_samples", "ZooTimes", "anchored"]  # fmt: skip
+           "measure_default_hardware", "faulting_share", "fresh_forwards", "zoo_samples", "ZooTimes", "anchored", "in_forward_cost"]  # fmt: skip
 
 #: The zoo models whose ops the full calibration times in place, ``(name, batch)``: each family at batch 1
 #: and a large batch (where activations outgrow the caches and the allocator's limit), none of them a model
@@ -195,11 +195,14 @@ def _split_at(faults: Sequence[tuple[float, float, float]], cut: float) -> tuple
     return sum(abs(a - (share * b if p >= cut else 0.0)) for a, b, p in faults), share
 
 
-def _fit_adaptive(table: Mapping[str, Any], zoo: ZooTimes, models: list[str], progress: Progress | None, speed: Speed) -> OpModel:
+def _fit_adaptive(
+    table: Mapping[str, Any], zoo: ZooTimes, models: list[str], progress: Progress | None, speed: Speed, touch: FirstTouch | None
+) -> OpModel:
     """Fit, then sample more of the kinds whose held-out error is widest, and fit again (the grid's and the
-    extra samples' times at the track's reference speed: ``speed`` is the track and the grid's factor)."""
+    extra samples' times at the track's reference speed: ``speed`` is the track and the grid's factor), with the
+    first-touch term ``touch`` and the share its sample forwards faulted."""
     track, grid_factor = speed
-    touch = faulting_share(first_touch_of(table), zoo.faults)
+    touch = faulting_share(touch, zoo.faults)
     samples = at_speed(samples_from_table(table), grid_factor) + zoo.samples
     first = fit_op_model(samples, models, touch)
     benchmarks = kind_benchmarks(worst_kinds(first, ADAPTIVE_KINDS), ADAPTIVE_PER_KIND)
@@ -223,16 +226,41 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
 
     touch = first_touch_of(table)
     fresh = {} if quick else fresh_forwards(models, touch, stage("fresh processes"))  # as the user's process runs them
+    touch, cost = in_forward_cost(touch, fresh, speed[0])
     zoo = zoo_samples(models, stage("models"), touch, passes=1 if quick else ZOO_PASSES, track=speed[0], anchors=fresh)
     faults = [run.faults for (_, batch), run in fresh.items() if batch > 1]
     if touch is not None and faults:  # the share a user's fresh process faults, not this process's
         zoo = zoo._replace(faults=faults)
-    fitted = _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"), speed)
+    fitted = _fit_adaptive(table, zoo, sorted({name for name, _ in models}), stage("adaptive"), speed, touch)
     if not fresh:
         return fitted
     # each sample model's anchor, kept in the file: what sets the table's speed, to hold two calibrations side by side
-    anchors = {f"{name}@{batch}": {"forward_s": run.forward_s, "probe_s": run.probe_s} for (name, batch), run in fresh.items()}
-    return replace(fitted, accuracy={**fitted.accuracy, "anchors": anchors})
+    anchors = {f"{name}@{batch}": {"forward_s": run.forward_s, "probe_s": run.probe_s, "fault_bytes": run.fault_bytes,
+                                   "saved_s": run.saved_s} for (name, batch), run in fresh.items()}  # fmt: skip
+    return replace(fitted, accuracy={**fitted.accuracy, "anchors": anchors, "fault_cost": cost})
+
+
+#: The in-forward cost of a fault is taken where it lies within these factors of the ladder's (outside, the
+#: ladder's stands: the pooled difference of two timings went astray).
+FAULT_COST_RANGE = (0.5, 3.0)
+
+
+def in_forward_cost(
+    touch: FirstTouch | None, fresh: Mapping[tuple[str, int], FreshForward], track: SpeedTrack | None
+) -> tuple[FirstTouch | None, dict[str, Any]]:
+    """``touch`` pricing a faulted byte at what it cost inside the sample models' fresh forwards
+    (:func:`~graphprof.calibrate.fresh_faults.fault_cost`, each at the track's reference speed) instead of the
+    first-touch ladder's lone loop, and what was found: ``{"ladder_per_byte_s", "forward_per_byte_s", "used"}``.
+    The ladder's stands where nothing was measured or the figure lies outside :data:`FAULT_COST_RANGE` of it.
+    Measured on this 2-core machine by ``benchmarks/bench_fault_cost.py``: 1.4-1.6x the ladder's 0.237 ns."""
+    if touch is None:
+        return None, {}
+    factors = [(run, speed_factor(run.probe_s, track.reference_s) or 1.0 if track is not None else 1.0) for run in fresh.values()]
+    measured = fault_cost(factors)
+    low, high = FAULT_COST_RANGE
+    used = measured is not None and low * touch.per_byte_s <= measured <= high * touch.per_byte_s
+    found = {"ladder_per_byte_s": touch.per_byte_s, "forward_per_byte_s": measured, "used": used}
+    return (replace(touch, per_byte_s=measured) if used and measured is not None else touch), found
 
 
 def anchored(times: ContextTimes, anchor: FreshForward, track: SpeedTrack | None) -> tuple[ContextTimes, float]:

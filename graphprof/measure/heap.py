@@ -28,7 +28,7 @@ import os
 
 import torch
 
-__all__ = ["STEADY_BLOCK_BYTES", "glibc", "settle_malloc"]
+__all__ = ["STEADY_BLOCK_BYTES", "glibc", "keep_heap", "settle_malloc"]
 
 #: A block whose mapped chunk (request, header and alignment, page-rounded) stays within glibc's
 #: 32 MiB ceiling on the dynamic threshold, yet lies above every smaller threshold.
@@ -51,3 +51,16 @@ def settle_malloc() -> bool:
     block = torch.empty(STEADY_BLOCK_BYTES, dtype=torch.uint8)
     del block
     return True
+
+
+def keep_heap() -> bool:
+    """Have glibc keep every block in its heap for the rest of the process: nothing mapped (``M_MMAP_MAX`` 0) and
+    nothing given back (``M_TRIM_THRESHOLD`` 1 GiB), so that once the heap has grown to a forward's peak, later
+    forwards fault no page; whether it did (glibc only). For a process of its own that measures what faults cost
+    (:mod:`graphprof.calibrate.fresh_faults`): it changes the process's allocator for good."""
+    if not glibc():
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    return bool(libc.mallopt(-4, 0)) and bool(libc.mallopt(-1, 2**30))  # M_MMAP_MAX, M_TRIM_THRESHOLD
