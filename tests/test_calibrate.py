@@ -170,7 +170,9 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
 
     def fake_table(device: Any, progress: Any = None, full: Any = None) -> dict[str, Any]:
         progress(1, 1, "done")
-        return synthetic_table(0.0)
+        table = synthetic_table(0.0)
+        table["floors"]["first_touch"] = {"limit_bytes": 32 * 2**20, "per_byte_s": 0.25e-9}
+        return table
 
     monkeypatch.setattr(preset, "measure_op_table", fake_table)
     monkeypatch.setattr(
@@ -178,7 +180,8 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
         "zoo_samples",
         lambda models, progress=None, first_touch=None, passes=1, track=None, anchors=None: preset.ZooTimes([], [], []),
     )  # no real model runs here
-    anchor = FreshForward(1e6, 10e6, 5e6, 0.050, 0.30e-3)
+    # 30 ms saved over 100 MB: 0.3 ns a byte, 1.2x the loop's 0.25
+    anchor = FreshForward(1e6, 10e6, 5e6, 0.050, 0.30e-3, fault_bytes=100e6, saved_s=0.030)
     monkeypatch.setattr(preset, "fresh_forwards", lambda models, touch, progress=None, processes=3: {("resnet34", 8): anchor})
     monkeypatch.setattr(preset, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
     out = tmp_path / "preset.json"
@@ -188,7 +191,14 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
     written = read_local(out)
     assert written is not None  # the file validates against its schema, the anchors kept beside the fit's accuracy
     anchors = written["calibration"]["op_model"]["accuracy"]["anchors"]
-    assert anchors == {"resnet34@8": {"forward_s": 0.050, "probe_s": 0.30e-3}}
+    assert anchors == {"resnet34@8": {"forward_s": 0.050, "probe_s": 0.30e-3, "fault_bytes": 100e6, "saved_s": 0.030}}
+    # at the calibration's reference speed: the anchor's probe (0.30 ms) against this machine's readings moves it a little
+    model = written["calibration"]["op_model"]
+    cost = model["accuracy"]["fault_cost"]
+    assert cost["ladder_per_byte_s"] == 0.25e-9 and cost["used"] and cost["forward_per_byte_s"] == pytest.approx(0.3e-9, rel=0.5)
+    assert model["first_touch"]["per_byte_s"] == cost["forward_per_byte_s"]
+    printed = f"a faulted byte cost {cost['forward_per_byte_s'] * 1e9:.3f} ns inside the sample models' forwards"
+    assert printed in " ".join(result.output.split())
 
 
 @pytest.mark.slow
@@ -305,7 +315,10 @@ def test_the_in_forward_cost_of_a_fault_pools_the_anchors_and_replaces_the_ladde
     assert got is not None and got.per_byte_s == pytest.approx(0.160 / 600e6) and found["used"]
     assert found["ladder_per_byte_s"] == 0.237e-9 and got.limit_bytes == touch.limit_bytes
     wild = a._replace(saved_s=1.0)  # 2.5 ns a byte: over 3x the ladder's
-    assert in_forward_cost(touch, {("a", 8): wild}, None) == (touch, {"ladder_per_byte_s": 0.237e-9, "forward_per_byte_s": 2.5e-9, "used": False})
+    assert in_forward_cost(touch, {("a", 8): wild}, None) == (
+        touch,
+        {"ladder_per_byte_s": 0.237e-9, "forward_per_byte_s": 2.5e-9, "used": False},
+    )
     assert in_forward_cost(touch, {("c", 1): none}, None)[0] == touch and in_forward_cost(None, {}, None) == (None, {})
     both = merged([a, b])
     assert (both.fault_bytes, both.saved_s) == pytest.approx((300e6, 0.080))
