@@ -152,6 +152,7 @@ def build_profile(session: Session, run: SessionRun, call: RunCall) -> Profile:
         output_bytes=run.trace.output_bytes,
         peak_activation_bytes=run.trace.peak_activation_bytes,
         peak_activation_layer=run.trace.peak_activation_layer,
+        allocations=run.trace.allocations,
         num_subgraphs=cap.graph.num_subgraphs,
         unsupported=tuple(unsupported),
         notes=tuple(_notes(session, run, rows, run_dtype)),

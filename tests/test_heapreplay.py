@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -76,3 +77,38 @@ def test_a_convolution_carries_onednns_copies_into_the_replay() -> None:
     (step,) = heap_steps(order.steps, touch)
     assert step.scratch and all(b > 0 for b in step.scratch)
     assert heap_steps(order.steps, FirstTouch(32 * MIB, 1e-10))[0].scratch == ()  # no block measured: no copies
+
+
+def _writes(nbytes: int) -> object:
+    from types import SimpleNamespace
+
+    from graphprof.base.choices import OpStatus
+
+    return SimpleNamespace(
+        op="aten.add", status=OpStatus.COUNTED, cost=SimpleNamespace(bytes_written=nbytes), output_shapes=((nbytes // 4,),), parts=()
+    )
+
+
+def test_a_forwards_term_takes_the_replays_share_of_its_blocks_below_the_limit() -> None:
+    """``forward_touch`` by hand. A forward allocates a, b, c (30 MiB each), frees them, allocates d, e (30 MiB), frees
+    them, and maps one 40 MiB block. Fresh heap: a-c grow it, their free (90 MiB at the top, over the 64 MiB trim
+    threshold) trims it to its pad; d, e grow it again and their 60 MiB top is kept. Every later forward: a-c grow it
+    from the kept 60 MiB to 90 MiB, are trimmed, and d, e grow it by 60 MiB again: pages(3 chunks + pad) - pad in all,
+    a chunk being 30 MiB + 80 B = 31,457,360 B: pages(94,503,152) = 94,507,008, less the 131,072 B pad, 94,375,936 B
+    over 5 x 30 MiB = 157,286,400 B: a share of 0.60003. The 40 MiB block is above the limit (priced whole, not in
+    the share). Without an order, the calibration's share law."""
+    from graphprof.devices.heapreplay import forward_touch
+    from graphprof.run.observers.allocations import Step
+
+    def step(freed: tuple[int, ...], *allocated: tuple[int, int]) -> Step:
+        return Step("aten.add", freed, allocated, (), (), 4)
+
+    block = 30 * MIB
+    steps = [step((), (0, block), (1, block), (2, block)), step((0, 1, 2), (3, block), (4, block)), step((3, 4), (5, 40 * MIB)), step((5,))]
+    ops = [_writes(block) for _ in range(5)] + [_writes(40 * MIB)]
+    touch = FirstTouch(32 * MIB, 1e-10, share_below=0.03, trim_peak_bytes=1e9)
+    got = forward_touch(touch, ops, 50e6, steps)
+    assert got.share_below == pytest.approx(94_375_936 / 157_286_400) and got.trim_peak_bytes == 0.0
+    assert got.of_outputs([block] * 5 + [40 * MIB]) == pytest.approx(1e-10 * (40 * MIB + 94_375_936))
+    # no order: the share law, here below the trim peak (none)
+    assert forward_touch(touch, ops, 50e6) == touch.for_forward(50e6) and forward_touch(touch, ops, 50e6).share_below == 0.0

@@ -261,8 +261,10 @@ def test_the_cli_with_measure_shows_the_measured_column(tmp_path: Path, monkeypa
 
 def test_the_page_faults_the_prediction_prices_are_shown_by_hand() -> None:
     # one ReLU writing a fresh output: 1,000,000 floats (4,000,000 B) above a 2 MiB threshold fault whole;
-    # 300,000 floats (1,200,000 B) between 1 MiB and it fault by the share, 0.5: 600,000 B. At 1e-10 s a byte
-    # (speed 1): 0.4 ms and 0.06 ms. A training profile prices no forward faults apart.
+    # 300,000 floats (1,200,000 B) between 1 MiB and it: by the heap replayed over the dry run's allocation order,
+    # none (the heap grows once for the one block, which the next forward re-uses); by the share law (a profile with
+    # no allocation order: read back from JSON), the share, 0.5: 600,000 B. At 1e-10 s a byte (speed 1): 0.4 ms,
+    # 0 and 0.06 ms. A training profile prices no forward faults apart.
     from graphprof.devices.firsttouch import FirstTouch
 
     hw = _kind_cpu()
@@ -270,15 +272,19 @@ def test_the_page_faults_the_prediction_prices_are_shown_by_hand() -> None:
     assert cal is not None and cal.op_model is not None and cal.speed == 1.0
     touch = FirstTouch(2 * 2**20, 1e-10, share_below=0.5, min_bytes=2**20)
     hw = dataclasses.replace(hw, calibration=dataclasses.replace(cal, op_model=dataclasses.replace(cal.op_model, first_touch=touch)))
-    for n, expected in ((1_000_000, 4_000_000.0), (300_000, 600_000.0)):
-        profile = with_roofline(graphprof.profile_model(nn.Sequential(nn.ReLU()), input_shape=(1, n)), hw)
+    cases = ((1_000_000, True, 4_000_000.0, "heap replay"), (300_000, True, 0.0, "heap replay"), (300_000, False, 600_000.0, "share law"))
+    for n, order, expected, method in cases:
+        dry = graphprof.profile_model(nn.Sequential(nn.ReLU()), input_shape=(1, n))
+        assert len(dry.allocations) == 1 and dry.allocations[0].allocated[0][1] == 4 * n  # the output's storage
+        profile = with_roofline(dry if order else dataclasses.replace(dry, allocations=()), hw)
         b = profile.roofline.breakdown
-        assert b is not None and b.faults is not None
+        assert b is not None and b.faults is not None and b.faults.method == method
         assert b.faults.bytes == pytest.approx(expected) and b.faults.seconds == pytest.approx(expected * 1e-10)
         assert b.total_s >= b.faults.seconds  # priced inside the calls' own times
         assert f"{expected / 1e6:,.1f} MB a forward" in _text(profile, 200)
         data = json.loads(render_result(profile))
         validate(data)
         assert data["roofline"]["prediction_breakdown"]["faults"]["bytes"] == pytest.approx(expected)
+        assert data["roofline"]["prediction_breakdown"]["faults"]["method"] == method
     trained = with_roofline(graphprof.profile_model(nn.Sequential(nn.Linear(4, 4)), input_shape=(2, 4), mode="train"), hw)
     assert trained.roofline.breakdown is not None and trained.roofline.breakdown.faults is None

@@ -97,30 +97,35 @@ class PredictedFaults:
     """The page faults the prediction prices inside its calls' times (an estimate): the bytes of fresh pages one
     forward is taken to fault, at ``per_byte_s`` a byte (the calibration's :class:`~graphprof.devices.firsttouch.FirstTouch`),
     times the prediction's speed factor: ``seconds``. ``share_below``: the share of fresh blocks between 1 MiB and
-    the allocator's threshold counted (every block above it is)."""
+    the allocator's threshold counted (every block above it is), as ``method`` found it: ``"heap replay"`` (glibc's
+    heap replayed over the dry run's allocation order) or ``"share law"`` (the calibration's share, where the profile
+    carries no allocation order: read back from JSON, or a training step)."""
 
     bytes: float
     seconds: float
     per_byte_s: float
     share_below: float
+    method: str = "share law"
 
     @property
     def label(self) -> str:
         return (f"page faults priced inside the calls (an estimate): {self.bytes / 1e6:,.1f} MB a forward, "
                 f"{self.seconds * 1e3:,.1f} ms at {self.per_byte_s * 1e9:.3f} ns a byte (every fresh block above the "
-                f"allocator's threshold, {self.share_below:.1%} of those from 1 MiB to it)")  # fmt: skip
+                f"allocator's threshold, {self.share_below:.1%} of those from 1 MiB to it, by the {self.method})")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
-        return {"bytes": self.bytes, "seconds": self.seconds, "per_byte_s": self.per_byte_s, "share_below": self.share_below}
+        return {"bytes": self.bytes, "seconds": self.seconds, "per_byte_s": self.per_byte_s, "share_below": self.share_below,
+                "method": self.method}  # fmt: skip
 
 
-def predicted_faults(ops: Iterable[Any], touch: Any, speed: float) -> PredictedFaults | None:
-    """What ``touch`` (a :class:`~graphprof.devices.firsttouch.FirstTouch` already set for the forward's peak, or
-    ``None``) prices for the recorded calls ``ops`` (a fused call by its parts, as the predictor prices it)."""
+def predicted_faults(ops: Iterable[Any], touch: Any, speed: float, method: str = "share law") -> PredictedFaults | None:
+    """What ``touch`` (a :class:`~graphprof.devices.firsttouch.FirstTouch` already set for the forward, by
+    :func:`graphprof.devices.heapreplay.forward_touch`, or ``None``) prices for the recorded calls ``ops`` (a fused
+    call by its parts, as the predictor prices it); ``method``: how its share was found."""
     if touch is None or touch.per_byte_s <= 0:
         return None
     seconds = sum(touch.seconds(part) for op in ops for part in (op.parts or (op,)))
-    return PredictedFaults(seconds / touch.per_byte_s, speed * seconds, touch.per_byte_s, touch.share_below)
+    return PredictedFaults(seconds / touch.per_byte_s, speed * seconds, touch.per_byte_s, touch.share_below, method)
 
 
 @dataclass(frozen=True)

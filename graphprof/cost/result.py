@@ -211,6 +211,10 @@ class Profile(NotebookDisplay):
     #: (``graphprof.measure.Host``): in every JSON file, so that a dry run's figures say where they came from.
     created: str = field(default_factory=lambda: _utc_now(), compare=False)
     host: Any = field(default_factory=lambda: _this_host(), compare=False, repr=False)
+    #: An eval forward's allocation order from the dry run (:class:`graphprof.run.observers.allocations.Step`, op by
+    #: op), what the CPU's heap replay prices page faults by (:func:`graphprof.devices.heapreplay.forward_touch`);
+    #: not in the JSON: a profile read back prices them by the calibration's share law.
+    allocations: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     # ---- totals (sums of the rows, computed once: renderers ask for them often) ---------------
     @cached_property

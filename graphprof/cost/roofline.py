@@ -92,7 +92,7 @@ def classify(profile: Profile, hardware: Hardware | None = None, *, threshold: f
         forward_predicted=_forward_predicted(profile, forward),
         predicted_interval=said.interval if said is not None else None,
         out_of_range=said.out_of_range if said is not None else (),
-        breakdown=_breakdown(profile, hardware, calibration, shares, forward),
+        breakdown=_breakdown(profile, hardware, calibration, said, forward),
     )
 
 
@@ -104,7 +104,7 @@ def _predicted(
     if calibration is None or hardware is None:
         return [None] * len(profile.layers), None
     ops = [(i, op) for i, row in enumerate(profile.layers) for op in row.ops]
-    said = predict([op for _, op in ops], profile.dtype, hardware, calibration, profile.peak_activation_bytes)
+    said = predict([op for _, op in ops], profile.dtype, hardware, calibration, profile.peak_activation_bytes, profile.allocations)
     predicted: list[float | None] = [0.0] * len(profile.layers)
     for (i, _), share in zip(ops, said.seconds, strict=True):
         predicted[i] = (predicted[i] or 0.0) + share
@@ -149,18 +149,23 @@ def _forward_predicted(profile: Profile, forward: list[tuple[str, Any, float]]) 
 
 
 def _breakdown(
-    profile: Profile, hardware: Hardware | None, calibration: Calibration | None, shares: list[float], forward: list[tuple[str, Any, float]]
+    profile: Profile,
+    hardware: Hardware | None,
+    calibration: Calibration | None,
+    said: Prediction | None,
+    forward: list[tuple[str, Any, float]],
 ) -> PredictionBreakdown | None:
-    """Where the prediction goes (:mod:`graphprof.cost.breakdown`), by the kinds the calibration prices by, with
-    the measured forward beside it when the profile carries a measurement on the kind of device predicted."""
-    if calibration is None or hardware is None:
+    """Where the prediction ``said`` goes (:mod:`graphprof.cost.breakdown`), by the kinds the calibration prices by,
+    with the page faults it priced, and the measured forward beside it when the profile carries a measurement on
+    the kind of device predicted."""
+    if calibration is None or hardware is None or said is None:
         return None
     taxonomy = "kind" if calibration.op_model is not None else "class"
-    found = prediction_breakdown(profile.layers, shares, taxonomy, train=profile.mode is Mode.TRAIN)
-    touch = None if calibration.op_model is None else calibration.op_model.first_touch
-    if touch is not None and profile.mode is not Mode.TRAIN:
+    found = prediction_breakdown(profile.layers, list(said.seconds), taxonomy, train=profile.mode is Mode.TRAIN)
+    if said.first_touch is not None and profile.mode is not Mode.TRAIN:
         ops = [op for _, op in profile.iter_ops()]
-        found = replace(found, faults=predicted_faults(ops, touch.for_forward(profile.peak_activation_bytes), calibration.speed))
+        method = "heap replay" if profile.allocations else "share law"
+        found = replace(found, faults=predicted_faults(ops, said.first_touch, calibration.speed, method))
     m = profile.measurement
     if m is None or hardware.target != str(m.device).split(":")[0]:
         return found

@@ -103,6 +103,10 @@ class FirstTouch(Record):
     MB), shufflenet_v2_x1_0 (24 MB) and regnet_x_400mf (34 MB) faulted nothing, resnet34 (56 MB) 24% and
     densenet121 (72 MB) 16% of those bytes; every model at batch 1 nothing.
 
+    That share and peak are the calibration's law for every model. A prediction from a dry run replaces both by the
+    forward's own: glibc's heap replayed over its allocation order
+    (:func:`graphprof.devices.heapreplay.forward_touch`); the law stands where the order is not known.
+
     Worked example: 0.27 ms per MB above 32 MiB, a GELU writing 38.5 MB pays ``0.27e-3 * 38.5 = 10.4 ms``
     besides its own 2 ms of streaming; with ``share_below`` 0.1, a convolution writing 25.7 MB pays
     ``0.27e-3 * 0.1 * 25.7 = 0.69 ms`` in a forward whose peak reaches ``trim_peak_bytes``, nothing in one

@@ -30,19 +30,23 @@ It is right where the heap trims every forward (resnet34 71 / 71-77 MB measured,
 where it never does (0 / 0 on four models), and too high where the real heap trims less than its rules say
 (regnet_y_400mf and regnet_y_1_6gf 67-77 / 0-74 MB). The measurement varies: the same model's heap faults differ
 several-fold from one process to the next (densenet121 46, 250 and 263 MB; efficientnet_b2 90, 299 and 289), which a
-replay of one order cannot follow. Not yet the predictor's term (see the benchmark's results).
+replay of one order cannot follow.
+
+The predictor's term (:func:`forward_touch`): every dry run of an eval forward records its allocation order
+(:attr:`graphprof.profile.Profile.allocations`), and the share of its fresh blocks below the limit that fault is the
+replay's for that forward, where it was the calibration's one share for every model.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from graphprof.devices.firsttouch import FirstTouch, conv_scratch
 
-__all__ = ["PAGE", "TOP_PAD", "GlibcHeap", "HeapStep", "heap_steps", "steady_faults"]
+__all__ = ["PAGE", "TOP_PAD", "GlibcHeap", "HeapStep", "forward_touch", "heap_steps", "steady_faults"]
 
 #: The page size the kernel maps fresh memory in.
 PAGE = 4096
@@ -157,3 +161,25 @@ def heap_steps(steps: Sequence[Any], touch: FirstTouch) -> list[HeapStep]:
         )
         for s in steps
     ]
+
+
+def forward_touch(touch: FirstTouch, ops: Sequence[Any], peak_bytes: float | None, steps: Sequence[Any] = ()) -> FirstTouch:
+    """The first-touch term of one eval forward on this CPU: its fresh blocks at or above the limit in full, and of
+    its fresh blocks between :attr:`~FirstTouch.min_bytes` and the limit the share the heap replay faults
+    (:func:`steady_faults` over the dry run's allocation order ``steps``, the convolutions' copies added: the bytes
+    it faults beyond the mapped blocks, over those blocks' bytes, at most 1). ``ops`` are the forward's recorded
+    calls as the predictor prices them (a fused call by its parts). Without an order (a profile read back from JSON,
+    a training step), the calibration's share law: :meth:`~FirstTouch.for_forward` at ``peak_bytes``.
+
+    Worked example: a forward whose replay faults 40 MiB of mapped blocks and 12 MB more, with 100 MB of fresh
+    blocks between 1 MiB and the limit, pays the 40 MiB in full and 12% of each of those blocks."""
+    if not steps:
+        return touch.for_forward(peak_bytes)
+    heap = heap_steps(steps, touch)
+    mapped = sum(_pages(b) for s in heap for b in (*s.scratch, *(n for _, n in s.allocated)) if b >= touch.limit_bytes)
+    faulted = sum(steady_faults(heap, touch.limit_bytes)) - mapped
+    _, between = touch.split(
+        b for op in ops for part in (getattr(op, "parts", ()) or (op,)) if part.op.startswith("aten.") for b in touch.fresh(part)
+    )
+    share = min(max(faulted, 0.0) / between, 1.0) if between > 0 else 0.0
+    return replace(touch, share_below=share, trim_peak_bytes=0.0)

@@ -47,7 +47,9 @@ from typing import Any
 
 from graphprof.base.choices import OpStatus
 from graphprof.base.record import Record
+from graphprof.devices.firsttouch import FirstTouch
 from graphprof.devices.hardware import Hardware
+from graphprof.devices.heapreplay import forward_touch
 from graphprof.devices.opmodel import ALONE, IN_CONTEXT, Interval, OpModel, call_of, op_kind
 from graphprof.devices.table import Calibration
 
@@ -213,13 +215,13 @@ def _held(t: float, own: float, near: Any, dtype: str, hardware: Hardware) -> fl
 
 
 def _op_model_seconds(
-    ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel, speed: float = 1.0, peak_bytes: float | None = None
+    ops: Sequence[Any], dtype: str, hardware: Hardware, model: OpModel, speed: float = 1.0, touch: FirstTouch | None = None
 ) -> list[tuple[float, float, float, float, float]]:
     """(seconds, q_low, q_high, the law's seconds, excess) of each call from the kind models: never below the
     call's roofline bound, held within its nearest samples' efficiencies outside its kind's sampled range, plus
-    the first touch of its large outputs where the model measured it; all of it times ``speed``, the machine's
-    speed now against the calibration's (:attr:`~graphprof.devices.table.Calibration.speed`), the roofline bound
-    aside; the first touch as a forward peaking at ``peak_bytes`` pays it."""
+    the first touch of its fresh memory (``touch``: the forward's term, :func:`forward_touch`); all of it times
+    ``speed``, the machine's speed now against the calibration's
+    (:attr:`~graphprof.devices.table.Calibration.speed`), the roofline bound aside."""
     # a fused CPU kernel as the calls it makes, each priced as the loop's samples ran (ALONE): back to back in one
     # kernel, on operands the call before just wrote, with no module call or Python between them
     priced = [(part, ALONE if parts else IN_CONTEXT) for op in ops for parts in [getattr(op, "parts", ())] for part in (parts or (op,))]
@@ -234,8 +236,7 @@ def _op_model_seconds(
         bound = max(float(op.cost.flops) * float(op.work_fraction) / peak, float(op.cost.bytes_moved) / hardware.bandwidth)
         held = speed * (t if near is None else _held(t, bound, near, dtype, hardware))
         out[i] = (max(held, bound), lo, hi, max(speed * t, bound), far)
-    # the first touch of large outputs: every aten call's, one without a kind's included
-    touch = None if model.first_touch is None else model.first_touch.for_forward(peak_bytes)
+    # the first touch of fresh memory: every aten call's, one without a kind's included
     each = [
         (t + (x := speed * (0.0 if touch is None else touch.seconds(op))), lo, hi, law + x, far)
         for (op, _), (t, lo, hi, law, far) in zip(priced, out, strict=True)
@@ -265,24 +266,35 @@ class Prediction:
     seconds: tuple[float, ...]
     interval: Interval | None = None
     out_of_range: tuple[OutOfRange, ...] = ()
+    #: the page faults it priced inside the calls: the forward's first-touch term (:func:`forward_touch`)
+    first_touch: FirstTouch | None = None
 
 
-def predict(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration, peak_bytes: float | None = None) -> Prediction:
+def predict(
+    ops: Sequence[Any],
+    dtype: str,
+    hardware: Hardware,
+    calibration: Calibration,
+    peak_bytes: float | None = None,
+    allocations: Sequence[Any] = (),
+) -> Prediction:
     """Each call's predicted seconds (:func:`predict_ops`), the interval (:func:`predict_interval`) and the calls
-    out of range (:func:`out_of_range`) of ``ops``, from one pass of the predictor. ``peak_bytes``: the dry run's
-    peak of live activation bytes in the forward ``ops`` come from, which decides whether its heap gives pages
-    back (:meth:`~graphprof.devices.opmodel.FirstTouch.for_forward`; ``None``: not known, the share priced)."""
+    out of range (:func:`out_of_range`) of ``ops``, from one pass of the predictor. The page faults inside the
+    calls (:func:`~graphprof.devices.heapreplay.forward_touch`): by the heap replayed over ``allocations``, the dry
+    run's allocation order of the forward ``ops`` come from; without it, by the share law at ``peak_bytes``, the
+    dry run's peak of live activation bytes (``None``: not known, the share priced)."""
     model = calibration.op_model
     if model is None:
         return Prediction(tuple(predict_ops(ops, dtype, hardware, calibration)))
-    parts = _op_model_seconds(ops, dtype, hardware, model, calibration.speed, peak_bytes)
+    touch = None if model.first_touch is None else forward_touch(model.first_touch, ops, peak_bytes, allocations)
+    parts = _op_model_seconds(ops, dtype, hardware, model, calibration.speed, touch)
     base = model.interval([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])
     below = sum(max(t - law, 0.0) for t, _, _, law, _ in parts)
     above = sum(max(law - t, 0.0) for t, _, _, law, _ in parts)
     interval = replace(base, low=max(base.low - below, 0.0), high=base.high + above) if below or above else base
     outside = tuple(OutOfRange(i, op.op, op_kind(op.op, op.status, op.input_shapes) or "", far, t, law)
                     for i, (op, (t, _, _, law, far)) in enumerate(zip(ops, parts, strict=True)) if far > OUT_OF_RANGE_SD)  # fmt: skip
-    return Prediction(tuple(p[0] for p in parts), interval, outside)
+    return Prediction(tuple(p[0] for p in parts), interval, outside, touch)
 
 
 def out_of_range(ops: Sequence[Any], dtype: str, hardware: Hardware, calibration: Calibration) -> list[OutOfRange]:
@@ -302,9 +314,11 @@ def predict_ops(
 ) -> list[float]:
     """Predicted seconds of each recorded call of ``ops`` (in execution order): the kind models' where the
     calibration has them (each op in context, host included), else the class rates on :func:`timeline`;
-    ``peak_bytes`` as for :func:`predict`."""
-    if calibration.op_model is not None:
-        return [p[0] for p in _op_model_seconds(ops, dtype, hardware, calibration.op_model, calibration.speed, peak_bytes)]
+    ``peak_bytes`` as for :func:`predict` (the faults by the share law: no allocation order here)."""
+    model = calibration.op_model
+    if model is not None:
+        touch = None if model.first_touch is None else forward_touch(model.first_touch, ops, peak_bytes)
+        return [p[0] for p in _op_model_seconds(ops, dtype, hardware, model, calibration.speed, touch)]
     demands = [
         (host_seconds(op, calibration), 0.0 if op.status is OpStatus.ZERO_COST else kernel_seconds(op, dtype, hardware, calibration))
         for op in ops

@@ -43,6 +43,7 @@ from graphprof.run.events import Layer, Observer, OpEvent, RunContext, RunOutcom
 from graphprof.run.failures import MetaDeviceError
 from graphprof.run.loop import run_model
 from graphprof.run.observers import LiveMemory, SavedActivations
+from graphprof.run.observers.allocations import AllocationOrder, Step
 from graphprof.run.observers.empty import EmptyInputs
 
 __all__ = ["OpCall", "TraceKey", "Trace", "OpRecorder", "propagate", "shapes_of", "op_call"]
@@ -94,6 +95,8 @@ class Trace:
     empty_layers: tuple[str, ...] = ()
     #: the dry run's tensors (the ``tensors`` rung of :mod:`graphprof.base.ladder`): what it ran on, what it passed over
     tensors: Fallback | None = None
+    #: an eval forward's allocation order, op by op (:class:`~graphprof.run.observers.allocations.Step`; none in training)
+    allocations: tuple[Step, ...] = ()
 
 
 def op_call(event: OpEvent) -> OpCall:
@@ -189,13 +192,14 @@ def _run(
     modes: Sequence[Any],
     *,
     meta: bool,
-) -> tuple[OpRecorder, LiveMemory, SavedActivations, EmptyInputs, RunOutcome]:
-    recorder, memory, saved, empty = OpRecorder(), LiveMemory(), SavedActivations(), EmptyInputs()
+) -> tuple[OpRecorder, LiveMemory, SavedActivations, EmptyInputs, AllocationOrder, RunOutcome]:
+    recorder, memory, saved, empty, order = OpRecorder(), LiveMemory(), SavedActivations(), EmptyInputs(), AllocationOrder()
     outcome = run_model(
-        captured, model, args, kwargs, [recorder, memory, *([empty] if fake else []), *([saved] if train else []), *observers],
+        captured, model, args, kwargs,
+        [recorder, memory, *([empty] if fake else []), *([saved] if train else [order]), *observers],
         train=train, dtype=dtype, fake=fake, modes=modes, meta=meta,
     )  # fmt: skip
-    return recorder, memory, saved, empty, outcome
+    return recorder, memory, saved, empty, order, outcome
 
 
 def propagate(
@@ -224,12 +228,14 @@ def propagate(
     # the first run's events, so with them the run is on FakeTensors from the start.
     passed: tuple[tuple[str, str], ...] = ()
     try:
-        recorder, memory, saved, empty, outcome = _run(
+        recorder, memory, saved, empty, order, outcome = _run(
             captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=not observers
         )
     except MetaDeviceError as exc:
         passed = ((_META_KERNELS, one_line(exc)),)
-        recorder, memory, saved, empty, outcome = _run(captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False)
+        recorder, memory, saved, empty, order, outcome = _run(
+            captured, model, args, kwargs, train, dtype, fake, observers, modes, meta=False
+        )
     keys = recorder.trace_keys()
     for key in keys:
         key.saved_bytes = saved.by_layer.get(key.name, 0)
@@ -245,6 +251,7 @@ def propagate(
         empty_ops=outcome.empty_ops,
         empty_layers=tuple(empty.layers),
         tensors=Fallback(Rung.TENSORS, _META_KERNELS if outcome.on_meta else "FakeTensors" if fake else "real tensors", passed),
+        allocations=tuple(order.steps),
     )
 
 

@@ -44,7 +44,7 @@ __all__ = ["KINDS", "SCHEMA_VERSIONS", "schema", "validate", "envelope"]
 
 #: kind -> the version of its layout, written as ``schema_version`` in every file of that kind
 SCHEMA_VERSIONS: dict[str, str] = {
-    "profile": "2.6",  # 2.6: runtime.faults and prediction_breakdown.measured.faults (page faults a plain and a profiled CPU forward), prediction_breakdown.faults (those the prediction prices); 2.5: roofline.prediction_breakdown (the predicted time by op kind and layer); 2.4: fallbacks (the dry run's ladder); 2.3: kind, executed/useful FLOPs, saved activations, the peak's layer
+    "profile": "2.7",  # 2.7: prediction_breakdown.faults.method (the heap replay or the share law); 2.6: runtime.faults and prediction_breakdown.measured.faults (page faults a plain and a profiled CPU forward), prediction_breakdown.faults (those the prediction prices); 2.5: roofline.prediction_breakdown (the predicted time by op kind and layer); 2.4: fallbacks (the dry run's ladder); 2.3: kind, executed/useful FLOPs, saved activations, the peak's layer
     "compare": "2.3",
     "sweep": "1.1",
     "validate": "1.1",

@@ -25,7 +25,8 @@ __all__ = ["AllocationOrder", "Step"]
 class Step:
     """One aten call as the allocator sees it: the storages that died since the previous call (their keys), then
     the fresh storages the call returned, ``(key, bytes)``; ``op``, its shapes and its outputs' element size for
-    what a device adds inside the call (a convolution's blocked copies on the CPU)."""
+    what a device adds inside the call (a convolution's blocked copies on the CPU: the input shapes are recorded for
+    a convolution only)."""
 
     op: str
     freed: tuple[int, ...]
@@ -36,6 +37,8 @@ class Step:
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):  # most calls return one tensor: no pytree walk
+        return [value] if value.layout == torch.strided else []
     return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor) and t.layout == torch.strided]
 
 
@@ -65,8 +68,10 @@ class AllocationOrder(Observer):
                 continue
             self._live[ref], self._next = self._next, self._next + 1
             allocated.append((self._live[ref], t.untyped_storage().nbytes()))
-        inputs = _tensors((event.args, event.kwargs))
+        name = op_name(event.func)
+        # the inputs' shapes only where a device adds copies inside the call (a convolution's, on the CPU)
+        inputs = _tensors((event.args, event.kwargs)) if "conv" in name else []
         self.steps.append(Step(
-            op_name(event.func), freed, tuple(allocated), tuple(tuple(t.shape) for t in inputs),
+            name, freed, tuple(allocated), tuple(tuple(t.shape) for t in inputs),
             tuple(tuple(t.shape) for t in outputs), outputs[0].element_size() if outputs else 0,
         ))  # fmt: skip
