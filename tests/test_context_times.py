@@ -139,6 +139,25 @@ def test_smearing_turns_a_median_into_a_mean_and_one_wild_sample_cannot_blow_it_
     assert smearing(np.array([-50.0, -50.0])) == pytest.approx(SMEAR_BOUND)
 
 
+def test_a_kinds_smearing_is_over_the_residuals_its_predictor_leaves() -> None:
+    """Samples on a power law with a +-0.5 scatter in log time, alternating, in two models: the law alone (k = 0)
+    leaves the scatter, and its smearing is Duan's over it, log((e^-0.5 + e^0.5) / 2) = 0.1201 within what the ridge
+    fit moves; with neighbours (k = 1), each sampled configuration is priced at its own time, nothing is left to
+    smear, and a prediction at a sample's configuration is that sample's time."""
+    pytest.importorskip("sklearn")
+    from graphprof.calibrate.fit_ops import fit_kind
+    from graphprof.devices.opmodel import Sample
+
+    samples = [Sample("add", (math.log(n), math.log(n)), 1e-9 * n * math.exp(0.5 if i % 2 else -0.5), "calibration", f"m{i % 3}")
+               for i, n in enumerate(2.0**p for p in range(10, 30))]  # fmt: skip
+    law = fit_kind(samples, k=0)
+    assert law.smear == pytest.approx(0.1201, abs=0.02)
+    near = fit_kind(samples, k=1)
+    assert abs(near.smear) < 0.005
+    at = samples[7]
+    assert float(np.exp(near.log_seconds([at.features])[0])) == pytest.approx(at.seconds, rel=0.01)
+
+
 def test_a_forwards_faulted_bytes_are_shared_by_outputs_below_the_limit_and_priced_by_their_share() -> None:
     from graphprof.calibrate.preset import faulting_share
     from graphprof.calibrate.samples import fault_split

@@ -209,8 +209,8 @@ def _fit_adaptive(
     timing = functools.partial(measure_benchmarks, benchmarks, "cpu", progress)
     extra, factor = track.timed(timing) if track is not None else (timing(), 1.0)
     more = at_speed(samples_from_table({"floors": table["floors"], "records": extra}, group_prefix="adaptive"), factor)
-    if track is not None:  # every sample from the first reading's speed to the median reading's
-        samples, more = at_speed(samples, track.to_median()), at_speed(more, track.to_median())
+    if track is not None:  # every sample from the first reading's speed to the table's (graphprof.calibrate.speed)
+        samples, more = at_speed(samples, track.to_table()), at_speed(more, track.to_table())
     fitted = fit_op_model(samples + more, models, touch) if more or track is not None else first
     share = statistics.median(zoo.outside) if zoo.outside else None
     return replace(fitted, accuracy={**fitted.accuracy, "outside_share": share})
@@ -227,6 +227,8 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
     touch = first_touch_of(table)
     fresh = {} if quick else fresh_forwards(models, touch, stage("fresh processes"))  # as the user's process runs them
     touch, cost = in_forward_cost(touch, fresh, speed[0])
+    if speed[0] is not None:  # the table at the speed of a user's fresh process (graphprof.calibrate.speed)
+        speed[0].fresh_s = [run.probe_s for run in fresh.values() if run.probe_s > 0]
     zoo = zoo_samples(models, stage("models"), touch, passes=1 if quick else ZOO_PASSES, track=speed[0], anchors=fresh)
     faults = [run.faults for (_, batch), run in fresh.items() if batch > 1]
     if touch is not None and faults:  # the share a user's fresh process faults, not this process's
@@ -363,7 +365,7 @@ def calibrate(
         "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }  # fmt: skip
     if track is not None:  # the speed the samples were brought to (graphprof.calibrate.speed), and every reading
-        info["probe_s"] = track.median_s
+        info["probe_s"] = track.table_s
         info["probes_s"] = track.readings_s
     busy = busy_reason(load_before, load_after)
     if busy:

@@ -7,7 +7,13 @@ a fast one, and the fit learns the spells as if they were the ops. So the probe
 stretch of timing (the op grid, each sample model's forwards, the adaptive samples), and each stretch's times
 are multiplied by ``reference / geometric mean of the two readings``; before the final fit every sample is
 brought from the first reading to the **median of all the readings** (about 90 in a full calibration), which
-is the speed the table then describes and the one stored with it (``device.probe_s``).
+is the speed the table then describes and the one stored with it (``device.probe_s``) — or, where the calibration
+timed its sample models in fresh processes (:mod:`graphprof.calibrate.fresh_faults`), to the **median of those
+processes' readings** (:attr:`SpeedTrack.table_s`): a prediction is for a user's fresh process, and a fresh process
+reads the probe faster than the calibration's long-running one (on this 2-core VM, the 22 anchors of one calibration
+read 0.289 ms at the median where its own readings' median was 0.300), so a table at the calibration's median
+priced every fresh process about 2% slow, a factor no prediction took back (the reading falls inside the
+calibration's band).
 
 Why the median and not a reading: one reading is noisy. Alone and idle, this machine's probe read 0.40 to
 0.92 ms around a median of 0.46 (``benchmarks/results/bench_drift.md``: a 17% band from the 10th to the 90th
@@ -49,6 +55,8 @@ class SpeedTrack:
     reference_s: float
     readings_s: list[float] = field(default_factory=list)
     probe: Callable[[], float] = probe_seconds
+    #: the readings of the fresh processes that timed the sample models (none: not timed so)
+    fresh_s: list[float] = field(default_factory=list)
 
     @classmethod
     def start(cls, probe: Callable[[], float] = probe_seconds) -> SpeedTrack:
@@ -70,6 +78,16 @@ class SpeedTrack:
     def median_s(self) -> float:
         """The median of every reading so far: the speed the calibration's table is brought to."""
         return statistics.median(self.readings_s)
+
+    @property
+    def table_s(self) -> float:
+        """The speed the table is brought to: the median of :attr:`fresh_s` where there are any, else
+        :attr:`median_s` (see the module docstring)."""
+        return statistics.median(self.fresh_s) if self.fresh_s else self.median_s
+
+    def to_table(self) -> float:
+        """What samples scaled to the first reading are multiplied by to stand at :attr:`table_s` instead."""
+        return followed(self.table_s / self.reference_s)
 
     def to_median(self) -> float:
         """What samples scaled to the first reading are multiplied by to stand at :attr:`median_s` instead (the

@@ -19,7 +19,8 @@ A kind's model (:class:`KindModel`) predicts ``log(seconds)`` in two parts::
 
 where ``s`` (the smearing term) turns the fit's median time into a mean: ``log t`` fitted by least
 squares predicts ``exp(E[log t])``, below ``E[t]`` wherever the errors spread, and a model's ops add up
-by their means; ``s = log mean(exp(r))`` over the residuals ``r`` of the kind's fitted law (Duan's smearing).
+by their means; ``s = log mean(exp(r))`` over the residuals ``r`` the kind's predictor leaves at its samples (the
+law, with its neighbours' correction where it has one: Duan's smearing, :mod:`graphprof.calibrate.fit_ops`).
 
 The linear part is a log-log law (time grows as a power of the work) that extrapolates; the nearest
 neighbours correct it where samples are dense (the configurations real models use). Both are plain
