@@ -19,7 +19,7 @@ of percent here, so each model runs in :data:`PROCESSES` of them, merged into on
 one, two calibrations back to back predicted one held-out model 22.7% apart.
 
 **What a fault costs.** The first-touch ladder (:func:`graphprof.calibrate.bench.measure_first_touch`) times a
-lone ``clamp_min`` into fresh pages, 0.237 ns a byte on this 2-core machine; inside a forward a faulted byte costs
+lone ``clamp_min`` into fresh pages, 0.24-0.26 ns a byte on this 2-core machine; inside a forward a faulted byte costs
 more: fresh processes of mobilevit_xs, vgg11 and efficientnet_b2 at batch 8 put it at 0.33-0.38 ns
 (``benchmarks/bench_fault_cost.py``: the forward with glibc's defaults against the same with the heap kept). Priced at
 the ladder's cost, the samples keep about 0.1 ns of every faulted byte in their kinds' models, and a prediction
