@@ -44,32 +44,23 @@ MODELS = (
 )  # fmt: skip
 
 
-def _replay(steps: list[object], touch: object) -> tuple[float, float]:
-    """(mapped bytes, heap faults by the replay) of a run's :class:`~graphprof.run.observers.allocations.Step` records."""
-    from graphprof.devices.heapreplay import heap_steps, steady_faults
-
-    heap = heap_steps(steps, touch)  # type: ignore[arg-type]
-    limit = touch.limit_bytes  # type: ignore[attr-defined]
-    mapped = sum(b for s in heap for b in (*s.scratch, *(n for _, n in s.allocated)) if b >= limit)
-    return mapped, sum(steady_faults(heap, limit)) - mapped
-
-
 def _predicted(name: str, batch: int, touch: object) -> tuple[float, float, float, float, float]:
     """(mapped, heap by the replay in the captured graph's order, in the eager forward's order, heap by the share
     law, the dry run's peak) in bytes. The graph's order frees a value after its last use; the eager forward frees
     it when Python drops it (a residual block's input lives to the add): the real forward's is the eager one."""
+    from graphprof.devices.heapreplay import heap_faults
     from graphprof.prepared import prepare
     from graphprof.run.loop import run_model
     from graphprof.run.lowering import lowering_context
     from graphprof.run.observers.allocations import AllocationOrder
 
     pm = prepare(name, batch_size=batch)
-    graph, eager = AllocationOrder(), AllocationOrder()  # both with the calls the CPU target runs
-    profile = pm.profile(batch_size=batch, observers=[graph])
+    profile = pm.profile(batch_size=batch)  # its dry run records the captured graph's order (Profile.allocations)
+    eager = AllocationOrder()  # with the calls the CPU target runs, as the dry run's
     call = pm.resolve(pm.spec(batch_size=batch))
     run_model(None, pm.model, call.args, call.kwargs, [eager], dtype=call.dtype, modes=[lowering_context("cpu")])
-    mapped, in_graph = _replay(graph.steps, touch)  # type: ignore[arg-type]
-    _, in_eager = _replay(eager.steps, touch)  # type: ignore[arg-type]
+    mapped, in_graph = heap_faults(profile.allocations, touch)  # type: ignore[arg-type]
+    _, in_eager = heap_faults(eager.steps, touch)  # type: ignore[arg-type]
     law = touch.for_forward(profile.peak_activation_bytes)  # type: ignore[attr-defined]
     sizes = [b for _, op in profile.iter_ops() if op.op.startswith("aten.") for b in law.fresh(op)]
     _, between = law.split(sizes)

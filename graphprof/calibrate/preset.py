@@ -257,8 +257,7 @@ def in_forward_cost(
     Measured on this 2-core machine by ``benchmarks/bench_fault_cost.py``: 1.4-1.6x the ladder's 0.237 ns."""
     if touch is None:
         return None, {}
-    factors = [(run, speed_factor(run.probe_s, track.reference_s) or 1.0 if track is not None else 1.0) for run in fresh.values()]
-    measured = fault_cost(factors)
+    measured = fault_cost([(run, _to_reference(run, track)) for run in fresh.values()])
     low, high = FAULT_COST_RANGE
     used = measured is not None and low * touch.per_byte_s <= measured <= high * touch.per_byte_s
     found = {"ladder_per_byte_s": touch.per_byte_s, "forward_per_byte_s": measured, "used": used}
@@ -273,8 +272,14 @@ def anchored(times: ContextTimes, anchor: FreshForward, track: SpeedTrack | None
     Worked example: a forward of 54 ms in a fresh process whose probe read 0.30 ms, against a reference
     reading of 0.40 ms: the calls sum to 54 ms, times ``(0.40 / 0.30) ** 0.6 = 1.188`` (the probe's
     :data:`~graphprof.devices.probe.SPEED_ELASTICITY`): 64.2 ms at the reference speed."""
+    return replace(times, forward_s=anchor.forward_s), _to_reference(anchor, track)
+
+
+def _to_reference(anchor: FreshForward, track: SpeedTrack | None) -> float:
+    """The factor that brings a fresh process's times from the speed its probe read to ``track``'s reference (1
+    without a track, or where the two readings lie outside the probe's limits of each other)."""
     ratio = None if track is None else speed_factor(anchor.probe_s, track.reference_s)
-    return replace(times, forward_s=anchor.forward_s), 1.0 if ratio is None else ratio
+    return 1.0 if ratio is None else ratio
 
 
 def fresh_forwards(

@@ -86,13 +86,9 @@ class SpeedTrack:
         return statistics.median(self.fresh_s) if self.fresh_s else self.median_s
 
     def to_table(self) -> float:
-        """What samples scaled to the first reading are multiplied by to stand at :attr:`table_s` instead."""
-        return followed(self.table_s / self.reference_s)
-
-    def to_median(self) -> float:
-        """What samples scaled to the first reading are multiplied by to stand at :attr:`median_s` instead (the
+        """What samples scaled to the first reading are multiplied by to stand at :attr:`table_s` instead (the
         ratio raised to :data:`~graphprof.devices.probe.SPEED_ELASTICITY`, as every speed factor is)."""
-        return followed(self.median_s / self.reference_s)
+        return followed(self.table_s / self.reference_s)
 
     def timed(self, work: Callable[[], T]) -> tuple[T, float]:
         """``work()`` with a reading before and after it, and the factor its times take."""

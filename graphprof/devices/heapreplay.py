@@ -46,7 +46,7 @@ from typing import Any
 
 from graphprof.devices.firsttouch import FirstTouch, conv_scratch
 
-__all__ = ["PAGE", "TOP_PAD", "GlibcHeap", "HeapStep", "forward_touch", "heap_steps", "steady_faults"]
+__all__ = ["PAGE", "TOP_PAD", "GlibcHeap", "HeapStep", "forward_touch", "heap_faults", "heap_steps", "steady_faults"]
 
 #: The page size the kernel maps fresh memory in.
 PAGE = 4096
@@ -163,6 +163,15 @@ def heap_steps(steps: Sequence[Any], touch: FirstTouch) -> list[HeapStep]:
     ]
 
 
+def heap_faults(steps: Sequence[Any], touch: FirstTouch) -> tuple[float, float]:
+    """``(mapped, heap)``: the bytes a steady forward over the run's allocation order ``steps`` faults in its blocks
+    at or above ``touch``'s limit (mapped afresh every forward, page-rounded), and in the heap besides
+    (:func:`steady_faults` over :func:`heap_steps`)."""
+    heap = heap_steps(steps, touch)
+    mapped = sum(_pages(b) for s in heap for b in (*s.scratch, *(n for _, n in s.allocated)) if b >= touch.limit_bytes)
+    return float(mapped), sum(steady_faults(heap, touch.limit_bytes)) - mapped
+
+
 def forward_touch(touch: FirstTouch, ops: Sequence[Any], peak_bytes: float | None, steps: Sequence[Any] = ()) -> FirstTouch:
     """The first-touch term of one eval forward on this CPU: its fresh blocks at or above the limit in full, and of
     its fresh blocks between :attr:`~FirstTouch.min_bytes` and the limit the share the heap replay faults
@@ -175,9 +184,7 @@ def forward_touch(touch: FirstTouch, ops: Sequence[Any], peak_bytes: float | Non
     blocks between 1 MiB and the limit, pays the 40 MiB in full and 12% of each of those blocks."""
     if not steps:
         return touch.for_forward(peak_bytes)
-    heap = heap_steps(steps, touch)
-    mapped = sum(_pages(b) for s in heap for b in (*s.scratch, *(n for _, n in s.allocated)) if b >= touch.limit_bytes)
-    faulted = sum(steady_faults(heap, touch.limit_bytes)) - mapped
+    _, faulted = heap_faults(steps, touch)
     _, between = touch.split(
         b for op in ops for part in (getattr(op, "parts", ()) or (op,)) if part.op.startswith("aten.") for b in touch.fresh(part)
     )
