@@ -182,7 +182,7 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
     )  # no real model runs here
     # 30 ms saved over 100 MB: 0.3 ns a byte, 1.2x the loop's 0.25
     anchor = FreshForward(1e6, 10e6, 5e6, 0.050, 0.30e-3, fault_bytes=100e6, saved_s=0.030)
-    monkeypatch.setattr(preset, "fresh_forwards", lambda models, touch, progress=None, processes=3: {("resnet34", 8): anchor})
+    monkeypatch.setattr(preset, "fresh_forwards", lambda models, touch, progress=None, processes=3: {("resnet34", 8): [anchor]})
     monkeypatch.setattr(preset, "measure_benchmarks", lambda grid, device="cpu", progress=None: [])
     out = tmp_path / "preset.json"
     result = CliRunner().invoke(app, ["calibrate", "--output", str(out)])
@@ -191,7 +191,12 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
     written = read_local(out)
     assert written is not None  # the file validates against its schema, the anchors kept beside the fit's accuracy
     anchors = written["calibration"]["op_model"]["accuracy"]["anchors"]
-    assert anchors == {"resnet34@8": {"forward_s": 0.050, "probe_s": 0.30e-3, "fault_bytes": 100e6, "saved_s": 0.030}}
+    assert anchors == {"resnet34@8": {"forward_s": 0.050, "probe_s": 0.30e-3, "fault_bytes": 100e6, "saved_s": 0.030,
+                                      "processes": [[0.050, 0.30e-3]]}}  # fmt: skip
+    # one process: its probe is the median, the elasticity the prior's (nothing to fit)
+    fresh = written["calibration"]["op_model"]["accuracy"]["fresh_processes"]
+    assert fresh == {"count": 1, "probe_s": 0.30e-3, "elasticity": 0.6}
+    assert "1 fresh processes timed the sample models, their probe's median 0.300 ms" in " ".join(result.output.split())
     # at the calibration's reference speed: the anchor's probe (0.30 ms) against this machine's readings moves it a little
     model = written["calibration"]["op_model"]
     cost = model["accuracy"]["fault_cost"]
@@ -238,34 +243,75 @@ def test_a_fresh_process_anchors_a_sample_models_time_at_the_reference_speed() -
     assert anchored(times, anchor._replace(probe_s=0.0012), SpeedTrack(0.00040))[1] == 1.0
 
 
-def test_a_sample_models_fresh_processes_merge_into_one_anchor(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``merged``'s examples: 50 ms at a probe of 0.30 ms and 60 ms at 0.40 ms give 54.8 ms at 0.3464 ms (the
-    geometric means: sqrt(50 x 60) = 54.77, sqrt(0.30 x 0.40) = 0.3464); faults their mean; with a third process
-    at 80 ms the median process, 60 ms at 0.40 ms, in any order. ``fresh_forwards`` runs
-    every model once, then every model again, and leaves out a model that failed in every process."""
-    from graphprof.calibrate import preset
+def test_a_sample_models_fresh_processes_merge_into_one_anchor_at_one_speed() -> None:
+    """``merged``'s examples, at 0.35 ms and an elasticity of 1: 50 ms at a probe of 0.30 ms is 58.33 ms there, 60
+    ms at 0.40 ms is 52.5 ms, the anchor their geometric mean, 55.34 ms, at 0.35 ms; faults their mean; with a third
+    process at 80 ms and 0.35 ms the median, 58.33 ms, in any order. At an elasticity of 0 the forwards as timed
+    (54.77 ms, then 60 ms); a probe 3x off (a misread) leaves its process unscaled."""
     from graphprof.calibrate.fresh_faults import FreshForward, merged
 
-    one, two = FreshForward(10e6, 100e6, 5e6, 0.050, 0.30e-3), FreshForward(20e6, 100e6, 5e6, 0.060, 0.40e-3)
-    got = merged([one, two])
-    assert got.forward_s == pytest.approx(0.05477, rel=1e-4) and got.probe_s == pytest.approx(0.3464e-3, rel=1e-4)
-    assert (got.faulted, got.exposed, got.peak) == (15e6, 100e6, 5e6) and merged([one]) == one
+    one, two = FreshForward(10e6, 100e6, 5e6, 0.050, 0.30e-3, 1e6, 0.010), FreshForward(20e6, 100e6, 5e6, 0.060, 0.40e-3)
+    got = merged([one, two], 0.35e-3, 1.0)
+    assert got.forward_s == pytest.approx(0.05534, rel=1e-3)
+    assert got.forward_s == pytest.approx(math.sqrt(0.050 * 0.35 / 0.30 * 0.060 * 0.35 / 0.40))
+    assert got.probe_s == 0.35e-3 and (got.faulted, got.exposed, got.peak, got.fault_bytes) == (15e6, 100e6, 5e6, 0.5e6)
+    assert got.saved_s == pytest.approx(0.010 * 0.35 / 0.30 / 2)  # the seconds faults cost, at the same speed
     three = FreshForward(30e6, 100e6, 5e6, 0.080, 0.35e-3)
     for runs_ in ([one, two, three], [three, one, two], [two, three, one]):
-        median = merged(runs_)
-        assert (median.forward_s, median.probe_s, median.faulted) == pytest.approx((0.060, 0.40e-3, 20e6))
+        median = merged(runs_, 0.35e-3, 1.0)
+        assert (median.forward_s, median.faulted) == pytest.approx((0.050 * 0.35 / 0.30, 20e6))
+    assert merged([one, two], 0.35e-3, 0.0).forward_s == pytest.approx(math.sqrt(0.050 * 0.060))
+    assert merged([one, two, three], 0.35e-3, 0.0).forward_s == 0.060
+    assert merged([one._replace(probe_s=1.2e-3)], 0.35e-3, 1.0).forward_s == 0.050
+
+
+def test_the_fresh_processes_fit_how_far_a_forward_follows_the_probe() -> None:
+    """``elasticity``'s example: two models, processes at 0.30 and 0.36 ms whose forwards differ by 1.2x: 1.0 (no
+    residual, the prior weighs nothing). Processes that all read the probe alike teach nothing: the prior, 0.6; so
+    does a single process per model. Forwards that did not move with a probe that did: shrunk from 0 towards the
+    prior only as far as their scatter allows (here none: 0); a slope beyond the range is held at 1.5."""
+    from graphprof.calibrate.fresh_faults import ELASTICITY_PRIOR, ELASTICITY_RANGE, FreshForward, elasticity
+
+    def runs(*pairs: tuple[float, float]) -> list[FreshForward]:
+        return [FreshForward(0.0, 0.0, 0.0, f, p) for f, p in pairs]
+
+    a, b = runs((0.050, 0.30e-3), (0.060, 0.36e-3)), runs((0.100, 0.36e-3), (0.100 / 1.2, 0.30e-3))
+    assert elasticity([a, b]) == pytest.approx(1.0)
+    assert elasticity([runs((0.05, 0.3e-3), (0.06, 0.3e-3)), runs((0.1, 0.3e-3), (0.12, 0.3e-3))]) == ELASTICITY_PRIOR[0]
+    assert elasticity([runs((0.05, 0.3e-3)), runs((0.1, 0.36e-3))]) == ELASTICITY_PRIOR[0]
+    flat = [runs((0.05, 0.30e-3), (0.05, 0.36e-3)), runs((0.1, 0.36e-3), (0.1, 0.30e-3))]
+    assert elasticity(flat) == pytest.approx(0.0)
+    steep = [runs((0.05, 0.30e-3), (0.05 * 1.2**3, 0.36e-3)), runs((0.1, 0.36e-3), (0.1 / 1.2**3, 0.30e-3))]
+    assert elasticity(steep) == ELASTICITY_RANGE[1]
+    # scatter pulls towards the prior: a third process per model off the line by 10% both ways
+    noisy = [a + runs((0.0548 * 1.1, 0.33e-3)), b + runs((0.0913 / 1.1, 0.33e-3))]
+    assert ELASTICITY_PRIOR[0] < elasticity(noisy) < 1.0
+
+
+def test_fresh_processes_run_round_robin_and_a_slow_spells_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fresh_forwards`` runs every model once, then every model again, leaves out a model that failed in every
+    process, and runs again each process whose probe read over 1.15x the median of all: the second run replaces
+    it where its probe lies nearer the median (0.31 ms for 0.45; a second run at 0.50 ms for 0.40 does not)."""
+    from graphprof.calibrate import preset
+    from graphprof.calibrate.fresh_faults import FreshForward
+
+    def run(forward: float, probe: float) -> FreshForward:
+        return FreshForward(0.0, 0.0, 0.0, forward, probe)
 
     order: list[tuple[str, int]] = []
-    runs = iter([one, None, two, None])
+    a, c = [run(0.05, 0.30e-3), run(0.07, 0.45e-3), run(0.06, 0.30e-3)], [run(0.02, 0.30e-3), run(0.03, 0.29e-3), run(0.04, 0.40e-3)]
+    again = [run(0.05, 0.31e-3), run(0.05, 0.50e-3)]
+    runs = iter([a[0], None, c[0], a[1], None, c[1], a[2], None, c[2], *again])
 
     def fake(name: str, batch: int, limit: float, least: float, blocks: tuple[int, int] = (0, 0)) -> FreshForward | None:
         order.append((name, batch))
         return next(runs)
 
     monkeypatch.setattr(preset, "fresh_forward", fake)
-    anchors = preset.fresh_forwards([("a", 1), ("b", 8)], None, processes=2)
-    assert order == [("a", 1), ("b", 8), ("a", 1), ("b", 8)]
-    assert set(anchors) == {("a", 1)} and anchors[("a", 1)] == merged([one, two])
+    got = preset.fresh_forwards([("a", 1), ("b", 8), ("c", 1)], None, processes=3)
+    # the median probe of the six is 0.30 ms: 0.45 (a's) and 0.40 ms (c's) read over 0.345 and run again
+    assert order == [("a", 1), ("b", 8), ("c", 1)] * 3 + [("a", 1), ("c", 1)] and set(got) == {("a", 1), ("c", 1)}
+    assert got[("a", 1)] == [a[0], again[0], a[2]] and got[("c", 1)] == c
 
 
 @pytest.mark.slow
@@ -320,7 +366,7 @@ def test_the_in_forward_cost_of_a_fault_pools_the_anchors_and_replaces_the_ladde
         {"ladder_per_byte_s": 0.237e-9, "forward_per_byte_s": 2.5e-9, "used": False},
     )
     assert in_forward_cost(touch, {("c", 1): none}, None)[0] == touch and in_forward_cost(None, {}, None) == (None, {})
-    both = merged([a, b])
+    both = merged([a, b], 0.3e-3)  # both at the anchor's speed: unscaled
     assert (both.fault_bytes, both.saved_s) == pytest.approx((300e6, 0.080))
 
 

@@ -97,6 +97,12 @@ def _op_model_lines(model: Any) -> list[str]:
             f"against a kept heap), {cost['ladder_per_byte_s'] * 1e9:.3f} ns in a lone loop: "
             + ("the forwards' figure is priced" if cost["used"] else "the loop's is priced (the forwards' lies out of range)")
         )
+    fresh = model.accuracy.get("fresh_processes")
+    if fresh:
+        lines.append(
+            f"  fresh    {fresh['count']} fresh processes timed the sample models, their probe's median {fresh['probe_s'] * 1e3:.3f} ms "
+            f"(the table's speed); their forwards followed the probe with an elasticity of {fresh['elasticity']:.2f}"
+        )
     return lines
 
 

@@ -43,10 +43,12 @@ import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["FreshForward", "fault_cost", "fresh_forward", "merged", "PROCESSES"]
+from graphprof.devices.probe import SPEED_ELASTICITY, SPEED_LIMITS
+
+__all__ = ["FreshForward", "elasticity", "fault_cost", "fresh_forward", "merged", "strays", "PROCESSES", "STRAY"]
 
 #: Forwards before the faults are counted, and forwards counted (their median).
 WARMUP, COUNTED = 2, 3
@@ -60,6 +62,16 @@ KEPT_MIN_BYTES = 32 * 2**20
 #: median is the anchor as it is the benchmark's figure: with two (their geometric mean), two calibrations back to
 #: back put the held-out models at batch 1 16-23% apart (run 12; 9.6% at the median over both batches).
 PROCESSES = 3
+#: A process whose probe reads above this factor of the median of the calibration's fresh processes is run again
+#: once (:func:`strays`): a probe's median of five readings strays about 5% from process to process when the machine
+#: is steady; the slow spell of one calibration read 23-43% above.
+STRAY = 1.15
+#: The elasticity a fresh process's forward follows its probe with, before a calibration's own processes say more
+#: (:func:`elasticity`): :data:`~graphprof.devices.probe.SPEED_ELASTICITY`, and how far it may be off (the prior's
+#: standard deviation).
+ELASTICITY_PRIOR = (SPEED_ELASTICITY, 0.25)
+#: A fitted elasticity is held within these (a forward that ran faster as the probe slowed is noise).
+ELASTICITY_RANGE = (0.0, 1.5)
 
 
 class FreshForward(NamedTuple):
@@ -102,24 +114,85 @@ def fresh_forward(
     return FreshForward(*(float(out[key]) for key in FreshForward._fields))
 
 
-def merged(runs: Sequence[FreshForward]) -> FreshForward:
-    """One anchor from several fresh processes of a model: the median process by its forward, at its own probe (an
-    even count: the geometric mean of the middle two, at the geometric mean of their probes); faults the mean of
-    all (``exposed`` and ``peak`` are the dry run's, the same in each). A process here runs at one of two speeds
-    for its whole life (shufflenet_v2_x1_5 at batch 1: 21.8, 14.0 and 20.9 ms in three), and the median keeps
-    the common one, as the benchmark's reference (the median of three processes) does; a mean lands between.
+def merged(runs: Sequence[FreshForward], at_s: float, elasticity: float = SPEED_ELASTICITY) -> FreshForward:
+    """One anchor from several fresh processes of a model, at the speed a probe reading of ``at_s`` stands for (the
+    table's, :attr:`graphprof.calibrate.speed.SpeedTrack.table_s`): each process's forward and the seconds its faults
+    cost brought there by ``(at_s / its probe) ** elasticity`` (unscaled where that ratio lies outside the probe's
+    limits: a misread), then the median forward (an even count: the geometric mean of the middle two); faults the
+    mean of all (``exposed`` and ``peak`` are the dry run's, the same in each); the probe ``at_s``.
 
-    Worked examples: 50 ms at a probe of 0.30 ms and 60 ms at 0.40 ms: sqrt(50 x 60) = 54.8 ms at
-    sqrt(0.30 x 0.40) = 0.3464 ms; add 80 ms at 0.35 ms: 60 ms at 0.40 ms."""
-    if len(runs) == 1:
-        return runs[0]
-    ordered = sorted(runs, key=lambda r: r.forward_s)
+    Why each process is brought to one speed before the median: a process here runs at one speed for its whole life
+    (shufflenet_v2_x1_5 at batch 1: 21.8, 14.0 and 20.9 ms in three), and a slow spell of a few minutes can take two
+    of a model's three. The median of the raw forwards then lies in the spell, and scaling it afterwards by its own
+    probe at the prior elasticity (0.6) left 40% of the spell in: in one calibration seven anchors' probes read
+    0.33-0.43 ms against a median of 0.30, mobilenet_v2 at batch 1 took 18.1 ms where an hour earlier it took 13.0,
+    and two calibrations back to back predicted the held-out models 8.7% apart at the median.
+
+    Worked examples, at 0.35 ms and an elasticity of 1: 50 ms at a probe of 0.30 ms is 58.3 ms there, 60 ms at
+    0.40 ms is 52.5 ms: the anchor is sqrt(58.3 x 52.5) = 55.3 ms; add 80 ms at 0.35 ms: the median, 58.3 ms.
+    At an elasticity of 0, the forwards as timed: 54.8 ms, then 60 ms."""
+    brought = [(_factor(at_s, r.probe_s, elasticity), r) for r in runs]
+    ordered = sorted(factor * r.forward_s for factor, r in brought)
     middle = ordered[(len(ordered) - 1) // 2 : len(ordered) // 2 + 1]
-    probe = statistics.geometric_mean(r.probe_s for r in middle)
-    forward = statistics.geometric_mean(r.forward_s for r in middle)
+    forward = middle[0] if len(middle) == 1 else statistics.geometric_mean(middle)
     first = runs[0]
-    return FreshForward(statistics.fmean(r.faulted for r in runs), first.exposed, first.peak, forward, probe,
-                        statistics.fmean(r.fault_bytes for r in runs), statistics.fmean(r.saved_s for r in runs))  # fmt: skip
+    return FreshForward(statistics.fmean(r.faulted for r in runs), first.exposed, first.peak, forward, at_s,
+                        statistics.fmean(r.fault_bytes for r in runs), statistics.fmean(f * r.saved_s for f, r in brought))  # fmt: skip
+
+
+def _factor(at_s: float, probe_s: float, elasticity: float) -> float:
+    """``(at_s / probe_s) ** elasticity``, or 1 where either is unknown or their ratio lies outside
+    :data:`~graphprof.devices.probe.SPEED_LIMITS`."""
+    if at_s <= 0 or probe_s <= 0 or not SPEED_LIMITS[0] <= at_s / probe_s <= SPEED_LIMITS[1]:
+        return 1.0
+    return float((at_s / probe_s) ** elasticity)
+
+
+def elasticity(groups: Iterable[Sequence[FreshForward]]) -> float:
+    """How far a fresh process's forward followed its probe in this calibration: the slope of log forward on log
+    probe, each model's processes about their own means (a model's speed is not the probe's), shrunk towards the
+    prior :data:`ELASTICITY_PRIOR` as a normal prior on the slope shrinks it (the weight of the prior is the
+    residual variance over the prior's), and held within :data:`ELASTICITY_RANGE`.
+
+    Why fitted here: the prior, 0.6, was measured once, on 18 processes of two models; a calibration whose
+    processes all read the probe alike learns nothing from them and keeps the prior, while one that ran some in a
+    slow spell learns how far the forwards followed it (1.0 in the spell that the module docstring of
+    :func:`merged` names).
+
+    Worked example: two models, each with processes at probes 0.30 and 0.36 ms (logs about their means
+    -/+0.0912) whose forwards differ by a factor of 1.2 (+/-0.0912): the slope is 1, the residuals 0, so the
+    prior weighs nothing: 1.0."""
+    xs: list[float] = []
+    ys: list[float] = []
+    models = 0
+    for runs in groups:
+        usable = [(math.log(r.probe_s), math.log(r.forward_s)) for r in runs if r.probe_s > 0 and r.forward_s > 0]
+        if len(usable) < 2:
+            continue
+        models += 1
+        mean_x, mean_y = statistics.fmean(x for x, _ in usable), statistics.fmean(y for _, y in usable)
+        xs += [x - mean_x for x, _ in usable]
+        ys += [y - mean_y for _, y in usable]
+    prior, spread = ELASTICITY_PRIOR
+    sxx, sxy = sum(x * x for x in xs), sum(x * y for x, y in zip(xs, ys, strict=True))
+    freedom = len(xs) - models - 1
+    if freedom < 1 or sxx <= 0:
+        return prior
+    slope = sxy / sxx
+    noise = sum((y - slope * x) ** 2 for x, y in zip(xs, ys, strict=True)) / freedom
+    weight = noise / spread**2
+    low, high = ELASTICITY_RANGE
+    return min(max((sxy + weight * prior) / (sxx + weight), low), high)
+
+
+def strays(runs: Sequence[tuple[int, FreshForward]]) -> list[int]:
+    """The processes, by their place in ``runs``, whose probe read more than :data:`STRAY` times the median of all
+    the processes': they ran in a slow spell, and are run again once the rest are done."""
+    probes = [r.probe_s for _, r in runs if r.probe_s > 0]
+    if not probes:
+        return []
+    cut = STRAY * statistics.median(probes)
+    return [i for i, (_, r) in enumerate(runs) if r.probe_s > cut]
 
 
 def fault_cost(anchors: Sequence[tuple[FreshForward, float]]) -> float | None:

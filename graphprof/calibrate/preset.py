@@ -33,7 +33,7 @@ import torch
 from graphprof.calibrate.bench import Progress, kind_benchmarks, measure_benchmarks, measure_op_table
 from graphprof.calibrate.fit import fit_op_table
 from graphprof.calibrate.fit_ops import fit_op_model, worst_kinds
-from graphprof.calibrate.fresh_faults import PROCESSES, FreshForward, fault_cost, fresh_forward, merged
+from graphprof.calibrate.fresh_faults import PROCESSES, FreshForward, elasticity, fault_cost, fresh_forward, merged, strays
 from graphprof.calibrate.samples import fault_split, first_touch_of, samples_from_context, samples_from_table
 from graphprof.calibrate.speed import SpeedTrack, at_speed
 from graphprof.calibrate.store import check_preset_path, write_preset
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from graphprof.measure.context import ContextTimes
 
 __all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
-           "measure_default_hardware", "faulting_share", "fresh_forwards", "zoo_samples", "ZooTimes", "anchored", "in_forward_cost"]  # fmt: skip
+           "measure_default_hardware", "faulting_share", "fresh_forwards", "zoo_samples", "ZooTimes", "anchored", "anchors_of", "in_forward_cost"]  # fmt: skip
 
 #: The zoo models whose ops the full calibration times in place, ``(name, batch)``: each family at batch 1
 #: and a large batch (where activations outgrow the caches and the allocator's limit), none of them a model
@@ -225,10 +225,9 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
         return None if progress is None else (lambda done, total, what: progress(done, total, f"{name}: {what}"))
 
     touch = first_touch_of(table)
-    fresh = {} if quick else fresh_forwards(models, touch, stage("fresh processes"))  # as the user's process runs them
+    runs = {} if quick else fresh_forwards(models, touch, stage("fresh processes"))  # as the user's process runs them
+    fresh, follows = anchors_of(runs, speed[0])  # at the speed of a user's fresh process (graphprof.calibrate.speed)
     touch, cost = in_forward_cost(touch, fresh, speed[0])
-    if speed[0] is not None:  # the table at the speed of a user's fresh process (graphprof.calibrate.speed)
-        speed[0].fresh_s = [run.probe_s for run in fresh.values() if run.probe_s > 0]
     zoo = zoo_samples(models, stage("models"), touch, passes=1 if quick else ZOO_PASSES, track=speed[0], anchors=fresh)
     faults = [run.faults for (_, batch), run in fresh.items() if batch > 1]
     if touch is not None and faults:  # the share a user's fresh process faults, not this process's
@@ -238,8 +237,11 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
         return fitted
     # each sample model's anchor, kept in the file: what sets the table's speed, to hold two calibrations side by side
     anchors = {f"{name}@{batch}": {"forward_s": run.forward_s, "probe_s": run.probe_s, "fault_bytes": run.fault_bytes,
-                                   "saved_s": run.saved_s} for (name, batch), run in fresh.items()}  # fmt: skip
-    return replace(fitted, accuracy={**fitted.accuracy, "anchors": anchors, "fault_cost": cost})
+                                   "saved_s": run.saved_s, "processes": [[r.forward_s, r.probe_s] for r in runs[name, batch]]}
+               for (name, batch), run in fresh.items()}  # fmt: skip
+    processes = {"count": sum(len(found) for found in runs.values()), "probe_s": statistics.median(a.probe_s for a in fresh.values()),
+                 "elasticity": follows}  # fmt: skip
+    return replace(fitted, accuracy={**fitted.accuracy, "anchors": anchors, "fault_cost": cost, "fresh_processes": processes})
 
 
 #: The in-forward cost of a fault is taken where it lies within these factors of the ladder's (outside, the
@@ -284,22 +286,50 @@ def _to_reference(anchor: FreshForward, track: SpeedTrack | None) -> float:
 
 def fresh_forwards(
     models: Sequence[tuple[str, int]], touch: FirstTouch | None, progress: Progress | None = None, processes: int = PROCESSES
-) -> dict[tuple[str, int], FreshForward]:
+) -> dict[tuple[str, int], list[FreshForward]]:
     """Each model's forward in ``processes`` fresh processes (:mod:`graphprof.calibrate.fresh_faults`), one model
-    after the other and then again (a slow spell does not take every process of one model), merged into one
-    anchor (:func:`~graphprof.calibrate.fresh_faults.merged`): its faults split at ``touch``'s limit (none
-    without one), its time and the probe; a model that fails in every process is left out."""
+    after the other and then again (a slow spell does not take every process of one model), then once more each
+    process that ran in a slow spell (:func:`~graphprof.calibrate.fresh_faults.strays`), which its second run
+    replaces where that one's probe lies nearer the median; a model that fails in every process is left out. Each
+    process's faults split at ``touch``'s limit (none without one), its time and the probe."""
     limit, least = (math.inf, 2.0**20) if touch is None else (touch.limit_bytes, touch.min_bytes)
     blocks = (0, 0) if touch is None else (touch.conv_block, touch.threads)
-    runs: dict[tuple[str, int], list[FreshForward]] = {}
     order = [m for _ in range(processes) for m in models]
-    for i, (name, batch) in enumerate(order, start=1):
+    done: list[tuple[int, FreshForward]] = []
+    for i, point in enumerate(order):
         if progress is not None:
-            progress(i, len(order), f"{name} batch {batch} (a fresh process)")
-        run = fresh_forward(name, batch, limit, least, blocks)
+            progress(i + 1, len(order), f"{point[0]} batch {point[1]} (a fresh process)")
+        run = fresh_forward(*point, limit, least, blocks)
         if run is not None:
-            runs.setdefault((name, batch), []).append(run)
-    return {point: merged(found) for point, found in runs.items()}
+            done.append((i, run))
+    again = strays(done)
+    median = statistics.median([r.probe_s for _, r in done]) if done else 0.0
+    for n, place in enumerate(again, start=1):
+        i, stray = done[place]
+        if progress is not None:
+            progress(n, len(again), f"{order[i][0]} batch {order[i][1]} (again: its probe read {stray.probe_s / median:.2f}x the median)")
+        rerun = fresh_forward(*order[i], limit, least, blocks)
+        if rerun is not None and rerun.probe_s > 0 and abs(math.log(rerun.probe_s / median)) < abs(math.log(stray.probe_s / median)):
+            done[place] = (i, rerun)
+    runs: dict[tuple[str, int], list[FreshForward]] = {}
+    for i, run in done:
+        runs.setdefault(order[i], []).append(run)
+    return runs
+
+
+def anchors_of(
+    runs: Mapping[tuple[str, int], Sequence[FreshForward]], track: SpeedTrack | None
+) -> tuple[dict[tuple[str, int], FreshForward], float]:
+    """Each sample model's anchor (:func:`~graphprof.calibrate.fresh_faults.merged`) at the speed of a user's fresh
+    process, and the elasticity its processes' forwards followed their probes with
+    (:func:`~graphprof.calibrate.fresh_faults.elasticity`). That speed is the median probe of every process
+    (:attr:`~graphprof.calibrate.speed.SpeedTrack.table_s`, which ``track`` takes)."""
+    probes = [r.probe_s for found in runs.values() for r in found if r.probe_s > 0]
+    if track is not None:
+        track.fresh_s = probes
+    at_s = statistics.median(probes) if probes else 0.0
+    follows = elasticity(runs.values())
+    return {point: merged(found, at_s, follows) for point, found in runs.items()}, follows
 
 
 def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None) -> LocalPreset:
