@@ -38,6 +38,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -297,6 +298,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--wait", type=float, default=300.0)
     parser.add_argument("--max-load", type=float, default=QUIET, help=f"wait for this load (a point above {QUIET} is refused all the same)")
     parser.add_argument("--output", type=Path, default=OUT)
+    parser.add_argument("--keep-first", type=Path, default=None, help="copy the first calibration's file here")
     return parser.parse_args()
 
 
@@ -311,8 +313,10 @@ def main() -> int:
     from graphprof.calibrate import calibrate
 
     load, start = _load(), time.perf_counter()
-    calibrate("cpu", threads=args.threads, quick=args.quick)
+    kept = calibrate("cpu", threads=args.threads, quick=args.quick)
     took_first, first = time.perf_counter() - start, _predictions(points, args.threads)
+    if args.keep_first is not None and kept.path is not None:  # to hold the two calibrations' anchors side by side
+        shutil.copyfile(kept.path, args.keep_first)
     start = time.perf_counter()
     preset = calibrate("cpu", threads=args.threads, quick=args.quick)
     took = time.perf_counter() - start
