@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from graphprof.measure.context import ContextTimes
 
 __all__ = ["CALIBRATION_MODELS", "QUICK_MODELS", "LocalPreset", "calibrate", "loadavg", "preset_from_table", "load_local",
-           "measure_default_hardware", "faulting_share", "fresh_forwards", "zoo_samples", "ZooTimes", "anchored", "anchors_of", "in_forward_cost"]  # fmt: skip
+           "measure_default_hardware", "faulting_share", "fresh_forwards", "zoo_samples", "ZooTimes", "anchored", "anchors_of", "at_table", "in_forward_cost"]  # fmt: skip
 
 #: The zoo models whose ops the full calibration times in place, ``(name, batch)``: each family at batch 1
 #: and a large batch (where activations outgrow the caches and the allocator's limit), none of them a model
@@ -211,6 +211,7 @@ def _fit_adaptive(
     more = at_speed(samples_from_table({"floors": table["floors"], "records": extra}, group_prefix="adaptive"), factor)
     if track is not None:  # every sample from the first reading's speed to the table's (graphprof.calibrate.speed)
         samples, more = at_speed(samples, track.to_table()), at_speed(more, track.to_table())
+        touch = at_table(touch, track)  # and what a fault costs with them
     fitted = fit_op_model(samples + more, models, touch) if more or track is not None else first
     share = statistics.median(zoo.outside) if zoo.outside else None
     return replace(fitted, accuracy={**fitted.accuracy, "outside_share": share})
@@ -236,6 +237,8 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
     if not fresh:
         return fitted
     # each sample model's anchor, kept in the file: what sets the table's speed, to hold two calibrations side by side
+    if cost.get("forward_per_byte_s") is not None and speed[0] is not None:  # as priced: at the table's speed
+        cost = {**cost, "forward_per_byte_s": cost["forward_per_byte_s"] * speed[0].to_table()}
     anchors = {f"{name}@{batch}": {"forward_s": run.forward_s, "probe_s": run.probe_s, "fault_bytes": run.fault_bytes,
                                    "saved_s": run.saved_s, "processes": [[r.forward_s, r.probe_s] for r in runs[name, batch]]}
                for (name, batch), run in fresh.items()}  # fmt: skip
@@ -264,6 +267,18 @@ def in_forward_cost(
     used = measured is not None and low * touch.per_byte_s <= measured <= high * touch.per_byte_s
     found = {"ladder_per_byte_s": touch.per_byte_s, "forward_per_byte_s": measured, "used": used}
     return (replace(touch, per_byte_s=measured) if used and measured is not None else touch), found
+
+
+def at_table(touch: FirstTouch | None, track: SpeedTrack) -> FirstTouch | None:
+    """``touch`` with what a fault costs brought from the track's reference speed to the table's, as every sample
+    is (:meth:`~graphprof.calibrate.speed.SpeedTrack.to_table`). The in-forward cost is measured at the reference
+    speed (:func:`in_forward_cost`), the first reading of the probe: one calibration here read 0.501 ms first and
+    0.292 ms at the median of its fresh processes, and its faults, left at the first reading's speed, were priced
+    1.38x what the table's ops around them were (0.411 ns a byte against 0.298).
+
+    Worked example: 0.40 ns a byte at a first reading of 0.50 ms, a table at 0.30 ms:
+    ``0.40 x (0.30 / 0.50) ** 0.6 = 0.294`` ns."""
+    return None if touch is None else replace(touch, per_byte_s=touch.per_byte_s * track.to_table())
 
 
 def anchored(times: ContextTimes, anchor: FreshForward, track: SpeedTrack | None) -> tuple[ContextTimes, float]:
