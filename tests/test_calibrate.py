@@ -344,8 +344,9 @@ def test_a_sample_models_fresh_process_reports_what_its_own_dry_run_and_forwards
 
 
 def test_the_in_forward_cost_of_a_fault_pools_the_anchors_and_replaces_the_ladders_within_its_range() -> None:
-    """``fault_cost``'s example: 100 ms saved over 400 MB at a factor of 1.0 and 60 ms over 200 MB at 1.2 give
-    (0.100 + 0.072) / 600e6 = 0.2867 ns a byte; a forward not measured (0 bytes) adds nothing. ``in_forward_cost``
+    """``fault_cost``'s example: 100 ms saved over 400 MB at a factor of 1.0 and 60 ms over 200 MB at 1.2, both
+    forwards of 0.5 s, give 0.2663 ns a byte (the slope weighed by the inverse square of each forward); a forward not
+    measured (0 bytes) adds nothing; a long forward's stray difference weighs little. ``in_forward_cost``
     puts it in the first-touch term where it lies within 0.5-3x of the ladder's, else keeps the ladder's; merged
     anchors average both figures."""
     from graphprof.calibrate.fresh_faults import FreshForward, fault_cost, merged
@@ -355,12 +356,17 @@ def test_the_in_forward_cost_of_a_fault_pools_the_anchors_and_replaces_the_ladde
     a = FreshForward(0.0, 0.0, 0.0, 0.5, 0.3e-3, fault_bytes=400e6, saved_s=0.100)
     b = FreshForward(0.0, 0.0, 0.0, 0.5, 0.3e-3, fault_bytes=200e6, saved_s=0.060)
     none = FreshForward(0.0, 0.0, 0.0, 0.05, 0.3e-3)
-    assert fault_cost([(a, 1.0), (b, 1.2), (none, 1.0)]) == pytest.approx(0.172 / 600e6)
+    assert fault_cost([(a, 1.0), (b, 1.2), (none, 1.0)]) == pytest.approx(2.0e8 / 7.511e17, rel=1e-4)
+    assert fault_cost([(a, 1.0), (a, 1.0)]) == pytest.approx(0.100 / 400e6)  # one figure twice: itself
     assert fault_cost([(none, 1.0)]) is None
+    # vit_b_16 at batch 8 in one calibration: 40 ms over 11 MB in 1.8 s moves the pooled figure by under 1%
+    stray = FreshForward(0.0, 0.0, 0.0, 1.8, 0.3e-3, fault_bytes=11e6, saved_s=0.040)
+    assert fault_cost([(a, 1.0), (stray, 1.0)]) == pytest.approx(0.100 / 400e6, rel=0.01)
     touch = FirstTouch(32 * 2**20, 0.237e-9)
     got, found = in_forward_cost(touch, {("a", 8): a, ("b", 8): b, ("c", 1): none}, None)
-    # no speed track: every factor 1, (0.100 + 0.060) / 600e6 = 0.2667 ns, 1.13x the ladder's
-    assert got is not None and got.per_byte_s == pytest.approx(0.160 / 600e6) and found["used"]
+    # no speed track: every factor 1, both forwards 0.5 s: (400e6 x 0.100 + 200e6 x 0.060) / (400e6 ** 2 + 200e6 ** 2)
+    # = 5.2e7 / 2.0e17 = 0.26 ns, 1.10x the ladder's
+    assert got is not None and got.per_byte_s == pytest.approx(0.26e-9) and found["used"]
     assert found["ladder_per_byte_s"] == 0.237e-9 and got.limit_bytes == touch.limit_bytes
     wild = a._replace(saved_s=1.0)  # 2.5 ns a byte: over 3x the ladder's
     assert in_forward_cost(touch, {("a", 8): wild}, None) == (
