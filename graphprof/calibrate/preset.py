@@ -304,8 +304,8 @@ def fresh_forwards(
 ) -> dict[tuple[str, int], list[FreshForward]]:
     """Each model's forward in ``processes`` fresh processes (:mod:`graphprof.calibrate.fresh_faults`), one model
     after the other and then again (a slow spell does not take every process of one model), then once more each
-    process that ran in a slow spell (:func:`~graphprof.calibrate.fresh_faults.strays`), which its second run
-    replaces where that one's probe lies nearer the median; a model that fails in every process is left out. Each
+    process that ran in a slow spell where most of its model's did (:func:`~graphprof.calibrate.fresh_faults.strays`),
+    which its second run replaces where that one's probe lies nearer the median; a model that fails in every process is left out. Each
     process's faults split at ``touch``'s limit (none without one), its time and the probe."""
     limit, least = (math.inf, 2.0**20) if touch is None else (touch.limit_bytes, touch.min_bytes)
     blocks = (0, 0) if touch is None else (touch.conv_block, touch.threads)
@@ -317,7 +317,7 @@ def fresh_forwards(
         run = fresh_forward(*point, limit, least, blocks)
         if run is not None:
             done.append((i, run))
-    again = strays(done)
+    again = strays([(order[i], run) for i, run in done])
     median = statistics.median([r.probe_s for _, r in done]) if done else 0.0
     for n, place in enumerate(again, start=1):
         i, stray = done[place]
