@@ -47,7 +47,7 @@ import sys
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-from graphprof.devices.probe import SPEED_ELASTICITY, SPEED_LIMITS
+from graphprof.devices.probe import SPEED_ELASTICITY, speed_factor
 
 __all__ = ["FreshForward", "elasticity", "fault_cost", "fresh_forward", "merged", "strays", "PROCESSES", "STRAY"]
 
@@ -132,21 +132,13 @@ def merged(runs: Sequence[FreshForward], at_s: float, elasticity: float = SPEED_
     Worked examples, at 0.35 ms and an elasticity of 1: 50 ms at a probe of 0.30 ms is 58.3 ms there, 60 ms at
     0.40 ms is 52.5 ms: the anchor is sqrt(58.3 x 52.5) = 55.3 ms; add 80 ms at 0.35 ms: the median, 58.3 ms.
     At an elasticity of 0, the forwards as timed: 54.8 ms, then 60 ms."""
-    brought = [(_factor(at_s, r.probe_s, elasticity), r) for r in runs]
+    brought = [(speed_factor(r.probe_s, at_s, elasticity) or 1.0, r) for r in runs]
     ordered = sorted(factor * r.forward_s for factor, r in brought)
     middle = ordered[(len(ordered) - 1) // 2 : len(ordered) // 2 + 1]
     forward = middle[0] if len(middle) == 1 else statistics.geometric_mean(middle)
     first = runs[0]
     return FreshForward(statistics.fmean(r.faulted for r in runs), first.exposed, first.peak, forward, at_s,
                         statistics.fmean(r.fault_bytes for r in runs), statistics.fmean(f * r.saved_s for f, r in brought))  # fmt: skip
-
-
-def _factor(at_s: float, probe_s: float, elasticity: float) -> float:
-    """``(at_s / probe_s) ** elasticity``, or 1 where either is unknown or their ratio lies outside
-    :data:`~graphprof.devices.probe.SPEED_LIMITS`."""
-    if at_s <= 0 or probe_s <= 0 or not SPEED_LIMITS[0] <= at_s / probe_s <= SPEED_LIMITS[1]:
-        return 1.0
-    return float((at_s / probe_s) ** elasticity)
 
 
 def elasticity(groups: Iterable[Sequence[FreshForward]]) -> float:

@@ -227,7 +227,7 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
 
     touch = first_touch_of(table)
     runs = {} if quick else fresh_forwards(models, touch, stage("fresh processes"))  # as the user's process runs them
-    fresh, follows = anchors_of(runs, speed[0])  # at the speed of a user's fresh process (graphprof.calibrate.speed)
+    fresh, processes = anchors_of(runs, speed[0])  # at the speed of a user's fresh process (graphprof.calibrate.speed)
     touch, cost = in_forward_cost(touch, fresh, speed[0])
     zoo = zoo_samples(models, stage("models"), touch, passes=1 if quick else ZOO_PASSES, track=speed[0], anchors=fresh)
     faults = [run.faults for (_, batch), run in fresh.items() if batch > 1]
@@ -242,8 +242,6 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
     anchors = {f"{name}@{batch}": {"forward_s": run.forward_s, "probe_s": run.probe_s, "fault_bytes": run.fault_bytes,
                                    "saved_s": run.saved_s, "processes": [[r.forward_s, r.probe_s] for r in runs[name, batch]]}
                for (name, batch), run in fresh.items()}  # fmt: skip
-    processes = {"count": sum(len(found) for found in runs.values()), "probe_s": statistics.median(a.probe_s for a in fresh.values()),
-                 "elasticity": follows}  # fmt: skip
     return replace(fitted, accuracy={**fitted.accuracy, "anchors": anchors, "fault_cost": cost, "fresh_processes": processes})
 
 
@@ -334,17 +332,19 @@ def fresh_forwards(
 
 def anchors_of(
     runs: Mapping[tuple[str, int], Sequence[FreshForward]], track: SpeedTrack | None
-) -> tuple[dict[tuple[str, int], FreshForward], float]:
+) -> tuple[dict[tuple[str, int], FreshForward], dict[str, Any]]:
     """Each sample model's anchor (:func:`~graphprof.calibrate.fresh_faults.merged`) at the speed of a user's fresh
-    process, and the elasticity its processes' forwards followed their probes with
-    (:func:`~graphprof.calibrate.fresh_faults.elasticity`). That speed is the median probe of every process
-    (:attr:`~graphprof.calibrate.speed.SpeedTrack.table_s`, which ``track`` takes)."""
+    process, and what the file keeps of the processes: ``{"count", "probe_s", "elasticity"}``, that speed being the
+    median probe of every process (:attr:`~graphprof.calibrate.speed.SpeedTrack.table_s`, which ``track`` takes) and
+    the elasticity the one their forwards followed their probes with
+    (:func:`~graphprof.calibrate.fresh_faults.elasticity`)."""
     probes = [r.probe_s for found in runs.values() for r in found if r.probe_s > 0]
     if track is not None:
         track.fresh_s = probes
     at_s = statistics.median(probes) if probes else 0.0
     follows = elasticity(runs.values())
-    return {point: merged(found, at_s, follows) for point, found in runs.items()}, follows
+    found = {"count": sum(len(got) for got in runs.values()), "probe_s": at_s, "elasticity": follows}
+    return {point: merged(got, at_s, follows) for point, got in runs.items()}, found
 
 
 def preset_from_table(table: Mapping[str, Any], device: Mapping[str, Any], op_model: OpModel | None = None) -> LocalPreset:

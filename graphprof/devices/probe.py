@@ -88,19 +88,19 @@ def probe_now(readings: int = READINGS) -> float:
     return statistics.median(probe_seconds() for _ in range(readings))
 
 
-def followed(ratio: float) -> float:
+def followed(ratio: float, elasticity: float = SPEED_ELASTICITY) -> float:
     """What a forward's time is multiplied by where the probe's time was multiplied by ``ratio``:
-    ``ratio ** SPEED_ELASTICITY`` (the module docstring says why not ``ratio``)."""
-    return float(ratio**SPEED_ELASTICITY)
+    ``ratio ** elasticity``, by default :data:`SPEED_ELASTICITY` (the module docstring says why not ``ratio``)."""
+    return float(ratio**elasticity)
 
 
-def speed_factor(calibrated_s: float, now_s: float) -> float | None:
-    """``(now / then) ** SPEED_ELASTICITY`` of the probe, or ``None`` when ``now / then`` falls outside
-    :data:`SPEED_LIMITS` (not applied)."""
+def speed_factor(calibrated_s: float, now_s: float, elasticity: float = SPEED_ELASTICITY) -> float | None:
+    """``(now / then) ** elasticity`` of the probe (by default :data:`SPEED_ELASTICITY`), or ``None`` when
+    ``now / then`` falls outside :data:`SPEED_LIMITS` (not applied)."""
     if calibrated_s <= 0 or now_s <= 0:
         return None
     ratio = now_s / calibrated_s
-    return followed(ratio) if SPEED_LIMITS[0] <= ratio <= SPEED_LIMITS[1] else None
+    return followed(ratio, elasticity) if SPEED_LIMITS[0] <= ratio <= SPEED_LIMITS[1] else None
 
 
 def band_of(readings: Sequence[float]) -> tuple[float, float] | None:
