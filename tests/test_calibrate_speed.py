@@ -72,16 +72,18 @@ def test_a_predictions_probe_is_the_median_of_its_readings(monkeypatch: pytest.M
 def test_a_reading_inside_the_calibrations_band_leaves_the_prediction_alone() -> None:
     from graphprof.devices.probe import band_of, speed_factor, speed_factor_beyond
 
-    readings = [0.29e-3 + i * 0.02e-3 for i in range(11)]  # 0.29 .. 0.49 ms: 10th and 90th percentiles 0.31 and 0.47
+    readings = [0.29e-3 + i * 0.02e-3 for i in range(11)]  # 0.29 .. 0.49 ms: every speed the calibration met
     band = band_of(readings)
-    assert band == pytest.approx((0.31e-3, 0.47e-3))
+    assert band == pytest.approx((0.29e-3, 0.49e-3))
     assert band_of(readings[:9]) is None  # too few readings to say
+    assert band_of([*readings[:9], 0.0]) is None  # a reading of 0 is no reading
     assert speed_factor_beyond(0.39e-3, 0.40e-3, band) == 1.0
-    # outside: the ratio to the nearer edge, (0.60 / 0.47) ** 0.6 = 1.2766 ** 0.6 = 1.1578; (0.25 / 0.31) ** 0.6 = 0.8065 ** 0.6 = 0.8789
-    assert speed_factor_beyond(0.39e-3, 0.60e-3, band) == pytest.approx(1.1578, abs=1e-4)
-    assert speed_factor_beyond(0.39e-3, 0.25e-3, band) == pytest.approx(0.8789, abs=1e-4)
+    assert speed_factor_beyond(0.39e-3, 0.48e-3, band) == 1.0  # a spell the calibration met (the old 10-90% band scaled it)
+    # outside: the ratio to the nearer edge, (0.60 / 0.49) ** 0.6 = exp(0.6 x 0.2025) = 1.1292; (0.25 / 0.29) ** 0.6 = exp(0.6 x -0.1484) = 0.9148
+    assert speed_factor_beyond(0.39e-3, 0.60e-3, band) == pytest.approx(1.1292, abs=1e-4)
+    assert speed_factor_beyond(0.39e-3, 0.25e-3, band) == pytest.approx(0.9148, abs=1e-4)
     # continuous at the edges, never further from 1 than the whole ratio, and as before without a band
-    assert speed_factor_beyond(0.39e-3, 0.47e-3, band) == pytest.approx(1.0)
+    assert speed_factor_beyond(0.39e-3, 0.49e-3, band) == pytest.approx(1.0)
     whole = speed_factor(0.39e-3, 0.60e-3)
     assert whole is not None and whole > speed_factor_beyond(0.39e-3, 0.60e-3, band)  # type: ignore[operator]
     assert speed_factor_beyond(0.39e-3, 0.60e-3, None) == whole

@@ -182,6 +182,12 @@ def test_a_local_file_with_its_readings_predicts_at_its_own_speed_inside_the_ban
     readings = [0.29e-3 + i * 0.02e-3 for i in range(11)]
     same, _ = _at_speed_now(cal, {"probe_s": 0.39e-3, "probes_s": readings})
     assert same.speed == 1.0
+    # the fresh processes' readings widen the band: 0.45 ms lies beyond 0.29-0.41 alone, inside with a fresh 0.46
+    narrow = readings[:7]
+    beyond, _ = _at_speed_now(cal, {"probe_s": 0.39e-3, "probes_s": narrow, "fresh_probes_s": [0.30e-3, 0.31e-3, 0.33e-3]})
+    assert beyond.speed == pytest.approx((0.45 / 0.41) ** 0.6)
+    inside, _ = _at_speed_now(cal, {"probe_s": 0.39e-3, "probes_s": narrow, "fresh_probes_s": [0.30e-3, 0.31e-3, 0.46e-3]})
+    assert inside.speed == 1.0
     alone, _ = _at_speed_now(cal, {"probe_s": 0.39e-3})  # an older file without its readings: the whole ratio
     assert alone.speed == pytest.approx((0.45 / 0.39) ** 0.6)
 

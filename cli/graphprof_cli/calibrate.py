@@ -54,7 +54,10 @@ def _probe_lines(probes: Any) -> list[str]:
     if not probes:
         return []
     times = " / ".join(f"{p * 1e3:.3f}" for p in probes)
-    return [f"  speed    probe {times} ms (start, after the grid, end): a prediction times it again and scales to the speed then"]
+    return [
+        f"  speed    probe {times} ms (start, after the grid, end): a prediction times it again and scales to the speed "
+        "then only where it reads beyond every speed this calibration met"
+    ]
 
 
 def _op_model_lines(model: Any) -> list[str]:

@@ -417,6 +417,8 @@ def calibrate(
     if track is not None:  # the speed the samples were brought to (graphprof.calibrate.speed), and every reading
         info["probe_s"] = track.table_s
         info["probes_s"] = track.readings_s
+        if track.fresh_s:  # what the fresh processes read: with probes_s, the band of speeds a prediction is not scaled in
+            info["fresh_probes_s"] = track.fresh_s
     busy = busy_reason(load_before, load_after)
     if busy:
         info["busy"] = busy  # written with the figures, and repeated by every prediction that uses them

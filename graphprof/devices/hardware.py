@@ -414,12 +414,17 @@ def _at_speed_now(calibration: Calibration, device: object) -> tuple[Calibration
     """``calibration`` scaled to this machine's speed now, where the calibration timed the probe
     (:mod:`graphprof.devices.probe`, ``device.probe_s``), with a note; as it is otherwise."""
     then = device.get("probe_s") if isinstance(device, Mapping) else None
-    if not isinstance(then, (int, float)) or isinstance(then, bool) or then <= 0 or calibration.op_model is None:
+    if (
+        not isinstance(device, Mapping)
+        or not isinstance(then, (int, float))
+        or isinstance(then, bool)
+        or then <= 0
+        or calibration.op_model is None
+    ):
         return calibration, None
     from graphprof.devices.probe import READINGS, SPEED_LIMITS, band_of, probe_now, speed_factor_beyond
 
-    readings = device.get("probes_s") if isinstance(device, Mapping) else None
-    band = band_of([float(r) for r in readings if isinstance(r, (int, float))]) if isinstance(readings, list) else None
+    band = band_of(_readings(device, "probes_s") + _readings(device, "fresh_probes_s"))
     now = probe_now()
     factor = speed_factor_beyond(float(then), now, band)
     if factor is None:
@@ -428,8 +433,14 @@ def _at_speed_now(calibration: Calibration, device: object) -> tuple[Calibration
     within = f" (its readings spanned {band[0] * 1e3:.2f}-{band[1] * 1e3:.2f} ms)" if band is not None else ""
     return replace(calibration, speed=factor), (
         f"predicted at this machine's speed now: the speed probe ran {now * 1e3:.2f} ms (the median of {READINGS} readings) "
-        f"against {then * 1e3:.2f} ms when calibrated (its median reading){within}, so the calibration's times are scaled by {factor:.2f}"
+        f"against {then * 1e3:.2f} ms when calibrated (the speed its table stands at){within}, so the calibration's times are scaled by {factor:.2f}"
     )
+
+
+def _readings(device: Mapping[str, Any], key: str) -> list[float]:
+    """The probe readings a local file's ``device`` keeps under ``key`` (none where it keeps none)."""
+    found = device.get(key)
+    return [float(r) for r in found if isinstance(r, (int, float)) and not isinstance(r, bool)] if isinstance(found, list) else []
 
 
 def read_local_hardware(path: Path | None = None) -> Hardware | None:
