@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import operator
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -294,10 +295,38 @@ def _on_meta(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 _TORCH_LOGGERS = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "torch._guards", "torch.export")
 
 
+#: Python's augmented assignments and the in-place operator each calls: ``x += y`` runs ``x.__iadd__(y)``.
+_IN_PLACE = {"__iadd__": operator.iadd, "__isub__": operator.isub, "__imul__": operator.imul, "__itruediv__": operator.itruediv,
+             "__ifloordiv__": operator.ifloordiv, "__imod__": operator.imod, "__ipow__": operator.ipow, "__iand__": operator.iand,
+             "__ior__": operator.ior, "__ixor__": operator.ixor, "__ilshift__": operator.ilshift, "__irshift__": operator.irshift}  # fmt: skip
+
+
+class _InPlaceProxy(torch.fx.Proxy):
+    """FX's proxy, except that an augmented assignment is traced as the in-place call it is: FX's own proxy has no
+    ``__iadd__``, so Python falls back to ``__add__`` and ``out += identity`` (torchvision's residual blocks) became
+    an out-of-place ``aten.add`` with a fresh output, where the eager forward runs ``aten.add_`` into ``out``.
+    Traced so, the dry run dispatches what the eager forward dispatches: resnet50 at batch 8 priced its 16 adds at
+    15.9 ms against 5.8 ms measured in context (a fresh 25.7 MB output each, where the eager forward writes none),
+    and the heap replay saw 16 allocations the forward never makes. FX prints such a node as ``x += y``."""
+
+
+def _in_place(target: Any) -> Any:
+    def method(self: torch.fx.Proxy, other: Any) -> torch.fx.Proxy:
+        # named as its plain twin (``add``, ``add_1``), as the out-of-place node was: layer names do not change
+        return self.tracer.create_proxy("call_function", target, (self, other), {}, name=target.__name__[1:])
+
+    return method
+
+
+for _name, _target in _IN_PLACE.items():
+    setattr(_InPlaceProxy, _name, _in_place(_target))
+
+
 class _CallSiteTracer(torch.fx.Tracer):
     """``torch.fx.symbolic_trace``'s tracer, except that a module reachable under several paths (one
     object held by two parents) is named by the path under the parent that called it: FX's own tracer
-    names every call by the first path, which would give the first parent all of the shared module's cost.
+    names every call by the first path, which would give the first parent all of the shared module's cost;
+    and that an augmented assignment is traced in place (:class:`_InPlaceProxy`).
     """
 
     def __init__(self, root: nn.Module) -> None:
@@ -305,6 +334,9 @@ class _CallSiteTracer(torch.fx.Tracer):
         self._paths: dict[int, list[str]] = {}
         for name, module in root.named_modules(remove_duplicate=False):
             self._paths.setdefault(id(module), []).append(name)
+
+    def proxy(self, node: torch.fx.Node) -> torch.fx.Proxy:
+        return _InPlaceProxy(node, self)
 
     def path_of_module(self, mod: nn.Module) -> str:
         candidates = self._paths.get(id(mod), [])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import operator
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -35,6 +36,8 @@ def _node_type(node: torch.fx.Node, root: nn.Module) -> str:
         return str(node.target)
     target = node.target
     name = getattr(target, "__name__", None) or str(target)
+    if getattr(target, "__module__", None) == "_operator" and name.startswith("i") and hasattr(operator, name[1:]):
+        return name[1:]  # an augmented assignment (``x += y``, operator.iadd) is an ``add`` as its plain twin is
     return name.split(".")[-1]
 
 
