@@ -194,10 +194,12 @@ def test_cli_calibrate_writes_the_preset(tmp_path: Path, monkeypatch: pytest.Mon
     assert written is not None  # the file validates against its schema, the anchors kept beside the fit's accuracy
     anchors = written["calibration"]["op_model"]["accuracy"]["anchors"]
     assert anchors == {"resnet34@8": {"forward_s": 0.050, "probe_s": 0.30e-3, "fault_bytes": 100e6, "saved_s": 0.030,
-                                      "processes": [[0.050, 0.30e-3]]}}  # fmt: skip
+                                      "processes": [[0.050, 0.30e-3, 100e6, 0.030]]}}  # fmt: skip
     # one process: its probe is the median, the elasticity the prior's (nothing to fit)
     fresh = written["calibration"]["op_model"]["accuracy"]["fresh_processes"]
     assert fresh == {"count": 1, "probe_s": 0.30e-3, "elasticity": 0.6}
+    # the fresh processes' readings, kept beside the long-running ones: the band a prediction is not scaled in
+    assert written["device"]["fresh_probes_s"] == [0.30e-3]
     assert "1 fresh processes timed the sample models, their probe's median 0.300 ms" in " ".join(result.output.split())
     # 30 ms over 100 MB, at the table's speed (here every reading's)
     model = written["calibration"]["op_model"]

@@ -240,7 +240,7 @@ def _op_model(table: Mapping[str, Any], quick: bool, progress: Progress | None, 
     if cost.get("forward_per_byte_s") is not None and speed[0] is not None:  # as priced: at the table's speed
         cost = {**cost, "forward_per_byte_s": cost["forward_per_byte_s"] * speed[0].to_table()}
     anchors = {f"{name}@{batch}": {"forward_s": run.forward_s, "probe_s": run.probe_s, "fault_bytes": run.fault_bytes,
-                                   "saved_s": run.saved_s, "processes": [[r.forward_s, r.probe_s] for r in runs[name, batch]]}
+                                   "saved_s": run.saved_s, "processes": [list(_kept(r)) for r in runs[name, batch]]}
                for (name, batch), run in fresh.items()}  # fmt: skip
     return replace(fitted, accuracy={**fitted.accuracy, "anchors": anchors, "fault_cost": cost, "fresh_processes": processes})
 
@@ -277,6 +277,12 @@ def at_table(touch: FirstTouch | None, track: SpeedTrack) -> FirstTouch | None:
     Worked example: 0.40 ns a byte at a first reading of 0.50 ms, a table at 0.30 ms:
     ``0.40 x (0.30 / 0.50) ** 0.6 = 0.294`` ns."""
     return None if touch is None else replace(touch, per_byte_s=touch.per_byte_s * track.to_table())
+
+
+def _kept(run: FreshForward) -> tuple[float, float, float, float]:
+    """What the file keeps of one fresh process: ``(forward_s, probe_s, fault_bytes, saved_s)`` (its faults and what
+    they cost it, so that two calibrations' anchors can be told apart by their processes' faults as well as speeds)."""
+    return run.forward_s, run.probe_s, run.fault_bytes, run.saved_s
 
 
 def anchored(times: ContextTimes, anchor: FreshForward, track: SpeedTrack | None) -> tuple[ContextTimes, float]:
