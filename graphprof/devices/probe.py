@@ -4,9 +4,10 @@ A shared machine's speed drifts by tens of percent over minutes, whatever its lo
 calibrate`` reads this probe around every stretch of its timing and brings each stretch's samples to the
 median reading (:mod:`graphprof.calibrate.speed`), so one calibration's table describes one speed, stored
 with it (``device.probe_s``, every reading in ``device.probes_s``); a prediction for ``local`` reads it
-:data:`READINGS` times (:func:`probe_now`) and, where that median lies beyond every speed the calibration itself met (the band its
-own readings and its fresh processes' readings spanned, :func:`band_of`), scales the table by its ratio to the band's
-edge, raised to :data:`SPEED_ELASTICITY` (:func:`speed_factor_beyond`), and says so. One reading alone is too noisy for either (``benchmarks/bench_drift.py``).
+:data:`READINGS` times (:func:`probe_now`) and, where that median lies beyond every speed the calibration itself
+met (the band its own readings and its fresh processes' readings spanned, :func:`band_of`), scales the table by its
+ratio to the band's edge, raised to :data:`SPEED_ELASTICITY` (:func:`speed_factor_beyond`), and says so. One reading
+alone is too noisy for either (``benchmarks/bench_drift.py``).
 
 **Why not the ratio itself.** The probe is as noisy as the forwards it stands for, so a forward follows it only in
 part. On a 2-core AMD EPYC VM, 18 fresh processes (12 of resnet50, 6 of mobilenet_v2, batch 1, 2 threads) each
